@@ -1,0 +1,61 @@
+"""The `hpc-train` command: one module per subcommand, `main(argv) -> int` for tests.
+
+Each subcommand module has `HELP`, `add_arguments(parser)` and `run(args) -> int`
+and imports its heavy dependencies inside `run`, so `hpc-train --help` never
+loads TensorFlow. Everything after a bare `--` is the subcommand's `command`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from hpc_train import __version__
+from hpc_train.errors import HpcTrainError
+
+SUBCOMMANDS = ("bootstrap",)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line, as all our errors are."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="hpc-train",
+                           description="Distributed TensorFlow training on Slurm clusters.")
+    parser.add_argument("--version", action="version", version=f"hpc-train {__version__}")
+    subparsers = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True,
+                                       parser_class=OneLineParser)
+    for name in SUBCOMMANDS:
+        module = importlib.import_module(f"hpc_train.cli.{name}")
+        sub = subparsers.add_parser(name, help=module.HELP, description=module.__doc__,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
+    return parser
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """Split at the first bare `--`: our options before it, the user's command after."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, None
+    at = argv.index("--")
+    return argv[:at], argv[at + 1:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options, command = split_command(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(options)
+    args.command = command
+    try:
+        return int(args.run(args))
+    except HpcTrainError as error:
+        print(f"hpc-train {args.subcommand}: error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,25 @@
+"""The one exception type users see, and how it reads."""
+
+from __future__ import annotations
+
+
+class HpcTrainError(Exception):
+    """A problem with the user's input or environment, with its fix.
+
+    The command line prints the message as one line and exits 2; it never shows
+    a traceback for these.
+    """
+
+
+class SlurmEnvError(HpcTrainError):
+    """A Slurm variable is missing or holds a value hpc-train cannot use.
+
+    The message names the variable, echoes its value and says what would fix it:
+    ``SLURM_PROCID='7': out of range for 4 tasks (0-3); run the command under srun``.
+    """
+
+    def __init__(self, variable: str, value: str | None, problem: str, fix: str) -> None:
+        shown = " is not set" if value is None else f"={value!r}"
+        super().__init__(f"{variable}{shown}: {problem}; {fix}")
+        self.variable = variable
+        self.value = value
