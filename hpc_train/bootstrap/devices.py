@@ -1,0 +1,125 @@
+"""GPUs: each task on a node gets its own, disjoint share; CPU-only nodes just work.
+
+What a node has is read from Slurm's variables only (never from `nvidia-smi`):
+
+- ``CUDA_VISIBLE_DEVICES``: the ids CUDA will accept in this task (Slurm sets it;
+  under cgroup device constraints they are renumbered from 0), so shares are cut
+  from this list when it is there;
+- ``SLURM_STEP_GPUS`` / ``SLURM_JOB_GPUS``: the node's GPU ids, otherwise;
+- ``SLURM_GPUS_ON_NODE``: how many GPUs the node was given.
+
+If a task already sees fewer GPUs than its node was given, Slurm bound GPUs per
+task (``--gpus-per-task``, ``--gpu-bind``): that binding is kept as it is. With
+no GPU variable at all, device visibility is left alone. Tasks that do not
+compute (the parameter-server chief and ps) are given no GPU in every case.
+A task's share is written as the value it exports in ``CUDA_VISIBLE_DEVICES``:
+``None`` means "leave it as Slurm set it", ``()`` means "no GPU".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hpc_train.errors import HpcTrainError, SlurmEnvError
+
+# Values Slurm writes when a GPU gres has no device files behind it.
+_NO_DEVICE_WORDS = frozenset({"", "nodevfiles", "none"})
+
+Devices = tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """The GPUs of the node a task runs on, as its environment describes them."""
+
+    visible: tuple[str, ...]  # ids to cut shares from
+    total: int  # GPUs the node was given
+    narrowed: bool  # Slurm already bound GPUs per task
+    known: bool  # any GPU variable was set at all
+    source: str  # the variable the count came from, for messages
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str]) -> "NodeGpus":
+        cuda = _id_list(env.get("CUDA_VISIBLE_DEVICES"))
+        slurm_variable = next((name for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS") if name in env), None)
+        slurm_ids = _id_list(env.get(slurm_variable)) if slurm_variable else None
+        on_node = _count(env, "SLURM_GPUS_ON_NODE")
+        if on_node is not None:
+            total, source = on_node, f"SLURM_GPUS_ON_NODE={on_node}"
+        elif slurm_ids is not None:
+            total, source = len(slurm_ids), f"{slurm_variable}={env[slurm_variable]}"
+        elif cuda is not None:
+            total, source = len(cuda), f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}"
+        else:
+            return cls((), 0, False, False, "no GPU variable")
+        visible = cuda if cuda is not None else slurm_ids if slurm_ids is not None else _first_ids(total)
+        return cls(visible, total, len(visible) < total, True, source)
+
+
+def assign_devices(node_names: Sequence[str], node_of_rank: Sequence[int],
+                   computes: Sequence[bool], gpus: NodeGpus) -> tuple[tuple[Devices, ...], tuple[str, ...]]:
+    """Give every rank its devices; return them and notes for people.
+
+    `computes[rank]` says whether the rank's role uses GPUs. Every node is assumed
+    to have the GPUs this task's node has (Slurm's ``--gpus-per-node``); each task
+    applies only its own share, which comes from its own node's variables.
+    """
+    devices: list[Devices] = [() if not computes[rank] else None for rank in range(len(node_of_rank))]
+    if not gpus.known or gpus.narrowed:
+        return tuple(devices), ()
+    notes: list[str] = []
+    for node, ranks in enumerate(_computing_ranks_by_node(node_of_rank, computes, len(node_names))):
+        if not ranks:
+            continue
+        per_task = _share_size(node_names[node], len(ranks), gpus)
+        if per_task * len(ranks) < gpus.total and not notes:
+            notes.append(f"{gpus.total} GPUs for {len(ranks)} tasks on {node_names[node]}: "
+                         f"{per_task} each, {gpus.total - per_task * len(ranks)} left idle")
+        for slot, rank in enumerate(ranks):
+            devices[rank] = gpus.visible[slot * per_task:(slot + 1) * per_task]
+    return tuple(devices), tuple(notes)
+
+
+def _share_size(node_name: str, tasks: int, gpus: NodeGpus) -> int:
+    if gpus.total == 0:
+        return 0
+    if tasks > gpus.total:
+        raise HpcTrainError(
+            f"{node_name} runs {tasks} GPU tasks but has {gpus.total} GPUs ({gpus.source}); "
+            f"start at most one task per GPU (e.g. --ntasks-per-node={gpus.total}) or ask for more GPUs")
+    return gpus.total // tasks
+
+
+def _computing_ranks_by_node(node_of_rank: Sequence[int], computes: Sequence[bool],
+                             node_count: int) -> list[list[int]]:
+    by_node: list[list[int]] = [[] for _ in range(node_count)]
+    for rank, node in enumerate(node_of_rank):
+        if computes[rank]:
+            by_node[node].append(rank)
+    return by_node
+
+
+def _id_list(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if value.strip().lower() in _NO_DEVICE_WORDS:
+        return ()
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _count(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name)
+    if value is None:
+        return None
+    try:
+        count = int(value)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise SlurmEnvError(name, value, "not a GPU count", "expected a whole number such as '4', as Slurm sets it")
+    return count
+
+
+def _first_ids(count: int) -> tuple[str, ...]:
+    return tuple(str(index) for index in range(count))

@@ -1,0 +1,112 @@
+"""The pure core: a Slurm step's environment in, every task's place in the cluster out.
+
+`compute_layout` takes an environment mapping and returns a frozen `Layout`:
+each rank's role, index, host, port and devices, and which rank is "me". Every
+task of a step computes the same cluster from its own copy of the variables, so
+no task has to talk to another to agree on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from hpc_train.bootstrap.devices import Devices, assign_devices
+from hpc_train.bootstrap.placement import place_tasks
+from hpc_train.bootstrap.ports import HIGHEST_PORT, assign_ports
+from hpc_train.bootstrap.roles import ROLE_ORDER, Strategy, check_role_counts, role_of, uses_gpus
+from hpc_train.bootstrap.slurm_env import SlurmStep, read_slurm_step
+from hpc_train.errors import HpcTrainError, SlurmEnvError
+
+
+@dataclass(frozen=True)
+class BootstrapOptions:
+    """How to turn a step into a cluster; validated on construction."""
+
+    strategy: Strategy = Strategy.MULTIWORKER
+    num_ps: int = 1
+    port_base: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", Strategy.parse(self.strategy))
+        if self.num_ps < 1:
+            raise HpcTrainError(f"--num-ps {self.num_ps}: a parameter-server job needs at least 1 ps")
+        if self.port_base is not None and not 1024 <= self.port_base <= HIGHEST_PORT:
+            raise HpcTrainError(f"--port-base {self.port_base} is outside 1024-{HIGHEST_PORT}; "
+                                "pick an unprivileged port such as 20000")
+
+
+class Task(NamedTuple):
+    """One rank's place. (A tuple, not a dataclass: a step may have 32,768 of them.)"""
+
+    rank: int
+    role: str  # "chief", "ps" or "worker"
+    index: int  # the task's index among tasks of its role
+    host: str
+    port: int
+    node_index: int
+    local_index: int
+    devices: Devices  # CUDA_VISIBLE_DEVICES to export; None: leave Slurm's
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every task of a step, and which of them this process is."""
+
+    strategy: Strategy
+    tasks: tuple[Task, ...]
+    rank: int
+    port_rule: str
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def me(self) -> Task:
+        return self.tasks[self.rank]
+
+    def cluster(self) -> dict[str, list[str]]:
+        """The cluster spec: role -> addresses ordered by index (chief, ps, worker)."""
+        by_role: dict[str, list[str]] = {role: [] for role in ROLE_ORDER}
+        for task in self.tasks:  # ranks of one role come in index order
+            by_role[task.role].append(task.address)
+        return {role: addresses for role, addresses in by_role.items() if addresses}
+
+
+def compute_layout(env: Mapping[str, str], options: BootstrapOptions = BootstrapOptions()) -> Layout:
+    """Compute the whole step's layout from one task's environment."""
+    step = read_slurm_step(env)
+    node_of_rank, local_of_rank = place_tasks(step.tasks_per_node, step.distribution)
+    _check_own_place(step, node_of_rank[step.rank], local_of_rank[step.rank])
+    check_role_counts(step.num_tasks, options.strategy, options.num_ps)
+    roles = [role_of(rank, options.strategy, options.num_ps) for rank in range(step.num_tasks)]
+    ports = assign_ports(local_of_rank, job_id=step.job_id, reserved=step.reserved_ports,
+                         port_base=options.port_base)
+    computes = [uses_gpus(role.type, options.strategy) for role in roles]
+    devices, device_notes = assign_devices(step.nodes, node_of_rank, computes, step.gpus)
+    hosts = step.nodes
+    tasks = tuple(map(Task, range(step.num_tasks), [r.type for r in roles], [r.index for r in roles],
+                      [hosts[node] for node in node_of_rank], ports.ports, node_of_rank, local_of_rank,
+                      devices))
+    notes = ((step.note,) if step.note else ()) + device_notes
+    return Layout(options.strategy, tasks, step.rank, ports.rule, notes)
+
+
+def _check_own_place(step: SlurmStep, node: int, local: int) -> None:
+    """Slurm's own word on where this task runs must match the computed placement.
+
+    A mismatch means a layout hpc-train does not model (e.g. an arbitrary or plane
+    distribution that SLURM_DISTRIBUTION did not report): refuse it, since a wrong
+    cluster spec would hang every task.
+    """
+    placed = f"a {step.distribution.value} placement puts rank {step.rank} on {step.nodes[node]}"
+    fix = "start tasks with srun -m block or -m cyclic"
+    if step.node_id is not None and step.node_id != node:
+        raise SlurmEnvError("SLURM_NODEID", str(step.node_id), f"but {placed} (node {node})", fix)
+    if step.node_name is not None and step.node_name != step.nodes[node]:
+        raise SlurmEnvError("SLURMD_NODENAME", step.node_name, f"but {placed}", fix)
+    if step.local_id is not None and step.local_id != local:
+        raise SlurmEnvError("SLURM_LOCALID", str(step.local_id), f"but {placed} as its task {local}", fix)

@@ -1,0 +1,98 @@
+"""Ports: distinct for every task on a host, and apart from other jobs' ports.
+
+The rule, in order of precedence:
+
+1. ``--port-base B``: task ports are ``B + offset``.
+2. ``srun --resv-ports`` (``SLURM_STEP_RESV_PORTS``): Slurm reserved these ports
+   for this step on every node; task ports are ``reserved[offset]``.
+3. Otherwise a window derived from ``SLURM_JOB_ID`` inside ports 16384-32767,
+   below Linux's default ephemeral range (32768-60999), so outgoing connections
+   never take them. The window size W is the smallest power of two, at least 8,
+   that holds the offsets; the window starts at
+   ``16384 + (job_id mod (16384 / W)) * W``. Jobs with consecutive ids therefore
+   get disjoint windows, and two jobs sharing a node meet only if their ids
+   differ by a multiple of 16384 / W (2,048 for jobs of up to 8 tasks).
+
+The offset of a task is its **rank** whenever the window can hold every task of
+the step, so ports differ across the whole job; that keeps a one-machine test
+cluster (several slurmd "nodes" sharing one network stack) safe. Only when it
+cannot (steps of more than 256 tasks for derived windows, or more tasks than
+reserved ports) the offset is the task's **local index** on its node, which is
+still distinct on every host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from hpc_train.errors import HpcTrainError, SlurmEnvError
+
+DERIVED_RANGE_START = 16384
+DERIVED_RANGE_SIZE = 16384
+MIN_WINDOW = 8
+# Derived windows stay small so that jobs sharing a node rarely meet.
+MAX_JOB_WIDE_WINDOW = 256
+HIGHEST_PORT = 65535
+
+
+class PortPlan(NamedTuple):
+    ports: tuple[int, ...]
+    rule: str  # one line for people: where the ports came from
+
+
+def assign_ports(local_index: Sequence[int], *, job_id: int | None,
+                 reserved: Sequence[int] = (), port_base: int | None = None) -> PortPlan:
+    """Give every rank a port by the module's rule; `local_index` is per rank."""
+    if port_base is not None:
+        return _from_base(local_index, port_base)
+    if reserved:
+        return _from_reserved(local_index, reserved)
+    if job_id is None:
+        raise SlurmEnvError("SLURM_JOB_ID", None, "hpc-train derives the job's ports from it",
+                            "run the command inside a Slurm job, or pass --port-base")
+    return _from_job_id(local_index, job_id)
+
+
+def _offsets(local_index: Sequence[int], capacity: int) -> Sequence[int] | None:
+    """Ranks if `capacity` ports hold the whole step, else local indexes, else None."""
+    if len(local_index) <= capacity:
+        return range(len(local_index))
+    if max(local_index) < capacity:
+        return local_index
+    return None
+
+
+def _from_base(local_index: Sequence[int], port_base: int) -> PortPlan:
+    offsets = _offsets(local_index, HIGHEST_PORT + 1 - port_base)
+    if offsets is None:
+        raise HpcTrainError(f"--port-base {port_base} leaves no room for {max(local_index) + 1} tasks "
+                            f"on one node below port {HIGHEST_PORT}; pass a lower --port-base")
+    return PortPlan(tuple(port_base + offset for offset in offsets), f"--port-base {port_base}")
+
+
+def _from_reserved(local_index: Sequence[int], reserved: Sequence[int]) -> PortPlan:
+    offsets = _offsets(local_index, len(reserved))
+    if offsets is None:
+        per_node = max(local_index) + 1
+        raise SlurmEnvError("SLURM_STEP_RESV_PORTS", ",".join(map(str, reserved)),
+                            f"{len(reserved)} reserved ports for {per_node} tasks on one node",
+                            f"ask srun --resv-ports={per_node}, or leave --resv-ports out")
+    return PortPlan(tuple(reserved[offset] for offset in offsets), "SLURM_STEP_RESV_PORTS")
+
+
+def _from_job_id(local_index: Sequence[int], job_id: int) -> PortPlan:
+    job_wide = len(local_index) <= MAX_JOB_WIDE_WINDOW
+    needed = len(local_index) if job_wide else max(local_index) + 1
+    window = max(MIN_WINDOW, _next_power_of_two(needed))
+    if window > DERIVED_RANGE_SIZE:
+        raise HpcTrainError(f"{needed} tasks on one node need more than {DERIVED_RANGE_SIZE} ports; "
+                            "pass --port-base or use srun --resv-ports")
+    start = DERIVED_RANGE_START + (job_id % (DERIVED_RANGE_SIZE // window)) * window
+    offsets = range(len(local_index)) if job_wide else local_index
+    return PortPlan(tuple(start + offset for offset in offsets),
+                    f"SLURM_JOB_ID={job_id}: window {start}-{start + window - 1}")
+
+
+def _next_power_of_two(value: int) -> int:
+    return 1 << max(0, value - 1).bit_length()

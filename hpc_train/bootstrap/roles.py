@@ -1,0 +1,69 @@
+"""Rank to role: who is chief, parameter server or worker.
+
+``multiworker`` (MultiWorkerMirroredStrategy)
+    Every rank is a ``worker`` and its index is its rank. TensorFlow makes
+    worker 0 the chief (it writes checkpoints and logs).
+
+``parameter_server`` (ParameterServerStrategy) with K parameter servers
+    rank 0           -> ``chief`` 0   (the coordinator that runs the training loop)
+    ranks 1 .. K     -> ``ps`` 0 .. K-1
+    ranks K+1 .. N-1 -> ``worker`` 0 .. N-K-2
+    so at least K + 2 tasks are needed. Only workers compute: the chief and the
+    parameter servers are given no GPU.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from hpc_train.errors import HpcTrainError
+
+CHIEF, PS, WORKER = "chief", "ps", "worker"
+
+# The order in which task types appear in a cluster spec and in tables.
+ROLE_ORDER = (CHIEF, PS, WORKER)
+
+
+class Strategy(enum.Enum):
+    MULTIWORKER = "multiworker"
+    PARAMETER_SERVER = "parameter_server"
+
+    @classmethod
+    def parse(cls, value: "str | Strategy") -> "Strategy":
+        if isinstance(value, Strategy):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(s.value for s in cls)
+            raise HpcTrainError(f"unknown strategy {value!r}; choose one of: {choices}") from None
+
+
+class Role(NamedTuple):
+    type: str
+    index: int
+
+
+def check_role_counts(num_tasks: int, strategy: Strategy, num_ps: int) -> None:
+    """Refuse a parameter-server layout that leaves no worker."""
+    if strategy is Strategy.PARAMETER_SERVER and num_ps > num_tasks - 2:
+        raise HpcTrainError(
+            f"--num-ps {num_ps} needs at least {num_ps + 2} tasks (1 chief + {num_ps} ps + 1 worker) "
+            f"but the step has {num_tasks}; lower --num-ps or start more tasks (srun -n)")
+
+
+def role_of(rank: int, strategy: Strategy, num_ps: int) -> Role:
+    """The role of one rank (see the module docstring for the mapping)."""
+    if strategy is Strategy.MULTIWORKER:
+        return Role(WORKER, rank)
+    if rank == 0:
+        return Role(CHIEF, 0)
+    if rank <= num_ps:
+        return Role(PS, rank - 1)
+    return Role(WORKER, rank - 1 - num_ps)
+
+
+def uses_gpus(role: str, strategy: Strategy) -> bool:
+    """Whether tasks of this role compute and so get a share of the node's GPUs."""
+    return role == WORKER or strategy is Strategy.MULTIWORKER
