@@ -1,0 +1,60 @@
+"""From a layout to the variables a task exports, and the one side effect: applying them."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import MutableMapping
+from typing import Any
+
+from hpc_train.bootstrap.layout import BootstrapOptions, Layout, compute_layout
+
+RPC_LAYER = "grpc"
+
+
+def tf_config(layout: Layout) -> dict[str, Any]:
+    """This task's TF_CONFIG, as TensorFlow's TFConfigClusterResolver reads it."""
+    me = layout.me
+    return {"cluster": layout.cluster(), "task": {"type": me.role, "index": me.index}, "rpc_layer": RPC_LAYER}
+
+
+def task_environment(layout: Layout) -> dict[str, str]:
+    """The variables this task exports: TF_CONFIG, and its GPUs unless Slurm bound them."""
+    variables = {"TF_CONFIG": json.dumps(tf_config(layout), separators=(",", ":"))}
+    devices = layout.me.devices
+    if devices is not None:
+        variables["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    return variables
+
+
+def apply_to_environ(environ: MutableMapping[str, str] | None = None,
+                     options: BootstrapOptions = BootstrapOptions()) -> Layout:
+    """Compute this task's layout from `environ` (default `os.environ`) and export it there.
+
+    Call it before TensorFlow is imported: TensorFlow reads CUDA_VISIBLE_DEVICES
+    once, when it first looks for devices.
+    """
+    target: MutableMapping[str, str] = os.environ if environ is None else environ
+    layout = compute_layout(target, options)
+    target.update(task_environment(layout))
+    return layout
+
+
+def format_table(layout: Layout) -> str:
+    """The whole layout as an aligned table, this task marked with '*'."""
+    header = ("", "rank", "role", "index", "host", "port", "node", "local", "devices")
+    rows = [header] + [
+        ("*" if task.rank == layout.rank else "", str(task.rank), task.role, str(task.index), task.host,
+         str(task.port), str(task.node_index), str(task.local_index), _devices_text(task.devices))
+        for task in layout.tasks
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join([f"# {layout.strategy.value}, {len(layout.tasks)} tasks, ports: {layout.port_rule}"] + lines)
+
+
+def _devices_text(devices: tuple[str, ...] | None) -> str:
+    if devices is None:
+        return "(as set)"
+    return ",".join(devices) if devices else "none"
+

@@ -1,0 +1,74 @@
+"""Export this task's TF_CONFIG and GPU binding, then run a command.
+
+    srun hpc-train bootstrap -- python train.py
+    srun hpc-train bootstrap --strategy parameter_server --num-ps 2 -- python train.py
+    srun hpc-train bootstrap --print      # this task's TF_CONFIG as JSON
+    srun hpc-train bootstrap --all        # every task's role, host, port, GPUs
+
+Roles: multiworker makes every rank a worker (worker 0 is the chief);
+parameter_server makes rank 0 the chief, ranks 1..K the ps, the rest workers.
+Ports: --port-base, else srun --resv-ports, else a window derived from
+SLURM_JOB_ID in 16384-32767 (see README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HELP = "export TF_CONFIG and GPU binding for this Slurm task, then run a command"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "%(prog)s [options] (--print | --all | -- COMMAND [ARG ...])"
+    parser.add_argument("--strategy", choices=("multiworker", "parameter_server"), default="multiworker",
+                        help="multiworker: all workers (default); parameter_server: chief, ps and workers")
+    parser.add_argument("--num-ps", type=int, default=None, metavar="K",
+                        help="parameter servers for --strategy parameter_server (default 1)")
+    parser.add_argument("--port-base", type=int, default=None, metavar="PORT",
+                        help="first port of the job's ports instead of the derived window")
+    parser.add_argument("--print", action="store_true", dest="print_config",
+                        help="print this task's TF_CONFIG as JSON and exit")
+    parser.add_argument("--all", action="store_true", dest="print_all",
+                        help="print the whole layout as a table and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpc_train.bootstrap import BootstrapOptions, compute_layout, format_table, task_environment, tf_config
+    from hpc_train.bootstrap.portcheck import ensure_port_free
+    from hpc_train.errors import HpcTrainError
+
+    if args.num_ps is not None and args.strategy != "parameter_server":
+        raise HpcTrainError("--num-ps applies to --strategy parameter_server only; drop it or add that strategy")
+    printing = args.print_config or args.print_all
+    if not printing and not args.command:
+        raise HpcTrainError("nothing to run: give a command after --, or --print / --all to show the layout")
+    options = BootstrapOptions(strategy=args.strategy, num_ps=1 if args.num_ps is None else args.num_ps, port_base=args.port_base)
+    layout = compute_layout(os.environ, options)
+    for note in layout.notes:
+        print(f"hpc-train bootstrap: note: {note}", file=sys.stderr)
+    if args.print_config:
+        print(json.dumps(tf_config(layout)))
+    if args.print_all:
+        print(format_table(layout))
+    if printing:
+        return 0
+    ensure_port_free(layout.me.port, layout.me.host)
+    return _exec(args.command, {**os.environ, **task_environment(layout)})
+
+
+def _exec(command: list[str], env: dict[str, str]) -> int:
+    """Replace this process by `command`; return an exit code only if that fails."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(command[0], command, env)
+    except FileNotFoundError:
+        print(f"hpc-train bootstrap: error: command not found: {command[0]!r} (check the command after --)",
+              file=sys.stderr)
+        return 127
+    except PermissionError:
+        print(f"hpc-train bootstrap: error: cannot run {command[0]!r}: permission denied", file=sys.stderr)
+        return 126
