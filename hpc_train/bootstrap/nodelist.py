@@ -53,9 +53,9 @@ def expand_port_list(variable: str, value: str) -> tuple[int, ...]:
     """Expand a reserved-port list such as ``12000-12003,12010`` in its own order."""
     ports: list[int] = []
     for part in value.split(","):
-        low, _, high = part.strip().partition("-")
+        low, dash, high = part.strip().partition("-")
         try:
-            first, last = int(low), int(high or low)
+            first, last = int(low), int(high if dash else low)
         except ValueError:
             raise SlurmEnvError(variable, value, f"{part!r} is not a port or a port range",
                                 "expected ports such as '12000-12003,12010', as srun --resv-ports sets them") from None

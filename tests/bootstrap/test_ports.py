@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from hpc_train.bootstrap.ports import assign_ports
+from hpc_train.errors import HpcTrainError, SlurmEnvError
+
+
+def test_derived_window_is_aligned_and_below_the_ephemeral_range() -> None:
+    plan = assign_ports([0, 1, 0, 1], job_id=1234)
+    assert plan.ports == (26256, 26257, 26258, 26259)  # 16384 + (1234 mod 2048) * 8
+    assert plan.rule == "SLURM_JOB_ID=1234: window 26256-26263"
+
+
+def test_job_ids_wrap_inside_16384_to_32767() -> None:
+    assert assign_ports([0], job_id=2048).ports == (16384,)
+    assert assign_ports([0], job_id=2047).ports == (16384 + 2047 * 8,)
+    assert max(assign_ports(list(range(200)), job_id=10**9 + 7).ports) <= 32767
+
+
+def test_windows_of_different_sizes_nest_or_are_apart() -> None:
+    small = set(assign_ports([0] * 1, job_id=33).ports)  # window 8 at 16384 + 33 * 8
+    large = set(assign_ports(list(range(16)), job_id=16).ports)  # window 16 at 16384 + 16 * 16
+    assert min(small) == 16384 + 264 and min(large) == 16384 + 256
+    assert small <= set(range(16384 + 256, 16384 + 272))  # nested: the documented collision case
+
+
+def test_steps_over_256_tasks_number_ports_per_node() -> None:
+    local = [index % 8 for index in range(512)]  # 64 nodes x 8 tasks, block
+    ports = assign_ports(local, job_id=1).ports
+    assert set(ports) == set(range(16392, 16400))
+    assert ports[:9] == tuple(range(16392, 16400)) + (16392,)
+
+
+def test_port_base_numbers_from_the_base() -> None:
+    assert assign_ports([0, 1], job_id=None, port_base=40000).ports == (40000, 40001)
+
+
+def test_port_base_near_the_top_falls_back_to_local_indexes_then_refuses() -> None:
+    assert assign_ports([0, 1, 0, 1], job_id=None, port_base=65534).ports == (65534, 65535, 65534, 65535)
+    with pytest.raises(HpcTrainError, match="--port-base 65535 leaves no room for 2 tasks"):
+        assign_ports([0, 1], job_id=None, port_base=65535)
+
+
+def test_reserved_ports_win_over_the_job_id() -> None:
+    assert assign_ports([0, 1], job_id=9, reserved=[12000, 12001]).ports == (12000, 12001)
+
+
+def test_too_few_reserved_ports_name_the_variable() -> None:
+    with pytest.raises(SlurmEnvError, match=r"SLURM_STEP_RESV_PORTS='12000': .*--resv-ports=2"):
+        assign_ports([0, 1], job_id=9, reserved=[12000])
+
+
+def test_no_job_id_and_no_base_says_what_to_pass() -> None:
+    with pytest.raises(SlurmEnvError, match="SLURM_JOB_ID is not set.*--port-base"):
+        assign_ports([0], job_id=None)
