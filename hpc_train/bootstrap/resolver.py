@@ -46,7 +46,7 @@ class LayoutClusterResolver(tf.distribute.cluster_resolver.ClusterResolver):
         task_type = self.task_type if task_type is None else task_type
         task_id = self.task_id if task_id is None else task_id
         address = self.cluster_spec().task_address(task_type, task_id)
-        return format_master_url(address, rpc_layer or self.rpc_layer)
+        return format_master_url(address, self.rpc_layer if rpc_layer is None else rpc_layer)
 
     def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
                          config_proto: object = None) -> dict[str, int]:
