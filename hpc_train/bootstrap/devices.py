@@ -65,30 +65,35 @@ def assign_devices(node_names: Sequence[str], node_of_rank: Sequence[int],
     to have the GPUs this task's node has (Slurm's ``--gpus-per-node``); each task
     applies only its own share, which comes from its own node's variables.
     """
-    devices: list[Devices] = [() if not computes[rank] else None for rank in range(len(node_of_rank))]
+    devices: list[Devices] = [None if computing else () for computing in computes]
     if not gpus.known or gpus.narrowed:
         return tuple(devices), ()
     notes: list[str] = []
+    shares_by_task_count: dict[int, list[tuple[str, ...]]] = {}  # nodes alike share one split
     for node, ranks in enumerate(_computing_ranks_by_node(node_of_rank, computes, len(node_names))):
         if not ranks:
             continue
-        per_task = _share_size(node_names[node], len(ranks), gpus)
-        if per_task * len(ranks) < gpus.total and not notes:
-            notes.append(f"{gpus.total} GPUs for {len(ranks)} tasks on {node_names[node]}: "
-                         f"{per_task} each, {gpus.total - per_task * len(ranks)} left idle")
-        for slot, rank in enumerate(ranks):
-            devices[rank] = gpus.visible[slot * per_task:(slot + 1) * per_task]
+        shares = shares_by_task_count.get(len(ranks))
+        if shares is None:
+            shares = shares_by_task_count[len(ranks)] = _split(node_names[node], len(ranks), gpus, notes)
+        for rank, share in zip(ranks, shares):
+            devices[rank] = share
     return tuple(devices), tuple(notes)
 
 
-def _share_size(node_name: str, tasks: int, gpus: NodeGpus) -> int:
+def _split(node_name: str, tasks: int, gpus: NodeGpus, notes: list[str]) -> list[tuple[str, ...]]:
+    """Equal, disjoint shares of the node's GPUs for `tasks` tasks, in local order."""
     if gpus.total == 0:
-        return 0
+        return [()] * tasks
     if tasks > gpus.total:
         raise HpcTrainError(
             f"{node_name} runs {tasks} GPU tasks but has {gpus.total} GPUs ({gpus.source}); "
             f"start at most one task per GPU (e.g. --ntasks-per-node={gpus.total}) or ask for more GPUs")
-    return gpus.total // tasks
+    per_task = gpus.total // tasks
+    if per_task * tasks < gpus.total:
+        notes.append(f"{gpus.total} GPUs for {tasks} tasks on {node_name}: "
+                     f"{per_task} each, {gpus.total - per_task * tasks} left idle")
+    return [gpus.visible[slot * per_task:(slot + 1) * per_task] for slot in range(tasks)]
 
 
 def _computing_ranks_by_node(node_of_rank: Sequence[int], computes: Sequence[bool],

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from hpc_train.bootstrap.devices import Devices, assign_devices
 from hpc_train.bootstrap.placement import place_tasks
 from hpc_train.bootstrap.ports import HIGHEST_PORT, assign_ports
-from hpc_train.bootstrap.roles import ROLE_ORDER, Strategy, check_role_counts, role_of, uses_gpus
+from hpc_train.bootstrap.roles import ROLE_ORDER, Strategy, assign_roles, uses_gpus
 from hpc_train.bootstrap.slurm_env import SlurmStep, read_slurm_step
 from hpc_train.errors import HpcTrainError, SlurmEnvError
 
@@ -38,7 +39,7 @@ class BootstrapOptions:
 
 
 class Task(NamedTuple):
-    """One rank's place. (A tuple, not a dataclass: a step may have 32,768 of them.)"""
+    """One rank's place in the cluster."""
 
     rank: int
     role: str  # "chief", "ps" or "worker"
@@ -56,24 +57,43 @@ class Task(NamedTuple):
 
 @dataclass(frozen=True)
 class Layout:
-    """Every task of a step, and which of them this process is."""
+    """Every task of a step, and which of them this process is.
+
+    Kept as one column per field (a step may have 32,768 tasks, and a task
+    needs only the cluster spec and its own row); `tasks` builds the rows.
+    """
 
     strategy: Strategy
-    tasks: tuple[Task, ...]
     rank: int
+    roles: tuple[str, ...]
+    indexes: tuple[int, ...]
+    hosts: tuple[str, ...]
+    ports: tuple[int, ...]
+    node_of_rank: tuple[int, ...]
+    local_of_rank: tuple[int, ...]
+    devices: tuple[Devices, ...]
     port_rule: str
     notes: tuple[str, ...] = field(default=())
 
+    def task(self, rank: int) -> Task:
+        return Task(rank, self.roles[rank], self.indexes[rank], self.hosts[rank], self.ports[rank],
+                    self.node_of_rank[rank], self.local_of_rank[rank], self.devices[rank])
+
     @property
     def me(self) -> Task:
-        return self.tasks[self.rank]
+        return self.task(self.rank)
+
+    @cached_property
+    def tasks(self) -> tuple[Task, ...]:
+        return tuple(map(Task, range(len(self.roles)), self.roles, self.indexes, self.hosts, self.ports,
+                         self.node_of_rank, self.local_of_rank, self.devices))
 
     def cluster(self) -> dict[str, list[str]]:
         """The cluster spec: role -> addresses ordered by index (chief, ps, worker)."""
-        by_role: dict[str, list[str]] = {role: [] for role in ROLE_ORDER}
-        for task in self.tasks:  # ranks of one role come in index order
-            by_role[task.role].append(task.address)
-        return {role: addresses for role, addresses in by_role.items() if addresses}
+        addresses = list(map("{}:{}".format, self.hosts, self.ports))
+        # Ranks of one role are consecutive and in index order (see roles.py).
+        by_role = {role: [address for address, r in zip(addresses, self.roles) if r == role] for role in ROLE_ORDER}
+        return {role: members for role, members in by_role.items() if members}
 
 
 def compute_layout(env: Mapping[str, str], options: BootstrapOptions = BootstrapOptions()) -> Layout:
@@ -81,18 +101,16 @@ def compute_layout(env: Mapping[str, str], options: BootstrapOptions = Bootstrap
     step = read_slurm_step(env)
     node_of_rank, local_of_rank = place_tasks(step.tasks_per_node, step.distribution)
     _check_own_place(step, node_of_rank[step.rank], local_of_rank[step.rank])
-    check_role_counts(step.num_tasks, options.strategy, options.num_ps)
-    roles = [role_of(rank, options.strategy, options.num_ps) for rank in range(step.num_tasks)]
+    roles = assign_roles(step.num_tasks, options.strategy, options.num_ps)
     ports = assign_ports(local_of_rank, job_id=step.job_id, reserved=step.reserved_ports,
                          port_base=options.port_base)
-    computes = [uses_gpus(role.type, options.strategy) for role in roles]
-    devices, device_notes = assign_devices(step.nodes, node_of_rank, computes, step.gpus)
-    hosts = step.nodes
-    tasks = tuple(map(Task, range(step.num_tasks), [r.type for r in roles], [r.index for r in roles],
-                      [hosts[node] for node in node_of_rank], ports.ports, node_of_rank, local_of_rank,
-                      devices))
+    computing = {role: uses_gpus(role, options.strategy) for role in ROLE_ORDER}
+    devices, device_notes = assign_devices(step.nodes, node_of_rank, [computing[role] for role in roles.types],
+                                           step.gpus)
+    hosts = tuple(step.nodes[node] for node in node_of_rank)
     notes = ((step.note,) if step.note else ()) + device_notes
-    return Layout(options.strategy, tasks, step.rank, ports.rule, notes)
+    return Layout(options.strategy, step.rank, roles.types, roles.indexes, hosts, ports.ports,
+                  node_of_rank, local_of_rank, devices, ports.rule, notes)
 
 
 def _check_own_place(step: SlurmStep, node: int, local: int) -> None:

@@ -40,28 +40,24 @@ class Strategy(enum.Enum):
             raise HpcTrainError(f"unknown strategy {value!r}; choose one of: {choices}") from None
 
 
-class Role(NamedTuple):
-    type: str
-    index: int
+class Roles(NamedTuple):
+    """Every rank's role type and its index among tasks of that type."""
+
+    types: tuple[str, ...]
+    indexes: tuple[int, ...]
 
 
-def check_role_counts(num_tasks: int, strategy: Strategy, num_ps: int) -> None:
-    """Refuse a parameter-server layout that leaves no worker."""
-    if strategy is Strategy.PARAMETER_SERVER and num_ps > num_tasks - 2:
+def assign_roles(num_tasks: int, strategy: Strategy, num_ps: int) -> Roles:
+    """The roles of all ranks (see the module docstring for the mapping)."""
+    if strategy is Strategy.MULTIWORKER:
+        return Roles((WORKER,) * num_tasks, tuple(range(num_tasks)))
+    if num_ps > num_tasks - 2:
         raise HpcTrainError(
             f"--num-ps {num_ps} needs at least {num_ps + 2} tasks (1 chief + {num_ps} ps + 1 worker) "
             f"but the step has {num_tasks}; lower --num-ps or start more tasks (srun -n)")
-
-
-def role_of(rank: int, strategy: Strategy, num_ps: int) -> Role:
-    """The role of one rank (see the module docstring for the mapping)."""
-    if strategy is Strategy.MULTIWORKER:
-        return Role(WORKER, rank)
-    if rank == 0:
-        return Role(CHIEF, 0)
-    if rank <= num_ps:
-        return Role(PS, rank - 1)
-    return Role(WORKER, rank - 1 - num_ps)
+    num_workers = num_tasks - 1 - num_ps
+    return Roles((CHIEF,) + (PS,) * num_ps + (WORKER,) * num_workers,
+                 (0,) + tuple(range(num_ps)) + tuple(range(num_workers)))
 
 
 def uses_gpus(role: str, strategy: Strategy) -> bool:
