@@ -14,7 +14,6 @@ SLURM_JOB_ID in 16384-32767 (see README.md).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -36,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+
     from hpc_train.bootstrap import BootstrapOptions, compute_layout, format_table, task_environment, tf_config
     from hpc_train.bootstrap.portcheck import ensure_port_free
     from hpc_train.errors import HpcTrainError

@@ -1,0 +1,50 @@
+"""The `hpc-train` entry point itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpc_train import __version__
+from hpc_train.cli import main, split_command
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(args)
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["--help"], capsys)
+    assert code == 0
+    assert "bootstrap" in out and "export TF_CONFIG" in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main(["--version"], capsys)[:2] == (0, f"hpc-train {__version__}\n")
+
+
+@pytest.mark.parametrize("args, words", [
+    ([], "the following arguments are required: SUBCOMMAND"),
+    (["launch-rockets"], "invalid choice: 'launch-rockets'"),
+    (["bootstrap", "--port-base", "high"], "argument --port-base: invalid int value: 'high'"),
+])
+def test_usage_errors_are_one_line_and_exit_2(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(args, capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert words in err and "--help)" in err
+
+
+def test_a_bad_columns_variable_does_not_break_help(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "wide")
+    assert run_main(["bootstrap", "--help"], capsys)[0] == 0
+
+
+def test_the_command_after_the_first_double_dash_is_left_untouched() -> None:
+    assert split_command(["bootstrap", "--", "python", "--", "-x"]) == (["bootstrap"], ["python", "--", "-x"])
+    assert split_command(["bootstrap", "--print"]) == (["bootstrap", "--print"], None)
