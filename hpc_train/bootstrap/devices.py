@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hpc_train.errors import HpcTrainError, SlurmEnvError
+from hpc_train.bootstrap.nodelist import optional_count
+from hpc_train.errors import HpcTrainError
 
 # Values Slurm writes when a GPU gres has no device files behind it.
 _NO_DEVICE_WORDS = frozenset({"", "nodevfiles", "none"})
@@ -44,7 +45,7 @@ class NodeGpus:
         cuda = _id_list(env.get("CUDA_VISIBLE_DEVICES"))
         slurm_variable = next((name for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS") if name in env), None)
         slurm_ids = _id_list(env.get(slurm_variable)) if slurm_variable else None
-        on_node = _count(env, "SLURM_GPUS_ON_NODE")
+        on_node = optional_count(env, "SLURM_GPUS_ON_NODE")
         if on_node is not None:
             total, source = on_node, f"SLURM_GPUS_ON_NODE={on_node}"
         elif slurm_ids is not None:
@@ -111,19 +112,6 @@ def _id_list(value: str | None) -> tuple[str, ...] | None:
     if value.strip().lower() in _NO_DEVICE_WORDS:
         return ()
     return tuple(part.strip() for part in value.split(",") if part.strip())
-
-
-def _count(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name)
-    if value is None:
-        return None
-    try:
-        count = int(value)
-    except ValueError:
-        count = -1
-    if count < 0:
-        raise SlurmEnvError(name, value, "not a GPU count", "expected a whole number such as '4', as Slurm sets it")
-    return count
 
 
 def _first_ids(count: int) -> tuple[str, ...]:

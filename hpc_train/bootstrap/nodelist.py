@@ -1,4 +1,4 @@
-"""Slurm's compact lists, expanded: node lists, tasks per node, reserved ports.
+"""Slurm's variable values, parsed: node lists, tasks per node, reserved ports, counts.
 
 Pure functions over strings. Node lists are expanded by python-hostlist in the
 order Slurm gives them (never sorted: Slurm's order is the rank order), and any
@@ -6,6 +6,8 @@ problem becomes a `SlurmEnvError` naming the variable it came from.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import hostlist
 
@@ -64,6 +66,16 @@ def expand_port_list(variable: str, value: str) -> tuple[int, ...]:
                                 "expected ports such as '12000-12003'")
         ports.extend(range(first, last + 1))
     return tuple(ports)
+
+
+def optional_count(env: Mapping[str, str], name: str) -> int | None:
+    """A whole number of 0 or more that Slurm may set, or None when it is not set."""
+    value = env.get(name)
+    if value is None:
+        return None
+    if not value.strip().isdigit():
+        raise SlurmEnvError(name, value, "not a whole number (0 or more)", "Slurm sets it to one; is it hand-set?")
+    return int(value)
 
 
 def _first_duplicate(names: list[str]) -> str | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from hpc_train.bootstrap.devices import NodeGpus
-from hpc_train.bootstrap.nodelist import expand_nodelist, expand_port_list, expand_tasks_per_node
+from hpc_train.bootstrap.nodelist import expand_nodelist, expand_port_list, expand_tasks_per_node, optional_count
 from hpc_train.bootstrap.placement import Distribution, parse_distribution
 from hpc_train.errors import SlurmEnvError
 
@@ -68,11 +68,11 @@ def read_slurm_step(env: Mapping[str, str]) -> SlurmStep:
         tasks_per_node=tasks_per_node,
         rank=_rank(env, num_tasks, in_step=source is STEP),
         distribution=parse_distribution("SLURM_DISTRIBUTION", env.get("SLURM_DISTRIBUTION")),
-        job_id=_optional_int(env, "SLURM_JOB_ID"),
+        job_id=optional_count(env, "SLURM_JOB_ID"),
         reserved_ports=_reserved_ports(env),
         gpus=NodeGpus.from_environment(env),
-        node_id=_optional_int(env, "SLURM_NODEID"),
-        local_id=_optional_int(env, "SLURM_LOCALID"),
+        node_id=optional_count(env, "SLURM_NODEID"),
+        local_id=optional_count(env, "SLURM_LOCALID"),
         node_name=env.get("SLURMD_NODENAME"),
         note=note,
     )
@@ -103,14 +103,14 @@ def _tasks_per_node(env: Mapping[str, str], source: StepVariables, nodes: tuple[
 
 def _check_count(env: Mapping[str, str], variable: str, expected: int, what: str) -> None:
     """If Slurm also gave a count, it must agree with the one derived from the lists."""
-    given = _optional_int(env, variable)
+    given = optional_count(env, variable)
     if given is not None and given != expected:
         raise SlurmEnvError(variable, env[variable], f"but {what} {expected}",
                             "both must come from the same step; are they hand-set?")
 
 
 def _rank(env: Mapping[str, str], num_tasks: int, in_step: bool) -> int:
-    rank = _optional_int(env, "SLURM_PROCID")
+    rank = optional_count(env, "SLURM_PROCID")
     if rank is None:
         if in_step:
             raise SlurmEnvError("SLURM_PROCID", None, "every task of a step has a rank", UNDER_SRUN)
@@ -124,16 +124,3 @@ def _rank(env: Mapping[str, str], num_tasks: int, in_step: bool) -> int:
 def _reserved_ports(env: Mapping[str, str]) -> tuple[int, ...]:
     value = env.get("SLURM_STEP_RESV_PORTS", "")
     return expand_port_list("SLURM_STEP_RESV_PORTS", value) if value.strip() else ()
-
-
-def _optional_int(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise SlurmEnvError(name, value, "not a whole number (0 or more)", "Slurm sets it to one; is it hand-set?")
-    return number
