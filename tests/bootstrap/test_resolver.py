@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.bootstrap import BootstrapOptions, compute_layout
-from tests.cli.test_bootstrap import free_port_block
+from tests.net import free_port_block
 from tests.fake_slurm import step_env, without_slurm
 
 pytestmark = pytest.mark.tensorflow

@@ -13,6 +13,7 @@ import pytest
 
 from hpc_train.cli import main
 from tests.fake_slurm import step_env, without_slurm
+from tests.net import free_port_block
 
 TWO_BY_TWO = step_env("node[1-2]", "2(x2)", 2, hosts_by_rank=["node1", "node1", "node2", "node2"])
 
@@ -190,23 +191,3 @@ def test_help_and_bootstrap_never_import_tensorflow() -> None:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
-
-
-def free_port_block(size: int) -> int:
-    """A base port whose next `size` ports nobody listens on right now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("0.0.0.0", 0))
-            base = probe.getsockname()[1]
-        if base + size <= 65535 and all(_is_free(base + offset) for offset in range(size)):
-            return base
-    raise RuntimeError("no free port block found")
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
