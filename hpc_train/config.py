@@ -1,0 +1,198 @@
+"""The training configuration: one frozen, typed record, from YAML and `--set key=value`.
+
+Shared by the trainer and the submitter. Unknown keys, wrong types and values
+out of range are refused with one line that names the key, echoes the value and
+lists what is valid. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from hpc_train.errors import HpcTrainError
+
+StrategyName = Literal["none", "mirrored", "multiworker", "parameter_server"]
+
+
+class ConfigError(HpcTrainError):
+    """A configuration file or override that cannot be used as it is."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a training run needs; every field has a working default."""
+
+    strategy: StrategyName = "none"
+    model: Literal["cnn", "deep"] = "cnn"
+    optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
+    learning_rate: float = 0.001
+    epochs: int = 5
+    # Optimizer steps per epoch; empty: one pass over the training images.
+    steps_per_epoch: int | None = None
+    # Images per replica per step; the global batch is this times the replicas.
+    batch_size: int = 64
+    # Where MNIST is: a directory of IDX .gz files or holding mnist.npz; empty: Keras' cache.
+    data_dir: str | None = None
+    # Training images to use (from the start); empty: all there are.
+    train_images: int | None = None
+    # Held-out images for validation, from the end of the images when MNIST's training
+    # set is not there; with the training set, validation uses the test set.
+    validation_images: int = 2000
+    output_dir: str = "runs/mnist"
+    num_ps: int = 1
+    collective: Literal["auto", "ring", "nccl"] = "auto"
+    # Training steps run per call into TensorFlow: fewer Python round trips.
+    steps_per_execution: int = 32
+    # TensorFlow's inter-op threads; empty: TensorFlow's default (one per core).
+    inter_op_threads: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, field_type in _field_types().items():
+            _check_type(name, getattr(self, name), field_type)
+        _check_ranges(self)
+
+    @classmethod
+    def valid_keys(cls) -> list[str]:
+        return [field.name for field in dataclasses.fields(cls)]
+
+
+_POSITIVE = ("epochs", "batch_size", "steps_per_execution", "num_ps", "steps_per_epoch", "train_images",
+             "inter_op_threads")
+
+
+def _check_ranges(config: TrainConfig) -> None:
+    for name in _POSITIVE:
+        value = getattr(config, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"{name}: must be 1 or more, got {value!r}")
+    if not config.learning_rate > 0:
+        raise ConfigError(f"learning_rate: must be more than 0, got {config.learning_rate!r}")
+    if config.validation_images < 1:
+        raise ConfigError(f"validation_images: must be 1 or more, got {config.validation_images!r}")
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Defaults, then the YAML file, then each `key=value` override, in that order."""
+    values: dict[str, Any] = dict(_read_yaml(Path(path))) if path is not None else {}
+    source = str(path) if path is not None else "the defaults"
+    _refuse_unknown(values, source)
+    for override in overrides:
+        key, value = _parse_override(override)
+        _refuse_unknown({key: value}, "--set")
+        values[key] = value
+    return TrainConfig(**_coerce_numbers(values))
+
+
+def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
+    """A copy with some fields changed, validated like any other config."""
+    _refuse_unknown(changes, "the changes")
+    return dataclasses.replace(config, **changes)
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read config {str(path)!r}: {error.strerror}; check the --config path") from None
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(error, "problem", None) or "syntax error"
+        raise ConfigError(f"{path}: not valid YAML{at} ({problem}); fix the file's syntax") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected 'key: value' lines at the top level, got a {type(values).__name__}")
+    return values
+
+
+def _parse_override(override: str) -> tuple[str, Any]:
+    key, equals, text = override.partition("=")
+    if not equals or not key.strip():
+        raise ConfigError(f"--set {override!r}: expected key=value, e.g. --set epochs=3")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text  # not a YAML scalar: keep the text, the type check decides
+    return key.strip(), value
+
+
+def _coerce_numbers(values: Mapping[str, Any]) -> dict[str, Any]:
+    """YAML 1.1 reads `1e-3` as text; a number field takes it as the number it means."""
+    coerced = dict(values)
+    for name, field_type in _field_types().items():
+        value = coerced.get(name)
+        if isinstance(value, str) and float in _options(field_type):
+            try:
+                coerced[name] = float(value)
+            except ValueError:
+                pass  # the type check names the problem
+    return coerced
+
+
+def _options(field_type: Any) -> tuple[Any, ...]:
+    """The types a field takes: the members of `int | None`, or the type itself."""
+    if typing.get_origin(field_type) in (typing.Union, types.UnionType):
+        return typing.get_args(field_type)
+    return (field_type,)
+
+
+def _refuse_unknown(values: Mapping[str, Any], source: str) -> None:
+    valid = TrainConfig.valid_keys()
+    for key in values:
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown key {str(key)!r} in {source}{hint}; valid keys: {', '.join(valid)}")
+
+
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
+
+
+def _check_type(name: str, value: Any, expected: Any) -> None:
+    """Refuse a value of the wrong type, naming the key and what it takes."""
+    if _matches(value, expected):
+        return
+    raise ConfigError(f"{name}: expected {_describe(expected)}, got {value!r}")
+
+
+def _matches(value: Any, expected: Any) -> bool:
+    origin = typing.get_origin(expected)
+    if origin is Literal:
+        return value in typing.get_args(expected)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, option) for option in _options(expected))
+    if expected is type(None):
+        return value is None
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
+def _describe(expected: Any) -> str:
+    origin = typing.get_origin(expected)
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, typing.get_args(expected)))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(option) for option in _options(expected))
+    return {int: "a whole number", float: "a number", str: "text", bool: "true or false",
+            type(None): "empty (null)"}.get(expected, getattr(expected, "__name__", str(expected)))

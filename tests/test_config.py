@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpc_train.config import ConfigError, TrainConfig, load_config
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+
+
+def test_defaults_are_a_valid_single_process_run() -> None:
+    config = load_config()
+    assert (config.strategy, config.model, config.batch_size, config.epochs) == ("none", "cnn", 64, 5)
+
+
+def test_file_then_overrides_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("strategy: multiworker\nepochs: 3\nlearning_rate: 1e-3\ndata_dir: /data/mnist\n")
+    config = load_config(path, ["epochs=4", "steps_per_epoch=null", "output_dir=/out dir/x"])
+    assert (config.strategy, config.epochs, config.learning_rate) == ("multiworker", 4, 0.001)
+    assert (config.steps_per_epoch, config.data_dir, config.output_dir) == (None, "/data/mnist", "/out dir/x")
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in TEMPLATES.glob("mnist-*.yaml")))
+def test_every_example_config_is_valid_and_names_its_strategy(name: str) -> None:
+    config = load_config(TEMPLATES / name)
+    assert name == f"mnist-{config.strategy}.yaml"
+
+
+def test_there_is_an_example_per_strategy() -> None:
+    assert {path.name for path in TEMPLATES.glob("mnist-*.yaml")} == {
+        "mnist-none.yaml", "mnist-mirrored.yaml", "mnist-multiworker.yaml", "mnist-parameter_server.yaml"}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["batch_size=-64"], "batch_size: must be 1 or more, got -64"),
+    (["batch_size=0"], "batch_size: must be 1 or more, got 0"),
+    (["batch_size=2.5"], "batch_size: expected a whole number, got 2.5"),
+    (["epochs=true"], "epochs: expected a whole number, got True"),
+    (["strategy=horovod"], "strategy: expected one of none, mirrored, multiworker, parameter_server, got 'horovod'"),
+    (["learning_rate=fast"], "learning_rate: expected a number, got 'fast'"),
+    (["learning_rate=0"], "learning_rate: must be more than 0, got 0"),
+    (["steps_per_epoch=0"], "steps_per_epoch: must be 1 or more, got 0"),
+    (["data_dir=[1, 2]"], "data_dir: expected text or empty (null), got [1, 2]"),
+    (["epoch=3"], "unknown key 'epoch' in --set (did you mean 'epochs'?); valid keys: strategy, model,"),
+    (["epochs"], "--set 'epochs': expected key=value, e.g. --set epochs=3"),
+])
+def test_bad_values_are_named_with_what_is_valid(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, overrides)
+    assert str(raised.value).startswith(message)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("epochs: [1\n", "not valid YAML at line 2, column 1"),
+    ("- a\n- b\n", "expected 'key: value' lines at the top level, got a list"),
+    ("epochz: 3\n", "unknown key 'epochz' in"),
+])
+def test_bad_files_say_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        load_config(path)
+
+
+def test_an_empty_file_means_the_defaults(tmp_path: Path) -> None:
+    (tmp_path / "empty.yaml").write_text("# nothing\n")
+    assert load_config(tmp_path / "empty.yaml") == TrainConfig()
+
+
+def test_a_missing_file_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config '.*nope.yaml': No such file"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_constructing_directly_is_validated_too() -> None:
+    with pytest.raises(ConfigError, match="num_ps: must be 1 or more"):
+        TrainConfig(num_ps=0)
