@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
-SUBCOMMANDS = ("bootstrap",)
+SUBCOMMANDS = ("bootstrap", "train", "data")
 
 
 class OneLineParser(argparse.ArgumentParser):

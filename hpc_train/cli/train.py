@@ -1,0 +1,40 @@
+"""Train MNIST with any strategy, from a YAML config and key=value overrides.
+
+    hpc-train train --data-dir ../shared/data/mnist
+    hpc-train train --config templates/mnist-multiworker.yaml --set epochs=3
+    srun hpc-train train --set strategy=multiworker        # TF_CONFIG from the Slurm step
+    python -m hpc_train.train ...                          # the same
+
+Settings apply in order: defaults, --config, --data-dir/--output-dir, --set.
+`hpc-train train --keys` lists every key with its default.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "train MNIST (none, mirrored, multiworker or parameter_server strategy)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE.yaml", help="a YAML file of key: value settings")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="override one setting (repeatable), e.g. --set epochs=3")
+    parser.add_argument("--data-dir", metavar="DIR", help="MNIST: IDX .gz files or mnist.npz (same as --set data_dir=DIR)")
+    parser.add_argument("--output-dir", metavar="DIR", help="where the chief writes (same as --set output_dir=DIR)")
+    parser.add_argument("--keys", action="store_true", help="list the settings with their defaults and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpc_train.config import TrainConfig, load_config, to_dict
+
+    if args.keys:
+        for key, value in to_dict(TrainConfig()).items():
+            print(f"{key}: {'null' if value is None else value}")
+        return 0
+    shortcuts = [f"{key}={value}" for key, value in (("data_dir", args.data_dir), ("output_dir", args.output_dir))
+                 if value is not None]
+    config = load_config(args.config, [*shortcuts, *args.overrides])
+    from hpc_train.training.trainer import run as train
+
+    return train(config)

@@ -1,0 +1,85 @@
+"""Which task this process is, decided before TensorFlow is imported.
+
+Distributed strategies read TF_CONFIG. When it is not set, the bootstrap builds
+it (and this task's GPU binding) from the Slurm step, so that
+`srun hpc-train train ...` needs no wrapper. Single-process strategies refuse a
+step of several tasks instead of training N copies into one output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+
+from hpc_train.bootstrap import BootstrapOptions, apply_to_environ
+from hpc_train.config import TrainConfig
+from hpc_train.errors import HpcTrainError
+
+DISTRIBUTED = ("multiworker", "parameter_server")
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """This process's place: its role and index, the cluster, and whether it is the chief."""
+
+    type: str
+    index: int
+    cluster: dict[str, list[str]]
+
+    @property
+    def is_chief(self) -> bool:
+        """The chief writes checkpoints, logs and metrics: `chief` 0, else `worker` 0."""
+        if "chief" in self.cluster:
+            return self.type == "chief"
+        return self.type == "worker" and self.index == 0
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.cluster.get("worker", []))
+
+    @property
+    def address(self) -> str:
+        return self.cluster[self.type][self.index]
+
+
+SINGLE = TaskInfo("worker", 0, {})
+
+
+def prepare_task(config: TrainConfig, environ: MutableMapping[str, str] | None = None) -> TaskInfo:
+    """Find (or, under Slurm, build) this task's TF_CONFIG; return its place."""
+    env: MutableMapping[str, str] = os.environ if environ is None else environ
+    if config.strategy not in DISTRIBUTED:
+        _refuse_many_tasks(config, env)
+        return SINGLE
+    if "TF_CONFIG" not in env:
+        if not any(name in env for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")):
+            raise HpcTrainError(f"strategy {config.strategy} needs a cluster: run it under srun (hpc-train builds "
+                                "TF_CONFIG from the Slurm step), or set TF_CONFIG")
+        apply_to_environ(env, BootstrapOptions(strategy=config.strategy, num_ps=config.num_ps))
+    return parse_tf_config(env["TF_CONFIG"], config.strategy)
+
+
+def parse_tf_config(text: str, strategy: str) -> TaskInfo:
+    unusable = HpcTrainError(f"TF_CONFIG={text!r} is not a TensorFlow cluster config with this task in it; "
+                             "unset it to let hpc-train build it from the Slurm step")
+    try:
+        value = json.loads(text)
+        task = TaskInfo(str(value["task"]["type"]), int(value["task"]["index"]),
+                        {str(role): list(addresses) for role, addresses in value["cluster"].items()})
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise unusable from None
+    if not 0 <= task.index < len(task.cluster.get(task.type, ())):
+        raise unusable
+    if strategy == "parameter_server" and not {"chief", "ps", "worker"} <= set(task.cluster):
+        raise HpcTrainError(f"strategy parameter_server needs chief, ps and worker tasks; TF_CONFIG has "
+                            f"{', '.join(sorted(task.cluster))}")
+    return task
+
+
+def _refuse_many_tasks(config: TrainConfig, env: MutableMapping[str, str]) -> None:
+    tasks = env.get("SLURM_STEP_NUM_TASKS", "1")
+    if tasks.isdigit() and int(tasks) > 1:
+        raise HpcTrainError(f"strategy {config.strategy} runs one process but this Slurm step has {tasks} tasks; "
+                            "use --set strategy=multiworker, or start one task (srun -n 1)")

@@ -1,0 +1,18 @@
+"""The one place that picks Keras: tf-keras (Keras 2), imported after TensorFlow is configured.
+
+Keras 3 cannot run `model.fit` under MultiWorkerMirroredStrategy and has no
+ParameterServerStrategy support, so the trainer uses tf-keras; setting
+TF_USE_LEGACY_KERAS also makes `tf.keras` mean tf-keras for any user code.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our progress lines
+
+import tensorflow as tf  # noqa: E402
+import tf_keras as keras  # noqa: E402
+
+__all__ = ["keras", "tf"]

@@ -1,0 +1,32 @@
+"""The models: the seeds' small CNN (default) and the deeper deepMNIST network."""
+
+from __future__ import annotations
+
+from hpc_train.training.keras import keras
+
+INPUT_SHAPE = (28, 28, 1)
+CLASSES = 10
+
+
+def build_model(name: str) -> keras.Model:
+    """An uncompiled model that maps 28x28x1 images in [0, 1] to 10 logits."""
+    layers = keras.layers
+    if name == "cnn":
+        body = [layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(2), layers.Flatten(),
+                layers.Dense(64, activation="relu")]
+    elif name == "deep":
+        body = [layers.Conv2D(32, 5, padding="same", activation="relu"), layers.MaxPooling2D(2),
+                layers.Conv2D(64, 5, padding="same", activation="relu"), layers.MaxPooling2D(2),
+                layers.Flatten(), layers.Dense(1024, activation="relu"), layers.Dropout(0.5)]
+    else:
+        raise ValueError(f"unknown model {name!r}")  # the config allows only the two above
+    return keras.Sequential([keras.Input(INPUT_SHAPE), *body, layers.Dense(CLASSES)], name=f"mnist_{name}")
+
+
+def compile_model(model: keras.Model, optimizer: str, learning_rate: float, steps_per_execution: int) -> None:
+    model.compile(
+        optimizer=keras.optimizers.get({"class_name": optimizer, "config": {"learning_rate": learning_rate}}),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        steps_per_execution=steps_per_execution,
+    )

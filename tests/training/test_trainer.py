@@ -1,0 +1,121 @@
+"""The trainer for real, on CPU and real MNIST: one process, two workers, a parameter-server job, a resume.
+
+Each run is a real process (several for the distributed ones, talking over
+localhost) started as `python -m hpc_train.train`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fake_slurm import without_slurm
+from tests.mnist_data import shared_mnist
+from tests.net import free_port_block
+
+pytestmark = pytest.mark.tensorflow
+TIMEOUT = 300
+EPOCH_LINE = re.compile(r"^hpc-train: epoch (\d+)/(\d+)  loss .* val_accuracy \d\.\d+  .* s  \d+ images/s$", re.M)
+
+
+def start(output: Path, *settings: str, tf_config: dict | None = None) -> subprocess.Popen[str]:
+    env = without_slurm()
+    if tf_config is not None:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    command = [sys.executable, "-m", "hpc_train.train", "--data-dir", str(shared_mnist()), "--output-dir",
+               str(output), *(part for setting in settings for part in ("--set", setting))]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(processes: list[subprocess.Popen[str]]) -> list[tuple[int, str, str]]:
+    """Wait for all; kill the rest if one hangs, so a broken run fails instead of blocking the suite."""
+    results = []
+    try:
+        for process in processes:
+            out, err = process.communicate(timeout=TIMEOUT)
+            results.append((process.returncode, out, err))
+    finally:
+        for process in processes:
+            process.kill()
+    return results
+
+
+def metrics(output: Path) -> dict:
+    return json.loads((output / "metrics.json").read_text())
+
+
+def digest(stderr: str) -> str:
+    match = re.search(r"finished; weights digest ([0-9a-f]{16})", stderr)
+    assert match, stderr[-2000:]
+    return match.group(1)
+
+
+def test_one_process_reaches_97_percent(tmp_path: Path) -> None:
+    [(code, out, err)] = finish([start(tmp_path, "epochs=8")])
+    assert code == 0, err[-3000:]
+    assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == list(range(1, 9))
+    assert "batch 64 per replica, 64 global" in out
+    result = metrics(tmp_path)
+    assert result["totals"]["final_val_accuracy"] >= 0.97
+    assert (result["strategy"], result["world_size"], result["replicas"], result["global_batch"]) == ("none", 1, 1, 64)
+    assert [epoch["epoch"] for epoch in result["epochs"]] == list(range(1, 9))
+    assert {"loss", "accuracy", "val_accuracy", "seconds", "images_per_second"} <= set(result["epochs"][-1])
+    assert result["tensorflow"].startswith("2.")
+    assert (tmp_path / "model.keras").is_file() and (tmp_path / "checkpoints" / "ckpt-8.index").is_file()
+    assert any((tmp_path / "tensorboard" / "train").iterdir())
+
+
+def test_two_workers_agree_and_only_the_chief_writes(tmp_path: Path) -> None:
+    base = free_port_block(2)
+    cluster = {"worker": [f"localhost:{base}", f"localhost:{base + 1}"]}
+    results = finish([start(tmp_path, "strategy=multiworker", "epochs=8", "learning_rate=0.002",
+                            tf_config={"cluster": cluster, "task": {"type": "worker", "index": index}})
+                      for index in range(2)])
+    for code, _, err in results:
+        assert code == 0, err[-3000:]
+    (_, chief_out, chief_err), (_, other_out, other_err) = results
+    assert digest(chief_err) == digest(other_err)  # identical weights on both workers
+    assert len(EPOCH_LINE.findall(chief_out)) == 8 and EPOCH_LINE.findall(other_out) == []
+    assert "batch 64 per replica, 128 global" in chief_out
+    result = metrics(tmp_path)
+    assert (result["world_size"], result["workers"], result["replicas"]) == (2, 2, 2)
+    assert result["totals"]["final_val_accuracy"] >= 0.97
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoints", "metrics.json", "model.keras",
+                                                                 "tensorboard"]  # no scratch left
+
+
+def test_a_parameter_server_job_trains_and_every_task_exits(tmp_path: Path) -> None:
+    base = free_port_block(4)
+    cluster = {"chief": [f"localhost:{base}"], "ps": [f"localhost:{base + 1}"],
+               "worker": [f"localhost:{base + 2}", f"localhost:{base + 3}"]}
+    tasks = [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
+    results = finish([start(tmp_path, "strategy=parameter_server", "epochs=5",
+                            tf_config={"cluster": cluster, "task": {"type": kind, "index": index}})
+                      for kind, index in tasks])
+    for (kind, index), (code, _, err) in zip(tasks, results):
+        assert code == 0, f"{kind} {index}: {err[-3000:]}"
+    for (kind, index), (_, _, err) in zip(tasks[1:], results[1:]):
+        assert f"[{kind} {index}] the chief at localhost:{base} has finished; exiting" in err
+    result = metrics(tmp_path)
+    assert (result["strategy"], result["world_size"], result["workers"]) == ("parameter_server", 4, 2)
+    assert result["totals"]["final_val_accuracy"] >= 0.95
+
+
+def test_a_second_run_resumes_after_the_last_finished_epoch(tmp_path: Path) -> None:
+    [(code, out, err)] = finish([start(tmp_path, "epochs=1", "train_images=2000")])
+    assert code == 0, err[-3000:]
+    first = metrics(tmp_path)["epochs"]
+    [(code, out, err)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
+    assert code == 0, err[-3000:]
+    assert f"resuming after epoch 1 from {tmp_path / 'checkpoints' / 'ckpt-1'}" in out
+    assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [2]
+    result = metrics(tmp_path)
+    assert [epoch["epoch"] for epoch in result["epochs"]] == [1, 2]
+    assert result["epochs"][0] == first[0]  # the first run's record is kept
+    [(code, out, _)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
+    assert code == 0 and "all 2 epochs are done already" in out
