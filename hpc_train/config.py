@@ -52,6 +52,9 @@ class TrainConfig:
     collective: Literal["auto", "ring", "nccl"] = "auto"
     # Training steps run per call into TensorFlow: fewer Python round trips.
     steps_per_execution: int = 32
+    # Keras' dtype policy: mixed_bfloat16 is faster on CPUs with bf16 units (AVX512-BF16, AMX)
+    # and on TPUs, mixed_float16 on GPUs; float32 is exact and the default.
+    precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
     # TensorFlow's inter-op threads; empty: TensorFlow's default (one per core).
     inter_op_threads: int | None = None
     seed: int = 0

@@ -42,6 +42,7 @@ class EpochReport(keras.callbacks.Callback):
         self.print_line = print_line or (lambda line: print(line, flush=True))
         self.epochs: list[dict[str, Any]] = []
         self._started = 0.0
+        self._trained: float | None = None
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.epochs = self._earlier_epochs()
@@ -49,15 +50,23 @@ class EpochReport(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.epochs = [record for record in self.epochs if record["epoch"] <= epoch]
         self._started = time.perf_counter()
+        self._trained = None
+
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        # fit() validates after the epoch's training steps: images/s counts training alone.
+        if self._trained is None:
+            self._trained = time.perf_counter()
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        seconds = time.perf_counter() - self._started
+        now = time.perf_counter()
+        training_seconds = (self._trained or now) - self._started
         values = {name: float(logs[name]) for name in REPORTED if logs and name in logs}
-        record = {"epoch": epoch + 1, **values, "seconds": round(seconds, 3),
-                  "images_per_second": round(self.images_per_epoch / seconds, 1)}
+        record = {"epoch": epoch + 1, **values, "seconds": round(now - self._started, 3),
+                  "training_seconds": round(training_seconds, 3),
+                  "images_per_second": round(self.images_per_epoch / training_seconds, 1)}
         self.epochs.append(record)
         shown = "  ".join(f"{name} {values[name]:.4f}" for name in REPORTED if name in values)
-        self.print_line(f"epoch {epoch + 1}/{self.total_epochs}  {shown}  {seconds:.1f} s  "
+        self.print_line(f"epoch {epoch + 1}/{self.total_epochs}  {shown}  {record['seconds']:.1f} s  "
                         f"{record['images_per_second']:.0f} images/s")
         self.write()
 
@@ -65,9 +74,11 @@ class EpochReport(keras.callbacks.Callback):
         if self.metrics_path is None:
             return
         seconds = sum(record["seconds"] for record in self.epochs)
+        training_seconds = sum(record["training_seconds"] for record in self.epochs)
         images = self.images_per_epoch * len(self.epochs)
         summary_totals = {"epochs": len(self.epochs), "seconds": round(seconds, 3), "images": images,
-                          "images_per_second": round(images / seconds, 1) if seconds else None, **(totals or {})}
+                          "images_per_second": round(images / training_seconds, 1) if training_seconds else None,
+                          **(totals or {})}
         write_json_atomically(self.metrics_path, {**self.summary, "epochs": self.epochs, "totals": summary_totals})
 
     def _earlier_epochs(self) -> list[dict[str, Any]]:

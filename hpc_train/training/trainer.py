@@ -75,11 +75,12 @@ def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunP
     global_batch = config.batch_size * replicas
     steps = config.steps_per_epoch or max(1, len(splits.train_images) // global_batch)
     keras.utils.set_random_seed(config.seed)
+    keras.mixed_precision.set_global_policy(config.precision)
     with strategy.scope():
         model = build_model(config.model)
         compile_model(model, config.optimizer, config.learning_rate, min(config.steps_per_execution, steps))
     say(f"{config.strategy}: {_world(task)}, {replicas} replica(s) in sync; batch {config.batch_size} per replica, "
-        f"{global_batch} global; {steps} steps per epoch")
+        f"{global_batch} global; {steps} steps per epoch; {config.precision}")
     say(f"MNIST from {splits.source}: {len(splits.train_images)} training, {len(splits.validation_images)} "
         f"validation images; output in {paths.output}")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)

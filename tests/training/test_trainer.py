@@ -119,3 +119,12 @@ def test_a_second_run_resumes_after_the_last_finished_epoch(tmp_path: Path) -> N
     assert result["epochs"][0] == first[0]  # the first run's record is kept
     [(code, out, _)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
     assert code == 0 and "all 2 epochs are done already" in out
+
+
+def test_mirrored_and_the_deep_model_train(tmp_path: Path) -> None:
+    [(code, out, err)] = finish([start(tmp_path, "strategy=mirrored", "model=deep", "epochs=2",
+                                       "train_images=2000")])
+    assert code == 0, err[-3000:]
+    assert "mirrored: 1 process" in out
+    result = metrics(tmp_path)
+    assert result["config"]["model"] == "deep" and result["totals"]["final_val_accuracy"] >= 0.9
