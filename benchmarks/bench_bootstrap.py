@@ -13,18 +13,15 @@ import argparse
 import json
 import os
 import platform
-import re
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
+from report import BENCHMARKS_MD, ROOT, progress, pyplot, summary, write_section
+
 PLOT = ROOT / "benchmarks" / "bootstrap_layout.png"
-SECTION_BEGIN, SECTION_END = "<!-- bench_bootstrap:begin -->", "<!-- bench_bootstrap:end -->"
 TASKS_PER_NODE = 8
 TASK_COUNTS = (1, 8, 64, 512, 4096, 32768)
 LAYOUT_BUDGET_MS = 50.0
@@ -65,15 +62,12 @@ def time_commands(commands: dict[str, Sequence[str]], repetitions: int, env: dic
     return samples
 
 
-def summary(samples: Sequence[float], scale: float = 1000.0) -> tuple[float, float, float]:
-    return statistics.median(samples) * scale, min(samples) * scale, max(samples) * scale
-
-
 def layout_rows(repetitions: int, progress: Callable[[str], None]) -> list[tuple[int, float, float, float]]:
     rows = []
     for count in TASK_COUNTS:
         progress(f"layout: {count} tasks")
-        median, low, high = summary(time_layout(count, repetitions if count < 32768 else max(5, repetitions // 2)))
+        median, low, high = summary(time_layout(count, repetitions if count < 32768 else max(5, repetitions // 2)),
+                                    1000.0)
         rows.append((count, median, low, high))
     return rows
 
@@ -87,14 +81,13 @@ def cli_rows(repetitions: int, progress: Callable[[str], None]) -> dict[str, tup
         "hpc-train --help": [str(bin_dir / "hpc-train"), "--help"],
         "hpc-train bootstrap --print (8 tasks)": [str(bin_dir / "hpc-train"), "bootstrap", "--print"],
     }
-    return {name: summary(samples) for name, samples in time_commands(commands, repetitions, env).items()}
+    return {name: summary(samples, 1000.0) for name, samples in time_commands(commands, repetitions, env).items()}
 
 
 def render(layout: list[tuple[int, float, float, float]], cli: dict[str, tuple[float, float, float]],
            repetitions: int) -> str:
     baseline = cli["python -c pass"][0]
     lines = [
-        SECTION_BEGIN,
         "## Bootstrap",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
@@ -121,25 +114,12 @@ def render(layout: list[tuple[int, float, float, float]], cli: dict[str, tuple[f
     ]
     lines += [f"| `{name}` | {median:.1f} | {low:.1f}-{high:.1f} | {median / baseline:.2f}x |"
               for name, (median, low, high) in cli.items()]
-    lines += ["", SECTION_END]
     return "\n".join(lines)
 
 
-def write_section(section: str) -> None:
-    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
-    pattern = re.compile(re.escape(SECTION_BEGIN) + ".*?" + re.escape(SECTION_END), re.S)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
-    BENCHMARKS_MD.write_text(text)
-
-
 def plot(layout: list[tuple[int, float, float, float]]) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing (env/setup.sh test,bench): no plot", file=sys.stderr)
+    plt = pyplot()
+    if plt is None:
         return False
     counts = [row[0] for row in layout]
     medians = [row[1] for row in layout]
@@ -164,15 +144,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repetitions = 5 if args.quick else 21
 
-    def progress(message: str) -> None:
-        print(f"[bench] {message}", file=sys.stderr, flush=True)
-
     layout = layout_rows(repetitions, progress)
     cli = cli_rows(repetitions, progress)
     section = render(layout, cli, repetitions)
     print(section)
     if not args.quick:
-        write_section(section)
+        write_section("bench_bootstrap", section)
         plot(layout)
         progress(f"wrote {BENCHMARKS_MD.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}")
     worst_ms = layout[-1][1]
