@@ -8,7 +8,7 @@
 TensorFlow ClusterResolver built from a layout (it imports TensorFlow).
 """
 
-from hpc_train.bootstrap.environ import apply_to_environ, format_table, task_environment, tf_config
+from hpc_train.bootstrap.environ import apply_to_environ, describe_task, format_table, task_environment, tf_config
 from hpc_train.bootstrap.layout import BootstrapOptions, Layout, Task, compute_layout
 from hpc_train.bootstrap.roles import Strategy
 
@@ -18,6 +18,7 @@ __all__ = [
     "Strategy",
     "Task",
     "apply_to_environ",
+    "describe_task",
     "compute_layout",
     "format_table",
     "task_environment",

@@ -40,6 +40,13 @@ def apply_to_environ(environ: MutableMapping[str, str] | None = None,
     return layout
 
 
+def describe_task(layout: Layout) -> str:
+    """One line for a job log: which task this is, where it listens, which GPUs it sees."""
+    me = layout.me
+    devices = "as Slurm set them" if me.devices is None else (",".join(me.devices) or "none")
+    return f"rank {me.rank} is {me.role} {me.index} at {me.address}, GPUs: {devices}"
+
+
 def format_table(layout: Layout) -> str:
     """The whole layout as an aligned table, this task marked with '*'."""
     header = ("", "rank", "role", "index", "host", "port", "node", "local", "devices")

@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from hpc_train.bootstrap import BootstrapOptions, compute_layout, format_table, task_environment, tf_config
+    from hpc_train.bootstrap import (BootstrapOptions, compute_layout, describe_task, format_table,
+                                     task_environment, tf_config)
     from hpc_train.bootstrap.portcheck import ensure_port_free
     from hpc_train.errors import HpcTrainError
 
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if printing:
         return 0
     ensure_port_free(layout.me.port, layout.me.host)
+    print(f"hpc-train bootstrap: {describe_task(layout)}", file=sys.stderr)
     return _exec(args.command, {**os.environ, **task_environment(layout)})
 
 

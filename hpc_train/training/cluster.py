@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from hpc_train.bootstrap import BootstrapOptions, apply_to_environ
+from hpc_train.bootstrap import BootstrapOptions, apply_to_environ, describe_task
+from hpc_train.bootstrap.portcheck import ensure_port_free
 from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
 
@@ -57,7 +59,11 @@ def prepare_task(config: TrainConfig, environ: MutableMapping[str, str] | None =
         if not any(name in env for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")):
             raise HpcTrainError(f"strategy {config.strategy} needs a cluster: run it under srun (hpc-train builds "
                                 "TF_CONFIG from the Slurm step), or set TF_CONFIG")
-        apply_to_environ(env, BootstrapOptions(strategy=config.strategy, num_ps=config.num_ps))
+        layout = apply_to_environ(env, BootstrapOptions(strategy=config.strategy, num_ps=config.num_ps))
+        for note in layout.notes:
+            print(f"hpc-train bootstrap: note: {note}", file=sys.stderr)
+        ensure_port_free(layout.me.port, layout.me.host)
+        print(f"hpc-train bootstrap: {describe_task(layout)}", file=sys.stderr, flush=True)
     return parse_tf_config(env["TF_CONFIG"], config.strategy)
 
 

@@ -84,8 +84,9 @@ def test_exec_passes_hostile_arguments_verbatim_through_a_real_shell(tmp_path: P
 def test_a_missing_command_is_one_line_and_127() -> None:
     result = run_cli("bootstrap", "--port-base", str(free_port_block(4)), "--", "no-such-command-xyz", env=TWO_BY_TWO)
     assert result.returncode == 127
-    assert result.stderr.strip().splitlines() == [
-        "hpc-train bootstrap: error: command not found: 'no-such-command-xyz' (check the command after --)"]
+    task_line, *errors = result.stderr.strip().splitlines()
+    assert task_line.startswith("hpc-train bootstrap: rank 2 is worker 2 at node2:")
+    assert errors == ["hpc-train bootstrap: error: command not found: 'no-such-command-xyz' (check the command after --)"]
 
 
 def test_a_taken_port_fails_fast_instead_of_colliding() -> None:
