@@ -1,0 +1,50 @@
+"""A real Slurm cluster on this machine, for tests and the demo (needs root).
+
+    hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR]
+    export SLURM_CONF=/tmp/hpc-train-slurm/slurm.conf     # as `up` prints
+    sbatch slurm/mnist_2node.sh
+    hpc-train cluster status
+    hpc-train cluster down
+
+`up` installs slurm-wlm and munge with apt-get when they are missing, and is
+idempotent; `down` stops only what `up` started. State, logs and slurm.conf
+live in DIR (default /tmp/hpc-train-slurm); a system Slurm is left alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "run a real Slurm cluster on this machine (up, down, status, env)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("up", "down", "status", "env"),
+                        help="up: start (installing if needed); down: stop; status: show; env: print SLURM_CONF")
+    parser.add_argument("--dir", default=None, metavar="DIR", help="state, logs and slurm.conf (default "
+                                                                    "/tmp/hpc-train-slurm)")
+    parser.add_argument("--nodes", default="node[1-4]", metavar="LIST", help="node names, a Slurm node list")
+    parser.add_argument("--cpus", type=int, default=None, metavar="N", help="CPUs per node (default max(4, cores))")
+    parser.add_argument("--port", type=int, default=None, metavar="PORT",
+                        help="slurmctld's port; the nodes take the next ones (default 6917)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpc_train.localslurm import control
+    from hpc_train.localslurm.spec import LocalCluster
+
+    settings = {key: value for key, value in (("directory", args.dir), ("cpus", args.cpus),
+                                              ("controller_port", args.port)) if value is not None}
+    cluster = LocalCluster(nodes=args.nodes, **settings)
+    if args.action == "up":
+        control.up(cluster)
+    elif args.action == "down":
+        control.down(cluster)
+    elif args.action == "env":
+        print(f"export SLURM_CONF={cluster.conf}")
+    else:
+        pids = control.status(cluster)
+        for daemon, pid in pids.items():
+            print(f"{daemon:<20} {'running, pid ' + str(pid) if pid else 'stopped'}")
+        return 0 if all(pids.values()) else 3
+    return 0

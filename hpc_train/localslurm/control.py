@@ -1,0 +1,206 @@
+"""Start, check and stop a local cluster's daemons. Idempotent: `up` twice is fine.
+
+`down` stops exactly the daemons whose pid files `up` wrote, and removes the
+/etc/hosts line it added; nothing of a system Slurm is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hpc_train.errors import HpcTrainError
+from hpc_train.localslurm.spec import HOSTS_MARK, LocalCluster, hosts_line, render_slurm_conf
+
+PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
+PACKAGES = ("slurm-wlm", "munge")
+HOSTS_FILE = Path("/etc/hosts")
+
+
+def say(message: str) -> None:
+    print(f"hpc-train cluster: {message}", file=sys.stderr, flush=True)
+
+
+def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
+    """Install what is missing, write the configuration, start what is not running, wait for idle nodes."""
+    _require_root()
+    _install_missing()
+    _write_files(cluster)
+    _ensure_hosts(cluster)
+    _start("munged", cluster, _munged_command)
+    _start("slurmctld", cluster, lambda c: ["slurmctld", "-f", str(c.conf)])
+    for name in cluster.node_names:
+        _start(f"slurmd-{name}", cluster, lambda c, n=name: ["slurmd", "-f", str(c.conf), "-N", n])
+    _wait_for_idle_nodes(cluster, timeout)
+    say(f"up: {len(cluster.node_names)} nodes {cluster.nodes}, partition {cluster.partition}; "
+        f"use it with: export SLURM_CONF={cluster.conf}")
+
+
+def down(cluster: LocalCluster) -> None:
+    """Stop the daemons `up` started (slurmd first), and remove the hosts line."""
+    for daemon in reversed(cluster.daemons):
+        pid = running_pid(cluster, daemon)
+        if pid is not None:
+            _stop(pid, daemon)
+        cluster.pid_file(daemon).unlink(missing_ok=True)
+    _remove_hosts(cluster)
+    say(f"down: stopped the cluster in {cluster.directory}")
+
+
+def status(cluster: LocalCluster) -> dict[str, int | None]:
+    """Each daemon's pid, or None when it is not running."""
+    return {daemon: running_pid(cluster, daemon) for daemon in cluster.daemons}
+
+
+def running_pid(cluster: LocalCluster, daemon: str) -> int | None:
+    try:
+        pid = int(cluster.pid_file(daemon).read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if _is_daemon(pid, daemon) else None
+
+
+def slurm_env(cluster: LocalCluster) -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": str(cluster.conf)}
+
+
+def _is_daemon(pid: int, daemon: str) -> bool:
+    """The pid still belongs to that program (pids are reused)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == daemon.split("-")[0]
+    except OSError:
+        return False
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise HpcTrainError("a local Slurm cluster needs root (its slurmd daemons run jobs as their users); "
+                            "run it as root (e.g. sudo hpc-train cluster up), or use hpc-train launch without Slurm")
+
+
+def _install_missing() -> None:
+    missing = [program for program in PROGRAMS if shutil.which(program) is None]
+    if not missing:
+        return
+    if shutil.which("apt-get") is None:
+        raise HpcTrainError(f"{', '.join(missing)} not found and no apt-get here: install Slurm ({PACKAGES[0]}: "
+                            f"slurmctld, slurmd, client) and munge with this system's package manager")
+    say(f"installing {' '.join(PACKAGES)} with apt-get (about a minute)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
+        result = subprocess.run(command, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise HpcTrainError(f"{' '.join(command)} failed ({last}); install {' '.join(PACKAGES)} by hand")
+
+
+def _write_files(cluster: LocalCluster) -> None:
+    for sub in ("state", "run", "log", *(f"spool/{name}" for name in cluster.node_names)):
+        (cluster.directory / sub).mkdir(parents=True, exist_ok=True)
+    cluster.conf.write_text(render_slurm_conf(cluster))
+    # munged runs as the munge user: its directory and key must be its own, the key private.
+    cluster.directory.chmod(0o755)
+    cluster.munge_dir.mkdir(exist_ok=True)
+    cluster.munge_dir.chmod(0o755)  # clients reach the socket through it; the key itself is 0400
+    if not cluster.munge_key.exists():
+        cluster.munge_key.write_bytes(os.urandom(1024))
+    cluster.munge_key.chmod(0o400)
+    shutil.chown(cluster.munge_dir, "munge", "munge")
+    shutil.chown(cluster.munge_key, "munge", "munge")
+
+
+def _munged_command(cluster: LocalCluster) -> list[str]:
+    m = cluster.munge_dir
+    return ["runuser", "-u", "munge", "--", "munged", f"--key-file={cluster.munge_key}",
+            f"--socket={cluster.munge_socket}", f"--pid-file={m / 'munged.pid'}", f"--log-file={m / 'munged.log'}",
+            f"--seed-file={m / 'munged.seed'}"]
+
+
+def _start(daemon: str, cluster: LocalCluster, command: Callable[[LocalCluster], list[str]]) -> None:
+    if running_pid(cluster, daemon) is not None:
+        return
+    result = subprocess.run(command(cluster), env=slurm_env(cluster), capture_output=True, text=True)
+    if result.returncode != 0:
+        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise HpcTrainError(f"{daemon} did not start ({detail}); see {cluster.log_file(daemon.split('-')[0])}")
+    if daemon == "munged":  # munged writes its pid file where only munge may look; we keep our own copy
+        _wait_until(lambda: (cluster.munge_dir / "munged.pid").exists(), 10)
+        cluster.pid_file(daemon).write_text((cluster.munge_dir / "munged.pid").read_text())
+    elif daemon.startswith("slurmd-"):
+        _wait_until(lambda: (cluster.directory / "run" / f"{daemon}.pid").exists(), 10)
+    say(f"started {daemon}")
+
+
+def _wait_for_idle_nodes(cluster: LocalCluster, timeout: float) -> None:
+    def nodes_ready() -> bool:
+        result = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=slurm_env(cluster),
+                                capture_output=True, text=True)
+        states = dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
+        for name, state in states.items():
+            if state.rstrip("*") in ("down", "drain", "drng", "fail"):
+                subprocess.run(["scontrol", "update", f"nodename={name}", "state=resume"], env=slurm_env(cluster),
+                               capture_output=True)
+        return len(states) == len(cluster.node_names) and all(
+            state.rstrip("*") in ("idle", "mix", "alloc") for state in states.values())
+
+    if not _wait_until(nodes_ready, timeout):
+        raise HpcTrainError(f"the nodes did not become idle within {timeout:.0f} s; see the logs in "
+                            f"{cluster.directory / 'log'} (sinfo with SLURM_CONF={cluster.conf})")
+
+
+def _ensure_hosts(cluster: LocalCluster) -> None:
+    """Make the node names resolve, with a marked line that `down` removes."""
+    line = hosts_line(cluster)
+    lines = HOSTS_FILE.read_text().splitlines()
+    if line in lines:
+        return
+    kept = [existing for existing in lines if not existing.endswith(f"{HOSTS_MARK} {cluster.directory}")]
+    HOSTS_FILE.write_text("\n".join([*kept, line]) + "\n")
+
+
+def _remove_hosts(cluster: LocalCluster) -> None:
+    if not HOSTS_FILE.exists():
+        return
+    lines = HOSTS_FILE.read_text().splitlines()
+    kept = [line for line in lines if not line.endswith(f"{HOSTS_MARK} {cluster.directory}")]
+    if kept != lines:
+        HOSTS_FILE.write_text("\n".join(kept) + "\n")
+
+
+def _stop(pid: int, daemon: str, grace: float = 10.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    if not _wait_until(lambda: not _alive(pid), grace):
+        os.kill(pid, signal.SIGKILL)
+    say(f"stopped {daemon}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A stopped daemon can linger as a zombie until its parent (not us) reaps it.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float, poll: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)

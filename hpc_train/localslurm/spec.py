@@ -1,0 +1,116 @@
+"""What a local cluster is, and the files that describe it to Slurm and munge (pure)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpc_train.bootstrap.nodelist import expand_nodelist
+from hpc_train.errors import HpcTrainError
+
+DEFAULT_DIR = Path("/tmp/hpc-train-slurm")
+HOSTS_MARK = "# hpc-train local cluster"
+# Below the bootstrap's derived TF ports (16384-32767), away from a system Slurm's 6817-6819.
+DEFAULT_CONTROLLER_PORT = 6917
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """A one-machine Slurm cluster; every path and port derives from these fields."""
+
+    directory: Path = DEFAULT_DIR
+    nodes: str = "node[1-4]"
+    cpus: int = max(4, os.cpu_count() or 1)
+    controller_port: int = DEFAULT_CONTROLLER_PORT
+    partition: str = "debug"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "directory", Path(self.directory).absolute())
+        expand_nodelist("--nodes", self.nodes)  # refuse a bad node list at once
+        if self.cpus < 1:
+            raise HpcTrainError(f"--cpus {self.cpus}: a node needs at least 1 CPU")
+        if not 1024 <= self.controller_port <= 65535 - 1 - len(self.node_names):
+            raise HpcTrainError(f"--port {self.controller_port}: pick a port in 1024-65000 with room for the nodes")
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return expand_nodelist("--nodes", self.nodes)
+
+    def node_port(self, index: int) -> int:
+        return self.controller_port + 1 + index
+
+    @property
+    def conf(self) -> Path:
+        return self.directory / "slurm.conf"
+
+    @property
+    def munge_dir(self) -> Path:
+        return self.directory / "munge"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.munge_dir / "munge.socket"
+
+    @property
+    def munge_key(self) -> Path:
+        return self.munge_dir / "munge.key"
+
+    def pid_file(self, daemon: str) -> Path:
+        return self.directory / "run" / f"{daemon}.pid"
+
+    def log_file(self, daemon: str) -> Path:
+        return self.directory / "log" / f"{daemon}.log"
+
+    @property
+    def daemons(self) -> tuple[str, ...]:
+        """Every daemon `up` starts, in start order: munged, slurmctld, then one slurmd per node."""
+        return ("munged", "slurmctld", *(f"slurmd-{name}" for name in self.node_names))
+
+
+def render_slurm_conf(cluster: LocalCluster) -> str:
+    """slurm.conf for the cluster: no accounting, no cgroups, one partition, one slurmd port per node."""
+    d = cluster.directory
+    lines = [
+        "# Written by hpc-train cluster up; rewritten on every up.",
+        "ClusterName=hpctrain",
+        "SlurmctldHost=localhost",
+        f"SlurmctldPort={cluster.controller_port}",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=socket={cluster.munge_socket}",
+        f"StateSaveLocation={d}/state",
+        f"SlurmdSpoolDir={d}/spool/%n",
+        f"SlurmctldPidFile={cluster.pid_file('slurmctld')}",
+        f"SlurmdPidFile={d}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={cluster.log_file('slurmctld')}",
+        f"SlurmdLogFile={d}/log/slurmd-%n.log",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        # slurmd takes the CPUs from here rather than probing: several "nodes" share this machine.
+        "SlurmdParameters=config_overrides",
+        "ReturnToService=2",
+        "MpiDefault=none",
+        "SwitchType=switch/none",
+        "SchedulerType=sched/backfill",
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/none",
+        "KillWait=5",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=30",
+        "MinJobAge=600",
+    ]
+    lines += [f"NodeName={name} NodeHostname=localhost Port={cluster.node_port(index)} CPUs={cluster.cpus} "
+              "State=UNKNOWN" for index, name in enumerate(cluster.node_names)]
+    lines.append(f"PartitionName={cluster.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def hosts_line(cluster: LocalCluster) -> str:
+    """The /etc/hosts line that makes the node names resolve to this machine."""
+    return f"127.0.0.1 {' '.join(cluster.node_names)} {HOSTS_MARK} {cluster.directory}"
