@@ -1,0 +1,36 @@
+"""Start a step's tasks on this machine as srun would (mock Slurm, for machines without it).
+
+    hpc-train launch --nodes 2 --ntasks-per-node 2 -- hpc-train bootstrap -- python train.py
+    hpc-train launch --nodes 2 --nodelist 'node[1-2]' -m cyclic -- CMD
+
+Each task gets SLURM_STEP_NODELIST, SLURM_STEP_NUM_TASKS, SLURM_STEP_TASKS_PER_NODE,
+SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURMD_NODENAME, SLURM_JOB_ID and
+friends. Nodes are 127.0.0.1, 127.0.0.2, ... unless --nodelist names them (the
+names must resolve). Output lines carry the rank; if a task fails, the others
+are stopped and its exit code is returned.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "start tasks locally with the environment srun would give them (mock Slurm)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "%(prog)s --nodes N [--ntasks-per-node T] [options] -- COMMAND [ARG ...]"
+    parser.add_argument("--nodes", "-N", type=int, required=True, metavar="N")
+    parser.add_argument("--ntasks-per-node", type=int, default=1, metavar="T")
+    parser.add_argument("--nodelist", "-w", default=None, metavar="LIST", help="node names (default 127.0.0.[1-N])")
+    parser.add_argument("--distribution", "-m", choices=("block", "cyclic"), default="block")
+    parser.add_argument("--job-id", type=int, default=None, metavar="ID", help="SLURM_JOB_ID (default: random)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.launch import Step, launch
+
+    if not args.command:
+        raise HpcTrainError("nothing to launch: give the command after --")
+    step = Step.make(args.nodes, args.ntasks_per_node, args.nodelist, args.distribution, args.job_id)
+    return launch(step, args.command)

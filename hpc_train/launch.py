@@ -1,0 +1,171 @@
+"""Mock Slurm: start a step's tasks on this machine with the variables srun would give them.
+
+For machines without Slurm (laptops, CI without root): every task gets the
+step's node list, task counts, rank, local rank, node index, tasks per node and
+a job id, so the bootstrap and trainer run unchanged. "Nodes" are loopback
+addresses (127.0.0.1, 127.0.0.2, ...) unless named, so each has its own host
+name and all of them reach each other. Output is streamed with a rank prefix
+(as `srun --label`); when one task fails, the others are stopped at once.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO
+
+import hostlist
+
+from hpc_train.bootstrap.nodelist import expand_nodelist
+from hpc_train.bootstrap.placement import Distribution, place_tasks
+from hpc_train.errors import HpcTrainError
+
+STOP_GRACE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """The step to imitate: its nodes, tasks per node, distribution and job id."""
+
+    nodes: tuple[str, ...]
+    tasks_per_node: int
+    distribution: Distribution = Distribution.BLOCK
+    job_id: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise HpcTrainError("--nodes must be 1 or more")
+        if self.tasks_per_node < 1:
+            raise HpcTrainError(f"--ntasks-per-node {self.tasks_per_node}: must be 1 or more")
+
+    @classmethod
+    def make(cls, nodes: int, tasks_per_node: int, nodelist: str | None = None,
+             distribution: str = "block", job_id: int | None = None) -> "Step":
+        if nodes < 1:
+            raise HpcTrainError(f"--nodes {nodes}: must be 1 or more")
+        names = expand_nodelist("--nodelist", nodelist) if nodelist else tuple(
+            f"127.0.0.{index}" for index in range(1, nodes + 1))
+        if len(names) != nodes:
+            raise HpcTrainError(f"--nodelist {nodelist!r} names {len(names)} nodes but --nodes is {nodes}")
+        return cls(names, tasks_per_node, Distribution(distribution),
+                   random.randrange(900_000, 1_000_000) if job_id is None else job_id)
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.nodes) * self.tasks_per_node
+
+
+def task_environments(step: Step, base: Mapping[str, str]) -> list[dict[str, str]]:
+    """Every task's environment: `base` without Slurm variables, plus the step's as srun sets them."""
+    clean = {name: value for name, value in base.items() if not name.startswith(("SLURM", "TF_CONFIG"))}
+    nodelist = hostlist.collect_hostlist(list(step.nodes))
+    if tuple(hostlist.expand_hostlist(nodelist)) != step.nodes:  # keep the given order
+        nodelist = ",".join(step.nodes)
+    per_node = f"{step.tasks_per_node}(x{len(step.nodes)})"
+    shared = {"SLURM_JOB_ID": str(step.job_id), "SLURM_JOBID": str(step.job_id), "SLURM_STEP_ID": "0",
+              "SLURM_JOB_NODELIST": nodelist, "SLURM_STEP_NODELIST": nodelist,
+              "SLURM_JOB_NUM_NODES": str(len(step.nodes)), "SLURM_STEP_NUM_NODES": str(len(step.nodes)),
+              "SLURM_NTASKS": str(step.num_tasks), "SLURM_STEP_NUM_TASKS": str(step.num_tasks),
+              "SLURM_TASKS_PER_NODE": per_node, "SLURM_STEP_TASKS_PER_NODE": per_node,
+              "SLURM_DISTRIBUTION": step.distribution.value}
+    node_of_rank, local_of_rank = place_tasks([step.tasks_per_node] * len(step.nodes), step.distribution)
+    return [{**clean, **shared, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local_of_rank[rank]),
+             "SLURM_NODEID": str(node_of_rank[rank]), "SLURMD_NODENAME": step.nodes[node_of_rank[rank]]}
+            for rank in range(step.num_tasks)]
+
+
+def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = None) -> int:
+    """Run `command` as every task of `step`; return 0, or the first failing task's exit code."""
+    environments = task_environments(step, os.environ if base is None else base)
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        for env in environments:
+            processes.append(subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, start_new_session=True))
+    except OSError as error:
+        _stop(processes)
+        raise HpcTrainError(f"cannot run {command[0]!r}: {error.strerror}; check the command after --") from None
+    pumps = [_pump(process.stdout, sys.stdout, rank) for rank, process in enumerate(processes)]
+    pumps += [_pump(process.stderr, sys.stderr, rank) for rank, process in enumerate(processes)]
+    try:
+        code = _supervise(processes)
+    except KeyboardInterrupt:
+        _note("interrupted: stopping every task")
+        _stop(processes)
+        code = 130
+    for pump in pumps:
+        pump.join(timeout=5)
+    return code
+
+
+def _supervise(processes: list[subprocess.Popen[bytes]]) -> int:
+    while True:
+        codes = [process.poll() for process in processes]
+        failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
+        if failed:
+            rank, code = failed[0]
+            running = sum(code is None for code in codes)
+            _note(f"rank {rank} {_describe(code)}; stopping the {running} task(s) still running")
+            _stop(processes)
+            return code if code > 0 else 128 - code
+        if all(code == 0 for code in codes):
+            return 0
+        time.sleep(0.1)
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every task's process group, then SIGKILL what is left after a grace period."""
+    for process in processes:
+        _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(process, signal.SIGKILL)
+            process.wait()
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+_print_lock = threading.Lock()
+
+
+def _pump(source: IO[bytes] | None, target: IO[str], rank: int) -> threading.Thread:
+    """Copy a task's output line by line, prefixed by its rank, without mixing lines of different tasks."""
+
+    def copy() -> None:
+        if source is None:
+            return
+        for raw in iter(source.readline, b""):
+            with _print_lock:
+                target.write(f"{rank}: {raw.decode(errors='replace').rstrip()}\n")
+                target.flush()
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    return thread
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def _note(message: str) -> None:
+    with _print_lock:
+        print(f"hpc-train launch: {message}", file=sys.stderr, flush=True)
