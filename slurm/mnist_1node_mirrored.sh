@@ -1,0 +1,28 @@
+#!/bin/bash
+# MNIST on one node with MirroredStrategy: one process using all of the node's GPUs
+# (on a CPU-only node, its CPU).
+#
+#   sbatch slurm/mnist_1node_mirrored.sh [--set key=value ...]   # from the project root
+#   bash slurm/mnist_1node_mirrored.sh                           # without Slurm: runs here
+#
+# To adapt it to your cluster:
+# - partition, account, time limit: the #SBATCH lines below, or on the sbatch command line.
+# - GPUs: uncomment --gpus-per-node=G; batch_size is per GPU, so the global batch is 64 x G.
+# - Data and software: as in slurm/mnist_2node.sh (HPC_TRAIN_DATA_DIR, env/setup.sh, env/site.sh).
+# Log: slurm-mnist-mirrored-<jobid>.out here. Results: runs/mnist-mirrored-<jobid>/.
+#
+#SBATCH --job-name=mnist-mirrored
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=2
+#SBATCH --time=00:30:00
+#SBATCH --output=slurm-%x-%j.out
+##SBATCH --gpus-per-node=4
+##SBATCH --partition=gpu
+##SBATCH --account=my-project
+
+set -euo pipefail
+root="${HPC_TRAIN_HOME:-$PWD}"
+source "$root/env/activate.sh"
+source "$root/slurm/step.sh"
+run_step mnist-mirrored 1 1 --config "$root/templates/mnist-mirrored.yaml" "$@"

@@ -1,0 +1,32 @@
+#!/bin/bash
+# MNIST on 2 nodes with MultiWorkerMirroredStrategy: one task per node.
+#
+#   sbatch slurm/mnist_2node.sh [--set key=value ...]    # from the project root
+#   bash slurm/mnist_2node.sh [--set key=value ...]      # without Slurm: tasks run on this machine
+#
+# To adapt it to your cluster:
+# - partition, account, time limit: the #SBATCH lines below, or on the command line
+#   (sbatch -p gpu -A my-project -t 2:00:00 slurm/mnist_2node.sh).
+# - GPUs: uncomment --gpus-per-node=G and set --ntasks-per-node=G: one task per GPU,
+#   each given its own GPU by the bootstrap. A CPU-only cluster keeps the GPU line off.
+# - Data: export HPC_TRAIN_DATA_DIR=DIR holding MNIST (IDX .gz files or mnist.npz, staged
+#   on a login node with `hpc-train data fetch --dest DIR`); else Keras' cache is used.
+# - Software: run env/setup.sh once; site modules go in env/site.sh (env/site.example.sh).
+#   Submit from the project root, or set HPC_TRAIN_HOME to it (results go where you submit).
+# Log: slurm-mnist-2node-<jobid>.out here. Results: runs/mnist-2node-<jobid>/.
+#
+#SBATCH --job-name=mnist-2node
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=2
+#SBATCH --time=00:30:00
+#SBATCH --output=slurm-%x-%j.out
+##SBATCH --gpus-per-node=1
+##SBATCH --partition=gpu
+##SBATCH --account=my-project
+
+set -euo pipefail
+root="${HPC_TRAIN_HOME:-$PWD}"
+source "$root/env/activate.sh"
+source "$root/slurm/step.sh"
+run_step mnist-2node 2 1 --config "$root/templates/mnist-multiworker.yaml" "$@"

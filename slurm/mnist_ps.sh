@@ -1,0 +1,31 @@
+#!/bin/bash
+# MNIST with ParameterServerStrategy: rank 0 is the chief (runs the training loop),
+# rank 1 the parameter server, ranks 2-3 the workers. Every task exits when training ends.
+#
+#   sbatch slurm/mnist_ps.sh [--set num_ps=2 ...]        # from the project root
+#   bash slurm/mnist_ps.sh                               # without Slurm: tasks run on this machine
+#
+# To adapt it to your cluster:
+# - partition, account, time limit: the #SBATCH lines below, or on the sbatch command line.
+# - More workers or parameter servers: raise --nodes/--ntasks-per-node and pass --set num_ps=K
+#   (at least K + 2 tasks: one chief, K ps, one or more workers).
+# - GPUs: uncomment --gpus-per-node. Only workers use them: the chief and ps are masked
+#   from GPUs (CUDA_VISIBLE_DEVICES=""), and a node's GPUs are split among its workers.
+# - Data and software: as in slurm/mnist_2node.sh (HPC_TRAIN_DATA_DIR, env/setup.sh, env/site.sh).
+# Log: slurm-mnist-ps-<jobid>.out here. Results: runs/mnist-ps-<jobid>/.
+#
+#SBATCH --job-name=mnist-ps
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=2
+#SBATCH --cpus-per-task=1
+#SBATCH --time=00:30:00
+#SBATCH --output=slurm-%x-%j.out
+##SBATCH --gpus-per-node=2
+##SBATCH --partition=gpu
+##SBATCH --account=my-project
+
+set -euo pipefail
+root="${HPC_TRAIN_HOME:-$PWD}"
+source "$root/env/activate.sh"
+source "$root/slurm/step.sh"
+run_step mnist-ps 2 2 --config "$root/templates/mnist-parameter_server.yaml" "$@"
