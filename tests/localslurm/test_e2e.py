@@ -1,0 +1,142 @@
+"""End to end on a real Slurm: the job scripts submitted with sbatch to a local cluster.
+
+The cluster (nodes node[1-2] and node[9-10], in its own directory and ports) is
+brought up once for the session, installing Slurm when root and apt-get allow,
+and stopped afterwards if this session started it. Skipped where that cannot be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hpc_train.localslurm import control
+from hpc_train.localslurm.spec import LocalCluster
+from tests.fake_slurm import without_slurm
+from tests.mnist_data import shared_mnist
+
+pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
+ROOT = Path(__file__).resolve().parents[2]
+TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2],node[9-10]", cpus=4,
+                            controller_port=7017)
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
+JOB_TIMEOUT = 300
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    if os.geteuid() != 0:
+        pytest.skip("a local Slurm cluster needs root")
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        pytest.skip("no Slurm and no apt-get to install it")
+    was_running = all(control.status(TEST_CLUSTER).values())
+    control.up(TEST_CLUSTER)
+    yield TEST_CLUSTER
+    if not was_running:
+        control.down(TEST_CLUSTER)
+
+
+@dataclass
+class Job:
+    id: str
+    workdir: Path
+    env: dict[str, str]
+
+    def state(self) -> tuple[str, str]:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", self.id], env=self.env, capture_output=True,
+                               text=True).stdout
+        fields = dict(part.split("=", 1) for part in shown.split() if "=" in part)
+        return fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "?")
+
+    def wait(self) -> tuple[str, str]:
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while time.monotonic() < deadline:
+            state, code = self.state()
+            if state in FINAL_STATES:
+                return state, code
+            time.sleep(1)
+        subprocess.run(["scancel", self.id], env=self.env)
+        pytest.fail(f"job {self.id} did not finish within {JOB_TIMEOUT} s:\n{self.log()[-3000:]}")
+
+    def log(self) -> str:
+        logs = list(self.workdir.glob(f"slurm-*-{self.id}.out"))
+        return logs[0].read_text() if logs else ""
+
+    def metrics(self) -> dict:
+        [metrics] = list(self.workdir.glob(f"runs/*-{self.id}/metrics.json"))
+        return json.loads(metrics.read_text())
+
+    def task_lines(self) -> dict[int, str]:
+        """rank -> its bootstrap line ("rank R is ROLE I at HOST:PORT, GPUs: ...")."""
+        return {int(m.group(1)): m.group(0) for m in re.finditer(r"rank (\d+) is \w+ \d+ at \S+, GPUs: .*", self.log())}
+
+
+def submit(cluster: LocalCluster, workdir: Path, script: str, *args: str, sbatch: tuple[str, ...] = (),
+           extra_env: dict[str, str] | None = None) -> Job:
+    env = {**without_slurm(), **control.slurm_env(cluster), "HPC_TRAIN_HOME": str(ROOT),
+           "HPC_TRAIN_DATA_DIR": str(shared_mnist()), **(extra_env or {})}
+    env["SLURM_CONF"] = str(cluster.conf)
+    result = subprocess.run(["sbatch", "--parsable", *sbatch, str(ROOT / "slurm" / script), *args], cwd=workdir,
+                            env=env, capture_output=True, text=True, check=True)
+    return Job(result.stdout.strip().split(";")[0], workdir, env)
+
+
+def test_mnist_2node_forms_one_cluster_and_learns(cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=3")
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    log = job.log()
+    digests = re.findall(r"^(\d): hpc-train \[worker \d\]: finished; weights digest (\w+)", log, re.M)
+    assert len(digests) == 2 and digests[0][1] == digests[1][1], log[-3000:]  # one cluster, one model
+    assert "multiworker: 2 workers, 2 replica(s) in sync" in log
+    hosts = {rank: line.split(" at ")[1].split(":")[0] for rank, line in job.task_lines().items()}
+    assert len(set(hosts.values())) == 2
+    assert job.metrics()["totals"]["final_val_accuracy"] >= 0.95
+
+
+def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalCluster, tmp_path: Path) -> None:
+    # Slurm here has no GPUs; saying the nodes have two shows what each role is given.
+    job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=2", extra_env={"SLURM_GPUS_ON_NODE": "2"})
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    lines = job.task_lines()
+    assert re.fullmatch(r"rank 0 is chief 0 at node\d+:\d+, GPUs: none", lines[0])
+    assert re.fullmatch(r"rank 1 is ps 0 at node\d+:\d+, GPUs: none", lines[1])
+    assert {lines[2].split("GPUs: ")[1], lines[3].split("GPUs: ")[1]} == {"0", "1"}  # one each, disjoint
+    for role in ("[ps 0]", "[worker 0]", "[worker 1]"):
+        assert f"{role} the chief at " in job.log() and "has finished; exiting" in job.log()
+
+
+def test_two_jobs_sharing_nodes_do_not_collide_on_ports(cluster: LocalCluster, tmp_path: Path) -> None:
+    jobs = [submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=2", sbatch=("-w", "node[1-2]"))
+            for _ in range(2)]
+    overlapped = False
+    while not all(job.state()[0] in FINAL_STATES for job in jobs):
+        overlapped |= all(job.state()[0] == "RUNNING" for job in jobs)
+        time.sleep(0.5)
+    for job in jobs:
+        assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    assert overlapped, "the two jobs never ran at the same time"
+    ports = [{line.split(":")[1].split(",")[0] for line in job.task_lines().values()} for job in jobs]
+    assert len(ports[0]) == 2 and not ports[0] & ports[1]
+
+
+def test_nodes_9_and_10_keep_slurms_rank_order(cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=1", "--set", "train_images=2000",
+                 sbatch=("-w", "node[9-10]"))
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    lines = job.task_lines()
+    assert lines[0].startswith("rank 0 is worker 0 at node9:") and lines[1].startswith("rank 1 is worker 1 at node10:")
+
+
+def test_up_twice_starts_nothing_new(cluster: LocalCluster) -> None:
+    before = control.status(cluster)
+    control.up(cluster)
+    assert control.status(cluster) == before and all(before.values())

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpc_train.errors import HpcTrainError
+from hpc_train.localslurm.spec import LocalCluster, hosts_line, render_slurm_conf
+
+
+def test_the_configuration_lives_in_the_clusters_directory() -> None:
+    cluster = LocalCluster(Path("/tmp/x"), nodes="node[9-10]", cpus=4, controller_port=7000)
+    conf = render_slurm_conf(cluster)
+    assert "SlurmctldPort=7000" in conf
+    assert "AuthInfo=socket=/tmp/x/munge/munge.socket" in conf
+    assert "AccountingStorageType=accounting_storage/none" in conf
+    assert "NodeName=node9 NodeHostname=localhost Port=7001 CPUs=4 State=UNKNOWN" in conf
+    assert "NodeName=node10 NodeHostname=localhost Port=7002 CPUs=4 State=UNKNOWN" in conf
+    assert all(line.split("=", 1)[1].startswith("/tmp/x") for line in conf.splitlines()
+               if line.split("=")[0].endswith(("Location", "SpoolDir", "PidFile", "LogFile")))
+    # No MpiParams=ports: reserved ports are the same on every "node", and these nodes share one network stack.
+    assert "MpiParams" not in conf
+
+
+def test_nodes_resolve_through_a_marked_hosts_line() -> None:
+    cluster = LocalCluster(Path("/tmp/x"), nodes="node[1-2]")
+    assert hosts_line(cluster) == "127.0.0.1 node1 node2 # hpc-train local cluster /tmp/x"
+    assert cluster.daemons == ("munged", "slurmctld", "slurmd-node1", "slurmd-node2")
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"nodes": "node[1-"}, "--nodes='node\\[1-'"), ({"cpus": 0}, "--cpus 0"), ({"controller_port": 80}, "--port 80"),
+])
+def test_bad_settings_are_refused(settings: dict, message: str) -> None:
+    with pytest.raises(HpcTrainError, match=message):
+        LocalCluster(**settings)
