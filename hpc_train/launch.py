@@ -18,13 +18,15 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO
 
 import hostlist
 
+from hpc_train.bootstrap.layout import compute_layout
 from hpc_train.bootstrap.nodelist import expand_nodelist
 from hpc_train.bootstrap.placement import Distribution, place_tasks
+from hpc_train.bootstrap.portcheck import port_is_free
 from hpc_train.errors import HpcTrainError
 
 STOP_GRACE_SECONDS = 10.0
@@ -54,8 +56,21 @@ class Step:
             f"127.0.0.{index}" for index in range(1, nodes + 1))
         if len(names) != nodes:
             raise HpcTrainError(f"--nodelist {nodelist!r} names {len(names)} nodes but --nodes is {nodes}")
-        return cls(names, tasks_per_node, Distribution(distribution),
-                   random.randrange(900_000, 1_000_000) if job_id is None else job_id)
+        step = cls(names, tasks_per_node, Distribution(distribution), 0 if job_id is None else job_id)
+        return step if job_id is not None else step.with_free_ports()
+
+    def with_free_ports(self, attempts: int = 50) -> "Step":
+        """This step under a random job id whose derived ports are free here now.
+
+        All of a mock step's "nodes" are this machine, so unlike on a cluster the
+        check is exact: two launches at once do not pick the same ports.
+        """
+        for _ in range(attempts):
+            step = replace(self, job_id=random.randrange(900_000, 1_000_000))
+            layout = compute_layout(task_environments(step, {})[0])
+            if all(port_is_free(port) for port in layout.ports):
+                return step
+        raise HpcTrainError("found no job id whose ports are free on this machine; pass --job-id")
 
     @property
     def num_tasks(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -104,3 +105,44 @@ def test_the_job_scripts_run_without_slurm(script: str, expect: list[str], tmp_p
         assert text in output
     [run] = list((tmp_path / "runs").iterdir())
     assert json.loads((run / "metrics.json").read_text())["totals"]["final_val_accuracy"] >= 0.9
+
+
+def test_nodes_9_and_10_keep_rank_order_without_slurm() -> None:
+    result = launch_cli("--nodes", "2", "--nodelist", "127.0.0.[9-10]", "--", sys.executable, "-m", "hpc_train",
+                        "bootstrap", "--print")
+    assert result.returncode == 0, result.stderr
+    configs = {int(line.split(": ", 1)[0]): json.loads(line.split(": ", 1)[1]) for line in result.stdout.splitlines()}
+    assert [address.split(":")[0] for address in configs[0]["cluster"]["worker"]] == ["127.0.0.9", "127.0.0.10"]
+    assert configs[1]["task"] == {"type": "worker", "index": 1}
+
+
+@pytest.mark.tensorflow
+def test_two_jobs_at_once_without_slurm_do_not_collide(tmp_path: Path) -> None:
+    env = {**without_slurm(), "HPC_TRAIN_HOME": str(ROOT), "HPC_TRAIN_DATA_DIR": str(shared_mnist()),
+           "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    runs = []
+    for index in range(2):
+        (tmp_path / str(index)).mkdir()
+        runs.append(subprocess.Popen(["bash", str(ROOT / "slurm" / "mnist_2node.sh"), "--set", "epochs=1",
+                                      "--set", "train_images=2000"], cwd=tmp_path / str(index), env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    ports = [set(re.findall(r"rank \d is worker \d at [\d.]+:(\d+)", output)) for output in outputs]
+    assert len(ports[0]) == 2 and len(ports[1]) == 2 and not ports[0] & ports[1]
+
+
+def test_a_random_job_id_is_chosen_where_its_ports_are_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+    import socket
+
+    from hpc_train.bootstrap.ports import assign_ports
+
+    busy_id, free_id = 901_234, 901_235  # neighbouring ids: disjoint windows
+    offered = iter([busy_id, free_id])
+    monkeypatch.setattr(random, "randrange", lambda *args: next(offered))
+    busy_port = assign_ports([0, 1], job_id=busy_id).ports[1]
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", busy_port))
+        holder.listen()
+        assert Step.make(1, 2).job_id == free_id

@@ -14,6 +14,15 @@ import socket
 from hpc_train.errors import HpcTrainError
 
 
+def port_is_free(port: int) -> bool:
+    """Whether nothing on this machine listens on `port` right now."""
+    try:
+        ensure_port_free(port, "this machine")
+    except HpcTrainError:
+        return False
+    return True
+
+
 def ensure_port_free(port: int, host: str) -> None:
     """Raise `HpcTrainError` if something on this machine already listens on `port`."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
