@@ -5,16 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hpc_train import __version__
-from hpc_train.cli import main, split_command
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as exit_:
-        code = exit_.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from hpc_train.cli import split_command
+from tests.cli.running import run_main
 
 
 def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:

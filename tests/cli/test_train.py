@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpc_train.cli import main
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as exit_:
-        code = exit_.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.cli.running import run_main
 
 
 def test_keys_lists_every_setting_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
