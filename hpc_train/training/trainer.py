@@ -96,10 +96,16 @@ def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunP
     callbacks: list[keras.callbacks.Callback] = [EpochCheckpoint(manager), report]
     if task.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(paths.output / "tensorboard"), write_graph=False))
-    train_data, validation_data, validation_steps = _datasets(config, splits, strategy, replicas)
+    train_data, validation_data, validation_steps = _datasets(config, splits, replicas)
     model.fit(train_data, epochs=config.epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,
               validation_data=validation_data, validation_steps=validation_steps, callbacks=callbacks, verbose=0)
+    _finish(model, config, task, splits, paths, report, say)
+    return 0
 
+
+def _finish(model: Any, config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunPaths,
+            report: Any, say: Any) -> None:
+    """Save the model (every task takes part), and on the chief measure and record the final accuracy."""
     model.save(paths.writes / "model.keras")
     _log(task, f"finished; weights digest {weights_digest(model.get_weights())}")
     if task.is_chief:
@@ -107,10 +113,9 @@ def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunP
         report.write({"final_val_accuracy": accuracy})
         say(f"done: validation accuracy {accuracy:.4f} on {len(splits.validation_images)} images; "
             f"model {paths.output / 'model.keras'}, metrics {paths.output / 'metrics.json'}")
-    return 0
 
 
-def _datasets(config: TrainConfig, splits: MnistSplits, strategy: Any, replicas: int) -> tuple[Any, Any, int]:
+def _datasets(config: TrainConfig, splits: MnistSplits, replicas: int) -> tuple[Any, Any, int]:
     from hpc_train.training.keras import keras
     from hpc_train.training.pipeline import training_dataset_fn, validation_dataset_fn, validation_plan
 
