@@ -90,9 +90,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     source = str(path) if path is not None else "the defaults"
     _refuse_unknown(values, source)
     for override in overrides:
-        key, value = _parse_override(override)
-        _refuse_unknown({key: value}, "--set")
-        values[key] = value
+        key, text = _split_override(override)
+        _refuse_unknown({key: text}, "--set")
+        values[key] = _override_value(key, text)
     return TrainConfig(**_coerce_numbers(values))
 
 
@@ -125,15 +125,28 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
     return values
 
 
-def _parse_override(override: str) -> tuple[str, Any]:
+def _split_override(override: str) -> tuple[str, str]:
     key, equals, text = override.partition("=")
     if not equals or not key.strip():
         raise ConfigError(f"--set {override!r}: expected key=value, e.g. --set epochs=3")
+    return key.strip(), text
+
+
+def _override_value(key: str, text: str) -> Any:
+    """The value of `--set key=text`: text as given for text fields (a path may hold ' #'),
+    YAML's reading (numbers, true/false, null) for the others."""
+    options = _options(_field_types()[key])
+    if str in options or any(isinstance(option, str) for option in _literal_choices(options)):
+        return None if type(None) in options and text.strip() in ("", "null", "~") else text
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        return yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError:
-        value = text  # not a YAML scalar: keep the text, the type check decides
-    return key.strip(), value
+        return text  # not a YAML scalar: the type check names the problem
+
+
+def _literal_choices(options: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(choice for option in options if typing.get_origin(option) is Literal
+                 for choice in typing.get_args(option))
 
 
 def _coerce_numbers(values: Mapping[str, Any]) -> dict[str, Any]:

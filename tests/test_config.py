@@ -22,6 +22,12 @@ def test_file_then_overrides_in_order(tmp_path: Path) -> None:
     assert (config.steps_per_epoch, config.data_dir, config.output_dir) == (None, "/data/mnist", "/out dir/x")
 
 
+def test_text_settings_are_taken_as_given() -> None:
+    config = load_config(None, ["output_dir=runs/x'; touch PWNED #-2", "data_dir=/d/1e-3", "strategy=none"])
+    assert (config.output_dir, config.data_dir) == ("runs/x'; touch PWNED #-2", "/d/1e-3")
+    assert load_config(None, ["data_dir=null"]).data_dir is None
+
+
 @pytest.mark.parametrize("name", sorted(path.name for path in TEMPLATES.glob("mnist-*.yaml")))
 def test_every_example_config_is_valid_and_names_its_strategy(name: str) -> None:
     config = load_config(TEMPLATES / name)
@@ -42,7 +48,7 @@ def test_there_is_an_example_per_strategy() -> None:
     (["learning_rate=fast"], "learning_rate: expected a number, got 'fast'"),
     (["learning_rate=0"], "learning_rate: must be more than 0, got 0"),
     (["steps_per_epoch=0"], "steps_per_epoch: must be 1 or more, got 0"),
-    (["data_dir=[1, 2]"], "data_dir: expected text or empty (null), got [1, 2]"),
+    (["epochs=[1, 2]"], "epochs: expected a whole number, got [1, 2]"),
     (["epoch=3"], "unknown key 'epoch' in --set (did you mean 'epochs'?); valid keys: strategy, model,"),
     (["epochs"], "--set 'epochs': expected key=value, e.g. --set epochs=3"),
 ])
@@ -78,3 +84,9 @@ def test_a_missing_file_names_the_path(tmp_path: Path) -> None:
 def test_constructing_directly_is_validated_too() -> None:
     with pytest.raises(ConfigError, match="num_ps: must be 1 or more"):
         TrainConfig(num_ps=0)
+
+
+def test_a_file_value_of_the_wrong_type_names_the_key(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("data_dir: [1, 2]\n")
+    with pytest.raises(ConfigError, match=r"data_dir: expected text or empty \(null\), got \[1, 2\]"):
+        load_config(tmp_path / "job.yaml")
