@@ -13,7 +13,7 @@
 #
 #SBATCH --job-name=mnist-mirrored
 #SBATCH --nodes=1
-#SBATCH --ntasks=1
+#SBATCH --ntasks-per-node=1
 #SBATCH --cpus-per-task=2
 #SBATCH --time=00:30:00
 #SBATCH --output=slurm-%x-%j.out

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
-SUBCOMMANDS = ("bootstrap", "train", "data", "cluster", "launch")
+SUBCOMMANDS = ("bootstrap", "train", "data", "cluster", "launch", "render")
 
 
 class OneLineParser(argparse.ArgumentParser):

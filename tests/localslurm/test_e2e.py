@@ -140,3 +140,27 @@ def test_up_twice_starts_nothing_new(cluster: LocalCluster) -> None:
     before = control.status(cluster)
     control.up(cluster)
     assert control.status(cluster) == before and all(before.values())
+
+
+def test_a_rendered_script_with_hostile_values_runs_and_creates_no_file(cluster: LocalCluster, tmp_path: Path) -> None:
+    name = "x'; touch PWNED #"
+    data = tmp_path / "data 'dir' $(touch PWNED)"
+    data.symlink_to(shared_mnist())
+    env = {**without_slurm(), **control.slurm_env(cluster)}
+    script = tmp_path / "job.sbatch"
+    subprocess.run(["hpc-train", "render", "--nodes", "2", "--name", name, "--home", str(ROOT), "--output",
+                    str(script), "--set", f"data_dir={data}", "--set", "epochs=1", "--set", "train_images=2000"],
+                   env={**env, "PATH": f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"}, check=True, capture_output=True)
+    job_id = subprocess.run(["sbatch", "--parsable", str(script)], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    job = Job(job_id, tmp_path, env)
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    assert not list(tmp_path.rglob("PWNED")) and not Path("PWNED").exists()
+    run_dir = tmp_path / "runs" / f"{name}-{job_id}"
+    assert sorted(path.name for path in (run_dir / "logs").iterdir()) == ["rank-0.out", "rank-1.out"]
+    lines = [re.search(r"rank \d is worker \d at node\d+:\d+", (run_dir / "logs" / f"rank-{rank}.out").read_text())
+             for rank in range(2)]
+    assert all(lines) and lines[0].group(0).startswith("rank 0 is worker 0") and lines[1].group(0).startswith(
+        "rank 1 is worker 1")
+    assert json.loads((run_dir / "metrics.json").read_text())["world_size"] == 2
+    assert (run_dir / "job.sbatch").read_text() == script.read_text()

@@ -1,0 +1,43 @@
+"""The job options `hpc-train render` and `hpc-train submit` share, and the request they make."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", "-N", type=int, required=True, metavar="N")
+    parser.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
+                        help="GPUs per node; one task per GPU unless --one-task-per-node (default 0: CPU tasks)")
+    parser.add_argument("--one-task-per-node", action="store_true",
+                        help="one task per node, mirroring over all its GPUs")
+    parser.add_argument("--ntasks-per-node", type=int, default=1, metavar="T", help="CPU tasks per node when G = 0")
+    parser.add_argument("--strategy", choices=("multiworker", "parameter_server"), default="multiworker")
+    parser.add_argument("--num-ps", type=int, default=1, metavar="K")
+    parser.add_argument("--name", default="hpc-train", help="job name; results go to runs/NAME-JOBID/")
+    for option in ("partition", "account", "qos", "time", "mem", "constraint", "gres"):
+        parser.add_argument(f"--{option}", default=None, help=f"sbatch --{option}")
+    parser.add_argument("--cpus-per-task", type=int, default=None, metavar="C")
+    parser.add_argument("--exclusive", action="store_true")
+    parser.add_argument("--container", default=None, metavar="IMAGE.sif", help="run tasks in apptainer exec --nv")
+    parser.add_argument("--config", default=None, metavar="FILE.yaml", help="training settings (hpc-train train)")
+    parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    parser.add_argument("--home", default=None, metavar="DIR",
+                        help="project root the job activates (env/activate.sh); default: this checkout")
+
+
+def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str]
+    """Validate the options into (JobSpec, TrainConfig, home); raises HpcTrainError with one line."""
+    from hpc_train.config import load_config
+    from hpc_train.jobs.spec import JobSpec
+
+    spec = JobSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, strategy=args.strategy,
+                   num_ps=args.num_ps, one_task_per_node=args.one_task_per_node,
+                   cpu_tasks_per_node=args.ntasks_per_node, name=args.name, partition=args.partition,
+                   account=args.account, qos=args.qos, time=args.time, mem=args.mem, constraint=args.constraint,
+                   cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
+                   container=args.container)
+    train = load_config(args.config, args.overrides)
+    home = args.home or str(Path(__file__).resolve().parents[2])
+    return spec, train, home

@@ -1,0 +1,38 @@
+"""Write a standalone sbatch script for a training job, for people who prefer plain sbatch.
+
+    hpc-train render --nodes 4 --gpus-per-node 2 --config job.yaml -o job.sbatch
+    sbatch job.sbatch
+
+The request is checked first (impossible ones are refused). Every value reaches
+the script quoted; the training settings are embedded, so the script needs
+nothing else but an installed hpc-train.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hpc_train.cli.joboptions import add_job_arguments, job_request
+
+HELP = "write a standalone sbatch script for a training job"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_job_arguments(parser)
+    parser.add_argument("--output", "-o", default=None, metavar="FILE", help="write here instead of stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hpc_train.jobs.render import render_script
+
+    spec, train, home = job_request(args)
+    script = render_script(spec, train, home)
+    if args.output is None:
+        sys.stdout.write(script)
+    else:
+        Path(args.output).write_text(script)
+        print(f"hpc-train render: wrote {args.output}; submit it with: sbatch {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,58 @@
+"""Render a job's sbatch script from templates/job.sbatch (pure: values in, text out).
+
+Quoting happens here, at the render boundary: every value from the user reaches
+the script through `shlex.quote`. The few raw shell pieces are the template's
+own text. Directives are sorted, so a rendered script is deterministic and can
+be compared with a golden file.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+from pathlib import Path
+from string import Template
+
+import yaml
+
+from hpc_train.config import TrainConfig, to_dict
+from hpc_train.jobs.spec import JobSpec
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "templates" / "job.sbatch"
+
+
+def directives(spec: JobSpec) -> dict[str, str | int | bool]:
+    """The #SBATCH options, name -> value (True: a bare flag); unset ones left out."""
+    values: dict[str, str | int | bool | None] = {
+        "job-name": spec.name, "nodes": spec.nodes, "ntasks-per-node": spec.tasks_per_node,
+        "gpus-per-node": spec.gpus_per_node or None, "cpus-per-task": spec.cpus_per_task,
+        "partition": spec.partition, "account": spec.account, "qos": spec.qos, "time": spec.time,
+        "mem": spec.mem, "constraint": spec.constraint, "gres": spec.gres, "exclusive": spec.exclusive or None,
+        "output": "slurm-%x-%j.out",
+    }
+    return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def job_config(spec: JobSpec, train: TrainConfig) -> TrainConfig:
+    """The training config the job runs: its strategy and ps count come from the request."""
+    return replace(train, strategy=spec.strategy, num_ps=spec.num_ps)
+
+
+def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = "runs",
+                  template: Path = TEMPLATE) -> str:
+    """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources."""
+    config = job_config(spec, train)
+    lines = [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
+             for name, value in directives(spec).items()]
+    launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
+    return Template(template.read_text()).substitute(
+        summary=f"{spec.nodes} node(s) x {spec.tasks_per_node} task(s), {spec.gpus_per_node} GPU(s) per node, "
+                f"{spec.strategy}",
+        directives="\n".join(lines),
+        home=shlex.quote(home),
+        runs_dir=shlex.quote(runs_dir),
+        # A quoted here-document: the shell expands nothing in it, whatever the values hold.
+        config_yaml=yaml.safe_dump(to_dict(config), sort_keys=False),
+        num_tasks=spec.num_tasks,
+        launcher=launcher,
+    )
