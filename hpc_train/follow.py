@@ -24,6 +24,17 @@ def job_info(job_id: str, env: Mapping[str, str]) -> dict[str, str]:
     return dict(part.split("=", 1) for part in shown.stdout.split() if "=" in part)
 
 
+def accounted_state(job_id: str, env: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(state, exit code, elapsed) from sacct, or None where Slurm keeps no accounting."""
+    result = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode,Elapsed"],
+                            env=dict(env), capture_output=True, text=True)
+    first = result.stdout.strip().splitlines()[:1]
+    if result.returncode != 0 or not first:
+        return None
+    state, code, elapsed = (first[0].split("|") + ["", "", ""])[:3]
+    return state.split()[0], code, elapsed
+
+
 def job_state(job_id: str, env: Mapping[str, str]) -> tuple[str, str]:
     """(state, exit code) of a job; ("UNKNOWN", "") when Slurm no longer knows it."""
     fields = job_info(job_id, env)

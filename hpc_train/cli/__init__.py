@@ -21,7 +21,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
-SUBCOMMANDS = ("bootstrap", "train", "data", "cluster", "launch", "render")
+# Subcommand -> its module in hpc_train.cli (imported when the parser is built; each keeps its
+# heavy imports inside run()).
+SUBCOMMANDS = {
+    "submit": "submit", "status": "status", "logs": "logs", "cancel": "cancel", "list": "listing",
+    "render": "render", "train": "train", "bootstrap": "bootstrap", "launch": "launch", "cluster": "cluster",
+    "data": "data",
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -55,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hpc-train {__version__}")
     subparsers = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True,
                                        parser_class=OneLineParser)
-    for name in SUBCOMMANDS:
-        module = importlib.import_module(f"hpc_train.cli.{name}")
+    for name, module_name in SUBCOMMANDS.items():
+        module = importlib.import_module(f"hpc_train.cli.{module_name}")
         sub = subparsers.add_parser(name, help=module.HELP, description=module.__doc__,
                                     formatter_class=HelpFormatter)
         module.add_arguments(sub)

@@ -164,3 +164,25 @@ def test_a_rendered_script_with_hostile_values_runs_and_creates_no_file(cluster:
         "rank 1 is worker 1")
     assert json.loads((run_dir / "metrics.json").read_text())["world_size"] == 2
     assert (run_dir / "job.sbatch").read_text() == script.read_text()
+
+
+def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effects(cluster: LocalCluster,
+                                                                                  tmp_path: Path) -> None:
+    name = "x'; touch PWNED #"
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--ntasks-per-node", "2", "--name", name,
+                                "--set", f"data_dir={shared_mnist()}", "--set", "epochs=1", "--set",
+                                "train_images=2000"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert submitted.returncode == 0, submitted.stderr
+    job = Job(submitted.stdout.splitlines()[0], tmp_path, env)
+    folder = tmp_path / "runs" / f"{name}-{job.id}"
+    logs = "".join(path.read_text() for path in sorted(folder.glob("*_log.*")))
+    assert job.wait() == ("COMPLETED", "0:0"), logs[-3000:]
+    logs = "".join(path.read_text() for path in sorted(folder.glob("*_log.*")))
+    assert sorted(path.name for path in folder.glob("*_log.out")) == [f"{job.id}_{rank}_log.out" for rank in range(4)]
+    roles = sorted(re.findall(r"rank (\d) is worker (\d) at (node\d):\d+", logs))
+    assert roles == [("0", "0", "node1"), ("1", "1", "node1"), ("2", "2", "node2"), ("3", "3", "node2")]
+    assert json.loads((folder / "metrics.json").read_text())["world_size"] == 4
+    assert not list(tmp_path.rglob("PWNED"))
+    status = subprocess.run(["hpc-train", "status", job.id], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "completed" in status.stdout and "no Slurm accounting here" in status.stdout

@@ -1,0 +1,47 @@
+"""Show a job's state, nodes, elapsed time and last progress line (the newest job by default).
+
+    hpc-train status [JOBID]
+
+Reads sacct where Slurm keeps accounting; elsewhere scontrol or squeue, and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "show a job's state, nodes, elapsed time and last progress line"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", nargs="?", default=None, metavar="JOBID", help="default: the newest job here")
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from hpc_train.follow import PROGRESS, accounted_state, job_info, job_state
+    from hpc_train.jobs.folders import find_record, rank_log
+
+    record = find_record(args.job)
+    env = dict(os.environ)
+    accounted = accounted_state(record.job_id, env)
+    info = job_info(record.job_id, env)
+    if accounted is not None:
+        state, code, elapsed = accounted
+        source = "sacct"
+    else:
+        state, code = job_state(record.job_id, env)
+        elapsed = info.get("RunTime", "?")
+        source = "scontrol/squeue: no Slurm accounting here"
+    last = "no progress yet"
+    log = rank_log(record, 0)
+    if log.is_file():
+        lines = [m.group(1) for m in map(PROGRESS.match, log.read_text(errors="replace").splitlines()) if m]
+        last = lines[-1] if lines else last
+    print(f"job {record.job_id} ({record.name}): {state.lower()}{f', exit {code}' if code else ''} "
+          f"[{source}]")
+    print(f"  nodes:   {info.get('NodeList', '?')} ({record.tasks} tasks, {record.strategy})")
+    print(f"  elapsed: {elapsed}")
+    print(f"  last:    {last}")
+    print(f"  folder:  {record.folder}")
+    return 0

@@ -1,0 +1,43 @@
+"""Submit a training job to Slurm (through submitit), or run it here with --local.
+
+    hpc-train submit --nodes 4 --gpus-per-node 2                 # 8 tasks, one per GPU, MultiWorkerMirrored
+    hpc-train submit --nodes 4 --gpus-per-node 2 --one-task-per-node   # 4 tasks, each mirroring 2 GPUs
+    hpc-train submit --nodes 2 --strategy parameter_server --ntasks-per-node 2 --config job.yaml
+    hpc-train submit ... --dry-run                               # print the sbatch script, submit nothing
+    hpc-train submit ... --local                                 # no Slurm: tasks run here (mock launcher)
+
+The request is checked before anything is submitted. The job's folder is
+runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
+(JOBID_RANK_log.out/.err), checkpoints, TensorBoard events and metrics.json.
+Follow it with hpc-train status, logs, cancel and list.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hpc_train.cli.joboptions import add_job_arguments, job_request
+
+HELP = "submit a training job to Slurm (or run it here with --local)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_job_arguments(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print the sbatch script that would be submitted")
+    parser.add_argument("--local", action="store_true", help="run the tasks on this machine, without Slurm")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpc_train.jobs import submit
+
+    spec, train, _ = job_request(args)
+    if args.dry_run:
+        print(submit.submission_script(spec), end="")
+        return 0
+    if args.local:
+        return submit.run_locally(spec, train)
+    record = submit.submit(spec, train)
+    print(record.job_id)
+    print(f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} nodes); folder "
+          f"{record.folder}; follow it with: hpc-train logs {record.job_id} --follow", flush=True)
+    return 0

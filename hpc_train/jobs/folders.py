@@ -1,0 +1,62 @@
+"""Job folders: one per job, `runs/NAME-JOBID/`, holding the submitted script, the settings
+snapshot (config.yaml), `job.json`, the logs per rank, and the trainer's output."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hpc_train.errors import HpcTrainError
+
+RUNS = Path("runs")
+RECORD = "job.json"
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    name: str
+    folder: str
+    nodes: int
+    tasks: int
+    strategy: str
+    submitted: float  # seconds since the epoch
+
+    def write(self) -> None:
+        Path(self.folder).mkdir(parents=True, exist_ok=True)
+        (Path(self.folder) / RECORD).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @property
+    def submitted_text(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.submitted))
+
+
+def all_records(runs: Path = RUNS) -> list[JobRecord]:
+    """Every job folder's record, newest first."""
+    records = []
+    for path in runs.glob(f"*/{RECORD}"):
+        try:
+            records.append(JobRecord(**json.loads(path.read_text())))
+        except (ValueError, TypeError):
+            continue  # not one of ours, or damaged: list the rest
+    return sorted(records, key=lambda record: record.submitted, reverse=True)
+
+
+def find_record(job_id: str | None, runs: Path = RUNS) -> JobRecord:
+    """The record of a job id, or of the newest job when no id is given."""
+    records = all_records(runs)
+    if not records:
+        raise HpcTrainError(f"no job folders in {runs}/ here; submit one with hpc-train submit, or cd to where you did")
+    if job_id is None:
+        return records[0]
+    for record in records:
+        if record.job_id == job_id:
+            return record
+    raise HpcTrainError(f"no job {job_id} in {runs}/ here (known: {', '.join(r.job_id for r in records[:10])})")
+
+
+def rank_log(record: JobRecord, rank: int, stream: str = "out") -> Path:
+    """submitit's per-rank log: JOBID_RANK_log.out (stdout) or .err (stderr)."""
+    return Path(record.folder) / f"{record.job_id}_{rank}_log.{stream}"

@@ -1,0 +1,108 @@
+"""Submit a training job through submitit's Slurm executor, or run it here with the mock launcher.
+
+Build the request, then run it: `make_executor` turns a JobSpec into a
+submitit executor (nothing submitted), `submission_script` shows exactly what
+sbatch would get (`--dry-run`), and `submit` submits and writes the job folder.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpc_train.config import TrainConfig, to_dict
+from hpc_train.errors import HpcTrainError
+from hpc_train.jobs.folders import RUNS, JobRecord
+from hpc_train.jobs.render import job_config
+from hpc_train.jobs.spec import JobSpec
+
+_TIME_PARTS = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def time_minutes(text: str) -> int:
+    """Slurm's time forms (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in whole minutes, rounded up."""
+    match = _TIME_PARTS.match(text)
+    if match is None:
+        raise HpcTrainError(f"--time {text!r}: not a Slurm time")
+    days, first, second, third = (int(part) if part else 0 for part in match.groups())
+    if match.group(1):  # D-HH[:MM[:SS]]
+        seconds = days * 86400 + first * 3600 + second * 60 + third
+    elif match.group(4):  # HH:MM:SS
+        seconds = first * 3600 + second * 60 + third
+    else:  # MM[:SS]
+        seconds = first * 60 + second
+    return max(1, -(-seconds // 60))
+
+
+def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
+    """A submitit SlurmExecutor for the request: folder runs/NAME-%j, one process per task."""
+    import submitit
+
+    python = shlex.quote(sys.executable)
+    if spec.container:  # each task's Python runs inside the image, with the GPUs passed through
+        python = f"apptainer exec --nv {shlex.quote(spec.container)} python3"
+    executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=python)
+    extra: dict[str, Any] = {"exclusive": True} if spec.exclusive else {}
+    if spec.gres:
+        extra["gres"] = spec.gres
+    executor.update_parameters(
+        job_name=spec.name, nodes=spec.nodes, ntasks_per_node=spec.tasks_per_node,
+        gpus_per_node=spec.gpus_per_node or None, cpus_per_task=spec.cpus_per_task,
+        partition=spec.partition, account=spec.account, qos=spec.qos, mem=spec.mem, constraint=spec.constraint,
+        # None leaves --time out: the partition's default applies, not submitit's 5 minutes.
+        time=time_minutes(spec.time) if spec.time else None,
+        additional_parameters=extra,
+    )
+    return executor
+
+
+def submission_script(spec: JobSpec, runs: Path = RUNS) -> str:
+    """The sbatch script submit would submit (submitit renders it the same way when it submits)."""
+    executor = make_executor(spec, runs)
+    return executor._make_submission_file_text(executor._submitit_command_str, uid="dry-run")
+
+
+def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS) -> JobRecord:
+    """Submit; return the job's record, its folder holding the script and the settings."""
+    if shutil.which("sbatch") is None:
+        raise HpcTrainError("no Slurm here (sbatch not found): add --local to run the job's tasks on this machine, "
+                            "or start a local cluster with hpc-train cluster up")
+    from hpc_train.jobs.task import train_task
+
+    config = job_config(spec, train)
+    executor = make_executor(spec, runs)
+    try:
+        job = executor.submit(train_task, to_dict(config))
+    except Exception as error:  # submitit wraps sbatch's own complaint
+        message = str(error).strip().splitlines()
+        raise HpcTrainError(f"sbatch refused the job: {message[-1] if message else error}") from None
+    record = JobRecord(job.job_id, spec.name, str(runs / f"{spec.name}-{job.job_id}"), spec.nodes, spec.num_tasks,
+                       spec.strategy, time.time())
+    _write_folder(record, config)
+    return record
+
+
+def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS) -> int:
+    """The same job, its tasks started on this machine by the mock launcher."""
+    from hpc_train.launch import Step, launch
+
+    config = job_config(spec, train)
+    folder = runs / f"{spec.name}-local-{time.strftime('%Y%m%d-%H%M%S')}"
+    record = JobRecord(folder.name.split("-", 1)[-1], spec.name, str(folder), spec.nodes, spec.num_tasks,
+                       spec.strategy, time.time())
+    _write_folder(record, replace(config, output_dir=str(folder)))
+    command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
+    return launch(Step.make(spec.nodes, spec.tasks_per_node), command)
+
+
+def _write_folder(record: JobRecord, config: TrainConfig) -> None:
+    record.write()
+    (Path(record.folder) / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))

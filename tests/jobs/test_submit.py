@@ -1,0 +1,155 @@
+"""`hpc-train submit`, status, logs, cancel and list against a mock Slurm (sbatch, sacct, squeue,
+scontrol, scancel replaced by scripts on PATH), for machines without Slurm."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpc_train.jobs.submit import time_minutes
+from tests.fake_slurm import without_slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def mock_slurm(bin_dir: Path, *, accounting: bool = False, job_state: str = "RUNNING") -> Path:
+    """sbatch records its script and answers job 4242; the rest answer as a cluster without accounting."""
+    bin_dir.mkdir()
+    scripts = {
+        "sbatch": f'#!/bin/sh\ncp "$1" "{bin_dir}/submitted.sh"\necho "Submitted batch job 4242"\n',
+        "sacct": ("#!/bin/sh\necho 'COMPLETED|0:0|00:01:02'\n" if accounting else
+                  "#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n"),
+        "scontrol": f"#!/bin/sh\necho 'JobId=4242 JobState={job_state} ExitCode=0:0 RunTime=00:00:42 "
+                    "NodeList=node[1-2]'\n",
+        "squeue": f"#!/bin/sh\necho {job_state}\n",
+        "scancel": f'#!/bin/sh\necho "$@" > "{bin_dir}/cancelled"\n',
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def hpc_train(*args: str, cwd: Path, bin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    path = f"{bin_dir}:{os.environ['PATH']}" if bin_dir else os.environ["PATH"]
+    return subprocess.run([sys.executable, "-m", "hpc_train", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**without_slurm(), "PATH": path})
+
+
+def test_submit_prints_the_job_id_and_fills_the_job_folder(tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin")
+    result = hpc_train("submit", "--nodes", "4", "--gpus-per-node", "2", "--name", "mnist", "--time", "2:00:00",
+                       "--set", "epochs=3", cwd=tmp_path, bin_dir=bin_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "4242"
+    folder = tmp_path / "runs" / "mnist-4242"
+    record = json.loads((folder / "job.json").read_text())
+    assert (record["job_id"], record["nodes"], record["tasks"], record["strategy"]) == ("4242", 4, 8, "multiworker")
+    assert "epochs: 3" in (folder / "config.yaml").read_text()
+    script = (bin_dir / "submitted.sh").read_text()
+    for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=2", "#SBATCH --gpus-per-node=2",
+                 "#SBATCH --time=120", "#SBATCH --job-name=mnist"):
+        assert line in script
+
+
+def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin")
+    result = hpc_train("submit", "--nodes", "2", "--gpus-per-node", "4", "--one-task-per-node", "--container",
+                       "/img/tf 2.sif", "--dry-run", cwd=tmp_path, bin_dir=bin_dir)
+    assert result.returncode == 0, result.stderr
+    assert "#SBATCH --ntasks-per-node=1" in result.stdout and "#SBATCH --gpus-per-node=4" in result.stdout
+    assert "apptainer exec --nv '/img/tf 2.sif' python3 -u -m submitit.core._submit" in result.stdout
+    assert not (bin_dir / "submitted.sh").exists() and not (tmp_path / "runs").exists()
+
+
+def test_impossible_requests_are_refused_before_submitting(tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin")
+    result = hpc_train("submit", "--nodes", "1", "--strategy", "parameter_server", "--num-ps", "2", cwd=tmp_path,
+                       bin_dir=bin_dir)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "--num-ps 2 needs at least 4 tasks" in result.stderr
+    assert not (bin_dir / "submitted.sh").exists()
+
+
+def test_without_slurm_submit_says_what_to_do(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "submit", "--nodes", "1"], cwd=tmp_path,
+                            capture_output=True, text=True, env={**without_slurm(), "PATH": str(empty)})
+    assert result.returncode == 2
+    assert "no Slurm here (sbatch not found): add --local" in result.stderr
+
+
+def test_status_falls_back_to_scontrol_without_accounting_and_says_so(tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin")
+    hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=bin_dir)
+    (tmp_path / "runs" / "hpc-train-4242" / "4242_0_log.out").write_text(
+        "hpc-train: epoch 1/5  loss 0.5\nnoise\nhpc-train: epoch 2/5  loss 0.3\n")
+    result = hpc_train("status", cwd=tmp_path, bin_dir=bin_dir)
+    assert result.returncode == 0, result.stderr
+    assert "job 4242 (hpc-train): running, exit 0:0 [scontrol/squeue: no Slurm accounting here]" in result.stdout
+    assert "nodes:   node[1-2] (2 tasks, multiworker)" in result.stdout
+    assert "last:    hpc-train: epoch 2/5  loss 0.3" in result.stdout
+
+
+def test_status_uses_sacct_where_there_is_accounting(tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin", accounting=True)
+    hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=bin_dir)
+    result = hpc_train("status", "4242", cwd=tmp_path, bin_dir=bin_dir)
+    assert "completed, exit 0:0 [sacct]" in result.stdout and "elapsed: 00:01:02" in result.stdout
+
+
+def test_logs_list_and_cancel(tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin", job_state="COMPLETED")
+    hpc_train("submit", "--nodes", "2", "--name", "a b", cwd=tmp_path, bin_dir=bin_dir)
+    folder = tmp_path / "runs" / "a b-4242"
+    (folder / "4242_1_log.out").write_text("rank one says hi\n")
+    (folder / "4242_1_log.err").write_text("rank one warns\n")
+    assert hpc_train("logs", "4242", "--rank", "1", cwd=tmp_path, bin_dir=bin_dir).stdout == (
+        "rank one says hi\nrank one warns\n")
+    followed = hpc_train("logs", "4242", "--rank", "1", "--follow", cwd=tmp_path, bin_dir=bin_dir)
+    assert followed.returncode == 0 and followed.stdout == "rank one says hi\n"  # the job is over: it returns
+    bad = hpc_train("logs", "4242", "--rank", "2", cwd=tmp_path, bin_dir=bin_dir)
+    assert bad.returncode == 2 and "--rank 2: job 4242 has ranks 0-1" in bad.stderr
+    listing = hpc_train("list", cwd=tmp_path, bin_dir=bin_dir).stdout.splitlines()
+    assert listing[0].split() == ["JOBID", "NAME", "STATE", "SUBMITTED", "FOLDER"]
+    assert listing[1].startswith("4242         a b                      completed")
+    assert hpc_train("cancel", "4242", cwd=tmp_path, bin_dir=bin_dir).returncode == 0
+    assert (bin_dir / "cancelled").read_text().strip() == "4242"
+    missing = hpc_train("status", "999", cwd=tmp_path, bin_dir=bin_dir)
+    assert missing.returncode == 2 and "no job 999 in runs/ here (known: 4242)" in missing.stderr
+
+
+def test_submitting_never_imports_tensorflow(tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin")
+    probe = ("import sys\nfrom hpc_train.cli import main\nmain(['submit', '--nodes', '2'])\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'tf_keras', 'keras')))\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                            env={**without_slurm(), "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("text, minutes", [("90", 90), ("1:30", 2), ("2:00:00", 120), ("1-0", 1440),
+                                           ("1-2:30", 1590), ("0:0:1", 1)])
+def test_slurm_times_become_submitits_minutes(text: str, minutes: int) -> None:
+    assert time_minutes(text) == minutes
+
+
+@pytest.mark.tensorflow
+def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
+    from tests.mnist_data import shared_mnist
+
+    result = hpc_train("submit", "--nodes", "2", "--name", "here", "--local", "--set", f"data_dir={shared_mnist()}",
+                       "--set", "epochs=1", "--set", "train_images=2000", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [folder] = list((tmp_path / "runs").glob("here-local-*"))
+    assert json.loads((folder / "metrics.json").read_text())["world_size"] == 2
+    assert json.loads((folder / "job.json").read_text())["tasks"] == 2
+    assert "1: hpc-train bootstrap: rank 1 is worker 1 at 127.0.0.2:" in result.stderr
