@@ -1,6 +1,6 @@
 """The `hpc-train` command: one module per subcommand, `main(argv) -> int` for tests.
 
-Each subcommand module has `HELP`, `add_arguments(parser)` and `run(args) -> int`
+Each subcommand module has `add_arguments(parser)` and `run(args) -> int`
 and imports its heavy dependencies inside `run`, so `hpc-train --help` never
 loads TensorFlow. Everything after a bare `--` is the subcommand's `command`.
 """
@@ -21,12 +21,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
-# Subcommand -> its module in hpc_train.cli (imported when the parser is built; each keeps its
-# heavy imports inside run()).
+# Subcommand -> (its module in hpc_train.cli, one line of help). Only the subcommand being
+# run is imported, and each keeps its heavy imports inside run(): `hpc-train --help` stays fast.
 SUBCOMMANDS = {
-    "submit": "submit", "status": "status", "logs": "logs", "cancel": "cancel", "list": "listing",
-    "render": "render", "train": "train", "bootstrap": "bootstrap", "launch": "launch", "cluster": "cluster",
-    "data": "data",
+    "submit": ("submit", "submit a training job to Slurm (or run it here with --local)"),
+    "status": ("status", "show a job's state, nodes, elapsed time and last progress line"),
+    "logs": ("logs", "print (or follow) a job's log for one rank"),
+    "cancel": ("cancel", "cancel a job"),
+    "list": ("listing", "list recent jobs from the job folders here"),
+    "render": ("render", "write a standalone sbatch script for a training job"),
+    "train": ("train", "train MNIST (none, mirrored, multiworker or parameter_server strategy)"),
+    "bootstrap": ("bootstrap", "export TF_CONFIG and GPU binding for this Slurm task, then run a command"),
+    "launch": ("launch", "start tasks locally with the environment srun would give them (mock Slurm)"),
+    "cluster": ("cluster", "run a real Slurm cluster on this machine (up, down, status, env)"),
+    "data": ("data", "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"),
 }
 
 
@@ -41,7 +49,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """argparse's formatter, sized without importing shutil (a few ms of start-up)."""
 
     def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=_terminal_columns() - 2)
+        super().__init__(prog, width=_terminal_columns() - 2, max_help_position=30)
 
 
 def _terminal_columns() -> int:
@@ -55,18 +63,20 @@ def _terminal_columns() -> int:
         return 80
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only the `selected` subcommand gets its arguments (the rest cost start-up for nothing)."""
     parser = OneLineParser(prog="hpc-train", formatter_class=HelpFormatter,
                            description="Distributed TensorFlow training on Slurm clusters.")
     parser.add_argument("--version", action="version", version=f"hpc-train {__version__}")
     subparsers = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True,
                                        parser_class=OneLineParser)
-    for name, module_name in SUBCOMMANDS.items():
-        module = importlib.import_module(f"hpc_train.cli.{module_name}")
-        sub = subparsers.add_parser(name, help=module.HELP, description=module.__doc__,
-                                    formatter_class=HelpFormatter)
-        module.add_arguments(sub)
-        sub.set_defaults(run=module.run)
+    for name, (module_name, help_line) in SUBCOMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_line, formatter_class=HelpFormatter)
+        if name == selected:
+            module = importlib.import_module(f"hpc_train.cli.{module_name}")
+            sub.description = module.__doc__
+            module.add_arguments(sub)
+            sub.set_defaults(run=module.run)
     return parser
 
 
@@ -81,7 +91,8 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options, command = split_command(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(options)
+    selected = next((option for option in options if not option.startswith("-")), None)
+    args = build_parser(selected).parse_args(options)
     args.command = command
     try:
         return int(args.run(args))

@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 
-HELP = "export TF_CONFIG and GPU binding for this Slurm task, then run a command"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

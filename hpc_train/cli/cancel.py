@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "cancel a job"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "run a real Slurm cluster on this machine (up, down, status, env)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

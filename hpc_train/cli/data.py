@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     fetch = actions.add_parser("fetch", help="download and verify mnist.npz", description=__doc__,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+                               formatter_class=parser.formatter_class)
     fetch.add_argument("--dest", metavar="DIR", help="directory to put mnist.npz in (default: Keras' cache)")
     fetch.add_argument("--url", metavar="URL", help="download from this mirror instead of Keras' address")
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "start tasks locally with the environment srun would give them (mock Slurm)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "list recent jobs from the job folders here"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

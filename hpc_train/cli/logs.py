@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "print (or follow) a job's log for one rank"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

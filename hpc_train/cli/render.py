@@ -15,7 +15,6 @@ import sys
 
 from hpc_train.cli.joboptions import add_job_arguments, job_request
 
-HELP = "write a standalone sbatch script for a training job"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "show a job's state, nodes, elapsed time and last progress line"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

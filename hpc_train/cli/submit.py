@@ -18,19 +18,23 @@ import argparse
 
 from hpc_train.cli.joboptions import add_job_arguments, job_request
 
-HELP = "submit a training job to Slurm (or run it here with --local)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the sbatch script that would be submitted")
     parser.add_argument("--local", action="store_true", help="run the tasks on this machine, without Slurm")
+    parser.add_argument("--hold", action="store_true", help="submit held: it starts after scontrol release JOBID")
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from hpc_train.jobs import submit
 
     spec, train, _ = job_request(args)
+    if args.hold:
+        spec = replace(spec, hold=True)
     if args.dry_run:
         print(submit.submission_script(spec), end="")
         return 0

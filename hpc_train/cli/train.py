@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "train MNIST (none, mirrored, multiworker or parameter_server strategy)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

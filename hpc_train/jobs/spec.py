@@ -42,6 +42,7 @@ class JobSpec:
     exclusive: bool = False
     gres: str | None = None
     container: str | None = None
+    hold: bool = False  # submitted held, released with scontrol release
 
     def __post_init__(self) -> None:
         _check_counts(self)

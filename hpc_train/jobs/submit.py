@@ -50,7 +50,8 @@ def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
     if spec.container:  # each task's Python runs inside the image, with the GPUs passed through
         python = f"apptainer exec --nv {shlex.quote(spec.container)} python3"
     executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=python)
-    extra: dict[str, Any] = {"exclusive": True} if spec.exclusive else {}
+    extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", spec.exclusive), ("hold", spec.hold))
+                             if wanted}
     if spec.gres:
         extra["gres"] = spec.gres
     executor.update_parameters(
