@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import stat
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -153,3 +153,21 @@ def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
     assert json.loads((folder / "metrics.json").read_text())["world_size"] == 2
     assert json.loads((folder / "job.json").read_text())["tasks"] == 2
     assert "1: hpc-train bootstrap: rank 1 is worker 1 at 127.0.0.2:" in result.stderr
+
+
+@pytest.mark.parametrize("hostile", ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "b" c'])
+def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin")
+    (bin_dir / "srun").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{bin_dir}/srun.args"\n')
+    (bin_dir / "srun").chmod(0o755)
+    result = hpc_train("submit", "--nodes", "2", "--name", hostile, "--partition", hostile, "--container",
+                       f"/img/{hostile}.sif", cwd=tmp_path, bin_dir=bin_dir)
+    assert result.returncode == 0, result.stderr
+    run = subprocess.run(["bash", str(bin_dir / "submitted.sh")], cwd=tmp_path, capture_output=True, text=True,
+                         env={**without_slurm(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"})
+    assert run.returncode == 0, run.stderr
+    assert not list(tmp_path.rglob("PWNED"))
+    srun_args = (bin_dir / "srun.args").read_text().splitlines()
+    assert srun_args[srun_args.index("--output") + 1] == str(tmp_path / "runs" / f"{hostile}-%j" / "%j_%t_log.out")
+    assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
+    assert f"#SBATCH --partition={shlex.quote(hostile)}" in (bin_dir / "submitted.sh").read_text()
