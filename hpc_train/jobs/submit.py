@@ -61,6 +61,8 @@ def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
         # None leaves --time out: the partition's default applies, not submitit's 5 minutes.
         time=time_minutes(spec.time) if spec.time else None,
         additional_parameters=extra,
+        # One failed task ends the step at once instead of leaving its peers waiting for it.
+        srun_args=["--kill-on-bad-exit=1"],
     )
     return executor
 
@@ -96,9 +98,9 @@ def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS) -> int:
     from hpc_train.launch import Step, launch
 
     config = job_config(spec, train)
-    folder = runs / f"{spec.name}-local-{time.strftime('%Y%m%d-%H%M%S')}"
-    record = JobRecord(folder.name.split("-", 1)[-1], spec.name, str(folder), spec.nodes, spec.num_tasks,
-                       spec.strategy, time.time())
+    job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder = runs / f"{spec.name}-{job_id}"
+    record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time())
     _write_folder(record, replace(config, output_dir=str(folder)))
     command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
     return launch(Step.make(spec.nodes, spec.tasks_per_node), command)

@@ -65,6 +65,7 @@ def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --ntasks-per-node=1" in result.stdout and "#SBATCH --gpus-per-node=4" in result.stdout
     assert "apptainer exec --nv '/img/tf 2.sif' python3 -u -m submitit.core._submit" in result.stdout
+    assert "--kill-on-bad-exit=1" in result.stdout.split("srun", 1)[1]  # a dead task ends the step
     assert not (bin_dir / "submitted.sh").exists() and not (tmp_path / "runs").exists()
 
 
@@ -146,12 +147,13 @@ def test_slurm_times_become_submitits_minutes(text: str, minutes: int) -> None:
 def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
     from tests.mnist_data import shared_mnist
 
-    result = hpc_train("submit", "--nodes", "2", "--name", "here", "--local", "--set", f"data_dir={shared_mnist()}",
+    result = hpc_train("submit", "--nodes", "2", "--name", "run-here", "--local", "--set", f"data_dir={shared_mnist()}",
                        "--set", "epochs=1", "--set", "train_images=2000", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    [folder] = list((tmp_path / "runs").glob("here-local-*"))
+    [folder] = list((tmp_path / "runs").glob("run-here-local-*"))
     assert json.loads((folder / "metrics.json").read_text())["world_size"] == 2
-    assert json.loads((folder / "job.json").read_text())["tasks"] == 2
+    record = json.loads((folder / "job.json").read_text())
+    assert record["tasks"] == 2 and folder.name == f"run-here-{record['job_id']}"
     assert "1: hpc-train bootstrap: rank 1 is worker 1 at 127.0.0.2:" in result.stderr
 
 
