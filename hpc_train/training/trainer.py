@@ -65,6 +65,7 @@ def run(config: TrainConfig) -> int:
 
 def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunPaths) -> int:
     from hpc_train.training.callbacks import EpochCheckpoint, EpochReport
+    from hpc_train.training.checkpoints import restore_newest
     from hpc_train.training.keras import keras, tf
     from hpc_train.training.model import build_model, compile_model
     from hpc_train.training.strategy import make_strategy
@@ -84,7 +85,7 @@ def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunP
     say(f"MNIST from {splits.source}: {len(splits.train_images)} training, {len(splits.validation_images)} "
         f"validation images; output in {paths.output}")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-    initial_epoch = _restore_latest(checkpoint, paths.checkpoints, say)
+    initial_epoch = restore_newest(checkpoint, paths.checkpoints, say)
     if initial_epoch >= config.epochs:
         say(f"all {config.epochs} epochs are done already ({paths.checkpoints}); nothing to train")
         return 0
@@ -127,19 +128,6 @@ def _datasets(config: TrainConfig, splits: MnistSplits, replicas: int) -> tuple[
     # Each worker builds its own pipeline (and shard) from the function.
     creator = keras.utils.experimental.DatasetCreator
     return creator(train_fn), creator(validation_fn), validation_steps
-
-
-def _restore_latest(checkpoint: Any, directory: Path, say: Any) -> int:
-    """Restore the newest checkpoint, if any; return the epochs it had finished."""
-    from hpc_train.training.keras import tf
-
-    latest = tf.train.latest_checkpoint(str(directory))
-    if latest is None:
-        return 0
-    checkpoint.restore(latest)
-    done = int(latest.rsplit("-", 1)[1])
-    say(f"resuming after epoch {done} from {latest}")
-    return done
 
 
 def _exact_validation_accuracy(model: Any, model_name: str, splits: MnistSplits) -> float:

@@ -128,3 +128,16 @@ def test_mirrored_and_the_deep_model_train(tmp_path: Path) -> None:
     assert "mirrored: 1 process" in out
     result = metrics(tmp_path)
     assert result["config"]["model"] == "deep" and result["totals"]["final_val_accuracy"] >= 0.9
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path) -> None:
+    [(code, _, err)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
+    assert code == 0, err[-3000:]
+    data = next((tmp_path / "checkpoints").glob("ckpt-2.data-*"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # a half-written copy
+    [(code, out, err)] = finish([start(tmp_path, "epochs=3", "train_images=2000")])
+    assert code == 0, err[-3000:]
+    assert f"warning: checkpoint {tmp_path / 'checkpoints' / 'ckpt-2'} is damaged" in err
+    assert f"resuming after epoch 1 from {tmp_path / 'checkpoints' / 'ckpt-1'}" in out
+    assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [2, 3]  # no epoch skipped
+    assert [epoch["epoch"] for epoch in metrics(tmp_path)["epochs"]] == [1, 2, 3]
