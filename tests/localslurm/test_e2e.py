@@ -186,3 +186,31 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
     assert not list(tmp_path.rglob("PWNED"))
     status = subprocess.run(["hpc-train", "status", job.id], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "completed" in status.stdout and "no Slurm accounting here" in status.stdout
+
+
+def task_pid(job_id: str, rank: int) -> int | None:
+    """The pid of the Python process of one rank of a job, found by its environment."""
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            variables = dict(item.split(b"=", 1) for item in environ.read_bytes().split(b"\0") if b"=" in item)
+            command = (environ.parent / "comm").read_text().strip()
+        except OSError:
+            continue
+        if (variables.get(b"SLURM_JOB_ID") == job_id.encode() and variables.get(b"SLURM_PROCID") == str(rank).encode()
+                and command.startswith(("python", "hpc-train"))):
+            return int(environ.parent.name)
+    return None
+
+
+def test_killing_one_worker_fails_the_whole_job_quickly_and_names_it(cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=50")
+    deadline = time.monotonic() + 180
+    while "epoch 1/50" not in job.log() and time.monotonic() < deadline:  # training has begun on both
+        time.sleep(0.5)
+    pid = task_pid(job.id, 1)
+    assert pid is not None, job.log()[-2000:]
+    os.kill(pid, 9)
+    killed = time.monotonic()
+    state, _ = job.wait()
+    assert state == "FAILED" and time.monotonic() - killed < 60, job.log()[-2000:]
+    assert re.search(r"task 1: Killed", job.log()), job.log()[-2000:]
