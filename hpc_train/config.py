@@ -55,8 +55,6 @@ class TrainConfig:
     # Keras' dtype policy: mixed_bfloat16 is faster on CPUs with bf16 units (AVX512-BF16, AMX)
     # and on TPUs, mixed_float16 on GPUs; float32 is exact and the default.
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
-    # Seconds every task of a distributed job waits for the others at start before failing.
-    startup_timeout: int = 300
     # TensorFlow's inter-op threads; empty: TensorFlow's default (one per core).
     inter_op_threads: int | None = None
     seed: int = 0
@@ -72,7 +70,7 @@ class TrainConfig:
 
 
 _POSITIVE = ("epochs", "batch_size", "steps_per_execution", "num_ps", "steps_per_epoch", "train_images",
-             "inter_op_threads", "startup_timeout")
+             "inter_op_threads")
 
 
 def _check_ranges(config: TrainConfig) -> None:

@@ -45,13 +45,6 @@ class TaskInfo:
     def address(self) -> str:
         return self.cluster[self.type][self.index]
 
-    def members(self) -> tuple[list[str], list[str]]:
-        """Every task's address and name ("worker 1"), chief first, then ps, then workers."""
-        order = [role for role in ("chief", "ps", "worker") if role in self.cluster]
-        order += sorted(set(self.cluster) - set(order))
-        pairs = [(address, f"{role} {index}") for role in order for index, address in enumerate(self.cluster[role])]
-        return [address for address, _ in pairs], [name for _, name in pairs]
-
 
 SINGLE = TaskInfo("worker", 0, {})
 

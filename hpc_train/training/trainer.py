@@ -19,7 +19,6 @@ from typing import Any
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.mnist import MnistSplits, load_mnist
 from hpc_train.training.cluster import TaskInfo, prepare_task
-from hpc_train.training.rendezvous import wait_for_peers
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,6 @@ class RunPaths:
 def run(config: TrainConfig) -> int:
     """Train as this task's role asks; return the process's exit code."""
     task = prepare_task(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
-    if task.cluster:
-        addresses, names = task.members()
-        wait_for_peers(addresses, names.index(f"{task.type} {task.index}"), config.startup_timeout, names)
     from hpc_train.training.keras import tf
 
     if config.inter_op_threads:
