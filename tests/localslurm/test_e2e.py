@@ -208,7 +208,9 @@ def test_killing_one_worker_fails_the_whole_job_quickly_and_names_it(cluster: Lo
     while "epoch 1/50" not in job.log() and time.monotonic() < deadline:  # training has begun on both
         time.sleep(0.5)
     pid = task_pid(job.id, 1)
-    assert pid is not None, job.log()[-2000:]
+    if pid is None:  # never leave a 50-epoch job behind to slow the rest of the suite
+        subprocess.run(["scancel", job.id], env=job.env)
+        pytest.fail(f"rank 1 of job {job.id} not found:\n{job.log()[-2000:]}")
     os.kill(pid, 9)
     killed = time.monotonic()
     state, _ = job.wait()
