@@ -1,0 +1,202 @@
+"""Who is there: the tasks of a job meet before TensorFlow starts (or fail naming who is missing),
+and the chief can wait for the others to have left.
+
+TensorFlow waits for a missing peer for a very long time (a MultiWorkerMirrored
+task waited 28 minutes here, until cancelled). So before TensorFlow starts,
+every task checks in with the chief on the chief's own port, and the chief
+answers "go" once all of them have, or, after `timeout` seconds, tells those
+that came who did not; every task then stops with an error naming the
+missing ones. A star, not all-to-all: one connection per task, so it scales
+with the job. The chief closes its port before TensorFlow's server takes it.
+"""
+
+from __future__ import annotations
+
+import resource
+import selectors
+import socket
+import time
+from dataclasses import dataclass
+
+from hpc_train.errors import HpcTrainError
+from hpc_train.training.cluster import TaskInfo
+
+RETRY_SECONDS = 0.2
+# Those who checked in hear the verdict a little after the chief's own deadline.
+VERDICT_GRACE_SECONDS = 30.0
+
+
+class PeersMissing(HpcTrainError):
+    """Some tasks of the job did not start (or cannot be reached) in time."""
+
+
+@dataclass(frozen=True)
+class Meeting:
+    """Who meets whom: every task by name ("worker 1"), the chief's name and address."""
+
+    me: str
+    chief: str
+    chief_address: str
+    everyone: tuple[str, ...]
+
+    @classmethod
+    def of(cls, task: TaskInfo) -> "Meeting":
+        everyone = tuple(name for name, _ in _addresses(task))
+        chief_role = "chief" if "chief" in task.cluster else "worker"
+        return cls(f"{task.type} {task.index}", f"{chief_role} 0", task.cluster[chief_role][0], everyone)
+
+
+def meet(task: TaskInfo, timeout: float) -> None:
+    """Return once every task of the job has started; raise PeersMissing after `timeout` seconds."""
+    meeting = Meeting.of(task)
+    if len(meeting.everyone) < 2:
+        return
+    if meeting.me == meeting.chief:
+        _gather(meeting, timeout)
+    else:
+        _check_in(meeting, timeout)
+
+
+def wait_for_departures(task: TaskInfo, timeout: float) -> list[str]:
+    """Wait until no other task's server answers (their processes have ended); return those still there.
+
+    The chief of a stopped MultiWorkerMirrored job waits so before it requeues
+    the job, which would otherwise end the others with SIGTERM as they exit.
+    """
+    others = [(name, address) for name, address in _addresses(task) if name != f"{task.type} {task.index}"]
+    deadline = time.monotonic() + timeout
+    while True:
+        staying = [name for name, address in others if reachable(address)]
+        if not staying or time.monotonic() >= deadline:
+            return staying
+        time.sleep(RETRY_SECONDS)
+
+
+def reachable(address: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts connections at host:port."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _addresses(task: TaskInfo) -> list[tuple[str, str]]:
+    return [(f"{role} {index}", address) for role in _role_order(task.cluster)
+            for index, address in enumerate(task.cluster[role])]
+
+
+def _gather(meeting: Meeting, timeout: float) -> None:
+    expected = set(meeting.everyone) - {meeting.chief}
+    _allow_open_files(len(expected) + 16)
+    listener = _listen(meeting.chief_address)
+    arrived: dict[str, socket.socket] = {}
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    try:
+        while set(arrived) != expected and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
+                if key.fileobj is listener:
+                    connection, _ = listener.accept()
+                    selector.register(connection, selectors.EVENT_READ)
+                else:
+                    _read_name(key.fileobj, selector, expected, arrived)
+        missing = sorted(expected - set(arrived), key=meeting.everyone.index)
+        verdict = "go" if not missing else f"missing {', '.join(missing)}"
+        for connection in arrived.values():
+            _send_line(connection, verdict)
+    finally:
+        for connection in [*arrived.values(), listener]:
+            connection.close()
+        selector.close()
+    if missing:
+        raise PeersMissing(f"{_describe(missing)} did not start within {timeout:.0f} s; see their logs (they may "
+                           "have failed, or their nodes be unreachable), or raise startup_timeout")
+
+
+def _read_name(connection: socket.socket, selector: selectors.BaseSelector, expected: set[str],
+               arrived: dict[str, socket.socket]) -> None:
+    """One check-in line: the task's name. Anything else is dropped."""
+    selector.unregister(connection)
+    connection.settimeout(RETRY_SECONDS * 5)
+    try:
+        name = connection.recv(64).decode(errors="replace").strip()
+    except OSError:
+        name = ""
+    if name in expected and name not in arrived:
+        arrived[name] = connection
+    else:
+        connection.close()
+
+
+def _check_in(meeting: Meeting, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    connection = _connect_until(meeting.chief_address, deadline)
+    if connection is None:
+        raise PeersMissing(f"the chief ({meeting.chief} at {meeting.chief_address}) did not start within "
+                           f"{timeout:.0f} s; see its log, or raise startup_timeout")
+    with connection:
+        _send_line(connection, meeting.me)
+        connection.settimeout(max(1.0, deadline - time.monotonic()) + VERDICT_GRACE_SECONDS)
+        try:
+            verdict = connection.makefile().readline().strip()
+        except OSError:
+            verdict = ""
+    if verdict == "go":
+        return
+    if verdict.startswith("missing "):
+        missing = verdict[len("missing "):].split(", ")
+        raise PeersMissing(f"{_describe(missing)} did not start within {timeout:.0f} s (the chief says); see "
+                           "their logs, or raise startup_timeout")
+    raise PeersMissing(f"the chief ({meeting.chief} at {meeting.chief_address}) gave no answer at start; see its log")
+
+
+def _connect_until(address: str, deadline: float) -> socket.socket | None:
+    host, _, port = address.rpartition(":")
+    while time.monotonic() < deadline:
+        try:
+            return socket.create_connection((host, int(port)), timeout=max(RETRY_SECONDS, 1.0))
+        except OSError:
+            time.sleep(RETRY_SECONDS)
+    return None
+
+
+def _listen(address: str) -> socket.socket:
+    port = int(address.rpartition(":")[2])
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TensorFlow binds it right after us
+    try:
+        listener.bind(("", port))
+    except OSError as error:
+        listener.close()
+        raise HpcTrainError(f"cannot listen on port {port} ({error.strerror}): another job on this node? "
+                            "pass --port-base with a free range, or use srun --resv-ports") from None
+    listener.listen(1024)
+    return listener
+
+
+def _send_line(connection: socket.socket, line: str) -> None:
+    try:
+        connection.sendall(f"{line}\n".encode())
+    except OSError:
+        pass  # that task is gone; it learns nothing, and fails on its own
+
+
+def _allow_open_files(needed: int) -> None:
+    """The chief holds one connection per task: raise the soft open-files limit towards the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(needed, hard),
+                                                    hard))
+
+
+def _role_order(cluster: dict[str, list[str]]) -> list[str]:
+    known = [role for role in ("chief", "ps", "worker") if role in cluster]
+    return known + sorted(set(cluster) - set(known))
+
+
+def _describe(names: list[str], shown: int = 8) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
