@@ -1,4 +1,13 @@
-"""Input pipelines that keep the model busy: shard, normalise once, cache, shuffle, repeat, batch, prefetch."""
+"""Input pipelines that keep the model busy, and whose position is a number that a checkpoint can hold.
+
+Training reads a stream of passes over the images. Pass p is a permutation of
+every image, fixed by (seed, p); each input pipeline (one per worker) takes
+its own interleaved share of it, in whole batches. Where a pipeline is after
+b batches is therefore pure arithmetic (`progress.data_position`), so a
+resumed run continues with exactly the batch that was next, without saving
+any iterator state. Images stay uint8 in memory and are normalised a batch at
+a time, after the gather.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +16,46 @@ from collections.abc import Callable
 import numpy as np
 
 from hpc_train.training.keras import tf
+from hpc_train.training.progress import data_position
 
 AUTOTUNE = tf.data.AUTOTUNE
 DatasetFn = Callable[["tf.distribute.InputContext | None"], tf.data.Dataset]
 
 
-def training_dataset_fn(images: np.ndarray, labels: np.ndarray, per_replica_batch: int, seed: int) -> DatasetFn:
-    """A dataset function: each input pipeline (one per worker) reads its own shard."""
+def training_dataset_fn(images: np.ndarray, labels: np.ndarray, per_replica_batch: int, seed: int,
+                        steps_done: int = 0) -> DatasetFn:
+    """A dataset function: each input pipeline reads its own share, from where `steps_done` steps left it.
+
+    `steps_done` counts the steps this pipeline's replicas have each taken (under
+    ParameterServerStrategy, where workers take steps as they come free, the
+    trainer passes an even share).
+    """
 
     def make(context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-        dataset = _shard(tf.data.Dataset.from_tensor_slices((images, labels)), context)
-        return (dataset.map(_normalise, num_parallel_calls=AUTOTUNE)
-                .cache()  # decoded once, then every epoch reads memory
-                .shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
-                .repeat()
-                .batch(per_replica_batch, drop_remainder=True)  # every replica steps with equal batches
+        pipelines = context.num_input_pipelines if context else 1
+        pipeline = context.input_pipeline_id if context else 0
+        local_replicas = max(1, context.num_replicas_in_sync // pipelines) if context else 1
+        share = len(images) // pipelines
+        batches_per_pass = share // per_replica_batch
+        if batches_per_pass < 1:
+            raise ValueError(f"{len(images)} training images cannot give {pipelines} input pipeline(s) a batch of "
+                             f"{per_replica_batch} each; use more images or a smaller batch_size")
+        first_pass, skip = data_position(steps_done * local_replicas, batches_per_pass)
+        all_images, all_labels = tf.constant(images), tf.constant(labels)
+
+        def batches_of_pass(pass_number: tf.Tensor) -> tf.data.Dataset:
+            order = tf.random.experimental.stateless_shuffle(
+                tf.range(len(images), dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), pass_number]))
+            mine = order[pipeline:share * pipelines:pipelines][:batches_per_pass * per_replica_batch]
+            return tf.data.Dataset.from_tensor_slices(tf.reshape(mine, (batches_per_pass, per_replica_batch)))
+
+        def gather(indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            return _normalise(tf.gather(all_images, indices)), tf.gather(all_labels, indices)
+
+        return (tf.data.Dataset.range(first_pass, np.iinfo(np.int64).max)
+                .flat_map(batches_of_pass)
+                .skip(skip)
+                .map(gather, num_parallel_calls=AUTOTUNE)
                 .prefetch(AUTOTUNE))
 
     return make
@@ -32,8 +66,8 @@ def validation_dataset_fn(images: np.ndarray, labels: np.ndarray, per_replica_ba
 
     def make(context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         dataset = _shard(tf.data.Dataset.from_tensor_slices((images, labels)), context)
-        return (dataset.map(_normalise, num_parallel_calls=AUTOTUNE).cache().repeat()
-                .batch(per_replica_batch, drop_remainder=True).prefetch(AUTOTUNE))
+        return (dataset.batch(per_replica_batch, drop_remainder=True).map(_normalise_pair, num_parallel_calls=AUTOTUNE)
+                .cache().repeat().prefetch(AUTOTUNE))
 
     return make
 
@@ -44,8 +78,13 @@ def _shard(dataset: tf.data.Dataset, context: tf.distribute.InputContext | None)
     return dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
 
 
-def _normalise(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    return tf.expand_dims(tf.cast(image, tf.float32) / 255.0, -1), label
+def _normalise(images: tf.Tensor) -> tf.Tensor:
+    """uint8 (..., 28, 28) to float32 (..., 28, 28, 1) in [0, 1]."""
+    return tf.expand_dims(tf.cast(images, tf.float32) / 255.0, -1)
+
+
+def _normalise_pair(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return _normalise(images), labels
 
 
 def validation_plan(images: int, replicas: int, largest_batch: int = 500) -> tuple[int, int]:

@@ -1,3 +1,5 @@
+"""Input pipelines: disjoint shares per worker, a fresh order each pass, and a position that resumes exactly."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +8,7 @@ import pytest
 from hpc_train.training.pipeline import validation_plan
 
 pytestmark = pytest.mark.tensorflow
+IMAGES = 40
 
 
 @pytest.mark.parametrize("images, replicas, plan", [
@@ -16,18 +19,44 @@ def test_validation_reads_each_image_once_when_shared_evenly(images: int, replic
     assert validation_plan(images, replicas) == plan
 
 
-def test_each_worker_reads_its_own_shard_in_full_batches() -> None:
+def labelled_images() -> tuple[np.ndarray, np.ndarray]:
+    """Image i is filled with the value i, and labelled i: a batch tells which images it holds."""
+    images = np.repeat(np.arange(IMAGES, dtype=np.uint8), 28 * 28).reshape(IMAGES, 28, 28)
+    return images, np.arange(IMAGES, dtype=np.uint8)
+
+
+def batches(pipelines: int, pipeline: int, count: int, steps_done: int = 0, batch: int = 3) -> list[list[int]]:
+    """The labels of `count` batches that pipeline `pipeline` of `pipelines` reads after `steps_done` steps."""
     from hpc_train.training.keras import tf
     from hpc_train.training.pipeline import training_dataset_fn
 
-    images = np.arange(20 * 28 * 28, dtype=np.uint32).astype(np.uint8).reshape(20, 28, 28)
-    labels = np.arange(20, dtype=np.uint8)
-    make = training_dataset_fn(images, labels, per_replica_batch=3, seed=0)
-    seen = []
+    images, labels = labelled_images()
+    make = training_dataset_fn(images, labels, per_replica_batch=batch, seed=7, steps_done=steps_done)
+    context = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=pipeline,
+                                         num_replicas_in_sync=pipelines)
+    read = []
+    for image_batch, label_batch in make(context).take(count).as_numpy_iterator():
+        assert image_batch.shape == (batch, 28, 28, 1) and image_batch.dtype == np.float32
+        assert np.allclose(image_batch[:, 0, 0, 0] * 255, label_batch)  # normalised, and the image of its label
+        read.append([int(label) for label in label_batch])
+    return read
+
+
+def test_each_worker_reads_its_own_share_and_each_pass_is_a_new_order() -> None:
+    per_pass = (IMAGES // 2) // 3  # 6 batches of 3 from each worker's 20 images
+    shares = [batches(2, pipeline, 2 * per_pass) for pipeline in range(2)]
+    first_pass = [{label for batch in share[:per_pass] for label in batch} for share in shares]
+    assert not first_pass[0] & first_pass[1] and all(len(seen) == 18 for seen in first_pass)
+    assert shares[0][:per_pass] != shares[0][per_pass:]  # reshuffled for the second pass
+
+
+@pytest.mark.parametrize("steps_done", [0, 1, 5, 6, 7, 20])
+def test_a_resumed_pipeline_continues_with_the_batch_that_was_next(steps_done: int) -> None:
     for pipeline in range(2):
-        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline)
-        batches = list(make(context).take(3).as_numpy_iterator())
-        assert all(batch[0].shape == (3, 28, 28, 1) and batch[0].dtype == np.float32 for batch in batches)
-        assert all(0.0 <= batch[0].min() and batch[0].max() <= 1.0 for batch in batches)
-        seen.append({int(label) for batch in batches for label in batch[1]})
-    assert seen[0] <= set(range(0, 20, 2)) and seen[1] <= set(range(1, 20, 2))  # disjoint shards
+        whole = batches(2, pipeline, steps_done + 4)
+        assert batches(2, pipeline, 4, steps_done=steps_done) == whole[steps_done:]
+
+
+def test_too_few_images_for_a_batch_per_worker_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot give 2 input pipeline"):
+        batches(2, 0, 1, batch=32)
