@@ -1,0 +1,49 @@
+"""Requeueing a stopped job: whether it may be (pure), and asking Slurm to (`scontrol requeue`).
+
+The chief asks once every task has saved its part of the checkpoint and is
+about to exit, so nothing is lost when Slurm ends this run of the job; the
+requeued job starts the same batch script again, in the same job id and run
+folder, and the trainer resumes from the checkpoint. SLURM_RESTART_COUNT
+(how often Slurm has restarted the job, for any reason) bounds the loop.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RequeuePlan:
+    job_id: str | None  # None: do not requeue, `reason` says why
+    reason: str
+
+
+def plan_requeue(environ: Mapping[str, str], max_requeues: int) -> RequeuePlan:
+    """Requeue this job, or why not: not a Slurm batch job, or restarted `max_requeues` times already."""
+    job_id = environ.get("SLURM_JOB_ID", "")
+    if not job_id:
+        return RequeuePlan(None, "not a Slurm job: run the same command again to resume")
+    restarts_text = environ.get("SLURM_RESTART_COUNT", "0") or "0"
+    restarts = int(restarts_text) if restarts_text.isdigit() else 0
+    if max_requeues < 1:
+        return RequeuePlan(None, f"max_requeues is {max_requeues}: resubmit the job to resume")
+    if restarts >= max_requeues:
+        return RequeuePlan(None, f"job {job_id} has been restarted {restarts} time(s), max_requeues is "
+                                 f"{max_requeues}: resubmit it to resume, or raise max_requeues")
+    return RequeuePlan(job_id, f"requeue {restarts + 1} of at most {max_requeues}")
+
+
+def requeue(job_id: str, timeout: float = 60.0) -> str | None:
+    """Ask Slurm to requeue the job; None when it agreed, else its complaint."""
+    if shutil.which("scontrol") is None:
+        return "scontrol not found"
+    try:
+        result = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"scontrol requeue {job_id} did not answer within {timeout:.0f} s"
+    if result.returncode != 0:
+        return (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
+    return None

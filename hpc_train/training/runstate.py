@@ -1,0 +1,47 @@
+"""The run's state file, `state.json` in the output directory, written by the chief only.
+
+It says whether the run is running, stopped (with its checkpoint, and why),
+requeued or finished, so that people, `hpc-train status` and job scripts can
+tell a finished run from one to resume. The input layout it records lets a
+resumed run notice that the data order cannot continue exactly (more workers,
+another batch size). No TensorFlow here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "state.json"
+STATES = ("running", "stopped", "requeued", "finished")
+
+
+def write_json_atomically(path: Path, value: Any) -> None:
+    """Write, then rename: a reader never sees half a file, a crash never loses the old one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(value, indent=2) + "\n")
+    os.replace(partial, path)
+
+
+def write_state(output: Path, state: str, **details: Any) -> None:
+    if state not in STATES:
+        raise ValueError(f"unknown run state {state!r}")
+    write_json_atomically(output / STATE_FILE, {"state": state, "time": round(time.time(), 3), **details})
+
+
+def read_state(output: Path) -> dict[str, Any]:
+    """The last state written, or {} when there is none (or it cannot be read)."""
+    try:
+        value = json.loads((output / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def layout_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """'key a -> b' for each input-layout value that differs from the stopped run's."""
+    return [f"{key} {before[key]} -> {now[key]}" for key in now if key in before and before[key] != now[key]]
