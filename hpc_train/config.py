@@ -57,6 +57,10 @@ class TrainConfig:
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
     # TensorFlow's inter-op threads; empty: TensorFlow's default (one per core).
     inter_op_threads: int | None = None
+    # Seconds the tasks of a distributed job wait for each other at start before failing.
+    startup_timeout: int = 300
+    # Times a job stopped by Slurm's warning signal requeues itself (scontrol requeue); 0: never.
+    max_requeues: int = 5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -70,7 +74,7 @@ class TrainConfig:
 
 
 _POSITIVE = ("epochs", "batch_size", "steps_per_execution", "num_ps", "steps_per_epoch", "train_images",
-             "inter_op_threads")
+             "inter_op_threads", "startup_timeout")
 
 
 def _check_ranges(config: TrainConfig) -> None:
@@ -80,6 +84,8 @@ def _check_ranges(config: TrainConfig) -> None:
             raise ConfigError(f"{name}: must be 1 or more, got {value!r}")
     if not config.learning_rate > 0:
         raise ConfigError(f"learning_rate: must be more than 0, got {config.learning_rate!r}")
+    if config.max_requeues < 0:
+        raise ConfigError(f"max_requeues: must be 0 or more, got {config.max_requeues!r}")
     if config.validation_images < 1:
         raise ConfigError(f"validation_images: must be 1 or more, got {config.validation_images!r}")
 

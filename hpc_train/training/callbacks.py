@@ -1,12 +1,12 @@
-"""Epoch-level callbacks: progress lines and metrics.json (chief only), and checkpoints.
+"""Callbacks: progress lines and metrics.json (chief only), checkpoints, and stopping at a step boundary.
 
-Epoch hooks only: ParameterServerStrategy refuses batch-level callbacks.
+Only StopAtStepBoundary has a batch hook, and it accepts TensorFlow's own
+logs (`_supports_tf_logs`), the one kind ParameterServerStrategy allows.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -14,29 +14,24 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.training.keras import keras, tf
+from hpc_train.training.runstate import write_json_atomically
+from hpc_train.training.stopping import StopKind
 
 REPORTED = ("loss", "accuracy", "val_loss", "val_accuracy")
-
-
-def write_json_atomically(path: Path, value: Any) -> None:
-    """Write, then rename: a reader never sees half a file, a crash never loses the old one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(value, indent=2) + "\n")
-    os.replace(partial, path)
 
 
 class EpochReport(keras.callbacks.Callback):
     """One line per epoch on the chief, and metrics.json rewritten after each epoch.
 
-    Epochs recorded by an earlier run that this one resumes are kept.
+    Epochs recorded by an earlier run that this one resumes are kept. An epoch
+    that an earlier run had begun counts only the steps trained here.
     """
 
-    def __init__(self, metrics_path: Path | None, images_per_epoch: int, total_epochs: int,
+    def __init__(self, metrics_path: Path | None, global_batch: int, total_epochs: int,
                  summary: dict[str, Any], print_line: Callable[[str], None] | None = None) -> None:
         super().__init__()
         self.metrics_path = metrics_path
-        self.images_per_epoch = images_per_epoch
+        self.global_batch = global_batch
         self.total_epochs = total_epochs
         self.summary = summary
         self.print_line = print_line or (lambda line: print(line, flush=True))
@@ -60,10 +55,11 @@ class EpochReport(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.perf_counter()
         training_seconds = (self._trained or now) - self._started
+        images = self.params["steps"] * self.global_batch  # this fit's steps: fewer in a resumed epoch
         values = {name: float(logs[name]) for name in REPORTED if logs and name in logs}
         record = {"epoch": epoch + 1, **values, "seconds": round(now - self._started, 3),
-                  "training_seconds": round(training_seconds, 3),
-                  "images_per_second": round(self.images_per_epoch / training_seconds, 1)}
+                  "training_seconds": round(training_seconds, 3), "images": images,
+                  "images_per_second": round(images / training_seconds, 1)}
         self.epochs.append(record)
         shown = "  ".join(f"{name} {values[name]:.4f}" for name in REPORTED if name in values)
         self.print_line(f"epoch {epoch + 1}/{self.total_epochs}  {shown}  {record['seconds']:.1f} s  "
@@ -75,7 +71,7 @@ class EpochReport(keras.callbacks.Callback):
             return
         seconds = sum(record["seconds"] for record in self.epochs)
         training_seconds = sum(record["training_seconds"] for record in self.epochs)
-        images = self.images_per_epoch * len(self.epochs)
+        images = sum(record.get("images", 0) for record in self.epochs)
         summary_totals = {"epochs": len(self.epochs), "seconds": round(seconds, 3), "images": images,
                           "images_per_second": round(images / training_seconds, 1) if training_seconds else None,
                           **(totals or {})}
@@ -93,11 +89,82 @@ class EpochReport(keras.callbacks.Callback):
 
 
 class EpochCheckpoint(keras.callbacks.Callback):
-    """Save model and optimizer after every epoch, numbered by the epochs done."""
+    """Save model and optimizer after every epoch, numbered by the global step."""
 
-    def __init__(self, manager: tf.train.CheckpointManager) -> None:
+    def __init__(self, save: Callable[[], str]) -> None:
         super().__init__()
-        self.manager = manager
+        self.save = save
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self.manager.save(checkpoint_number=epoch + 1)
+        self.save()
+
+
+class StoppedEarly(Exception):
+    """Every task stopped at the same step boundary, after saving, because one was asked to."""
+
+    def __init__(self, kind: StopKind, checkpoint: str) -> None:
+        super().__init__(f"stopped ({kind.name.lower()}) after saving {checkpoint}")
+        self.kind = kind
+        self.checkpoint = checkpoint
+
+
+class StopAtStepBoundary(keras.callbacks.Callback):
+    """After each call into TensorFlow (`steps_per_execution` steps), stop if any task was asked to.
+
+    `agree` turns this task's request into the job's (the strongest request of
+    any task): every task of a MultiWorkerMirrored job must stop after the same
+    step, or the others would wait for it in the next all-reduce. Then every
+    task saves, waits for the others to have saved, and leaves `fit` by raising
+    StoppedEarly: no validation, nothing counted as finished. An epoch whose
+    last step is done ends first (validated, reported, saved), so that it
+    counts; after the last epoch, finishing beats stopping. Keep this callback
+    after the checkpoint and report callbacks: its epoch end comes after theirs.
+    """
+
+    def __init__(self, requested: Callable[[], StopKind | None],
+                 agree: Callable[[StopKind | None], StopKind | None], save: Callable[[], str],
+                 total_epochs: int) -> None:
+        super().__init__()
+        self._supports_tf_logs = True  # it ignores the logs, so it may run under ParameterServerStrategy
+        self.requested = requested
+        self.agree = agree
+        self.save = save
+        self.total_epochs = total_epochs
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if batch + 1 < self.params["steps"]:  # `batch`: the last step of this call, counted from 0
+            self._stop_if_asked()
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if epoch + 1 < self.total_epochs:
+            self._stop_if_asked()
+
+    def _stop_if_asked(self) -> None:
+        kind = self.agree(self.requested())
+        if kind is None:
+            return
+        checkpoint = self.save()
+        self.agree(None)  # a barrier: nobody exits (and so ends the step) before everyone has saved
+        raise StoppedEarly(kind, checkpoint)
+
+
+def agreement(strategy: tf.distribute.Strategy) -> Callable[[StopKind | None], StopKind | None]:
+    """The job-wide stop request from this task's own: one tiny all-reduce under MultiWorkerMirrored.
+
+    In one process (or on the chief of a parameter-server job, the only task
+    that runs the training loop) this task's own request is the job's.
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return lambda kind: kind
+
+    @tf.function
+    def strongest(local: tf.Tensor) -> tf.Tensor:
+        # Summing one-hot requests over every replica: a kind is wanted when its sum is above 0.
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(local)), axis=None)
+
+    def agree(kind: StopKind | None) -> StopKind | None:
+        local = [float(kind is member) for member in StopKind]
+        wanted = [member for member, count in zip(StopKind, strongest(tf.constant(local)).numpy()) if count > 0]
+        return max(wanted) if wanted else None
+
+    return agree

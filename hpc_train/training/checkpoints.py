@@ -1,17 +1,18 @@
 """Resuming: the newest checkpoint that reads back whole, and a warning for each one that does not.
 
-TensorFlow writes a checkpoint's files under temporary names and renames them
-when complete, and CheckpointManager deletes old checkpoints only after a new
-one is saved, so a crash never leaves a run without a good checkpoint. A file
-damaged afterwards (a truncated copy, a full disk) is caught here by reading
-every tensor before restoring; the next older checkpoint is used instead.
+Checkpoints are numbered by the global step they hold (`ckpt-<step>`), so one
+saved mid-epoch sorts between the epochs around it. TensorFlow writes a
+checkpoint's files under temporary names and renames them when complete, and
+CheckpointManager deletes old checkpoints only after a new one is saved, so a
+crash never leaves a run without a good checkpoint. A file damaged afterwards
+(a truncated copy, a full disk) is caught here by reading every tensor before
+restoring; the next older checkpoint is used instead.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ _NUMBER = re.compile(r"ckpt-(\d+)\.index$")
 
 
 def checkpoints_newest_first(directory: Path) -> list[tuple[int, str]]:
-    """(epochs done, checkpoint prefix) of every checkpoint in `directory`, newest first."""
+    """(global step, checkpoint prefix) of every checkpoint in `directory`, newest first."""
     found = [(int(match.group(1)), str(path)[:-len(".index")])
              for path in directory.glob("ckpt-*.index") if (match := _NUMBER.search(path.name))]
     return sorted(found, reverse=True)
@@ -39,14 +40,36 @@ def readable(prefix: str) -> str | None:
     return None
 
 
-def restore_newest(checkpoint: Any, directory: Path, say: Callable[[str], None]) -> int:
-    """Restore the newest readable checkpoint; return the epochs it had finished (0: none)."""
-    for epochs, prefix in checkpoints_newest_first(directory):
+def restore_newest(checkpoint: Any, directory: Path) -> str | None:
+    """Restore the newest readable checkpoint and return its prefix; None when there is none."""
+    for _, prefix in checkpoints_newest_first(directory):
         problem = readable(prefix)
         if problem is None:
             checkpoint.restore(prefix)
-            say(f"resuming after epoch {epochs} from {prefix}")
-            return epochs
+            return prefix
         print(f"hpc-train: warning: checkpoint {prefix} is damaged ({problem}); trying the one before it",
               file=sys.stderr, flush=True)
-    return 0
+    return None
+
+
+class StepSaver:
+    """Saves model and optimizer at the current global step, once per step.
+
+    A stop right after an epoch's end reuses that epoch's checkpoint. Under
+    ParameterServerStrategy it first waits for every step handed out to the
+    workers, so that the saved step count is exact.
+    """
+
+    def __init__(self, manager: tf.train.CheckpointManager, model: Any) -> None:
+        self.manager = manager
+        self.model = model
+        self.saved: dict[int, str] = {}
+
+    def __call__(self) -> str:
+        coordinator = getattr(self.model, "_cluster_coordinator", None)
+        if coordinator is not None:
+            coordinator.join()
+        step = int(self.model.optimizer.iterations.numpy())
+        if step not in self.saved:
+            self.saved[step] = self.manager.save(checkpoint_number=step)
+        return self.saved[step]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
@@ -48,6 +50,36 @@ class TaskInfo:
 
 SINGLE = TaskInfo("worker", 0, {})
 
+# How TensorFlow's errors name a task: by device ("/job:ps/replica:0/task:0") or by gRPC address.
+_DEVICE = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+_ADDRESS = re.compile(r"(?:ipv[46]:)?([\w.-]+:\d+)")
+
+
+def lost_peers(message: str, task: TaskInfo) -> list[str]:
+    """The tasks (other than this one) that a TensorFlow error message names, as "ps 0 at node2:20001".
+
+    An address that could not be reached is the surest sign; device names
+    ("/job:worker/replica:0/task:1") may only say where the failed step ran.
+    """
+    by_address: dict[str, tuple[str, int]] = {}
+    for role, addresses in task.cluster.items():
+        for index, address in enumerate(addresses):
+            by_address[address] = (role, index)
+            by_address.setdefault(_numeric(address), (role, index))  # gRPC names hosts by number
+    named = [by_address[address] for address in _ADDRESS.findall(message) if address in by_address]
+    if not named:
+        named = [(role, int(index)) for role, index in _DEVICE.findall(message)]
+    peers = [peer for peer in dict.fromkeys(named) if peer != (task.type, task.index)
+             and peer[1] < len(task.cluster.get(peer[0], ()))]
+    return [f"{role} {index} at {task.cluster[role][index]}" for role, index in peers]
+
+
+def _numeric(address: str) -> str:
+    host, _, port = address.rpartition(":")
+    try:
+        return f"{socket.gethostbyname(host)}:{port}"
+    except OSError:
+        return address
 
 def prepare_task(config: TrainConfig, environ: MutableMapping[str, str] | None = None) -> TaskInfo:
     """Find (or, under Slurm, build) this task's TF_CONFIG; return its place."""

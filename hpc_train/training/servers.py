@@ -3,35 +3,43 @@
 TensorFlow's own recipe (`server.join()`) never returns, so those tasks used to
 run until the job's time limit. Here each serves while it can see the chief: it
 waits for the chief's port to open, then exits 0 once the port has closed (the
-chief's process ended) for a few seconds in a row.
+chief's process ended) for a few seconds in a row. Stop signals do not end a
+server early: the chief reads the variables from the parameter servers when it
+saves its checkpoint, so they stay until it has gone.
 """
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 
 from hpc_train.training.cluster import TaskInfo
 from hpc_train.training.keras import tf
+from hpc_train.training.rendezvous import reachable
+from hpc_train.training.stopping import StopSignals
 
 POLL_SECONDS = 1.0
 GONE_AFTER_FAILED_POLLS = 3
 
 
-def serve_until_chief_leaves(task: TaskInfo, startup_timeout: float = 600.0) -> int:
+def serve_until_chief_leaves(task: TaskInfo, signals: StopSignals, startup_timeout: float = 600.0) -> int:
     """Run this task's server; return an exit code when the chief is gone (0) or never came (1)."""
     server = tf.distribute.Server(tf.train.ClusterSpec(task.cluster), job_name=task.type, task_index=task.index,
                                   protocol="grpc", start=True)
+    signals.install()  # after TensorFlow's, which would take SIGTERM for itself
     chief = task.cluster["chief"][0]
     log(task, f"serving on {task.address}; waiting for the chief at {chief}")
-    if not _wait_until(lambda: _reachable(chief), startup_timeout):
+    if not _wait_until(lambda: reachable(chief), startup_timeout):
         log(task, f"the chief at {chief} did not come up within {startup_timeout:.0f} s; giving up")
         return 1
     failed = 0
+    noted = None
     while failed < GONE_AFTER_FAILED_POLLS:
         time.sleep(POLL_SECONDS)
-        failed = 0 if _reachable(chief) else failed + 1
+        failed = 0 if reachable(chief) else failed + 1
+        if signals.signal_name != noted:
+            noted = signals.signal_name
+            log(task, f"{noted} received: serving on until the chief has saved its checkpoint and left")
     log(task, f"the chief at {chief} has finished; exiting")
     del server  # its threads end with the process
     return 0
@@ -44,15 +52,6 @@ def _wait_until(condition, timeout: float) -> bool:
             return True
         time.sleep(POLL_SECONDS)
     return False
-
-
-def _reachable(address: str) -> bool:
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=POLL_SECONDS):
-            return True
-    except OSError:
-        return False
 
 
 def log(task: TaskInfo, message: str) -> None:

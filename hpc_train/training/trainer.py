@@ -5,20 +5,33 @@ metrics.json under `output_dir`. Other MultiWorkerMirrored workers take part in
 every save (a save may need all of them) but write into their own scratch
 directory, which is removed at the end. Parameter-server ps and worker tasks
 run a server until the chief has finished, then exit 0.
+
+Nothing finished is lost: a checkpoint after every epoch, and one at the next
+step boundary when Slurm warns of the time limit (USR1, USR2) or stops the job
+(TERM). A warned job requeues itself and resumes at that very step, with the
+batch that was next (progress.py, pipeline.py). The chief keeps `state.json`
+saying whether the run is running, stopped, requeued or finished.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hpc_train.config import TrainConfig, to_dict
+from hpc_train.errors import HpcTrainError
 from hpc_train.mnist import MnistSplits, load_mnist
-from hpc_train.training.cluster import TaskInfo, prepare_task
+from hpc_train.training.cluster import TaskInfo, lost_peers, prepare_task
+from hpc_train.training.progress import Progress, remaining_stretches
+from hpc_train.training.rendezvous import meet, wait_for_departures
+from hpc_train.training.requeue import plan_requeue, requeue
+from hpc_train.training.runstate import layout_changes, read_state, write_state
+from hpc_train.training.stopping import EXIT_STOPPED, StopKind, StopSignals
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,11 @@ class RunPaths:
 
 def run(config: TrainConfig) -> int:
     """Train as this task's role asks; return the process's exit code."""
+    # First of all: Slurm's warning signal would otherwise end a task that is still starting.
+    signals = StopSignals().install()
     task = prepare_task(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
+    if task.cluster:
+        meet(task, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
     from hpc_train.training.keras import tf
 
     if config.inter_op_threads:
@@ -54,80 +71,214 @@ def run(config: TrainConfig) -> int:
     if config.strategy == "parameter_server" and task.type != "chief":
         from hpc_train.training.servers import serve_until_chief_leaves
 
-        return serve_until_chief_leaves(task)
+        return serve_until_chief_leaves(task, signals, config.startup_timeout)
     splits = load_mnist(config.data_dir, config.train_images, config.validation_images)
     paths = RunPaths(Path(config.output_dir), task)
     try:
-        return _train(config, task, splits, paths)
+        return _train(config, task, splits, paths, signals)
     finally:
         paths.remove_scratch()
 
 
-def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunPaths) -> int:
-    from hpc_train.training.callbacks import EpochCheckpoint, EpochReport
-    from hpc_train.training.checkpoints import restore_newest
-    from hpc_train.training.keras import keras, tf
-    from hpc_train.training.model import build_model, compile_model
+def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunPaths, signals: StopSignals) -> int:
+    from hpc_train.training.callbacks import EpochReport, StoppedEarly
+    from hpc_train.training.checkpoints import StepSaver
+    from hpc_train.training.keras import tf
     from hpc_train.training.strategy import make_strategy
 
     strategy = make_strategy(config)
+    # TensorFlow's coordination service (multi-worker strategies) installs its own SIGTERM handler in C++,
+    # which would swallow Slurm's SIGTERM: take the signals back.
+    signals.install()
     say = _printer(task)
     replicas = strategy.num_replicas_in_sync
     global_batch = config.batch_size * replicas
     steps = config.steps_per_epoch or max(1, len(splits.train_images) // global_batch)
-    keras.utils.set_random_seed(config.seed)
-    keras.mixed_precision.set_global_policy(config.precision)
-    with strategy.scope():
-        model = build_model(config.model)
-        compile_model(model, config.optimizer, config.learning_rate, min(config.steps_per_execution, steps))
+    _check_enough_images(config, task, len(splits.train_images))
+    model = _compiled_model(config, strategy, steps)
     say(f"{config.strategy}: {_world(task)}, {replicas} replica(s) in sync; batch {config.batch_size} per replica, "
         f"{global_batch} global; {steps} steps per epoch; {config.precision}")
     say(f"MNIST from {splits.source}: {len(splits.train_images)} training, {len(splits.validation_images)} "
         f"validation images; output in {paths.output}")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-    initial_epoch = restore_newest(checkpoint, paths.checkpoints, say)
-    if initial_epoch >= config.epochs:
+    progress = _resume(checkpoint, model, paths, steps, say)
+    stretches = remaining_stretches(progress, config.epochs)
+    if not stretches:
         say(f"all {config.epochs} epochs are done already ({paths.checkpoints}); nothing to train")
         return 0
-
-    summary = _summary(config, task, replicas, global_batch, steps, splits, tf.__version__)
-    report = EpochReport(paths.output / "metrics.json" if task.is_chief else None, steps * global_batch,
-                         config.epochs, summary, print_line=say)
-    manager = tf.train.CheckpointManager(checkpoint, paths.writes / "checkpoints", max_to_keep=3)
-    callbacks: list[keras.callbacks.Callback] = [EpochCheckpoint(manager), report]
     if task.is_chief:
-        callbacks.append(keras.callbacks.TensorBoard(str(paths.output / "tensorboard"), write_graph=False))
-    train_data, validation_data, validation_steps = _datasets(config, splits, replicas)
-    model.fit(train_data, epochs=config.epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,
-              validation_data=validation_data, validation_steps=validation_steps, callbacks=callbacks, verbose=0)
+        layout = {"workers": max(1, task.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
+                  "steps_per_epoch": steps, "train_images": len(splits.train_images), "seed": config.seed}
+        _note_layout_changes(paths.output, layout, progress)
+        write_state(paths.output, "running", **_position(progress), layout=layout)
+    report = EpochReport(paths.output / "metrics.json" if task.is_chief else None, global_batch, config.epochs,
+                         _summary(config, task, replicas, global_batch, steps, splits, tf.__version__), say)
+    save = StepSaver(tf.train.CheckpointManager(checkpoint, paths.writes / "checkpoints", max_to_keep=3), model)
+    callbacks = _callbacks(config, task, paths, signals, strategy, save, report)
+    validation_data, validation_steps = _validation_data(config, splits, replicas)
+    try:
+        for stretch in stretches:
+            model.fit(_training_data(config, splits, task, stretch.start_step), epochs=stretch.end_epoch,
+                      initial_epoch=stretch.first_epoch, steps_per_epoch=stretch.steps,
+                      validation_data=validation_data, validation_steps=validation_steps, callbacks=callbacks,
+                      verbose=0)
+    except StoppedEarly as stop:
+        return _stopped(stop, config, task, Progress(int(model.optimizer.iterations.numpy()), steps), paths,
+                        signals, say)
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
+        raise _lost_contact(error, task, paths) from None
     _finish(model, config, task, splits, paths, report, say)
     return 0
+
+
+def _compiled_model(config: TrainConfig, strategy: Any, steps: int) -> Any:
+    from hpc_train.training.keras import keras
+    from hpc_train.training.model import build_model, compile_model
+
+    keras.utils.set_random_seed(config.seed)
+    keras.mixed_precision.set_global_policy(config.precision)
+    with strategy.scope():
+        model = build_model(config.model)
+        compile_model(model, config.optimizer, config.learning_rate, min(config.steps_per_execution, steps))
+    return model
+
+
+def _resume(checkpoint: Any, model: Any, paths: RunPaths, steps: int, say: Any) -> Progress:
+    """Restore the newest good checkpoint, if any; the step it holds (the optimizer's count) is where we are."""
+    from hpc_train.training.checkpoints import restore_newest
+
+    restored = restore_newest(checkpoint, paths.checkpoints)
+    progress = Progress(int(model.optimizer.iterations.numpy()), steps)
+    if restored:
+        say(f"resuming {progress.describe()} from {restored}")
+    return progress
+
+
+def _callbacks(config: TrainConfig, task: TaskInfo, paths: RunPaths, signals: StopSignals, strategy: Any,
+               save: Any, report: Any) -> list[Any]:
+    """Checkpoints, the report, TensorBoard (chief), then the stop check, whose epoch end comes last."""
+    from hpc_train.training.callbacks import EpochCheckpoint, StopAtStepBoundary, agreement
+    from hpc_train.training.keras import keras
+
+    callbacks: list[Any] = [EpochCheckpoint(save), report]
+    if task.is_chief:
+        callbacks.append(keras.callbacks.TensorBoard(str(paths.output / "tensorboard"), write_graph=False))
+    callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs))
+    return callbacks
+
+
+def _lost_contact(error: Exception, task: TaskInfo, paths: RunPaths) -> HpcTrainError:
+    """One line for a task that died under us: who, and how to go on (a traceback says neither)."""
+    message = str(error)
+    peers = lost_peers(message, task)
+    who = ", ".join(peers) if peers else "another task of the job"
+    detail = next((line.strip() for line in message.splitlines() if "UNAVAILABLE" in line or "aborted" in line),
+                  message.strip().splitlines()[0] if message.strip() else type(error).__name__)
+    return HpcTrainError(f"lost contact with {who} ({detail[:160]}); the job cannot go on without it: run it "
+                         f"again to resume from the last checkpoint in {paths.checkpoints}")
+
+
+def _stopped(stop: Any, config: TrainConfig, task: TaskInfo, progress: Progress, paths: RunPaths,
+             signals: StopSignals, say: Any) -> int:
+    """Every task saved at the same step; the chief records it and requeues the job if it was warned."""
+    cause = signals.signal_name or "another task's stop request"
+    _log(task, f"stopped by {cause} {progress.describe()}; checkpoint {stop.checkpoint}")
+    if not task.is_chief:
+        return 0  # not an error: a non-zero exit could make srun kill the chief before it is done
+    details = {**_position(progress), "signal": cause, "checkpoint": stop.checkpoint}
+    if stop.kind is StopKind.WARNING:
+        plan = plan_requeue(os.environ, config.max_requeues)
+        if plan.job_id is not None:
+            write_state(paths.output, "requeued", **details)
+            _let_workers_leave(task)
+            problem = requeue(plan.job_id)
+            if problem is None:
+                say(f"stopped {progress.describe()} and saved {stop.checkpoint}; requeued job {plan.job_id} "
+                    f"({plan.reason}): it resumes from there")
+                return 0
+            plan = replace(plan, reason=f"scontrol requeue {plan.job_id} failed ({problem}); resubmit it to resume")
+        write_state(paths.output, "stopped", **details, not_requeued=plan.reason)
+        say(f"stopped {progress.describe()} and saved {stop.checkpoint}; not requeued: {plan.reason}")
+        return EXIT_STOPPED
+    write_state(paths.output, "stopped", **details)
+    say(f"stopped {progress.describe()} by {cause} and saved {stop.checkpoint}; running the job again resumes there")
+    return EXIT_STOPPED
+
+
+def _let_workers_leave(task: TaskInfo, timeout: float = 30.0) -> None:
+    """Requeueing ends the job's processes: let the other MultiWorkerMirrored workers exit first.
+
+    (Parameter-server tasks, on the contrary, wait for the chief to leave.)
+    """
+    if task.cluster and "chief" not in task.cluster:
+        staying = wait_for_departures(task, timeout)
+        if staying:
+            _log(task, f"{', '.join(staying)} still running after {timeout:.0f} s; requeueing anyway")
 
 
 def _finish(model: Any, config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunPaths,
             report: Any, say: Any) -> None:
     """Save the model (every task takes part), and on the chief measure and record the final accuracy."""
-    model.save(paths.writes / "model.keras")
+    _save_model_atomically(model, paths.writes / "model.keras")
     _log(task, f"finished; weights digest {weights_digest(model.get_weights())}")
     if task.is_chief:
         accuracy = _exact_validation_accuracy(model, config.model, splits)
         report.write({"final_val_accuracy": accuracy})
+        write_state(paths.output, "finished", epochs=config.epochs, final_val_accuracy=accuracy)
         say(f"done: validation accuracy {accuracy:.4f} on {len(splits.validation_images)} images; "
             f"model {paths.output / 'model.keras'}, metrics {paths.output / 'metrics.json'}")
 
 
-def _datasets(config: TrainConfig, splits: MnistSplits, replicas: int) -> tuple[Any, Any, int]:
-    from hpc_train.training.keras import keras
-    from hpc_train.training.pipeline import training_dataset_fn, validation_dataset_fn, validation_plan
+def _save_model_atomically(model: Any, path: Path) -> None:
+    """Save beside, then rename: an interrupted save never replaces a good model file with half of one."""
+    partial = path.with_name(f".partial-{path.name}")  # Keras insists on the .keras ending
+    model.save(partial)
+    os.replace(partial, path)
 
-    train_fn = training_dataset_fn(splits.train_images, splits.train_labels, config.batch_size, config.seed)
-    validation_batch, validation_steps = validation_plan(len(splits.validation_images), replicas)
-    validation_fn = validation_dataset_fn(splits.validation_images, splits.validation_labels, validation_batch)
+
+def _training_data(config: TrainConfig, splits: MnistSplits, task: TaskInfo, start_step: int) -> Any:
+    """Training input from global step `start_step` on: each pipeline continues exactly where it stopped."""
+    from hpc_train.training.keras import keras
+    from hpc_train.training.pipeline import training_dataset_fn
+
+    # Parameter-server workers take steps as they come free: each is given an even share.
+    steps_done = start_step // max(1, task.num_workers) if config.strategy == "parameter_server" else start_step
+    make = training_dataset_fn(splits.train_images, splits.train_labels, config.batch_size, config.seed, steps_done)
     if config.strategy == "none":
-        return train_fn(None), validation_fn(None), validation_steps
-    # Each worker builds its own pipeline (and shard) from the function.
-    creator = keras.utils.experimental.DatasetCreator
-    return creator(train_fn), creator(validation_fn), validation_steps
+        return make(None)
+    return keras.utils.experimental.DatasetCreator(make)  # each worker builds its own pipeline (and share)
+
+
+def _validation_data(config: TrainConfig, splits: MnistSplits, replicas: int) -> tuple[Any, int]:
+    from hpc_train.training.keras import keras
+    from hpc_train.training.pipeline import validation_dataset_fn, validation_plan
+
+    batch, steps = validation_plan(len(splits.validation_images), replicas)
+    make = validation_dataset_fn(splits.validation_images, splits.validation_labels, batch)
+    if config.strategy == "none":
+        return make(None), steps
+    return keras.utils.experimental.DatasetCreator(make), steps
+
+
+def _check_enough_images(config: TrainConfig, task: TaskInfo, images: int) -> None:
+    pipelines = max(1, task.num_workers)
+    if images // pipelines < config.batch_size:
+        raise HpcTrainError(f"{images} training images cannot give {pipelines} worker(s) a batch of "
+                            f"{config.batch_size} each; use more train_images or a smaller batch_size")
+
+
+def _note_layout_changes(output: Path, layout: dict[str, Any], progress: Progress) -> None:
+    """Warn when a resumed run cannot continue the data order exactly (the step count still holds)."""
+    changes = layout_changes(read_state(output).get("layout", {}), layout)
+    if changes and progress.global_step:
+        print(f"hpc-train: warning: resuming with another input layout ({'; '.join(changes)}): training goes on "
+              f"from step {progress.global_step}, but not with the exact batches the stopped run had next",
+              file=sys.stderr, flush=True)
+
+
+def _position(progress: Progress) -> dict[str, int]:
+    return {"global_step": progress.global_step, "epochs_done": progress.epochs_done,
+            "step_in_epoch": progress.step_in_epoch, "steps_per_epoch": progress.steps_per_epoch}
 
 
 def _exact_validation_accuracy(model: Any, model_name: str, splits: MnistSplits) -> float:

@@ -8,7 +8,7 @@ import pytest
 
 from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
-from hpc_train.training.cluster import SINGLE, parse_tf_config, prepare_task
+from hpc_train.training.cluster import SINGLE, TaskInfo, lost_peers, parse_tf_config, prepare_task
 from tests.fake_slurm import step_env
 
 MULTI = TrainConfig(strategy="multiworker")
@@ -64,3 +64,24 @@ def test_the_chief_is_chief_0_or_else_worker_0() -> None:
     assert parse_tf_config(json.dumps({"cluster": with_chief, "task": {"type": "chief", "index": 0}}), "x").is_chief
     assert not parse_tf_config(json.dumps({"cluster": with_chief, "task": {"type": "worker", "index": 0}}),
                                "x").is_chief
+
+
+PS_CLUSTER = {"chief": ["node1:20000"], "ps": ["node1:20001"], "worker": ["node2:20002", "node2:20003"]}
+
+
+@pytest.mark.parametrize("task, message, named", [
+    # A lost parameter server, as the chief's coordinator reports it (after the failed step on worker 1).
+    (TaskInfo("chief", 0, PS_CLUSTER), "(0) UNAVAILABLE:  failed to connect to all addresses; last error: UNKNOWN: "
+     "ipv4:node1:20001: Failed to connect to remote host: Connection refused [/job:worker/replica:0/task:1]",
+     ["ps 0 at node1:20001"]),
+    # A lost MultiWorkerMirrored peer, by device name only.
+    (TaskInfo("worker", 0, {"worker": ["node1:20000", "node2:20001"]}),
+     "Collective ops is aborted by: recvmsg:Connection reset by peer ... /job:worker/replica:0/task:1 ...",
+     ["worker 1 at node2:20001"]),
+    # gRPC names localhost by number.
+    (TaskInfo("worker", 1, {"worker": ["localhost:20000", "localhost:20001"]}), "ipv4:127.0.0.1:20000: refused",
+     ["worker 0 at localhost:20000"]),
+    (TaskInfo("worker", 0, {"worker": ["node1:20000"]}), "/job:worker/replica:0/task:0 and task:7", []),
+])
+def test_lost_peers_are_named_from_tensorflows_error(task: TaskInfo, message: str, named: list[str]) -> None:
+    assert lost_peers(message, task) == named

@@ -6,53 +6,14 @@ localhost) started as `python -m hpc_train.train`.
 
 from __future__ import annotations
 
-import json
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.fake_slurm import without_slurm
-from tests.mnist_data import shared_mnist
 from tests.net import free_port_block
+from tests.training.runs import EPOCH_LINE, digest, finish, metrics, start
 
 pytestmark = pytest.mark.tensorflow
-TIMEOUT = 300
-EPOCH_LINE = re.compile(r"^hpc-train: epoch (\d+)/(\d+)  loss .* val_accuracy \d\.\d+  .* s  \d+ images/s$", re.M)
-
-
-def start(output: Path, *settings: str, tf_config: dict | None = None) -> subprocess.Popen[str]:
-    env = without_slurm()
-    if tf_config is not None:
-        env["TF_CONFIG"] = json.dumps(tf_config)
-    command = [sys.executable, "-m", "hpc_train.train", "--data-dir", str(shared_mnist()), "--output-dir",
-               str(output), *(part for setting in settings for part in ("--set", setting))]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(processes: list[subprocess.Popen[str]]) -> list[tuple[int, str, str]]:
-    """Wait for all; kill the rest if one hangs, so a broken run fails instead of blocking the suite."""
-    results = []
-    try:
-        for process in processes:
-            out, err = process.communicate(timeout=TIMEOUT)
-            results.append((process.returncode, out, err))
-    finally:
-        for process in processes:
-            process.kill()
-    return results
-
-
-def metrics(output: Path) -> dict:
-    return json.loads((output / "metrics.json").read_text())
-
-
-def digest(stderr: str) -> str:
-    match = re.search(r"finished; weights digest ([0-9a-f]{16})", stderr)
-    assert match, stderr[-2000:]
-    return match.group(1)
 
 
 def test_one_process_reaches_97_percent(tmp_path: Path) -> None:
@@ -66,7 +27,7 @@ def test_one_process_reaches_97_percent(tmp_path: Path) -> None:
     assert [epoch["epoch"] for epoch in result["epochs"]] == list(range(1, 9))
     assert {"loss", "accuracy", "val_accuracy", "seconds", "images_per_second"} <= set(result["epochs"][-1])
     assert result["tensorflow"].startswith("2.")
-    assert (tmp_path / "model.keras").is_file() and (tmp_path / "checkpoints" / "ckpt-8.index").is_file()
+    assert (tmp_path / "model.keras").is_file() and (tmp_path / "checkpoints" / "ckpt-1000.index").is_file()
     assert any((tmp_path / "tensorboard" / "train").iterdir())
 
 
@@ -86,7 +47,7 @@ def test_two_workers_agree_and_only_the_chief_writes(tmp_path: Path) -> None:
     assert (result["world_size"], result["workers"], result["replicas"]) == (2, 2, 2)
     assert result["totals"]["final_val_accuracy"] >= 0.97
     assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoints", "metrics.json", "model.keras",
-                                                                 "tensorboard"]  # no scratch left
+                                                                 "state.json", "tensorboard"]  # no scratch left
 
 
 def test_a_parameter_server_job_trains_and_every_task_exits(tmp_path: Path) -> None:
@@ -112,7 +73,7 @@ def test_a_second_run_resumes_after_the_last_finished_epoch(tmp_path: Path) -> N
     first = metrics(tmp_path)["epochs"]
     [(code, out, err)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
     assert code == 0, err[-3000:]
-    assert f"resuming after epoch 1 from {tmp_path / 'checkpoints' / 'ckpt-1'}" in out
+    assert f"resuming after epoch 1 (step 31) from {tmp_path / 'checkpoints' / 'ckpt-31'}" in out
     assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [2]
     result = metrics(tmp_path)
     assert [epoch["epoch"] for epoch in result["epochs"]] == [1, 2]
@@ -133,11 +94,11 @@ def test_mirrored_and_the_deep_model_train(tmp_path: Path) -> None:
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path) -> None:
     [(code, _, err)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
     assert code == 0, err[-3000:]
-    data = next((tmp_path / "checkpoints").glob("ckpt-2.data-*"))
+    data = next((tmp_path / "checkpoints").glob("ckpt-62.data-*"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # a half-written copy
     [(code, out, err)] = finish([start(tmp_path, "epochs=3", "train_images=2000")])
     assert code == 0, err[-3000:]
-    assert f"warning: checkpoint {tmp_path / 'checkpoints' / 'ckpt-2'} is damaged" in err
-    assert f"resuming after epoch 1 from {tmp_path / 'checkpoints' / 'ckpt-1'}" in out
+    assert f"warning: checkpoint {tmp_path / 'checkpoints' / 'ckpt-62'} is damaged" in err
+    assert f"resuming after epoch 1 (step 31) from {tmp_path / 'checkpoints' / 'ckpt-31'}" in out
     assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [2, 3]  # no epoch skipped
     assert [epoch["epoch"] for epoch in metrics(tmp_path)["epochs"]] == [1, 2, 3]

@@ -1,0 +1,150 @@
+"""The trainer under stop signals and failures, as real processes on localhost and real MNIST.
+
+A stop request (USR1, USR2, TERM) makes every task save at the same step
+boundary and exit; running again resumes at that step with the batch that was
+next, so the result is bit for bit that of an uninterrupted run. A task that
+dies, or never starts, ends the others with one line naming it.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.training.runs import (EPOCH_LINE, Watched, digest, finish, local_cluster, metrics, start, state,
+                                 task_config)
+
+pytestmark = pytest.mark.tensorflow
+# Small runs with a step boundary every 4 steps (31 steps per epoch on one worker).
+SMALL = ("epochs=2", "train_images=2000", "steps_per_execution=4")
+EXIT_STOPPED = 75
+
+
+def test_a_warned_run_stops_mid_epoch_and_resumes_bit_for_bit(tmp_path: Path) -> None:
+    [(code, _, err)] = finish([start(tmp_path / "whole", *SMALL)])
+    assert code == 0, err[-3000:]
+    uninterrupted = digest(err)
+
+    run = Watched(start(tmp_path / "run", *SMALL))
+    run.wait_for("hpc-train: MNIST from")  # handlers in place, training about to start
+    run.process.send_signal(signal.SIGUSR1)
+    code, out, err = run.finish()
+    assert code == EXIT_STOPPED, err[-3000:]
+    stopped = state(tmp_path / "run")
+    assert (stopped["state"], stopped["signal"], stopped["epochs_done"]) == ("stopped", "SIGUSR1", 0)
+    assert 0 < stopped["step_in_epoch"] < 31 and stopped["global_step"] % 4 == 0  # at a step boundary
+    assert stopped["checkpoint"].endswith(f"ckpt-{stopped['global_step']}")
+    assert "not requeued: not a Slurm job: run the same command again to resume" in out
+    assert EPOCH_LINE.findall(out) == []  # the part-done epoch is not reported as done
+
+    [(code, out, err)] = finish([start(tmp_path / "run", *SMALL)])
+    assert code == 0, err[-3000:]
+    assert f"resuming in epoch 1 after step {stopped['global_step']} of 31" in out
+    assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [1, 2]
+    assert digest(err) == uninterrupted  # same data order, optimizer state and step: the same model
+    assert [epoch["images"] for epoch in metrics(tmp_path / "run")["epochs"]] == [
+        (31 - stopped["global_step"]) * 64, 31 * 64]
+    assert state(tmp_path / "run")["state"] == "finished"
+
+
+def test_a_term_to_one_worker_stops_both_at_the_same_step_and_they_resume(tmp_path: Path) -> None:
+    # SIGTERM also checks that TensorFlow's own SIGTERM handler (its coordination service) was replaced.
+    cluster = local_cluster(worker=2)
+    settings = ("strategy=multiworker", "epochs=2", "train_images=4000", "steps_per_execution=4")
+    runs = [Watched(start(tmp_path, *settings, tf_config=task_config(cluster, "worker", index)))
+            for index in range(2)]
+    runs[0].wait_for("hpc-train: MNIST from")
+    time.sleep(0.5)
+    runs[1].process.send_signal(signal.SIGTERM)
+    (chief_code, chief_out, chief_err), (other_code, _, other_err) = [run.finish() for run in runs]
+    assert (chief_code, other_code) == (EXIT_STOPPED, 0), chief_err[-2000:] + other_err[-2000:]
+    step = state(tmp_path)["global_step"]
+    assert f"[worker 1]: stopped by SIGTERM in epoch 1 after step {step} of 31" in other_err
+    assert f"[worker 0]: stopped by another task's stop request in epoch 1 after step {step} of 31" in chief_err
+    assert "by SIGTERM and saved" not in chief_out and "running the job again resumes there" in chief_out
+
+    results = finish([start(tmp_path, *settings, tf_config=task_config(cluster, "worker", index))
+                      for index in range(2)])
+    assert [code for code, _, _ in results] == [0, 0], results[0][2][-2000:] + results[1][2][-2000:]
+    assert f"resuming in epoch 1 after step {step} of 31" in results[0][1]
+    assert digest(results[0][2]) == digest(results[1][2])
+    assert [epoch["epoch"] for epoch in metrics(tmp_path)["epochs"]] == [1, 2]
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("hpc-train train: error: ")]
+
+
+def ps_job(output: Path, *settings: str) -> tuple[dict, list[Watched]]:
+    cluster = local_cluster(chief=1, ps=1, worker=2)
+    roles = [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
+    return cluster, [Watched(start(output, "strategy=parameter_server", *settings,
+                                   tf_config=task_config(cluster, role, index))) for role, index in roles]
+
+
+def test_a_warned_parameter_server_job_saves_on_the_chief_and_every_task_exits(tmp_path: Path) -> None:
+    _, tasks = ps_job(tmp_path, *SMALL)
+    tasks[0].wait_for("hpc-train: MNIST from")
+    tasks[0].process.send_signal(signal.SIGUSR1)
+    results = [task.finish() for task in tasks]
+    assert [code for code, _, _ in results] == [EXIT_STOPPED, 0, 0, 0], results[0][2][-3000:]
+    stopped = state(tmp_path)
+    assert stopped["state"] == "stopped" and 0 < stopped["global_step"] < 2 * 31  # the chief sees every step
+
+    _, tasks = ps_job(tmp_path, *SMALL)
+    results = [task.finish() for task in tasks]
+    assert [code for code, _, _ in results] == [0, 0, 0, 0], results[0][2][-3000:]
+    assert f"resuming in epoch 1 after step {stopped['global_step']} of 31" in results[0][1]
+    assert state(tmp_path)["state"] == "finished"
+
+
+def test_a_parameter_server_job_finishes_without_a_lost_worker(tmp_path: Path) -> None:
+    _, tasks = ps_job(tmp_path, "epochs=3", "train_images=4000")
+    tasks[0].wait_for("epoch 1/3")
+    tasks[3].process.kill()
+    results = [task.finish() for task in tasks]
+    assert [code for code, _, _ in results] == [0, 0, 0, -signal.SIGKILL], results[0][2][-3000:]
+    assert "Worker /job:worker/replica:0/task:1 failed" in results[0][2]  # the chief's log names it
+    assert [epoch["epoch"] for epoch in metrics(tmp_path)["epochs"]] == [1, 2, 3]
+    assert metrics(tmp_path)["totals"]["final_val_accuracy"] >= 0.9
+
+
+def test_a_lost_parameter_server_ends_the_job_at_once_naming_it(tmp_path: Path) -> None:
+    cluster, tasks = ps_job(tmp_path, "epochs=20", "train_images=4000")
+    tasks[0].wait_for("epoch 1/20")
+    tasks[1].process.kill()
+    killed = time.monotonic()
+    results = [task.finish(timeout=120) for task in tasks]
+    assert time.monotonic() - killed < 60
+    assert [code for code, _, _ in results] == [2, -signal.SIGKILL, 0, 0]
+    [error] = error_lines(results[0][2])  # TensorFlow's own gRPC complaints may come after it
+    assert error.startswith(f"hpc-train train: error: lost contact with ps 0 at {cluster['ps'][0]} (")
+    assert error.endswith(f"run it again to resume from the last checkpoint in {tmp_path / 'checkpoints'}")
+
+
+def test_a_lost_multiworker_peer_ends_the_other_naming_it(tmp_path: Path) -> None:
+    cluster = local_cluster(worker=2)
+    runs = [Watched(start(tmp_path, "strategy=multiworker", "epochs=20", "train_images=4000",
+                          tf_config=task_config(cluster, "worker", index))) for index in range(2)]
+    runs[0].wait_for("epoch 1/20")
+    runs[1].process.kill()
+    code, _, err = runs[0].finish(timeout=120)
+    runs[1].finish()
+    assert code == 2
+    [error] = error_lines(err)
+    assert error.startswith(f"hpc-train train: error: lost contact with worker 1 at {cluster['worker'][1]} (")
+
+
+def test_a_peer_that_never_starts_fails_the_task_quickly_and_is_named(tmp_path: Path) -> None:
+    cluster = local_cluster(worker=2)
+    started = time.monotonic()
+    [(code, _, err)] = finish([start(tmp_path, "strategy=multiworker", "startup_timeout=3",
+                                     tf_config=task_config(cluster, "worker", 0))])
+    assert code == 2 and time.monotonic() - started < 30
+    assert err.strip().splitlines()[-1] == ("hpc-train train: error: worker 1 did not start within 3 s; see their "
+                                            "logs (they may have failed, or their nodes be unreachable), or raise "
+                                            "startup_timeout")
+    assert "tensorflow" not in err.lower()  # it failed before TensorFlow was even loaded
