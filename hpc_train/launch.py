@@ -5,7 +5,10 @@ step's node list, task counts, rank, local rank, node index, tasks per node and
 a job id, so the bootstrap and trainer run unchanged. "Nodes" are loopback
 addresses (127.0.0.1, 127.0.0.2, ...) unless named, so each has its own host
 name and all of them reach each other. Output is streamed with a rank prefix
-(as `srun --label`); when one task fails, the others are stopped at once.
+(as `srun --label`); when one task fails, the others are stopped at once
+(unless told otherwise, as `srun --kill-on-bad-exit=0`). Like srun, it passes
+USR1 and USR2 on to every task, and stops them all when it is itself stopped
+(TERM, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from hpc_train.bootstrap.nodelist import expand_nodelist
 from hpc_train.bootstrap.placement import Distribution, place_tasks
 from hpc_train.bootstrap.portcheck import port_is_free
 from hpc_train.errors import HpcTrainError
+from hpc_train.training.stopping import EXIT_STOPPED
 
 STOP_GRACE_SECONDS = 10.0
 
@@ -96,7 +100,12 @@ def task_environments(step: Step, base: Mapping[str, str]) -> list[dict[str, str
             for rank in range(step.num_tasks)]
 
 
-def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = None) -> int:
+class _Terminated(Exception):
+    """The launcher itself was asked to stop (SIGTERM)."""
+
+
+def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = None,
+           kill_on_bad_exit: bool = True) -> int:
     """Run `command` as every task of `step`; return 0, or the first failing task's exit code."""
     environments = task_environments(step, os.environ if base is None else base)
     processes: list[subprocess.Popen[bytes]] = []
@@ -109,28 +118,51 @@ def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = 
         raise HpcTrainError(f"cannot run {command[0]!r}: {error.strerror}; check the command after --") from None
     pumps = [_pump(process.stdout, sys.stdout, rank) for rank, process in enumerate(processes)]
     pumps += [_pump(process.stderr, sys.stderr, rank) for rank, process in enumerate(processes)]
+    previous = _forward_signals(processes)
     try:
-        code = _supervise(processes)
-    except KeyboardInterrupt:
-        _note("interrupted: stopping every task")
-        _stop(processes)
-        code = 130
+        code = _supervise(processes, kill_on_bad_exit)
+    except (KeyboardInterrupt, _Terminated) as stop:
+        _note(f"{'interrupted' if isinstance(stop, KeyboardInterrupt) else 'terminated'}: stopping every task")
+        _stop(processes)  # they checkpoint on SIGTERM, within the grace period
+        code = 130 if isinstance(stop, KeyboardInterrupt) else 128 + signal.SIGTERM
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     for pump in pumps:
         pump.join(timeout=5)
     return code
 
 
-def _supervise(processes: list[subprocess.Popen[bytes]]) -> int:
+def _forward_signals(processes: list[subprocess.Popen[bytes]]) -> dict[int, object]:
+    """Pass USR1/USR2 on to every task (Slurm's warning before a time limit); TERM stops the launch."""
+
+    def forward(signum: int, frame: object) -> None:
+        for process in processes:
+            _signal_group(process, signal.Signals(signum))
+
+    def terminate(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    handlers = {signal.SIGUSR1: forward, signal.SIGUSR2: forward, signal.SIGTERM: terminate}
+    return {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+
+
+def _supervise(processes: list[subprocess.Popen[bytes]], kill_on_bad_exit: bool = True) -> int:
+    reported: set[int] = set()
     while True:
         codes = [process.poll() for process in processes]
         failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
-        if failed:
-            rank, code = failed[0]
-            running = sum(code is None for code in codes)
-            _note(f"rank {rank} {_describe(code)}; stopping the {running} task(s) still running")
+        running = sum(code is None for code in codes)
+        for rank, code in failed:
+            if rank not in reported:
+                reported.add(rank)
+                then = "stopping" if kill_on_bad_exit else "keeping"
+                _note(f"rank {rank} {_describe(code)}; {then} the {running} task(s) still running")
+        if failed and (kill_on_bad_exit or running == 0):
             _stop(processes)
+            code = failed[0][1]
             return code if code > 0 else 128 - code
-        if all(code == 0 for code in codes):
+        if running == 0:
             return 0
         time.sleep(0.1)
 
@@ -178,6 +210,8 @@ def _pump(source: IO[bytes] | None, target: IO[str], rank: int) -> threading.Thr
 def _describe(code: int) -> str:
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
+    if code == EXIT_STOPPED:
+        return f"stopped after saving a checkpoint (exit code {code})"
     return f"exited with code {code}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -79,6 +80,53 @@ def test_a_task_killed_by_a_signal_is_named() -> None:
     result = launch_cli("--nodes", "2", "--", "sh", "-c", '[ "$SLURM_PROCID" = 0 ] && kill -9 $$; sleep 60')
     assert result.returncode == 137
     assert "rank 0 was killed by SIGKILL" in result.stderr
+
+
+def test_a_failed_task_can_leave_the_others_running() -> None:
+    # As srun --kill-on-bad-exit=0 for a parameter-server job, whose chief carries on without a lost worker.
+    result = launch_cli("--nodes", "3", "--kill-on-bad-exit", "0", "--", "sh", "-c",
+                        '[ "$SLURM_PROCID" = 1 ] && exit 7; sleep 1; echo "rank $SLURM_PROCID done"')
+    assert result.returncode == 7
+    assert "hpc-train launch: rank 1 exited with code 7; keeping the 2 task(s) still running" in result.stderr
+    assert sorted(line for line in result.stdout.splitlines() if "done" in line) == ["0: rank 0 done",
+                                                                                   "2: rank 2 done"]
+
+
+def signal_recorder(tmp_path: Path) -> list[str]:
+    """A task that writes each USR1/USR2/TERM it gets to a file of its rank, and exits 0 after TERM."""
+    return ["sh", "-c", f'trap "echo USR1 >> {tmp_path}/$SLURM_PROCID" USR1; '
+                        f'trap "echo USR2 >> {tmp_path}/$SLURM_PROCID" USR2; '
+                        f'trap "echo TERM >> {tmp_path}/$SLURM_PROCID; exit 0" TERM; '
+                        f'touch {tmp_path}/ready-$SLURM_PROCID; while :; do sleep 0.1; done']
+
+
+def started(tmp_path: Path, tasks: int) -> subprocess.Popen[str]:
+    launcher = subprocess.Popen([sys.executable, "-m", "hpc_train", "launch", "--nodes", str(tasks), "--",
+                                 *signal_recorder(tmp_path)], env=without_slurm(), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("ready-*"))) < tasks and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return launcher
+
+
+def test_usr1_and_usr2_are_passed_on_to_every_task_and_term_stops_them(tmp_path: Path) -> None:
+    launcher = started(tmp_path, 2)
+    for signum in (signal.SIGUSR1, signal.SIGUSR2):
+        launcher.send_signal(signum)
+        time.sleep(0.5)
+    launcher.send_signal(signal.SIGTERM)
+    _, err = launcher.communicate(timeout=30)
+    assert launcher.returncode == 143
+    assert "hpc-train launch: terminated: stopping every task" in err
+    for rank in range(2):
+        assert (tmp_path / str(rank)).read_text().split() == ["USR1", "USR2", "TERM"]
+
+
+def test_a_checkpointed_stop_is_told_apart_from_a_failure() -> None:
+    result = launch_cli("--nodes", "1", "--", "sh", "-c", "exit 75")
+    assert result.returncode == 75
+    assert "rank 0 stopped after saving a checkpoint (exit code 75)" in result.stderr
 
 
 def test_a_missing_command_is_one_line() -> None:

@@ -7,7 +7,8 @@ Each task gets SLURM_STEP_NODELIST, SLURM_STEP_NUM_TASKS, SLURM_STEP_TASKS_PER_N
 SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURMD_NODENAME, SLURM_JOB_ID and
 friends. Nodes are 127.0.0.1, 127.0.0.2, ... unless --nodelist names them (the
 names must resolve). Output lines carry the rank; if a task fails, the others
-are stopped and its exit code is returned.
+are stopped (unless --kill-on-bad-exit 0) and its exit code is returned. USR1
+and USR2 are passed on to every task; TERM and Ctrl-C stop them all.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodelist", "-w", default=None, metavar="LIST", help="node names (default 127.0.0.[1-N])")
     parser.add_argument("--distribution", "-m", choices=("block", "cyclic"), default="block")
     parser.add_argument("--job-id", type=int, default=None, metavar="ID", help="SLURM_JOB_ID (default: random)")
+    parser.add_argument("--kill-on-bad-exit", "-K", type=int, choices=(0, 1), default=1, metavar="0|1",
+                        help="1 (default): a failed task stops the others, as srun --kill-on-bad-exit=1")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,4 +35,4 @@ def run(args: argparse.Namespace) -> int:
     if not args.command:
         raise HpcTrainError("nothing to launch: give the command after --")
     step = Step.make(args.nodes, args.ntasks_per_node, args.nodelist, args.distribution, args.job_id)
-    return launch(step, args.command)
+    return launch(step, args.command, kill_on_bad_exit=bool(args.kill_on_bad_exit))
