@@ -9,6 +9,8 @@
 # - partition, account, time limit: the #SBATCH lines below, or on the sbatch command line.
 # - GPUs: uncomment --gpus-per-node=G; batch_size is per GPU, so the global batch is 64 x G.
 # - Data and software: as in slurm/mnist_2node.sh (HPC_TRAIN_DATA_DIR, env/setup.sh, env/site.sh).
+# - Time limit: 2 minutes before it Slurm sends USR1; the job checkpoints, requeues itself
+#   (--set max_requeues=N, default 5) and resumes at that step; the log keeps every run (append).
 # Log: slurm-mnist-mirrored-<jobid>.out here. Results: runs/mnist-mirrored-<jobid>/.
 #
 #SBATCH --job-name=mnist-mirrored
@@ -17,6 +19,9 @@
 #SBATCH --cpus-per-task=2
 #SBATCH --time=00:30:00
 #SBATCH --output=slurm-%x-%j.out
+#SBATCH --open-mode=append
+#SBATCH --requeue
+#SBATCH --signal=USR1@120
 ##SBATCH --gpus-per-node=4
 ##SBATCH --partition=gpu
 ##SBATCH --account=my-project
@@ -25,4 +30,4 @@ set -euo pipefail
 root="${HPC_TRAIN_HOME:-$PWD}"
 source "$root/env/activate.sh"
 source "$root/slurm/step.sh"
-run_step mnist-mirrored 1 1 --config "$root/templates/mnist-mirrored.yaml" "$@"
+run_step mnist-mirrored 1 1 mirrored --config "$root/templates/mnist-mirrored.yaml" "$@"

@@ -13,6 +13,8 @@
 #   on a login node with `hpc-train data fetch --dest DIR`); else Keras' cache is used.
 # - Software: run env/setup.sh once; site modules go in env/site.sh (env/site.example.sh).
 #   Submit from the project root, or set HPC_TRAIN_HOME to it (results go where you submit).
+# - Time limit: 2 minutes before it Slurm sends USR1; the job checkpoints, requeues itself
+#   (--set max_requeues=N, default 5) and resumes at that step; the log keeps every run (append).
 # Log: slurm-mnist-2node-<jobid>.out here. Results: runs/mnist-2node-<jobid>/.
 #
 #SBATCH --job-name=mnist-2node
@@ -21,6 +23,9 @@
 #SBATCH --cpus-per-task=2
 #SBATCH --time=00:30:00
 #SBATCH --output=slurm-%x-%j.out
+#SBATCH --open-mode=append
+#SBATCH --requeue
+#SBATCH --signal=USR1@120
 ##SBATCH --gpus-per-node=1
 ##SBATCH --partition=gpu
 ##SBATCH --account=my-project
@@ -29,4 +34,4 @@ set -euo pipefail
 root="${HPC_TRAIN_HOME:-$PWD}"
 source "$root/env/activate.sh"
 source "$root/slurm/step.sh"
-run_step mnist-2node 2 1 --config "$root/templates/mnist-multiworker.yaml" "$@"
+run_step mnist-2node 2 1 multiworker --config "$root/templates/mnist-multiworker.yaml" "$@"

@@ -12,6 +12,8 @@
 # - GPUs: uncomment --gpus-per-node. Only workers use them: the chief and ps are masked
 #   from GPUs (CUDA_VISIBLE_DEVICES=""), and a node's GPUs are split among its workers.
 # - Data and software: as in slurm/mnist_2node.sh (HPC_TRAIN_DATA_DIR, env/setup.sh, env/site.sh).
+# - Time limit: 2 minutes before it Slurm sends USR1; the job checkpoints, requeues itself
+#   (--set max_requeues=N, default 5) and resumes at that step; the log keeps every run (append).
 # Log: slurm-mnist-ps-<jobid>.out here. Results: runs/mnist-ps-<jobid>/.
 #
 #SBATCH --job-name=mnist-ps
@@ -20,6 +22,9 @@
 #SBATCH --cpus-per-task=1
 #SBATCH --time=00:30:00
 #SBATCH --output=slurm-%x-%j.out
+#SBATCH --open-mode=append
+#SBATCH --requeue
+#SBATCH --signal=USR1@120
 ##SBATCH --gpus-per-node=2
 ##SBATCH --partition=gpu
 ##SBATCH --account=my-project
@@ -28,4 +33,4 @@ set -euo pipefail
 root="${HPC_TRAIN_HOME:-$PWD}"
 source "$root/env/activate.sh"
 source "$root/slurm/step.sh"
-run_step mnist-ps 2 2 --config "$root/templates/mnist-parameter_server.yaml" "$@"
+run_step mnist-ps 2 2 parameter_server --config "$root/templates/mnist-parameter_server.yaml" "$@"

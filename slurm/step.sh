@@ -1,15 +1,23 @@
 # Shared by the job scripts in slurm/ (sourced, not run).
 #
-# run_step NAME NODES TASKS_PER_NODE [hpc-train train arguments ...]
+# run_step NAME NODES TASKS_PER_NODE STRATEGY [hpc-train train arguments ...]
 #   Runs the trainer once per task. Inside a Slurm job: `srun`, with the job's
 #   nodes and tasks. Without Slurm: `hpc-train launch`, which starts the same
 #   tasks on this machine with the variables srun would set. Each task's trainer
 #   builds its TF_CONFIG and GPU binding from those variables (the bootstrap).
-#   Results go to runs/<job name>-<job id>/ (NAME unless sbatch gave another);
+#   Results go to runs/<job name>-<job id>/ (NAME unless sbatch gave another),
+#   the same folder when Slurm requeues the job, so the trainer resumes there.
 #   HPC_TRAIN_DATA_DIR, if set, is passed as --data-dir.
+#
+# Failures: under multiworker one failed task ends the step (--kill-on-bad-exit=1),
+# since its peers would wait for it in the next all-reduce; under parameter_server
+# the chief carries on without a lost worker, so the step is not killed for one.
+# Time limits: the tasks checkpoint and requeue the job when Slurm's warning
+# signal (#SBATCH --signal=USR1@120) reaches them; if it reaches this shell instead
+# (--signal=B:USR1@..., scancel --batch --signal=USR1), it is passed on to them.
 run_step() {
-  local name=${SLURM_JOB_NAME:-$1} nodes=$2 per_node=$3
-  shift 3
+  local name=${SLURM_JOB_NAME:-$1} nodes=$2 per_node=$3 strategy=$4
+  shift 4
   local job
   job="${SLURM_JOB_ID:-local-$(date +%Y%m%d-%H%M%S)}"
   local out="runs/${name}-${job}"
@@ -17,14 +25,32 @@ run_step() {
   if [ -n "${HPC_TRAIN_DATA_DIR:-}" ]; then
     data=(--data-dir "$HPC_TRAIN_DATA_DIR")
   fi
+  local kill_on_bad_exit=1
+  if [ "$strategy" = parameter_server ]; then
+    kill_on_bad_exit=0
+  fi
   local launch=()
   if [ -n "${SLURM_JOB_ID:-}" ] && command -v srun >/dev/null 2>&1; then
-    # --kill-on-bad-exit: one failed task ends the step instead of leaving its peers waiting.
-    launch=(srun --label --kill-on-bad-exit=1)
+    launch=(srun --label --kill-on-bad-exit="$kill_on_bad_exit")
   else
-    launch=(hpc-train launch --nodes "$nodes" --ntasks-per-node "$per_node" --)
+    launch=(hpc-train launch --nodes "$nodes" --ntasks-per-node "$per_node" --kill-on-bad-exit "$kill_on_bad_exit" --)
   fi
   mkdir -p "$out"
-  echo "hpc-train: job $job on ${SLURM_JOB_NODELIST:-this machine}; results in $out"
-  "${launch[@]}" hpc-train train --output-dir "$out" "${data[@]}" "$@"
+  echo "hpc-train: job $job${SLURM_RESTART_COUNT:+ (restart $SLURM_RESTART_COUNT)} on ${SLURM_JOB_NODELIST:-this machine}; results in $out"
+  "${launch[@]}" hpc-train train --output-dir "$out" "${data[@]}" "$@" &
+  wait_passing_signals $!
+}
+
+# wait_passing_signals PID: wait for PID, passing USR1 and USR2 on to it; return its exit code.
+# (A shell runs a trap only between commands, so the step runs in the background.)
+wait_passing_signals() {
+  local pid=$1 code=0
+  trap 'kill -s USR1 "$pid" 2>/dev/null || true' USR1
+  trap 'kill -s USR2 "$pid" 2>/dev/null || true' USR2
+  while :; do
+    wait "$pid" && code=0 || code=$?
+    kill -0 "$pid" 2>/dev/null || break  # a trap ended the wait, not the step: wait again
+  done
+  trap - USR1 USR2
+  return "$code"
 }

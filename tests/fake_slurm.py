@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 # Variables that would leak a real job's identity into a test.
 _LEAKY_PREFIXES = ("SLURM", "SLURMD_", "CUDA_VISIBLE_DEVICES", "TF_CONFIG")
@@ -38,3 +39,16 @@ def step_env(nodelist: str, tasks_per_node: str, rank: int, *, hosts_by_rank: Se
 def without_slurm(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """A copy of `environ` with every Slurm, CUDA and TF_CONFIG variable removed."""
     return {name: value for name, value in environ.items() if not name.startswith(_LEAKY_PREFIXES)}
+
+
+def waiting_srun(bin_dir: Path, record: Path, ready: Path) -> None:
+    """An `srun` whose step waits: it notes each USR1/USR2 it gets in `record`, exits 75 after one
+    (as a trainer that saved and stopped), and touches `ready` once its traps are set."""
+    bin_dir.mkdir(exist_ok=True)
+    srun = bin_dir / "srun"
+    srun.write_text("#!/bin/bash\n"
+                    f'trap \'echo USR1 "$*" >> "{record}"; exit 75\' USR1\n'
+                    f'trap \'echo USR2 "$*" >> "{record}"; exit 75\' USR2\n'
+                    f'touch "{ready}"\n'
+                    "for _ in $(seq 600); do sleep 0.1; done\nexit 1\n")
+    srun.chmod(0o755)

@@ -21,6 +21,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus-per-task", type=int, default=None, metavar="C")
     parser.add_argument("--exclusive", action="store_true")
     parser.add_argument("--container", default=None, metavar="IMAGE.sif", help="run tasks in apptainer exec --nv")
+    parser.add_argument("--signal-seconds", type=int, default=120, metavar="S",
+                        help="warn the tasks S seconds before the time limit: they checkpoint and requeue the job "
+                             "(default 120; 0: no warning)")
     parser.add_argument("--config", default=None, metavar="FILE.yaml", help="training settings (hpc-train train)")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     parser.add_argument("--home", default=None, metavar="DIR",
@@ -37,7 +40,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str
                    cpu_tasks_per_node=args.ntasks_per_node, name=args.name, partition=args.partition,
                    account=args.account, qos=args.qos, time=args.time, mem=args.mem, constraint=args.constraint,
                    cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
-                   container=args.container)
+                   container=args.container, signal_seconds=args.signal_seconds)
     train = load_config(args.config, args.overrides)
     home = args.home or str(Path(__file__).resolve().parents[2])
     return spec, train, home

@@ -29,8 +29,17 @@ def directives(spec: JobSpec) -> dict[str, str | int | bool]:
         "partition": spec.partition, "account": spec.account, "qos": spec.qos, "time": spec.time,
         "mem": spec.mem, "constraint": spec.constraint, "gres": spec.gres, "exclusive": spec.exclusive or None,
         "output": "slurm-%x-%j.out",
+        # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
+        "open-mode": "append", "requeue": True,
+        "signal": f"USR1@{spec.signal_seconds}" if spec.signal_seconds else None,
     }
     return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def kill_on_bad_exit(spec: JobSpec) -> int:
+    """srun's --kill-on-bad-exit: a lost MultiWorkerMirrored task stalls the rest, so it ends the step;
+    a parameter-server chief carries on without a lost worker, so that does not."""
+    return 0 if spec.strategy == "parameter_server" else 1
 
 
 def job_config(spec: JobSpec, train: TrainConfig) -> TrainConfig:
@@ -55,4 +64,5 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
         config_yaml=yaml.safe_dump(to_dict(config), sort_keys=False),
         num_tasks=spec.num_tasks,
         launcher=launcher,
+        kill_on_bad_exit=kill_on_bad_exit(spec),
     )

@@ -43,6 +43,8 @@ class JobSpec:
     gres: str | None = None
     container: str | None = None
     hold: bool = False  # submitted held, released with scontrol release
+    # Seconds before the time limit at which Slurm warns the tasks (they checkpoint and requeue); 0: no warning.
+    signal_seconds: int = 120
 
     def __post_init__(self) -> None:
         _check_counts(self)
@@ -68,7 +70,8 @@ class JobSpec:
 def _check_counts(spec: JobSpec) -> None:
     for option, value, least in (("--nodes", spec.nodes, 1), ("--gpus-per-node", spec.gpus_per_node, 0),
                                  ("--num-ps", spec.num_ps, 1), ("--ntasks-per-node", spec.cpu_tasks_per_node, 1),
-                                 ("--cpus-per-task", spec.cpus_per_task, 1)):
+                                 ("--cpus-per-task", spec.cpus_per_task, 1),
+                                 ("--signal-seconds", spec.signal_seconds, 0)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
             raise JobSpecError(f"{option} {value!r}: must be a whole number of {least} or more")
     if spec.time is not None and not _TIME.match(spec.time):

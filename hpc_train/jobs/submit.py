@@ -21,7 +21,7 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.jobs.folders import RUNS, JobRecord
-from hpc_train.jobs.render import job_config
+from hpc_train.jobs.render import job_config, kill_on_bad_exit
 from hpc_train.jobs.spec import JobSpec
 
 _TIME_PARTS = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -50,8 +50,8 @@ def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
     if spec.container:  # each task's Python runs inside the image, with the GPUs passed through
         python = f"apptainer exec --nv {shlex.quote(spec.container)} python3"
     executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=python)
-    extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", spec.exclusive), ("hold", spec.hold))
-                             if wanted}
+    extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", spec.exclusive), ("hold", spec.hold),
+                                                             ("requeue", True)) if wanted}
     if spec.gres:
         extra["gres"] = spec.gres
     executor.update_parameters(
@@ -61,8 +61,11 @@ def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
         # None leaves --time out: the partition's default applies, not submitit's 5 minutes.
         time=time_minutes(spec.time) if spec.time else None,
         additional_parameters=extra,
-        # One failed task ends the step at once instead of leaving its peers waiting for it.
-        srun_args=["--kill-on-bad-exit=1"],
+        # The time-limit warning: submitit asks for USR2 this long before the end; the tasks checkpoint and
+        # requeue the job (submitit's own requeueing is not used: the trainer's handlers replace it).
+        signal_delay_s=spec.signal_seconds,
+        # As in the job scripts: a failed task ends a MultiWorkerMirrored step at once (see render).
+        srun_args=[f"--kill-on-bad-exit={kill_on_bad_exit(spec)}", "--open-mode=append"],
     )
     return executor
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import yaml
 from hpc_train.config import TrainConfig
 from hpc_train.jobs.render import render_script
 from hpc_train.jobs.spec import JobSpec
+from tests.fake_slurm import waiting_srun
 
 GOLDEN = Path(__file__).with_name("golden")
 HOME = "/opt/hpc-train"
@@ -70,8 +73,8 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
     run_dir = work / "runs" / f"{spec.name}-7"
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["data_dir"] == f"/data/{hostile}"
     assert (tmp_path / "apptainer.args").read_text().splitlines()[:3] == ["exec", "--nv", f"/images/{hostile}.sif"]
-    assert (tmp_path / "srun.args").read_text().splitlines()[:2] == [
-        "--kill-on-bad-exit=1", f"--output=runs/{spec.name}-7/logs/rank-%t.out"]
+    assert (tmp_path / "srun.args").read_text().splitlines()[:3] == [
+        "--kill-on-bad-exit=1", "--open-mode=append", f"--output=runs/{spec.name}-7/logs/rank-%t.out"]
     train_args = (tmp_path / "train.args").read_text().splitlines()
     assert train_args == ["train", "--config", f"runs/{spec.name}-7/config.yaml", "--output-dir",
                           f"runs/{spec.name}-7"]
@@ -89,4 +92,43 @@ def test_the_hand_written_scripts_ask_what_render_would(script: str, spec: JobSp
     text = (Path(__file__).resolve().parents[2] / "slurm" / script).read_text()
     active = dict(line.removeprefix("#SBATCH --").partition("=")[::2] for line in text.splitlines()
                   if line.startswith("#SBATCH --"))
-    assert active == {name: str(value) for name, value in directives(spec).items()}
+    assert active == {name: "" if value is True else str(value) for name, value in directives(spec).items()}
+
+
+def run_until_ready(command: list[str], cwd: Path, env: dict[str, str], ready: Path) -> subprocess.Popen[str]:
+    job = subprocess.Popen(command, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline and job.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), job.communicate()[1]
+    return job
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2])
+def test_a_warning_sent_to_the_batch_shell_reaches_the_step(signum: int, tmp_path: Path) -> None:
+    """`sbatch --signal=B:USR1@...` or `scancel --batch --signal=USR1` signal the batch shell alone."""
+    record, ready = tmp_path / "signals", tmp_path / "ready"
+    waiting_srun(tmp_path / "bin", record, ready)
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_script(JobSpec(nodes=2), TrainConfig(), home=str(tmp_path)))
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NAME": "job", "SLURM_JOB_NODELIST": "n[1-2]"}
+    job = run_until_ready(["bash", str(script)], tmp_path, env, ready)
+    job.send_signal(signum)
+    job.communicate(timeout=30)
+    assert job.returncode == 75  # the step's own exit code
+    assert record.read_text().split()[0] == signal.Signals(signum).name[3:]
+
+
+def test_the_hand_written_scripts_pass_the_warning_on_too(tmp_path: Path) -> None:
+    record, ready = tmp_path / "signals", tmp_path / "ready"
+    waiting_srun(tmp_path / "bin", record, ready)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NAME": "mnist-ps", "SLURM_JOB_NODELIST": "n[1-2]", "HPC_TRAIN_HOME": str(root)}
+    job = run_until_ready(["bash", str(root / "slurm" / "mnist_ps.sh")], tmp_path, env, ready)
+    job.send_signal(signal.SIGUSR1)
+    job.communicate(timeout=30)
+    assert job.returncode == 75
+    args = record.read_text().split()
+    assert args[:3] == ["USR1", "--label", "--kill-on-bad-exit=0"]  # parameter server: a lost worker is survived
