@@ -30,6 +30,8 @@ TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2]
                             controller_port=7017)
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
 JOB_TIMEOUT = 300
+# 3 epochs of 62 steps; a step boundary every 32 (steps_per_execution).
+TWO_NODE_SETTINGS = ("--set", "epochs=3")
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +77,48 @@ class Job:
         [metrics] = list(self.workdir.glob(f"runs/*-{self.id}/metrics.json"))
         return json.loads(metrics.read_text())
 
+    def digest(self) -> str:
+        [digest] = set(re.findall(r"hpc-train \[worker \d\]: finished; weights digest (\w+)", self.log()))
+        return digest
+
+    def run_dir(self) -> Path:
+        [run] = list(self.workdir.glob(f"runs/*-{self.id}"))
+        return run
+
+    def run_state(self) -> dict:
+        return json.loads((self.run_dir() / "state.json").read_text())
+
+    def wait_for_log(self, text: str, timeout: float = JOB_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if time.monotonic() > deadline or self.state()[0] in FINAL_STATES:
+                subprocess.run(["scancel", self.id], env=self.env)
+                pytest.fail(f"job {self.id} never logged {text!r}:\n{self.log()[-3000:]}")
+            time.sleep(0.3)
+
+    def scontrol(self, *command: str) -> None:
+        subprocess.run(["scontrol", *command, self.id], env=self.env, check=True)
+
+    def start_again_at_once(self, timeout: float = 60) -> None:
+        """Once the job is back in the queue, let it start now: Slurm holds a requeued job for 2 minutes."""
+        deadline = time.monotonic() + timeout
+        while self.state()[0] != "PENDING":
+            if time.monotonic() > deadline:
+                pytest.fail(f"job {self.id} was not requeued:\n{self.log()[-3000:]}")
+            time.sleep(0.3)
+        subprocess.run(["scontrol", "update", f"JobId={self.id}", "StartTime=now"], env=self.env, check=True)
+
+    def wait_for_checkpoint_after(self, step: int, timeout: float = 60) -> Path:
+        """The prefix of the newest checkpoint, once one past `step` is there and the job has stopped."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            steps = [int(path.name[len("ckpt-"):-len(".index")])
+                     for path in (self.run_dir() / "checkpoints").glob("ckpt-*.index")]
+            if steps and max(steps) > step and self.state()[0] == "PENDING":
+                return self.run_dir() / "checkpoints" / f"ckpt-{max(steps)}"
+            time.sleep(0.3)
+        pytest.fail(f"job {self.id} saved no checkpoint after step {step}:\n{self.log()[-3000:]}")
+
     def task_lines(self) -> dict[int, str]:
         """rank -> its bootstrap line ("rank R is ROLE I at HOST:PORT, GPUs: ...")."""
         return {int(m.group(1)): m.group(0) for m in re.finditer(r"rank (\d+) is \w+ \d+ at \S+, GPUs: .*", self.log())}
@@ -90,16 +134,71 @@ def submit(cluster: LocalCluster, workdir: Path, script: str, *args: str, sbatch
     return Job(result.stdout.strip().split(";")[0], workdir, env)
 
 
-def test_mnist_2node_forms_one_cluster_and_learns(cluster: LocalCluster, tmp_path: Path) -> None:
-    job = submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=3")
+@pytest.fixture(scope="module")
+def uninterrupted(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Job:
+    """The 2-node MNIST job run through, once: what an interrupted job must end up as."""
+    job = submit(cluster, tmp_path_factory.mktemp("uninterrupted"), "mnist_2node.sh", *TWO_NODE_SETTINGS)
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
-    log = job.log()
+    return job
+
+
+def test_mnist_2node_forms_one_cluster_and_learns(uninterrupted: Job) -> None:
+    log = uninterrupted.log()
     digests = re.findall(r"^(\d): hpc-train \[worker \d\]: finished; weights digest (\w+)", log, re.M)
     assert len(digests) == 2 and digests[0][1] == digests[1][1], log[-3000:]  # one cluster, one model
     assert "multiworker: 2 workers, 2 replica(s) in sync" in log
-    hosts = {rank: line.split(" at ")[1].split(":")[0] for rank, line in job.task_lines().items()}
+    hosts = {rank: line.split(" at ")[1].split(":")[0] for rank, line in uninterrupted.task_lines().items()}
     assert len(set(hosts.values())) == 2
-    assert job.metrics()["totals"]["final_val_accuracy"] >= 0.95
+    assert uninterrupted.metrics()["totals"]["final_val_accuracy"] >= 0.95
+
+
+def assert_resumed_as_if_never_stopped(job: Job, uninterrupted: Job) -> None:
+    """Every epoch once, and the model (so the accuracy) of the run that was never stopped."""
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    log = job.log()
+    assert "(restart 1)" in log and re.search(r"hpc-train: resuming (in|after) epoch", log), log[-3000:]
+    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3]
+    assert job.digest() == uninterrupted.digest()
+    accuracy, reference = (run.metrics()["totals"]["final_val_accuracy"] for run in (job, uninterrupted))
+    assert abs(accuracy - reference) <= 0.01
+    assert job.state()[0] == "COMPLETED" and job.run_state()["state"] == "finished"
+
+
+def test_a_job_requeued_by_slurm_saves_on_sigterm_and_resumes(cluster: LocalCluster, tmp_path: Path,
+                                                              uninterrupted: Job) -> None:
+    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS)
+    job.wait_for_log("epoch 1/3")
+    job.scontrol("requeue")  # Slurm ends the tasks with SIGTERM, KillWait (5 s) before SIGKILL
+    job.start_again_at_once()
+    assert_resumed_as_if_never_stopped(job, uninterrupted)
+    assert "DUE TO JOB REQUEUE" in job.log() and re.search(r"stopped by SIGTERM (in|after) epoch", job.log())
+
+
+def test_a_warned_job_checkpoints_requeues_itself_and_resumes(cluster: LocalCluster, tmp_path: Path,
+                                                             uninterrupted: Job) -> None:
+    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS)
+    job.wait_for_log("epoch 1/3")
+    # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on.
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)
+    job.start_again_at_once()
+    assert_resumed_as_if_never_stopped(job, uninterrupted)
+    assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it resumes from there", job.log())
+    assert "Terminated" not in job.log() and "Killed" not in job.log()  # the tasks had left before the requeue
+
+
+def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster, tmp_path: Path,
+                                                           uninterrupted: Job) -> None:
+    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS)
+    job.wait_for_log("epoch 1/3")
+    job.scontrol("requeuehold")  # the tasks save in epoch 2 on SIGTERM; the job waits, held
+    newest = job.wait_for_checkpoint_after(62)
+    data = next(newest.parent.glob(f"{newest.name}.data-*"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # as a copy cut short
+    job.scontrol("release")
+    job.start_again_at_once()
+    assert_resumed_as_if_never_stopped(job, uninterrupted)
+    assert f"warning: checkpoint {newest.relative_to(tmp_path)} is damaged" in job.log()
+    assert "resuming after epoch 1 (step 62)" in job.log()
 
 
 def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -216,3 +315,35 @@ def test_killing_one_worker_fails_the_whole_job_quickly_and_names_it(cluster: Lo
     state, _ = job.wait()
     assert state == "FAILED" and time.monotonic() - killed < 60, job.log()[-2000:]
     assert re.search(r"task 1: Killed", job.log()), job.log()[-2000:]
+
+
+def test_a_parameter_server_job_outlives_a_lost_worker(cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=3")
+    job.wait_for_log("epoch 1/3")
+    pid = task_pid(job.id, 3)  # worker 1
+    if pid is None:
+        subprocess.run(["scancel", job.id], env=job.env)
+        pytest.fail(f"rank 3 of job {job.id} not found:\n{job.log()[-2000:]}")
+    os.kill(pid, 9)
+    state, _ = job.wait()
+    log = job.log()
+    assert re.search(r"task 3: Killed", log) and "Worker /job:worker/replica:0/task:1 failed" in log, log[-3000:]
+    # The chief trained on with worker 0 and finished; Slurm still reports the job FAILED, since a task died.
+    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3]
+    assert job.run_state()["state"] == "finished" and job.metrics()["totals"]["final_val_accuracy"] >= 0.9
+    assert state == "FAILED"
+
+
+def test_a_lost_parameter_server_fails_the_job_quickly_and_names_it(cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=50")
+    job.wait_for_log("epoch 1/50")
+    pid = task_pid(job.id, 1)  # ps 0
+    if pid is None:
+        subprocess.run(["scancel", job.id], env=job.env)
+        pytest.fail(f"rank 1 of job {job.id} not found:\n{job.log()[-2000:]}")
+    os.kill(pid, 9)
+    killed = time.monotonic()
+    state, _ = job.wait()
+    assert state == "FAILED" and time.monotonic() - killed < 60, job.log()[-3000:]
+    assert re.search(r"task 1: Killed", job.log())
+    assert re.search(r"^0: hpc-train train: error: lost contact with ps 0 at node\d+:\d+ ", job.log(), re.M)
