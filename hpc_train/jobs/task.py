@@ -1,12 +1,13 @@
 """What each task of a submitted job runs (through submitit): the trainer, writing into the job's folder.
 
 Kept free of TensorFlow at import time: the login node pickles a reference to
-`train_task`, and only the compute node imports the trainer.
+`train_task`, and only the compute node imports the trainer. A task that stops
+on a signal (to be requeued) ends its process there and then, so submitit
+records no result for a job that is not over.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 
@@ -15,14 +16,10 @@ def train_task(settings: dict[str, Any]) -> int:
     import submitit
 
     from hpc_train.config import TrainConfig
-    from hpc_train.training.runstate import read_state
     from hpc_train.training.trainer import run
 
     folder = submitit.JobEnvironment().paths.folder
     code = run(TrainConfig(**{**settings, "output_dir": str(folder)}))
-    if code == 0 and read_state(Path(folder)).get("state") == "requeued":
-        # Slurm runs the job again and it resumes; a result now would read as the job's end.
-        raise SystemExit(0)
     if code != 0:
-        raise RuntimeError(f"training exited with code {code}; see {folder}/state.json")  # submitit: failed
+        raise RuntimeError(f"training exited with code {code}")  # submitit marks the job failed
     return code

@@ -21,7 +21,7 @@ import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
@@ -123,8 +123,9 @@ def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunP
                       validation_data=validation_data, validation_steps=validation_steps, callbacks=callbacks,
                       verbose=0)
     except StoppedEarly as stop:
-        return _stopped(stop, config, task, Progress(int(model.optimizer.iterations.numpy()), steps), paths,
+        code = _stopped(stop, config, task, Progress(int(model.optimizer.iterations.numpy()), steps), paths,
                         signals, say)
+        _leave_now(code, paths)
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
         raise _lost_contact(error, task, paths) from None
     _finish(model, config, task, splits, paths, report, say)
@@ -203,6 +204,15 @@ def _stopped(stop: Any, config: TrainConfig, task: TaskInfo, progress: Progress,
     write_state(paths.output, "stopped", **details)
     say(f"stopped {progress.describe()} by {cause} and saved {stop.checkpoint}; running the job again resumes there")
     return EXIT_STOPPED
+
+
+def _leave_now(code: int, paths: RunPaths) -> NoReturn:
+    """End the process at once: everything is saved, and TensorFlow's teardown after a stop can wait
+    for seconds (a worker's input iterator waits on the chief that has left), beyond Slurm's KillWait."""
+    paths.remove_scratch()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _let_workers_leave(task: TaskInfo, timeout: float = 30.0) -> None:
