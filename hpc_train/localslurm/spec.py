@@ -13,6 +13,8 @@ DEFAULT_DIR = Path("/tmp/hpc-train-slurm")
 HOSTS_MARK = "# hpc-train local cluster"
 # Below the bootstrap's derived TF ports (16384-32767), away from a system Slurm's 6817-6819.
 DEFAULT_CONTROLLER_PORT = 6917
+# A requeued job (the trainer requeues itself when warned) starts again after this long.
+REQUEUE_WAIT_SECONDS = 15
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,8 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         "SlurmdUser=root",
         "AuthType=auth/munge",
         "CredType=cred/munge",
-        f"AuthInfo=socket={cluster.munge_socket}",
+        # cred_expire also sets how long a requeued job waits before it starts again (default 120 s).
+        f"AuthInfo=socket={cluster.munge_socket},cred_expire={REQUEUE_WAIT_SECONDS}",
         f"StateSaveLocation={d}/state",
         f"SlurmdSpoolDir={d}/spool/%n",
         f"SlurmctldPidFile={cluster.pid_file('slurmctld')}",

@@ -99,15 +99,6 @@ class Job:
     def scontrol(self, *command: str) -> None:
         subprocess.run(["scontrol", *command, self.id], env=self.env, check=True)
 
-    def start_again_at_once(self, timeout: float = 60) -> None:
-        """Once the job is back in the queue, let it start now: Slurm holds a requeued job for 2 minutes."""
-        deadline = time.monotonic() + timeout
-        while self.state()[0] != "PENDING":
-            if time.monotonic() > deadline:
-                pytest.fail(f"job {self.id} was not requeued:\n{self.log()[-3000:]}")
-            time.sleep(0.3)
-        subprocess.run(["scontrol", "update", f"JobId={self.id}", "StartTime=now"], env=self.env, check=True)
-
     def wait_for_checkpoint_after(self, step: int, timeout: float = 60) -> Path:
         """The prefix of the newest checkpoint, once one past `step` is there and the job has stopped."""
         deadline = time.monotonic() + timeout
@@ -169,7 +160,6 @@ def test_a_job_requeued_by_slurm_saves_on_sigterm_and_resumes(cluster: LocalClus
     job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS)
     job.wait_for_log("epoch 1/3")
     job.scontrol("requeue")  # Slurm ends the tasks with SIGTERM, KillWait (5 s) before SIGKILL
-    job.start_again_at_once()
     assert_resumed_as_if_never_stopped(job, uninterrupted)
     assert "DUE TO JOB REQUEUE" in job.log() and re.search(r"stopped by SIGTERM (in|after) epoch", job.log())
 
@@ -180,7 +170,6 @@ def test_a_warned_job_checkpoints_requeues_itself_and_resumes(cluster: LocalClus
     job.wait_for_log("epoch 1/3")
     # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on.
     subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)
-    job.start_again_at_once()
     assert_resumed_as_if_never_stopped(job, uninterrupted)
     assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it resumes from there", job.log())
     assert "Terminated" not in job.log() and "Killed" not in job.log()  # the tasks had left before the requeue
@@ -195,7 +184,6 @@ def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster
     data = next(newest.parent.glob(f"{newest.name}.data-*"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # as a copy cut short
     job.scontrol("release")
-    job.start_again_at_once()
     assert_resumed_as_if_never_stopped(job, uninterrupted)
     assert f"warning: checkpoint {newest.relative_to(tmp_path)} is damaged" in job.log()
     assert "resuming after epoch 1 (step 62)" in job.log()
@@ -347,3 +335,25 @@ def test_a_lost_parameter_server_fails_the_job_quickly_and_names_it(cluster: Loc
     assert state == "FAILED" and time.monotonic() - killed < 60, job.log()[-3000:]
     assert re.search(r"task 1: Killed", job.log())
     assert re.search(r"^0: hpc-train train: error: lost contact with ps 0 at node\d+:\d+ ", job.log(), re.M)
+
+
+def test_a_submitted_job_warned_by_submitits_usr2_requeues_itself_and_finishes(cluster: LocalCluster,
+                                                                               tmp_path: Path) -> None:
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--name", "warned", "--set",
+                                f"data_dir={shared_mnist()}", "--set", "epochs=3"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True)
+    assert submitted.returncode == 0, submitted.stderr
+    job = Job(submitted.stdout.splitlines()[0], tmp_path, env)
+    chief_log = tmp_path / "runs" / f"warned-{job.id}" / f"{job.id}_0_log.out"
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while "epoch 1/3" not in (chief_log.read_text() if chief_log.exists() else ""):
+        assert time.monotonic() < deadline and job.state()[0] not in FINAL_STATES, job.state()
+        time.sleep(0.3)
+    subprocess.run(["scancel", "--signal=USR2", job.id], env=env, check=True)  # what submitit asks Slurm for
+    assert job.wait() == ("COMPLETED", "0:0")
+    log = chief_log.read_text()
+    assert "requeued job" in log and re.search(r"resuming (in|after) epoch", log), log
+    assert "done: validation accuracy" in log
+    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3]
+    assert job.run_state()["state"] == "finished"
