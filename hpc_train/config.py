@@ -57,6 +57,9 @@ class TrainConfig:
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
     # TensorFlow's inter-op threads; empty: TensorFlow's default (one per core).
     inter_op_threads: int | None = None
+    # Keep freed memory in the process for the next step, rather than return it to the kernel
+    # and fault it back in (glibc's mallopt): about twice the images/s on a CPU.
+    tune_malloc: bool = True
     # Seconds the tasks of a distributed job wait for each other at start before failing.
     startup_timeout: int = 300
     # Times a job stopped by Slurm's warning signal requeues itself (scontrol requeue); 0: never.

@@ -27,6 +27,7 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.mnist import MnistSplits, load_mnist
 from hpc_train.training.cluster import TaskInfo, lost_peers, prepare_task
+from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.progress import Progress, remaining_stretches
 from hpc_train.training.rendezvous import meet, wait_for_departures
 from hpc_train.training.requeue import plan_requeue, requeue
@@ -61,6 +62,8 @@ def run(config: TrainConfig) -> int:
     """Train as this task's role asks; return the process's exit code."""
     # First of all: Slurm's warning signal would otherwise end a task that is still starting.
     signals = StopSignals().install()
+    if config.tune_malloc:
+        keep_freed_memory()  # before TensorFlow allocates: about 2x the images/s on a CPU (memory.py)
     task = prepare_task(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
     if task.cluster:
         meet(task, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow

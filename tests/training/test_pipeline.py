@@ -60,3 +60,13 @@ def test_a_resumed_pipeline_continues_with_the_batch_that_was_next(steps_done: i
 def test_too_few_images_for_a_batch_per_worker_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot give 2 input pipeline"):
         batches(2, 0, 1, batch=32)
+
+
+def test_the_training_stream_says_it_is_endless() -> None:
+    # Else MultiWorkerMirrored asks every worker before each step whether one ran out (an all-reduce per step).
+    from hpc_train.training.keras import tf
+    from hpc_train.training.pipeline import training_dataset_fn
+
+    images, labels = labelled_images()
+    dataset = training_dataset_fn(images, labels, per_replica_batch=3, seed=0, steps_done=2)(None)
+    assert dataset.cardinality().numpy() == tf.data.INFINITE_CARDINALITY
