@@ -7,6 +7,7 @@ logs (`_supports_tf_logs`), the one kind ParameterServerStrategy allows.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -86,6 +87,37 @@ class EpochReport(keras.callbacks.Callback):
             print(f"hpc-train: warning: {self.metrics_path} is unreadable; starting its epoch list afresh",
                   file=sys.stderr)
             return []
+
+
+class FirstSteps(keras.callbacks.Callback):
+    """Reports once how long after the process started the first training steps were done.
+
+    Start-up time is a cost every restart pays again (a requeued job included).
+    """
+
+    def __init__(self, report: Callable[[float], None]) -> None:
+        super().__init__()
+        self._supports_tf_logs = True  # ignores the logs: allowed under ParameterServerStrategy
+        self.report = report
+        self.done = False
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if not self.done:
+            self.done = True
+            self.report(seconds_since_process_start())
+
+
+def seconds_since_process_start() -> float:
+    """Wall-clock seconds since this process started (Linux: /proc; elsewhere since this module loaded)."""
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - started_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _LOADED
+
+
+_LOADED = time.monotonic()
 
 
 class EpochCheckpoint(keras.callbacks.Callback):

@@ -161,10 +161,15 @@ def _resume(checkpoint: Any, model: Any, paths: RunPaths, steps: int, say: Any) 
 def _callbacks(config: TrainConfig, task: TaskInfo, paths: RunPaths, signals: StopSignals, strategy: Any,
                save: Any, report: Any) -> list[Any]:
     """Checkpoints, the report, TensorBoard (chief), then the stop check, whose epoch end comes last."""
-    from hpc_train.training.callbacks import EpochCheckpoint, StopAtStepBoundary, agreement
+    from hpc_train.training.callbacks import EpochCheckpoint, FirstSteps, StopAtStepBoundary, agreement
     from hpc_train.training.keras import keras
 
-    callbacks: list[Any] = [EpochCheckpoint(save), report]
+    def started(seconds: float) -> None:
+        report.summary["first_steps_after_seconds"] = round(seconds, 2)  # metrics.json: this run's start-up
+        if task.is_chief:
+            report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
+
+    callbacks: list[Any] = [FirstSteps(started), EpochCheckpoint(save), report]
     if task.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(paths.output / "tensorboard"), write_graph=False))
     callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs))

@@ -27,6 +27,8 @@ def test_one_process_reaches_97_percent(tmp_path: Path) -> None:
     assert [epoch["epoch"] for epoch in result["epochs"]] == list(range(1, 9))
     assert {"loss", "accuracy", "val_accuracy", "seconds", "images_per_second"} <= set(result["epochs"][-1])
     assert result["tensorflow"].startswith("2.")
+    assert 0.5 < result["first_steps_after_seconds"] < 120  # process start, TensorFlow's import included
+    assert "training: first steps done" in out
     assert (tmp_path / "model.keras").is_file() and (tmp_path / "checkpoints" / "ckpt-1000.index").is_file()
     assert any((tmp_path / "tensorboard" / "train").iterdir())
 
