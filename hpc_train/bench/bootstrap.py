@@ -1,7 +1,7 @@
 """Bootstrap benchmarks: layout time from 1 to 32,768 tasks, and CLI start-up.
 
-    .venv/bin/python benchmarks/bench_bootstrap.py          # prints, and rewrites BENCHMARKS.md's section
-    .venv/bin/python benchmarks/bench_bootstrap.py --quick  # fewer repetitions, nothing written
+    hpc-train bench bootstrap          # prints, and rewrites BENCHMARKS.md's section
+    hpc-train bench bootstrap --quick  # fewer repetitions, nothing written
 
 Every figure is a median over repetitions with its min-max, and each comparison
 is run in this one command, interleaved, on the same machine.
@@ -12,16 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from report import BENCHMARKS_MD, ROOT, progress, pyplot, summary, write_section
+from hpc_train.bench.report import ROOT, command_line, figure, machine, progress, pyplot, summary, write_section
 
-PLOT = ROOT / "benchmarks" / "bootstrap_layout.png"
+PLOT = "bootstrap_layout.png"
 TASKS_PER_NODE = 8
 TASK_COUNTS = (1, 8, 64, 512, 4096, 32768)
 LAYOUT_BUDGET_MS = 50.0
@@ -90,8 +89,7 @@ def render(layout: list[tuple[int, float, float, float]], cli: dict[str, tuple[f
     lines = [
         "## Bootstrap",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
-        f"Command: `.venv/bin/python benchmarks/bench_bootstrap.py` (medians of {repetitions} runs, min-max).",
+        f"Machine: {machine()}. Command: `{command_line('bootstrap')}` (medians of {repetitions} runs, min-max).",
         "",
         f"### Layout per task (goal: under {LAYOUT_BUDGET_MS:.0f} ms at 32,768 tasks)",
         "",
@@ -105,7 +103,7 @@ def render(layout: list[tuple[int, float, float, float]], cli: dict[str, tuple[f
               for count, median, low, high in layout]
     lines += [
         "",
-        f"![layout time against tasks]({PLOT.relative_to(ROOT)})",
+        f"![layout time against tasks]({figure(PLOT).relative_to(ROOT)})",
         "",
         f"### CLI start-up (goal: `hpc-train --help` under {CLI_BUDGET_RATIO}x `python -c pass`)",
         "",
@@ -123,7 +121,7 @@ def plot(layout: list[tuple[int, float, float, float]]) -> bool:
         return False
     counts = [row[0] for row in layout]
     medians = [row[1] for row in layout]
-    figure, axes = plt.subplots(figsize=(6, 4))
+    drawing, axes = plt.subplots(figsize=(6, 4))
     axes.errorbar(counts, medians, yerr=[[m - row[2] for m, row in zip(medians, layout)],
                                          [row[3] - m for m, row in zip(medians, layout)]], marker="o",
                   label="measured (median, min-max)")
@@ -133,8 +131,8 @@ def plot(layout: list[tuple[int, float, float, float]]) -> bool:
     axes.set(xscale="log", yscale="log", xlabel="tasks in the step", ylabel="ms per task start",
              title="hpc-train bootstrap: layout + TF_CONFIG")
     axes.legend()
-    figure.tight_layout()
-    figure.savefig(PLOT, dpi=110)
+    drawing.tight_layout()
+    drawing.savefig(figure(PLOT), dpi=110)
     return True
 
 
@@ -149,9 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = render(layout, cli, repetitions)
     print(section)
     if not args.quick:
-        write_section("bench_bootstrap", section)
+        write_section("bootstrap", section)
         plot(layout)
-        progress(f"wrote {BENCHMARKS_MD.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}")
+        progress(f"wrote BENCHMARKS.md and benchmarks/{PLOT}")
     worst_ms = layout[-1][1]
     ratio = cli["hpc-train --help"][0] / cli["python -c pass"][0]
     print(json.dumps({"layout_32768_ms": round(worst_ms, 2), "cli_ratio": round(ratio, 2)}), file=sys.stderr)

@@ -1,0 +1,99 @@
+"""What every benchmark shares: where results go, medians with min-max, tables, its BENCHMARKS.md section.
+
+Results go to the checkout hpc-train runs from (BENCHMARKS.md and the plots in
+benchmarks/), or, for an installed copy, to the current directory.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+_CHECKOUT = Path(__file__).resolve().parents[2]
+ROOT = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else Path.cwd()
+BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
+FIGURES = ROOT / "benchmarks"
+
+
+def summary(samples: Sequence[float], scale: float = 1.0) -> tuple[float, float, float]:
+    """(median, min, max), each times `scale`."""
+    return statistics.median(samples) * scale, min(samples) * scale, max(samples) * scale
+
+
+def spread(samples: Sequence[float], digits: int = 0, scale: float = 1.0) -> tuple[str, str]:
+    """('median', 'min-max') as text, with thousands separators."""
+    median, low, high = summary(samples, scale)
+    return f"{median:,.{digits}f}", f"{low:,.{digits}f}-{high:,.{digits}f}"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]], align: str = "") -> list[str]:
+    """A Markdown table; `align` has one letter per column, l or r (default: first l, the rest r)."""
+    align = align or "l" + "r" * (len(header) - 1)
+    rule = "|" + "|".join("---:" if side == "r" else "---" for side in align) + "|"
+    return ["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(str(cell) for cell in row) + " |"
+                                                      for row in rows)]
+
+
+def machine() -> str:
+    """This machine in one phrase: CPU model, cores, and whether it has bf16 or AVX-512."""
+    model = ""
+    try:
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), "")
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")),
+                     "")
+    except OSError:
+        flags = ""
+    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    bf16 = ", bf16" if "avx512_bf16" in flags or "amx_bf16" in flags else ""
+    return (f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores ({vector}{bf16}), "
+            f"Python {platform.python_version()}")
+
+
+def command_line(name: str, *args: str) -> str:
+    return " ".join(["hpc-train bench", name, *args])
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace this benchmark's section of BENCHMARKS.md (between its markers), or append it."""
+    begin, end = f"<!-- bench_{name}:begin -->", f"<!-- bench_{name}:end -->"
+    section = f"{begin}\n{body.strip()}\n\n{end}"
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    BENCHMARKS_MD.write_text(text)
+
+
+def figure(name: str) -> Path:
+    FIGURES.mkdir(exist_ok=True)
+    return FIGURES / name
+
+
+def progress(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def pyplot():
+    """matplotlib's pyplot for files, or None (with a note) when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        progress("matplotlib missing (env/setup.sh test,bench): no plot")
+        return None
+    return plt
+
+
+def slurm_reachable() -> bool:
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False

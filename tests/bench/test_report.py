@@ -1,0 +1,38 @@
+"""What every benchmark shares: medians with min-max, Markdown tables, its own section of BENCHMARKS.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpc_train.bench import report
+from hpc_train.bench.report import spread, summary, table, write_section
+
+
+def test_summary_is_median_min_max_scaled() -> None:
+    assert summary([3.0, 1.0, 2.0, 10.0], scale=1000) == (2500.0, 1000.0, 10000.0)
+
+
+def test_spread_formats_with_thousands_separators() -> None:
+    assert spread([1234.5, 2000.0, 900.0]) == ("1,234", "900-2,000")
+    assert spread([0.91, 0.95, 0.93], 1, scale=100) == ("93.0", "91.0-95.0")
+
+
+def test_table_right_aligns_every_column_but_the_first() -> None:
+    assert table(("run", "images/s"), [("seed", "1,000")]) == ["| run | images/s |", "|---|---:|",
+                                                                "| seed | 1,000 |"]
+    assert table(("a", "b", "c"), [], "llr")[1] == "|---|---|---:|"
+
+
+def test_a_section_is_replaced_in_place_and_the_others_are_kept(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    markdown = tmp_path / "BENCHMARKS.md"
+    monkeypatch.setattr(report, "BENCHMARKS_MD", markdown)
+    write_section("trainer", "## Trainer\n\nold")
+    write_section("scaling", "## Scaling\n\nfigures")
+    write_section("trainer", "## Trainer\n\nnew")
+    text = markdown.read_text()
+    assert text.startswith("# Benchmarks\n")
+    assert "old" not in text and text.count("## Trainer") == 1 and "figures" in text
+    assert text.index("new") < text.index("## Scaling")  # replaced where it was, not appended
