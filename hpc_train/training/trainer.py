@@ -33,6 +33,7 @@ from hpc_train.training.rendezvous import meet, wait_for_departures
 from hpc_train.training.requeue import plan_requeue, requeue
 from hpc_train.training.runstate import layout_changes, read_state, write_state
 from hpc_train.training.stopping import EXIT_STOPPED, StopKind, StopSignals
+from hpc_train.training.threads import size_inter_op_pool
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,7 @@ def run(config: TrainConfig) -> int:
     task = prepare_task(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
     if task.cluster:
         meet(task, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
-    from hpc_train.training.keras import tf
-
-    if config.inter_op_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_threads)
+    size_inter_op_pool(config.inter_op_threads)  # before TensorFlow starts: at least 2 (threads.py)
     if config.strategy == "parameter_server" and task.type != "chief":
         from hpc_train.training.servers import serve_until_chief_leaves
 

@@ -18,12 +18,16 @@ TIMEOUT = 300
 EPOCH_LINE = re.compile(r"^hpc-train: epoch (\d+)/(\d+)  loss .* val_accuracy \d\.\d+  .* s  \d+ images/s$", re.M)
 
 
-def start(output: Path, *settings: str, tf_config: dict | None = None) -> subprocess.Popen[str]:
+def start(output: Path, *settings: str, tf_config: dict | None = None,
+          core: int | None = None) -> subprocess.Popen[str]:
+    """Run the trainer; `core`: bound to that one core (taskset), as `srun --cpus-per-task=1` would."""
     env = without_slurm()
     if tf_config is not None:
         env["TF_CONFIG"] = json.dumps(tf_config)
     command = [sys.executable, "-m", "hpc_train.train", "--data-dir", str(shared_mnist()), "--output-dir",
                str(output), *(part for setting in settings for part in ("--set", setting))]
+    if core is not None:
+        command = ["taskset", "-c", str(core), *command]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -6,12 +6,13 @@ localhost) started as `python -m hpc_train.train`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.net import free_port_block
-from tests.training.runs import EPOCH_LINE, digest, finish, metrics, start
+from tests.training.runs import EPOCH_LINE, digest, finish, local_cluster, metrics, start, task_config
 
 pytestmark = pytest.mark.tensorflow
 
@@ -67,6 +68,19 @@ def test_a_parameter_server_job_trains_and_every_task_exits(tmp_path: Path) -> N
     result = metrics(tmp_path)
     assert (result["strategy"], result["world_size"], result["workers"]) == ("parameter_server", 4, 2)
     assert result["totals"]["final_val_accuracy"] >= 0.95
+
+
+def test_a_parameter_server_job_with_each_task_bound_to_one_core_trains(tmp_path: Path) -> None:
+    """With one CPU TensorFlow gave each task one inter-op thread, and the workers' first steps never ended."""
+    cluster = local_cluster(chief=1, ps=1, worker=2)
+    tasks = [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
+    cores = os.cpu_count() or 1
+    results = finish([start(tmp_path, "strategy=parameter_server", "epochs=1", "steps_per_epoch=64",
+                            tf_config=task_config(cluster, kind, index), core=rank % cores)
+                      for rank, (kind, index) in enumerate(tasks)])
+    for (kind, index), (code, _, err) in zip(tasks, results):
+        assert code == 0, f"{kind} {index}: {err[-3000:]}"
+    assert metrics(tmp_path)["epochs"][0]["epoch"] == 1
 
 
 def test_a_second_run_resumes_after_the_last_finished_epoch(tmp_path: Path) -> None:
