@@ -1,0 +1,420 @@
+"""Weak scaling on Slurm: 1 and 2 workers, multiworker against parameter_server, and a projection to 512 GPUs.
+
+    hpc-train bench scaling [--repetitions N] [--batches 64,256,1024,2048] [--quick]
+
+Runs real jobs on the Slurm that SLURM_CONF names (`hpc-train cluster up` makes
+one here), each task bound to one core (`taskset`), one task per node:
+- for each per-worker batch, one job with 1 worker and one with 2 (multiworker),
+  in alternating order; global images/s is the median of a job's epochs after
+  the first (its metrics.json), efficiency = 2 workers' images/s / (2 x 1 worker's);
+- at 2 workers, parameter_server (chief, one ps, two workers) at batches 64 and 256;
+- one all-reduce job (`python -m hpc_train.bench.allreduce`) that fits the local
+  link's latency and bandwidth for the cost model in `projection.py`.
+The learning rate grows with the square root of the global batch (Adam), so
+larger batches still learn; each row reports its final validation accuracy.
+Rewrites its section of BENCHMARKS.md, benchmarks/scaling.png,
+benchmarks/strategies.png and benchmarks/projection.png. The raw measurements
+are kept (--results), so `--report-only` can rewrite the report without rerunning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpc_train.bench import projection
+from hpc_train.errors import HpcTrainError
+from hpc_train.bench.report import (ROOT, command_line, figure, machine, progress, pyplot, spread, summary, table,
+                                    write_section)
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"
+HPC_TRAIN = str(Path(sys.executable).parent / "hpc-train")
+BATCHES = (64, 256, 1024, 2048)
+STRATEGY_BATCHES = (64, 256)
+IMAGES_PER_EPOCH = 16384  # per worker: a few seconds of work per epoch at any batch
+EPOCHS = 4
+GOAL = 0.90
+GRADIENT_BYTES = projection.DEFAULT_GRADIENT_BYTES
+JOB_TIMEOUT = 600
+
+
+@dataclass(frozen=True)
+class Run:
+    strategy: str  # multiworker or parameter_server
+    workers: int
+    batch: int  # per worker
+
+    @property
+    def tasks(self) -> int:
+        return self.workers + 2 if self.strategy == "parameter_server" else self.workers  # + chief and one ps
+
+    @property
+    def learning_rate(self) -> float:
+        return 0.001 * math.sqrt(self.workers * self.batch / 64)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return max(1, IMAGES_PER_EPOCH // self.batch)
+
+
+@dataclass(frozen=True)
+class Result:
+    images_per_second: float
+    accuracy: float
+
+
+def job_script(run: Run, data_dir: Path, output: Path, cores: int) -> str:
+    """An sbatch script: one task per node, task i bound to core i mod cores; every value quoted."""
+    settings = {"strategy": run.strategy if run.workers > 1 or run.strategy != "multiworker" else "multiworker",
+                "batch_size": run.batch, "learning_rate": f"{run.learning_rate:.6g}", "epochs": EPOCHS,
+                "steps_per_epoch": run.steps_per_epoch, "validation_images": 2000}
+    train = [HPC_TRAIN, "train", "--data-dir", str(data_dir), "--output-dir", str(output),
+             *(part for key, value in settings.items() for part in ("--set", f"{key}={value}"))]
+    bind = f"exec taskset -c $((SLURM_PROCID % {cores})) \"$0\" \"$@\""
+    return "\n".join([
+        "#!/bin/bash",
+        f"#SBATCH --job-name=bench-{run.strategy}-{run.workers}x{run.batch}",
+        f"#SBATCH --nodes={run.tasks}",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --time=00:15:00",
+        f"#SBATCH --output={shlex.quote(str(output / 'slurm.out'))}",
+        "set -euo pipefail",
+        f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(bind)} {shlex.join(train)}",
+        "",
+    ])
+
+
+def run_job(script: str, folder: Path) -> None:
+    """Submit the script and wait for it to end; raise with the job's log when it failed.
+
+    Polls squeue twice a second: `sbatch --wait` backs off to tens of seconds between polls.
+    """
+    path = folder / "job.sbatch"
+    path.write_text(script)
+    job = subprocess.run(["sbatch", "--parsable", str(path)], cwd=folder, capture_output=True, text=True,
+                         check=True).stdout.strip().split(";")[0]
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip():
+        if time.monotonic() > deadline:
+            subprocess.run(["scancel", job], check=False)
+            raise HpcTrainError(f"benchmark job {job} ran past {JOB_TIMEOUT} s and was cancelled; is the cluster "
+                                "busy? (squeue)")
+        time.sleep(0.5)
+    state = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    if "JobState=COMPLETED" not in state:
+        log = folder / "slurm.out"
+        progress(f"the end of job {job}'s log:\n" + (log.read_text()[-3000:] if log.exists() else state))
+        raise HpcTrainError(f"benchmark job {job} did not complete (its log's end is above)")
+
+
+def train(run: Run, data_dir: Path, cores: int) -> Result:
+    with tempfile.TemporaryDirectory(prefix="hpc-train-bench-") as work:
+        folder = Path(work)
+        run_job(job_script(run, data_dir, folder, cores), folder)
+        metrics = json.loads((folder / "metrics.json").read_text())
+    rates = [epoch["images_per_second"] for epoch in metrics["epochs"]][1:]
+    return Result(statistics.median(rates), metrics["epochs"][-1]["val_accuracy"])
+
+
+def allreduce_link(cores: int) -> dict:
+    """Median all-reduce seconds per size between two tasks on two cores (one Slurm job)."""
+    with tempfile.TemporaryDirectory(prefix="hpc-train-bench-") as work:
+        folder = Path(work)
+        command = [HPC_TRAIN, "bootstrap", "--", sys.executable, "-m", "hpc_train.bench.allreduce"]
+        bind = f"exec taskset -c $((SLURM_PROCID % {cores})) \"$0\" \"$@\""
+        run_job("\n".join(["#!/bin/bash", "#SBATCH --job-name=bench-allreduce", "#SBATCH --nodes=2",
+                           "#SBATCH --ntasks-per-node=1", "#SBATCH --time=00:10:00",
+                           f"#SBATCH --output={shlex.quote(str(folder / 'slurm.out'))}", "set -euo pipefail",
+                           f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(bind)} {shlex.join(command)}", ""]), folder)
+        lines = [line for line in (folder / "slurm.out").read_text().splitlines() if line.startswith("{")]
+    return json.loads(lines[-1])
+
+
+def plan(batches: Sequence[int], repetition: int) -> list[Run]:
+    """One repetition's jobs; the order flips every repetition so drift hits all runs alike."""
+    runs = [Run("multiworker", workers, batch) for batch in batches for workers in (1, 2)]
+    runs += [Run("parameter_server", 2, batch) for batch in STRATEGY_BATCHES if batch in batches]
+    return runs if repetition % 2 == 0 else runs[::-1]
+
+
+def measure(data_dir: Path, batches: Sequence[int], repetitions: int) -> dict[Run, list[Result]]:
+    cores = os.cpu_count() or 1
+    results: dict[Run, list[Result]] = {}
+    for repetition in range(repetitions):
+        runs = plan(batches, repetition)
+        for number, run in enumerate(runs, 1):
+            result = train(run, data_dir, cores)
+            results.setdefault(run, []).append(result)
+            progress(f"repetition {repetition + 1}/{repetitions}, job {number}/{len(runs)}: {run.strategy}, "
+                     f"{run.workers} worker(s), batch {run.batch}: {result.images_per_second:,.0f} images/s")
+    return results
+
+
+def efficiencies(results: dict[Run, list[Result]], batch: int) -> list[float]:
+    """Per repetition: 2 workers' images/s over twice one worker's."""
+    one, two = results[Run("multiworker", 1, batch)], results[Run("multiworker", 2, batch)]
+    return [pair.images_per_second / (2 * single.images_per_second) for single, pair in zip(one, two)]
+
+
+def rates(results: dict[Run, list[Result]], run: Run) -> list[float]:
+    return [result.images_per_second for result in results[run]]
+
+
+def scaling_rows(results: dict[Run, list[Result]], batches: Sequence[int]) -> list[tuple]:
+    rows = []
+    for batch in batches:
+        one, two = Run("multiworker", 1, batch), Run("multiworker", 2, batch)
+        accuracy = statistics.median(result.accuracy for result in results[two])
+        rows.append((batch, *spread(rates(results, one)), *spread(rates(results, two)),
+                     *(f"{value}%" for value in spread(efficiencies(results, batch), scale=100)),
+                     f"{accuracy:.3f}"))
+    return rows
+
+
+def strategy_rows(results: dict[Run, list[Result]], batches: Sequence[int]) -> list[tuple]:
+    rows = []
+    for batch in batches:
+        for run in (Run("multiworker", 1, batch), Run("multiworker", 2, batch), Run("parameter_server", 2, batch)):
+            label = "1 worker" if run.workers == 1 else f"{run.strategy}, 2 workers"
+            rows.append((batch, label, *spread(rates(results, run))))
+    return rows
+
+
+def compute_model(results: dict[Run, list[Result]], batches: Sequence[int]) -> projection.ComputeModel:
+    """Seconds per step of one worker on one core, against its batch: the computation a step costs."""
+    steps = [batch / statistics.median(rates(results, Run("multiworker", 1, batch))) for batch in batches]
+    return projection.fit_compute(batches, steps)
+
+
+def checks(results: dict[Run, list[Result]], batches: Sequence[int], compute: projection.ComputeModel,
+           link: projection.Link) -> list[projection.Check]:
+    found = []
+    for batch in batches:
+        for workers in (1, 2):
+            measured = workers * batch / statistics.median(rates(results, Run("multiworker", workers, batch)))
+            predicted = projection.step_seconds(compute, batch, GRADIENT_BYTES, workers, link)
+            found.append(projection.Check(workers, batch, measured, predicted))
+    return found
+
+
+def render(results: dict[Run, list[Result]], batches: Sequence[int], repetitions: int, link: projection.Link,
+           compute: projection.ComputeModel, model_checks: Sequence[projection.Check]) -> str:
+    strategy_batches = [batch for batch in STRATEGY_BATCHES if batch in batches]
+    lines = [
+        "## Scaling on Slurm: 1 and 2 workers, multiworker and parameter_server",
+        "",
+        f"Machine: {machine()}; Slurm: the local cluster (`hpc-train cluster up`), one task per node, each task bound "
+        f"to one core (`taskset`). Command: `{command_line('scaling')}`: {repetitions} repetitions, jobs in "
+        f"alternating order; a job's figure is the median global training images/s of epochs 2-{EPOCHS} "
+        f"(metrics.json), {IMAGES_PER_EPOCH:,} images per worker and epoch; learning rate 0.001 x "
+        "sqrt(global batch / 64).",
+        "",
+        f"### Weak scaling, multiworker (goal: {GOAL:.0%} efficiency)",
+        "",
+        *table(("batch per worker", "1 worker, images/s", "min-max", "2 workers, images/s", "min-max",
+                "efficiency", "min-max", "accuracy, 2 workers"), scaling_rows(results, batches)),
+        "",
+        f"![images/s against workers, and ideal]({figure('scaling.png').relative_to(ROOT)})",
+        "",
+        "### multiworker against parameter_server, 2 workers",
+        "",
+        "parameter_server runs a chief (the coordinator) and one ps beside the two workers, on the same two cores.",
+        "",
+        *table(("batch per worker", "run", "images/s", "min-max"), strategy_rows(results, strategy_batches), "llrr"),
+        "",
+        f"![images/s per strategy]({figure('strategies.png').relative_to(ROOT)})",
+        "",
+        *findings(results, batches, link),
+        "",
+        projection.render(compute, GRADIENT_BYTES, link, model_checks, batches),
+        "",
+        f"![projected efficiency against GPUs]({figure('projection.png').relative_to(ROOT)})",
+        "",
+        "Reading the projection: on the measured core (speedup 1) this small model scales to hundreds of workers "
+        "over InfiniBand and, at 256 images per worker or more, over 25 GbE. On accelerators the same gradient "
+        "must cross the network in a fiftieth of the time, so the 90% point moves to a few workers unless the "
+        "per-worker batch grows with the accelerator's speed; the measured 2-worker steps also took longer than "
+        "the model says (above), so read the projection as an upper bound.",
+    ]
+    return "\n".join(lines)
+
+
+def advice(results: dict[Run, list[Result]], batches: Sequence[int]) -> str:
+    """The batch guidance the measurements support."""
+    medians = {batch: statistics.median(efficiencies(results, batch)) for batch in batches}
+    enough = [batch for batch in batches if medians[batch] >= GOAL]
+    smallest = min(batches)
+    at_smallest = f"at {smallest} images per worker two workers reached {medians[smallest]:.0%}."
+    if not enough:
+        return f"no batch measured reached {GOAL:.0%} on this machine (best: {max(medians.values()):.0%}); " + \
+            at_smallest
+    return (f"**give each CPU worker {min(enough):,} images per step or more** (and scale the learning rate) "
+            f"to reach {GOAL:.0%} here; " + at_smallest)
+
+
+def findings(results: dict[Run, list[Result]], batches: Sequence[int], link: projection.Link) -> list[str]:
+    """Where the time went at 2 workers, from the measurements, and what was changed because of it."""
+    def step(workers: int, batch: int) -> float:
+        return workers * batch / statistics.median(rates(results, Run("multiworker", workers, batch)))
+
+    allreduce_ms = projection.allreduce_seconds(GRADIENT_BYTES, 2, link) * 1e3
+    growth = ", ".join(f"{(step(2, batch) - step(1, batch)) * 1e3:.0f} ms at {batch}" for batch in batches)
+    return [
+        "### Where the time goes, and what was changed",
+        "",
+        f"- Each step of 2 workers took longer than one worker's step by {growth} (per-worker batch); the "
+        f"all-reduce of the {GRADIENT_BYTES / 1e6:.2f} MB of gradients alone takes {allreduce_ms:.1f} ms between "
+        "two otherwise idle tasks (the all-reduce job above). The rest is the all-reduce's CPU work (gRPC, "
+        "copies) sharing the worker's one core with the computation, and each step waiting for the slower "
+        "worker. That cost is nearly fixed per step, so efficiency grows with the per-worker batch: "
+        f"{advice(results, batches)}",
+        "- Profiled earlier (py-spy, perf): packing gradients (`CommunicationOptions(bytes_per_pack=...)`) and "
+        "more inter-op threads did not shorten the step; the trainer already runs 32 steps per call into "
+        "TensorFlow (`steps_per_execution`), so Python does not add a per-step cost.",
+        "- Fixed because of this benchmark: with each task bound to one core, TensorFlow gave every task one "
+        "inter-op thread and parameter-server workers hung in their first steps at 0% CPU. The trainer now "
+        "starts TensorFlow with at least 2 (`hpc_train/training/threads.py`); a test binds each task to one "
+        "core.",
+    ]
+
+
+def plot_scaling(results: dict[Run, list[Result]], batches: Sequence[int]) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    drawing, axes = plt.subplots(figsize=(7, 3.8))
+    width = 0.27
+    for offset, (label, workers, color) in enumerate((("1 worker", 1, "grey"), ("2 workers", 2, "tab:blue"))):
+        medians = [statistics.median(rates(results, Run("multiworker", workers, batch))) for batch in batches]
+        axes.bar([index + (offset - 0.5) * width for index in range(len(batches))], medians, width, label=label,
+                 color=color)
+    ideal = [2 * statistics.median(rates(results, Run("multiworker", 1, batch))) for batch in batches]
+    axes.scatter([index + 0.5 * width for index in range(len(batches))], ideal, marker="_", s=600, color="red",
+                 label="ideal: 2x one worker", zorder=3)
+    for index, batch in enumerate(batches):
+        axes.annotate(f"{statistics.median(efficiencies(results, batch)):.0%}", (index + 0.5 * width, ideal[index]),
+                      textcoords="offset points", xytext=(0, 4), ha="center")
+    axes.set_xticks(range(len(batches)), [str(batch) for batch in batches])
+    axes.set(xlabel="batch per worker", ylabel="global training images/s (median)",
+             title="Weak scaling, multiworker, one core per worker (efficiency above)")
+    axes.set_ylim(0, max(ideal) * 1.15)
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
+    drawing.tight_layout()
+    drawing.savefig(figure("scaling.png"), dpi=110)
+
+
+def plot_strategies(results: dict[Run, list[Result]], batches: Sequence[int]) -> None:
+    plt = pyplot()
+    if plt is None or not batches:
+        return
+    drawing, axes = plt.subplots(figsize=(7, 3.8))
+    kinds = (("1 worker", Run("multiworker", 1, 0), "grey"), ("multiworker, 2 workers", Run("multiworker", 2, 0),
+             "tab:blue"), ("parameter_server, 2 workers", Run("parameter_server", 2, 0), "tab:orange"))
+    width = 0.27
+    for offset, (label, kind, color) in enumerate(kinds):
+        runs = [Run(kind.strategy, kind.workers, batch) for batch in batches]
+        medians = [statistics.median(rates(results, run)) for run in runs]
+        errors = [[m - min(rates(results, r)) for m, r in zip(medians, runs)],
+                  [max(rates(results, r)) - m for m, r in zip(medians, runs)]]
+        axes.bar([index + (offset - 1) * width for index in range(len(batches))], medians, width, yerr=errors,
+                 label=label, color=color)
+    axes.set_xticks(range(len(batches)), [str(batch) for batch in batches])
+    axes.set(xlabel="batch per worker", ylabel="global training images/s (median, min-max)",
+             title="Images/s per strategy, one core per task")
+    axes.legend(loc="upper left", framealpha=1.0)
+    drawing.tight_layout()
+    drawing.savefig(figure("strategies.png"), dpi=110)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hpc-train bench scaling", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--batches", default=",".join(map(str, BATCHES)), help="per-worker batches, comma-separated")
+    parser.add_argument("--quick", action="store_true", help="1 repetition at batches 64 and 256; print only")
+    parser.add_argument("--results", type=Path, default=Path(tempfile.gettempdir()) / "hpc-train-bench-scaling.json",
+                        help="where the raw measurements go (default: %(default)s)")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the report from --results; run nothing")
+    args = parser.parse_args(argv)
+    if args.report_only:
+        measured = load(args.results)
+    elif not slurm_ready():
+        return 2
+    else:
+        measured = measure_all(args)
+        save(measured, args.results)
+        progress(f"raw measurements in {args.results} (--report-only rewrites the report from them)")
+    return report(measured, write=not args.quick)
+
+
+def measure_all(args: argparse.Namespace) -> Measured:
+    batches = (64, 256) if args.quick else tuple(int(batch) for batch in args.batches.split(","))
+    repetitions = 1 if args.quick else args.repetitions
+    progress("all-reduce times between two tasks")
+    allreduce = allreduce_link(os.cpu_count() or 1)
+    return Measured(batches, repetitions, allreduce, measure(args.data_dir, batches, repetitions))
+
+
+def report(measured: Measured, write: bool) -> int:
+    batches, results = measured.batches, measured.results
+    allreduce = measured.allreduce
+    link = projection.fit_link("this machine, loopback gRPC", allreduce["sizes"], allreduce["seconds"],
+                               allreduce["workers"])
+    compute = compute_model(results, batches)
+    section = render(results, batches, measured.repetitions, link, compute, checks(results, batches, compute, link))
+    print(section)
+    if write:
+        write_section("scaling", section)
+        plot_scaling(results, batches)
+        plot_strategies(results, [batch for batch in STRATEGY_BATCHES if batch in batches])
+        projection.plot(figure("projection.png"), compute, GRADIENT_BYTES, batches)
+        progress("wrote BENCHMARKS.md and benchmarks/{scaling,strategies,projection}.png")
+    best = max(summary(efficiencies(results, batch))[0] for batch in batches)
+    return 0 if best >= GOAL else 1
+
+
+@dataclass(frozen=True)
+class Measured:
+    batches: tuple[int, ...]
+    repetitions: int
+    allreduce: dict
+    results: dict[Run, list[Result]]
+
+
+def save(measured: Measured, path: Path) -> None:
+    runs = [{"run": vars(run), "results": [vars(result) for result in results]}
+            for run, results in measured.results.items()]
+    path.write_text(json.dumps({"batches": measured.batches, "repetitions": measured.repetitions,
+                                "allreduce": measured.allreduce, "runs": runs}, indent=1))
+
+
+def load(path: Path) -> Measured:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise HpcTrainError(f"cannot read measurements from {path} ({error}); run `hpc-train bench scaling` first, "
+                            "or pass --results FILE") from None
+    results = {Run(**entry["run"]): [Result(**result) for result in entry["results"]] for entry in raw["runs"]}
+    return Measured(tuple(raw["batches"]), raw["repetitions"], raw["allreduce"], results)
+
+
+def slurm_ready() -> bool:
+    from hpc_train.bench.report import slurm_reachable
+
+    if slurm_reachable():
+        return True
+    print("hpc-train bench scaling: no Slurm answers: run `hpc-train cluster up` and export the SLURM_CONF it prints",
+          file=sys.stderr)
+    return False

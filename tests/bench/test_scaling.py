@@ -1,0 +1,92 @@
+"""The scaling benchmark's pure parts: its job scripts (run through a real shell), its plan and its arithmetic."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpc_train.bench import projection, scaling
+from hpc_train.bench.scaling import Result, Run, checks, efficiencies, job_script, plan
+
+HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "quoted" dir', "semi;colon && touch PWNED"]
+
+
+def executable(path: Path, body: str) -> None:
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_a_job_script_passes_hostile_paths_verbatim_and_runs_nothing_else(hostile: str, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # srun runs its command as task 1 of 2; taskset (-c CORE COMMAND...) just runs the command.
+    executable(bin_dir / "srun", 'while [[ $1 == --* ]]; do shift; done\nSLURM_PROCID=1 exec "$@"\n')
+    executable(bin_dir / "taskset", 'echo "$2" > "$CORE_FILE"\nshift 2\nexec "$@"\n')
+    fake_train = bin_dir / "hpc-train"
+    executable(fake_train, 'python3 -c \'import json, sys; print(json.dumps(sys.argv[1:]))\' "$@" > "$ARGV_FILE"\n')
+    monkeypatch.setattr(scaling, "HPC_TRAIN", str(fake_train))
+    data_dir, output = tmp_path / hostile / "data", tmp_path / hostile / "out"
+    script = tmp_path / "job.sbatch"
+    script.write_text(job_script(Run("multiworker", 2, 256), data_dir, output, cores=2))
+    environment = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGV_FILE": str(tmp_path / "argv"),
+                   "CORE_FILE": str(tmp_path / "core")}
+    subprocess.run(["bash", str(script)], cwd=tmp_path, env=environment, check=True, timeout=30)
+    argv = json.loads((tmp_path / "argv").read_text())
+    assert argv[:5] == ["train", "--data-dir", str(data_dir), "--output-dir", str(output)]
+    assert "batch_size=256" in argv and "strategy=multiworker" in argv and "steps_per_epoch=64" in argv
+    assert (tmp_path / "core").read_text().strip() == "1"  # task 1 on core 1
+    assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_a_job_asks_one_node_per_task() -> None:
+    server_job = job_script(Run("parameter_server", 2, 64), Path("/data"), Path("/out"), cores=2)
+    assert "#SBATCH --nodes=4" in server_job  # chief, one ps, two workers
+    assert "strategy=parameter_server" in server_job
+    assert "#SBATCH --nodes=1" in job_script(Run("multiworker", 1, 64), Path("/data"), Path("/out"), cores=2)
+
+
+def test_the_learning_rate_grows_with_the_square_root_of_the_global_batch() -> None:
+    assert Run("multiworker", 1, 64).learning_rate == pytest.approx(0.001)
+    assert Run("multiworker", 2, 512).learning_rate == pytest.approx(0.004)
+
+
+def test_every_worker_trains_the_same_images_per_epoch_at_any_batch() -> None:
+    assert Run("multiworker", 2, 64).steps_per_epoch * 64 == Run("multiworker", 1, 1024).steps_per_epoch * 1024
+
+
+def test_each_repetition_runs_every_job_once_in_alternating_order() -> None:
+    first, second = plan((64, 256), 0), plan((64, 256), 1)
+    assert second == first[::-1]
+    assert len(set(first)) == len(first) == 6  # 2 batches x (1, 2 workers) + parameter_server at both
+    assert Run("parameter_server", 2, 256) in first
+
+
+def test_efficiency_pairs_each_repetitions_runs() -> None:
+    results = {Run("multiworker", 1, 64): [Result(1000.0, 0.9), Result(500.0, 0.9)],
+               Run("multiworker", 2, 64): [Result(1800.0, 0.9), Result(1000.0, 0.9)]}
+    assert efficiencies(results, 64) == pytest.approx([0.9, 1.0])
+
+
+def test_the_model_check_compares_step_seconds() -> None:
+    results = {Run("multiworker", 1, 64): [Result(640.0, 0.9)], Run("multiworker", 2, 64): [Result(1000.0, 0.9)]}
+    compute = projection.ComputeModel(fixed=0.0, per_image=0.001)
+    link = projection.Link("test", bandwidth=1e9, latency=0.0)
+    one, two = checks(results, (64,), compute, link)
+    assert (one.workers, one.measured, one.predicted) == (1, pytest.approx(0.1), pytest.approx(0.064))
+    assert two.measured == pytest.approx(0.128)  # 128 images a step at 1,000 images/s
+    assert two.predicted == pytest.approx(0.064 + scaling.GRADIENT_BYTES / 1e9)
+
+
+def test_measurements_saved_are_read_back_whole(tmp_path: Path) -> None:
+    measured = scaling.Measured((64,), 1, {"workers": 2, "sizes": [1, 2], "seconds": [0.1, 0.2]},
+                                {Run("multiworker", 1, 64): [Result(1000.0, 0.97)],
+                                 Run("parameter_server", 2, 64): [Result(1500.0, 0.96)]})
+    scaling.save(measured, tmp_path / "results.json")
+    assert scaling.load(tmp_path / "results.json") == measured
