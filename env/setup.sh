@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv in the project and install hpc-train into it (editable) with its dependencies.
-#   env/setup.sh            # with the test tools (pytest, hypothesis)
+#   env/setup.sh            # with the test tools (pytest, hypothesis, matplotlib)
 #   env/setup.sh test,bench # any extras of pyproject.toml
 # PYTHON=python3.11 env/setup.sh picks the interpreter (3.10 or newer).
 set -euo pipefail

@@ -35,6 +35,7 @@ SUBCOMMANDS = {
     "launch": ("launch", "start tasks locally with the environment srun would give them (mock Slurm)"),
     "cluster": ("cluster", "run a real Slurm cluster on this machine (up, down, status, env)"),
     "data": ("data", "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"),
+    "bench": ("bench", "measure speed against baselines; figures into BENCHMARKS.md"),
 }
 
 
