@@ -6,6 +6,7 @@ benchmarks/), or, for an installed copy, to the current directory.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import re
@@ -97,3 +98,20 @@ def slurm_reachable() -> bool:
         return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def arguments(name: str, description: str, repetitions: int) -> argparse.ArgumentParser:
+    """A benchmark's parser with the options every one has: --repetitions and --quick."""
+    parser = argparse.ArgumentParser(prog=f"hpc-train bench {name}", description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repetitions", type=int, default=repetitions)
+    parser.add_argument("--quick", action="store_true", help="2 repetitions; print only")
+    return parser
+
+
+def publish(name: str, section: str, write: bool) -> None:
+    """Print the section; unless it was a quick look, put it into BENCHMARKS.md."""
+    print(section)
+    if write:
+        write_section(name, section)
+        progress("wrote BENCHMARKS.md")

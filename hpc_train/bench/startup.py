@@ -12,7 +12,6 @@ section of BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -22,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import ROOT, command_line, machine, progress, spread, table, write_section
+from hpc_train.bench.report import ROOT, arguments, command_line, machine, progress, publish, spread, table
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"
 HPC_TRAIN = str(Path(sys.executable).parent / "hpc-train")
@@ -92,16 +91,8 @@ def render(samples: dict[str, list[float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hpc-train bench startup", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments("startup", __doc__, repetitions=7)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--repetitions", type=int, default=7)
-    parser.add_argument("--quick", action="store_true", help="2 repetitions; print only")
     args = parser.parse_args(argv)
-    samples = measure(args.data_dir, 2 if args.quick else args.repetitions)
-    section = render(samples)
-    print(section)
-    if not args.quick:
-        write_section("startup", section)
-        progress("wrote BENCHMARKS.md")
+    publish("startup", render(measure(args.data_dir, 2 if args.quick else args.repetitions)), write=not args.quick)
     return 0

@@ -13,7 +13,6 @@ Rewrites its section of BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
@@ -21,8 +20,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import (command_line, machine, progress, slurm_reachable, spread, summary, table,
-                                    write_section)
+from hpc_train.bench.report import (arguments, command_line, machine, progress, publish, slurm_reachable, spread,
+                                    summary, table)
 
 HPC_TRAIN = str(Path(sys.executable).parent / "hpc-train")
 GOAL = 2.0
@@ -126,20 +125,12 @@ def render(samples: dict[str, list[float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hpc-train bench submit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repetitions", type=int, default=9)
-    parser.add_argument("--quick", action="store_true", help="2 repetitions; print only")
-    args = parser.parse_args(argv)
+    args = arguments("submit", __doc__, repetitions=9).parse_args(argv)
     if not slurm_reachable():
         print("hpc-train bench submit: no Slurm answers: run `hpc-train cluster up` and export the SLURM_CONF it "
               "prints", file=sys.stderr)
         return 2
     samples = measure(2 if args.quick else args.repetitions)
-    section = render(samples)
-    print(section)
-    if not args.quick:
-        write_section("submit", section)
-        progress("wrote BENCHMARKS.md")
+    publish("submit", render(samples), write=not args.quick)
     ratio = summary([s / b for s, b in zip(samples[SUBMIT_RUNNING], samples[SBATCH_RUNNING])])[0]
     return 0 if ratio <= GOAL else 1
