@@ -7,13 +7,13 @@ logs (`_supports_tf_logs`), the one kind ParameterServerStrategy allows.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpc_train.training.clock import seconds_since_process_start
 from hpc_train.training.keras import keras, tf
 from hpc_train.training.runstate import write_json_atomically
 from hpc_train.training.stopping import StopKind
@@ -105,19 +105,6 @@ class FirstSteps(keras.callbacks.Callback):
         if not self.done:
             self.done = True
             self.report(seconds_since_process_start())
-
-
-def seconds_since_process_start() -> float:
-    """Wall-clock seconds since this process started (Linux: /proc; elsewhere since this module loaded)."""
-    try:
-        started_ticks = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return uptime - started_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return time.monotonic() - _LOADED
-
-
-_LOADED = time.monotonic()
 
 
 class EpochCheckpoint(keras.callbacks.Callback):
