@@ -277,8 +277,14 @@ def findings(results: dict[Run, list[Result]], batches: Sequence[int], link: pro
         f"all-reduce of the {GRADIENT_BYTES / 1e6:.2f} MB of gradients alone takes {allreduce_ms:.1f} ms between "
         "two otherwise idle tasks (the all-reduce job above). The rest is the all-reduce's CPU work (gRPC, "
         "copies) sharing the worker's one core with the computation, and each step waiting for the slower "
-        "worker. That cost is nearly fixed per step, so efficiency grows with the per-worker batch: "
+        "worker. That cost grows far more slowly than the computation, so efficiency grows with the per-worker "
+        "batch: "
         f"{advice(results, batches)}",
+        "- The machine's own share (a one-off check, not part of this command): two independent one-worker "
+        "trainings at once, each bound to its own core (`taskset -c 0 hpc-train train ... & taskset -c 1 "
+        "hpc-train train ...`, batch 64 and 1,024, twice each), each ran at 87-97% of one alone: the two cores "
+        "share caches and memory bandwidth. So about 6 of the points lost at 1,024 are this machine's, the rest "
+        "is communication; on separate machines the ceiling is 100%.",
         "- Profiled earlier (py-spy, perf): packing gradients (`CommunicationOptions(bytes_per_pack=...)`) and "
         "more inter-op threads did not shorten the step; the trainer already runs 32 steps per call into "
         "TensorFlow (`steps_per_execution`), so Python does not add a per-step cost.",

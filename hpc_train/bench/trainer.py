@@ -102,16 +102,16 @@ def render(samples: dict[str, list[float]], epochs: int) -> str:
         "Where the time went, and what was changed because of it:",
         "",
         "- **Kernels.** TensorFlow turns its oneDNN kernels on by itself only on CPUs with AVX512-VNNI or newer; "
-        "on this AVX2 CPU they were off, and turning them on made the trainer 1.6-1.9x faster at the same "
+        "on this AVX2 CPU they were off, and turning them on made the trainer about 2x faster at the same "
         "accuracy. The trainer now sets `TF_ENABLE_ONEDNN_OPTS=1` unless the user set it "
         "(`hpc_train/training/keras.py`); the `TF_ENABLE_ONEDNN_OPTS=0` row is the trainer without it, and the "
         "seed script with it shows what the rest of the trainer adds on equal kernels.",
-        "- **Memory.** `perf` and the process's own clock showed 43% of a core in the kernel: glibc mmaps each "
-        "large block TensorFlow allocates and gives freed memory back, so every step faults in fresh zeroed "
-        "pages. The trainer tells malloc to keep freed memory (`mallopt`: no mmap'd blocks, no trimming; "
-        "`hpc_train/training/memory.py`): one worker bound to one core trained about 2x faster. With two free "
-        "cores (this table) the difference is within the noise; the `tune_malloc=false` row is the trainer "
-        "without it.",
+        "- **Memory.** Without oneDNN, `perf` showed 43% of a core in the kernel: glibc mmaps each large block "
+        "TensorFlow allocates and gives freed memory back, so every step faults in fresh zeroed pages. The "
+        "trainer tells malloc to keep freed memory (`mallopt`: no mmap'd blocks, no trimming; "
+        "`hpc_train/training/memory.py`), which doubled one core's images/s then. With oneDNN's kernels the "
+        "difference is within the noise here (the `tune_malloc=false` row; also on one core: about 10,000 "
+        "images/s either way); it stays on for TensorFlow builds and CPUs where oneDNN is off.",
         "- **Steps per call.** The seed runs one step per call into TensorFlow and its progress bar reads the "
         "loss back after every step; the trainer runs 32 steps per call (`steps_per_execution`).",
         "- **Input.** Images stay uint8 and are normalised a batch at a time after the gather, prefetched; "
