@@ -88,9 +88,9 @@ def render(samples: dict[str, list[float]]) -> str:
         "",
         f"What the {extra:.1f} s between the import and the first steps buy (medians): reading MNIST (about "
         "0.05 s), building the model, and tracing the training step into a graph, which every TensorFlow "
-        "program pays at its first step. With two tasks the chief also waits for its peer to check in and for the collective "
-        "ring to form. TensorFlow and tf_keras are imported once, in the task itself; the CLI does not import "
-        "them (see Bootstrap).",
+        "program pays at its first step. With two tasks the chief also waits for its peer to check in and for the "
+        "collective ring to form. TensorFlow and tf_keras are imported once, in the task itself; the CLI does not "
+        "import them (see Bootstrap).",
     ])
 
 

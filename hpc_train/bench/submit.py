@@ -30,7 +30,8 @@ POLL_SECONDS = 0.02
 RUNNING_TIMEOUT = 120.0
 WAITING = ("PENDING", "CONFIGURING")
 # What `hpc-train submit --nodes 2` asks for, as a plain script (submit's own script needs submitit's job folder).
-SAME_REQUEST = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --output=/dev/null\nsrun sleep 60\n"
+SAME_REQUEST = ("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --output=/dev/null\n"
+                "srun sleep 60\n")
 SBATCH_RUNNING = "`sbatch SCRIPT` -> RUNNING"
 SUBMIT_RUNNING = "`hpc-train submit --nodes 2` -> RUNNING"
 SBATCH_HELD = "`sbatch --hold SCRIPT`"
