@@ -45,6 +45,28 @@ def test_a_job_script_passes_hostile_paths_verbatim_and_runs_nothing_else(hostil
     assert not list(tmp_path.rglob("PWNED"))
 
 
+def test_independent_workers_train_alone_each_into_its_own_folder(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    executable(bin_dir / "srun", 'while [[ $1 == --* ]]; do shift; done\nSLURM_PROCID=0 exec "$@"\n')
+    executable(bin_dir / "taskset", 'echo "$2" >> "$CORE_FILE"\nshift 2\nexec "$@"\n')
+    fake_train = bin_dir / "hpc-train"
+    print_argv = 'python3 -c \'import json, sys; print(json.dumps(sys.argv[1:]))\' "$@"'
+    executable(fake_train, print_argv + ' > "$ARGV_FILE.$BENCH_RANK"\n')
+    monkeypatch.setattr(scaling, "HPC_TRAIN", str(fake_train))
+    output = tmp_path / "it's out"
+    script = tmp_path / "job.sbatch"
+    script.write_text(job_script(Run(scaling.INDEPENDENT, 2, 64), tmp_path / "data", output, cores=2))
+    environment = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGV_FILE": str(tmp_path / "argv"),
+                   "CORE_FILE": str(tmp_path / "cores")}
+    subprocess.run(["bash", str(script)], cwd=tmp_path, env=environment, check=True, timeout=30)
+    runs = [json.loads((tmp_path / f"argv.{rank}").read_text()) for rank in (0, 1)]  # one file each
+    assert [run[-1] for run in runs] == [f"output_dir={output}/task0", f"output_dir={output}/task1"]
+    assert all("strategy=none" in run for run in runs)
+    assert sorted((tmp_path / "cores").read_text().split()) == ["0", "1"]  # one core each
+
+
 def test_a_job_asks_one_node_per_task() -> None:
     server_job = job_script(Run("parameter_server", 2, 64), Path("/data"), Path("/out"), cores=2)
     assert "#SBATCH --nodes=4" in server_job  # chief, one ps, two workers
@@ -64,14 +86,17 @@ def test_every_worker_trains_the_same_images_per_epoch_at_any_batch() -> None:
 def test_each_repetition_runs_every_job_once_in_alternating_order() -> None:
     first, second = plan((64, 256), 0), plan((64, 256), 1)
     assert second == first[::-1]
-    assert len(set(first)) == len(first) == 6  # 2 batches x (1, 2 workers) + parameter_server at both
+    assert len(set(first)) == len(first) == 8  # 2 batches x (1, 2, 2 independent workers) + parameter_server at both
     assert Run("parameter_server", 2, 256) in first
 
 
-def test_efficiency_pairs_each_repetitions_runs() -> None:
+def test_efficiency_and_ceiling_pair_each_repetitions_runs() -> None:
     results = {Run("multiworker", 1, 64): [Result(1000.0, 0.9), Result(500.0, 0.9)],
-               Run("multiworker", 2, 64): [Result(1800.0, 0.9), Result(1000.0, 0.9)]}
+               Run("multiworker", 2, 64): [Result(1800.0, 0.9), Result(1000.0, 0.9)],
+               Run(scaling.INDEPENDENT, 2, 64): [Result(1900.0, 0.9), Result(950.0, 0.9)]}
     assert efficiencies(results, 64) == pytest.approx([0.9, 1.0])
+    assert scaling.ceilings(results, 64) == pytest.approx([0.95, 0.95])
+    assert "reached 95% of twice one alone at 64 images" in scaling.machine_share(results, [64])
 
 
 def test_the_model_check_compares_step_seconds() -> None:
