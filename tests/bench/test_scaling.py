@@ -21,46 +21,44 @@ def executable(path: Path, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
+def run_with_fake_tools(script_text: str, tmp_path: Path, procid: int) -> None:
+    """Run a job script through bash with srun, taskset and hpc-train faked.
+
+    srun runs its command once as task `procid`; taskset appends its core to `cores`; hpc-train
+    writes its arguments as JSON to `argv.RANK` (RANK: BENCH_RANK, else SLURM_PROCID).
+    """
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    executable(bin_dir / "srun", f'while [[ $1 == --* ]]; do shift; done\nSLURM_PROCID={procid} exec "$@"\n')
+    executable(bin_dir / "taskset", 'echo "$2" >> "$CORE_FILE"\nshift 2\nexec "$@"\n')
+    print_argv = 'python3 -c \'import json, sys; print(json.dumps(sys.argv[1:]))\' "$@"'
+    executable(bin_dir / "hpc-train", print_argv + ' > "$ARGV_FILE.${BENCH_RANK:-$SLURM_PROCID}"\n')
+    script = tmp_path / "job.sbatch"
+    script.write_text(script_text)
+    environment = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGV_FILE": str(tmp_path / "argv"),
+                   "CORE_FILE": str(tmp_path / "cores")}
+    subprocess.run(["bash", str(script)], cwd=tmp_path, env=environment, check=True, timeout=30)
+
+
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_a_job_script_passes_hostile_paths_verbatim_and_runs_nothing_else(hostile: str, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    # srun runs its command as task 1 of 2; taskset (-c CORE COMMAND...) just runs the command.
-    executable(bin_dir / "srun", 'while [[ $1 == --* ]]; do shift; done\nSLURM_PROCID=1 exec "$@"\n')
-    executable(bin_dir / "taskset", 'echo "$2" > "$CORE_FILE"\nshift 2\nexec "$@"\n')
-    fake_train = bin_dir / "hpc-train"
-    executable(fake_train, 'python3 -c \'import json, sys; print(json.dumps(sys.argv[1:]))\' "$@" > "$ARGV_FILE"\n')
-    monkeypatch.setattr(scaling, "HPC_TRAIN", str(fake_train))
+    monkeypatch.setattr(scaling, "HPC_TRAIN", str(tmp_path / "bin" / "hpc-train"))
     data_dir, output = tmp_path / hostile / "data", tmp_path / hostile / "out"
-    script = tmp_path / "job.sbatch"
-    script.write_text(job_script(Run("multiworker", 2, 256), data_dir, output, cores=2))
-    environment = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGV_FILE": str(tmp_path / "argv"),
-                   "CORE_FILE": str(tmp_path / "core")}
-    subprocess.run(["bash", str(script)], cwd=tmp_path, env=environment, check=True, timeout=30)
-    argv = json.loads((tmp_path / "argv").read_text())
+    run_with_fake_tools(job_script(Run("multiworker", 2, 256), data_dir, output, cores=2), tmp_path, procid=1)
+    argv = json.loads((tmp_path / "argv.1").read_text())
     assert argv[:5] == ["train", "--data-dir", str(data_dir), "--output-dir", str(output)]
     assert "batch_size=256" in argv and "strategy=multiworker" in argv and "steps_per_epoch=64" in argv
-    assert (tmp_path / "core").read_text().strip() == "1"  # task 1 on core 1
+    assert (tmp_path / "cores").read_text().strip() == "1"  # task 1 on core 1
     assert not list(tmp_path.rglob("PWNED"))
 
 
 def test_independent_workers_train_alone_each_into_its_own_folder(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    executable(bin_dir / "srun", 'while [[ $1 == --* ]]; do shift; done\nSLURM_PROCID=0 exec "$@"\n')
-    executable(bin_dir / "taskset", 'echo "$2" >> "$CORE_FILE"\nshift 2\nexec "$@"\n')
-    fake_train = bin_dir / "hpc-train"
-    print_argv = 'python3 -c \'import json, sys; print(json.dumps(sys.argv[1:]))\' "$@"'
-    executable(fake_train, print_argv + ' > "$ARGV_FILE.$BENCH_RANK"\n')
-    monkeypatch.setattr(scaling, "HPC_TRAIN", str(fake_train))
+    monkeypatch.setattr(scaling, "HPC_TRAIN", str(tmp_path / "bin" / "hpc-train"))
     output = tmp_path / "it's out"
-    script = tmp_path / "job.sbatch"
-    script.write_text(job_script(Run(scaling.INDEPENDENT, 2, 64), tmp_path / "data", output, cores=2))
-    environment = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGV_FILE": str(tmp_path / "argv"),
-                   "CORE_FILE": str(tmp_path / "cores")}
-    subprocess.run(["bash", str(script)], cwd=tmp_path, env=environment, check=True, timeout=30)
+    run_with_fake_tools(job_script(Run(scaling.INDEPENDENT, 2, 64), tmp_path / "data", output, cores=2), tmp_path,
+                        procid=0)
     runs = [json.loads((tmp_path / f"argv.{rank}").read_text()) for rank in (0, 1)]  # one file each
     assert [run[-1] for run in runs] == [f"output_dir={output}/task0", f"output_dir={output}/task1"]
     assert all("strategy=none" in run for run in runs)
