@@ -55,7 +55,7 @@ class TrainConfig:
     # Keras' dtype policy: mixed_bfloat16 is faster on CPUs with bf16 units (AVX512-BF16, AMX)
     # and on TPUs, mixed_float16 on GPUs; float32 is exact and the default.
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
-    # TensorFlow's inter-op threads; empty: one per core the task may use, at least 2 (training/threads.py).
+    # TensorFlow's inter-op threads; empty: one per core the task may use, at least 2 for parameter_server.
     inter_op_threads: int | None = None
     # Keep freed memory in the process for the next step, rather than return it to the kernel
     # and fault it back in (glibc's mallopt): about twice the images/s on a CPU.

@@ -68,7 +68,7 @@ def run(config: TrainConfig) -> int:
     task = prepare_task(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
     if task.cluster:
         meet(task, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
-    size_inter_op_pool(config.inter_op_threads)  # before TensorFlow starts: at least 2 (threads.py)
+    size_inter_op_pool(config.inter_op_threads, config.strategy)  # before TensorFlow starts (threads.py)
     if config.strategy == "parameter_server" and task.type != "chief":
         from hpc_train.training.servers import serve_until_chief_leaves
 
