@@ -267,8 +267,9 @@ def render(results: dict[Run, list[Result]], batches: Sequence[int], repetitions
         f"![projected efficiency against GPUs]({figure('projection.png').relative_to(ROOT)})",
         "",
         "Reading the projection: on the measured core (speedup 1) this small model scales to hundreds of workers "
-        "over InfiniBand and, at 256 images per worker or more, to about a hundred over 25 GbE. On accelerators the same gradient "
-        "must cross the network in a fiftieth of the time, so the 90% point moves to a few workers unless the "
+        "over InfiniBand and, at 256 images per worker or more, to about a hundred over 25 GbE. On accelerators "
+        "the same gradient must cross the network in a fiftieth of the time, so the 90% point moves to a few "
+        "workers unless the "
         "per-worker batch grows with the accelerator's speed; the measured 2-worker steps also took longer than "
         "the model says (above), so read the projection as an upper bound.",
     ]
@@ -282,7 +283,7 @@ def advice(results: dict[Run, list[Result]], batches: Sequence[int]) -> str:
     smallest = min(batches)
     at_smallest = f"at {smallest} images per worker two workers reached {medians[smallest]:.0%}."
     if not enough:
-        return f"no batch measured reached {GOAL:.0%} on this machine (best: {max(medians.values()):.0%}); " + \
+        return f"no batch measured reached {GOAL:.0%} on this machine (best: {max(medians.values()):.1%}); " + \
             at_smallest
     return (f"**give each CPU worker {min(enough):,} images per step or more** (and scale the learning rate) "
             f"to reach {GOAL:.0%} here; " + at_smallest)
