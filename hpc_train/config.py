@@ -58,7 +58,7 @@ class TrainConfig:
     # TensorFlow's inter-op threads; empty: one per core the task may use, at least 2 for parameter_server.
     inter_op_threads: int | None = None
     # Keep freed memory in the process for the next step, rather than return it to the kernel
-    # and fault it back in (glibc's mallopt): about twice the images/s on a CPU.
+    # and fault it back in (glibc's mallopt): twice the images/s on a CPU without oneDNN.
     tune_malloc: bool = True
     # Seconds the tasks of a distributed job wait for each other at start before failing.
     startup_timeout: int = 300

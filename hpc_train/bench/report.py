@@ -13,13 +13,15 @@ import re
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 ROOT = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else Path.cwd()
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
 FIGURES = ROOT / "benchmarks"
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"  # the staged MNIST beside the checkout
+HPC_TRAIN = str(Path(sys.executable).parent / "hpc-train")  # this environment's, whatever PATH says
 
 
 def summary(samples: Sequence[float], scale: float = 1.0) -> tuple[float, float, float]:
@@ -98,6 +100,26 @@ def slurm_reachable() -> bool:
         return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def require_slurm(name: str) -> bool:
+    """Whether Slurm answers; if not, say in one line how to get one."""
+    if slurm_reachable():
+        return True
+    print(f"hpc-train bench {name}: no Slurm answers: run `hpc-train cluster up` and export the SLURM_CONF it "
+          "prints", file=sys.stderr)
+    return False
+
+
+def interleaved(runs: dict[str, Callable[[], float]], repetitions: int,
+                shown: Callable[[float], str]) -> dict[str, list[float]]:
+    """Each run once per repetition, the order reversed every other one, so drift hits all alike."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for repetition in range(repetitions):
+        for name in list(runs) if repetition % 2 == 0 else list(reversed(runs)):
+            samples[name].append(runs[name]())
+        progress(f"repetition {repetition + 1}/{repetitions}: " + ", ".join(shown(samples[n][-1]) for n in runs))
+    return samples
 
 
 def arguments(name: str, description: str, repetitions: int) -> argparse.ArgumentParser:

@@ -34,12 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_train.bench import projection
+from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, ROOT, command_line, figure, machine, progress, pyplot,
+                                    require_slurm, spread, summary, table, write_section)
 from hpc_train.errors import HpcTrainError
-from hpc_train.bench.report import (ROOT, command_line, figure, machine, progress, pyplot, spread, summary, table,
-                                    write_section)
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"
-HPC_TRAIN = str(Path(sys.executable).parent / "hpc-train")
 BATCHES = (64, 256, 1024, 2048)
 STRATEGY_BATCHES = (64, 256)
 INDEPENDENT = "independent"
@@ -75,20 +73,29 @@ class Result:
     accuracy: float
 
 
+def sbatch_header(name: str, nodes: int, output: Path) -> list[str]:
+    """A job's first lines: one task per node, its log in `output`, which BENCH_OUTPUT names too."""
+    return ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --nodes={nodes}", "#SBATCH --ntasks-per-node=1",
+            "#SBATCH --time=00:15:00", f"#SBATCH --output={shlex.quote(str(output / 'slurm.out'))}",
+            "set -euo pipefail", f"export BENCH_OUTPUT={shlex.quote(str(output))}"]
+
+
+def bound_step(command: Sequence[str], cores: int) -> str:
+    """srun the command once per task, task i bound to core i mod cores; every value quoted."""
+    bind = f'exec taskset -c $((SLURM_PROCID % {cores})) "$0" "$@"'
+    return f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(bind)} {shlex.join(command)}"
+
+
 def job_script(run: Run, data_dir: Path, output: Path, cores: int) -> str:
-    """An sbatch script: one task per node, task i bound to core i mod cores; every value quoted."""
+    """An sbatch script for one run: one task per node, task i bound to core i mod cores; every value quoted."""
     settings = {"strategy": "none" if run.strategy == INDEPENDENT else run.strategy,
                 "batch_size": run.batch, "learning_rate": f"{run.learning_rate:.6g}", "epochs": EPOCHS,
                 "steps_per_epoch": run.steps_per_epoch, "validation_images": 2000}
     train = [HPC_TRAIN, "train", "--data-dir", str(data_dir), "--output-dir", str(output),
              *(part for key, value in settings.items() for part in ("--set", f"{key}={value}"))]
-    header = ["#!/bin/bash", f"#SBATCH --job-name=bench-{run.strategy}-{run.workers}x{run.batch}",
-              f"#SBATCH --nodes={run.tasks}", "#SBATCH --ntasks-per-node=1", "#SBATCH --time=00:15:00",
-              f"#SBATCH --output={shlex.quote(str(output / 'slurm.out'))}", "set -euo pipefail",
-              f"export BENCH_OUTPUT={shlex.quote(str(output))}"]
+    header = sbatch_header(f"bench-{run.strategy}-{run.workers}x{run.batch}", run.tasks, output)
     if run.strategy != INDEPENDENT:
-        bind = f'exec taskset -c $((SLURM_PROCID % {cores})) "$0" "$@"'
-        return "\n".join([*header, f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(bind)} {shlex.join(train)}", ""])
+        return "\n".join([*header, bound_step(train, cores), ""])
     # One single-task step per node at once, each its own training into its own folder.
     bind = f'exec taskset -c $((BENCH_RANK % {cores})) "$0" "$@" --set "output_dir=$BENCH_OUTPUT/task$BENCH_RANK"'
     return "\n".join([
@@ -147,11 +154,7 @@ def allreduce_link(cores: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="hpc-train-bench-") as work:
         folder = Path(work)
         command = [HPC_TRAIN, "bootstrap", "--", sys.executable, "-m", "hpc_train.bench.allreduce"]
-        bind = f"exec taskset -c $((SLURM_PROCID % {cores})) \"$0\" \"$@\""
-        run_job("\n".join(["#!/bin/bash", "#SBATCH --job-name=bench-allreduce", "#SBATCH --nodes=2",
-                           "#SBATCH --ntasks-per-node=1", "#SBATCH --time=00:10:00",
-                           f"#SBATCH --output={shlex.quote(str(folder / 'slurm.out'))}", "set -euo pipefail",
-                           f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(bind)} {shlex.join(command)}", ""]), folder)
+        run_job("\n".join([*sbatch_header("bench-allreduce", 2, folder), bound_step(command, cores), ""]), folder)
         lines = [line for line in (folder / "slurm.out").read_text().splitlines() if line.startswith("{")]
     return json.loads(lines[-1])
 
@@ -179,14 +182,17 @@ def measure(data_dir: Path, batches: Sequence[int], repetitions: int) -> dict[Ru
 
 def efficiencies(results: dict[Run, list[Result]], batch: int) -> list[float]:
     """Per repetition: 2 workers' images/s over twice one worker's."""
-    one, two = results[Run("multiworker", 1, batch)], results[Run("multiworker", 2, batch)]
-    return [pair.images_per_second / (2 * single.images_per_second) for single, pair in zip(one, two)]
+    return _against_twice_one(results, Run("multiworker", 2, batch))
 
 
 def ceilings(results: dict[Run, list[Result]], batch: int) -> list[float]:
     """Per repetition: two independent one-worker trainings at once over twice one alone, this machine's limit."""
-    one, side_by_side = results[Run("multiworker", 1, batch)], results[Run(INDEPENDENT, 2, batch)]
-    return [pair.images_per_second / (2 * single.images_per_second) for single, pair in zip(one, side_by_side)]
+    return _against_twice_one(results, Run(INDEPENDENT, 2, batch))
+
+
+def _against_twice_one(results: dict[Run, list[Result]], pair: Run) -> list[float]:
+    singles = results[Run("multiworker", 1, pair.batch)]
+    return [both.images_per_second / (2 * one.images_per_second) for one, both in zip(singles, results[pair])]
 
 
 def rates(results: dict[Run, list[Result]], run: Run) -> list[float]:
@@ -392,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.report_only:
         measured = load(args.results)
-    elif not slurm_ready():
+    elif not require_slurm("scaling"):
         return 2
     else:
         measured = measure_all(args)
@@ -450,13 +456,3 @@ def load(path: Path) -> Measured:
                             "or pass --results FILE") from None
     results = {Run(**entry["run"]): [Result(**result) for result in entry["results"]] for entry in raw["runs"]}
     return Measured(tuple(raw["batches"]), raw["repetitions"], raw["allreduce"], results)
-
-
-def slurm_ready() -> bool:
-    from hpc_train.bench.report import slurm_reachable
-
-    if slurm_reachable():
-        return True
-    print("hpc-train bench scaling: no Slurm answers: run `hpc-train cluster up` and export the SLURM_CONF it prints",
-          file=sys.stderr)
-    return False

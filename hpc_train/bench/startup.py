@@ -21,11 +21,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import (ROOT, arguments, command_line, machine, progress, publish, spread, summary,
-                                    table)
+from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, arguments, command_line, interleaved, machine, publish,
+                                    spread, summary, table)
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"
-HPC_TRAIN = str(Path(sys.executable).parent / "hpc-train")
 BASELINE = '`python -c "import tensorflow"`'
 ONE_TASK = "`hpc-train train`, one task: first steps done"
 QUIET = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -61,14 +59,7 @@ def contestants(data_dir: Path) -> dict[str, Callable[[], float]]:
 
 
 def measure(data_dir: Path, repetitions: int) -> dict[str, list[float]]:
-    runs = contestants(data_dir)
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    for repetition in range(repetitions):
-        order = list(runs) if repetition % 2 == 0 else list(reversed(runs))
-        for name in order:
-            samples[name].append(runs[name]())
-        progress(f"repetition {repetition + 1}/{repetitions}: " + ", ".join(f"{samples[n][-1]:.2f} s" for n in runs))
-    return samples
+    return interleaved(contestants(data_dir), repetitions, lambda seconds: f"{seconds:.2f} s")
 
 
 def render(samples: dict[str, list[float]]) -> str:

@@ -20,11 +20,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import (arguments, command_line, machine, progress, publish, slurm_reachable, spread,
-                                    summary, table)
+from hpc_train.bench.report import (HPC_TRAIN, arguments, command_line, interleaved, machine, publish, require_slurm,
+                                    spread, summary, table)
 from hpc_train.errors import HpcTrainError
 
-HPC_TRAIN = str(Path(sys.executable).parent / "hpc-train")
 GOAL = 2.0
 POLL_SECONDS = 0.02
 RUNNING_TIMEOUT = 120.0
@@ -74,8 +73,6 @@ def held(command: Sequence[str], cwd: Path) -> float:
 
 
 def measure(repetitions: int) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {name: [] for name in (SBATCH_RUNNING, SUBMIT_RUNNING, SBATCH_HELD,
-                                                             SUBMIT_HELD, PYTHON)}
     with tempfile.TemporaryDirectory(prefix="hpc-train-bench-") as work:
         folder = Path(work)
         submit = [HPC_TRAIN, "submit", "--nodes", "2", "--set", "epochs=1"]
@@ -86,13 +83,7 @@ def measure(repetitions: int) -> dict[str, list[float]]:
                 SBATCH_HELD: lambda: held(["sbatch", "--hold", str(script)], folder),
                 SUBMIT_HELD: lambda: held([*submit, "--hold"], folder),
                 PYTHON: _python_start}
-        for repetition in range(repetitions):
-            order = list(runs) if repetition % 2 == 0 else list(reversed(runs))
-            for name in order:
-                samples[name].append(runs[name]())
-            progress(f"repetition {repetition + 1}/{repetitions}: "
-                     + ", ".join(f"{samples[name][-1] * 1000:.0f} ms" for name in runs))
-    return samples
+        return interleaved(runs, repetitions, lambda seconds: f"{seconds * 1000:.0f} ms")
 
 
 def _python_start() -> float:
@@ -132,9 +123,7 @@ def render(samples: dict[str, list[float]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = arguments("submit", __doc__, repetitions=9).parse_args(argv)
-    if not slurm_reachable():
-        print("hpc-train bench submit: no Slurm answers: run `hpc-train cluster up` and export the SLURM_CONF it "
-              "prints", file=sys.stderr)
+    if not require_slurm("submit"):
         return 2
     samples = measure(2 if args.quick else args.repetitions)
     publish("submit", render(samples), write=not args.quick)

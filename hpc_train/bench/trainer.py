@@ -26,12 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_train.bench.report import (ROOT, command_line, figure, machine, progress, pyplot, spread, summary, table,
-                                    write_section)
+from hpc_train.bench.report import (DEFAULT_DATA, ROOT, command_line, figure, interleaved, machine, progress, pyplot,
+                                    spread, summary, table, write_section)
 
 PLOT = "trainer_throughput.png"
 GOAL = 1.7
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"
 BASELINE = "plain Keras script, seed design, tf-keras (baseline)"
 DEFAULTS = "hpc-train train (defaults)"
 
@@ -71,13 +70,10 @@ def epoch_rates(contestant: Contestant, data_dir: Path, epochs: int) -> list[flo
 
 def measure(data_dir: Path, rounds: int, epochs: int,
             run: Callable[[Contestant, Path, int], list[float]] = epoch_rates) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {name: [] for name in CONTESTANTS}
-    for round_ in range(rounds):
-        order = list(CONTESTANTS) if round_ % 2 == 0 else list(reversed(CONTESTANTS))
-        for name in order:
-            samples[name].append(statistics.median(run(CONTESTANTS[name], data_dir, epochs)[1:]))
-        progress(f"round {round_ + 1}/{rounds}: " + ", ".join(f"{samples[n][-1]:,.0f}" for n in CONTESTANTS))
-    return samples
+    """Per contestant and round, the median images/s of its epochs after the first."""
+    runs = {name: (lambda contestant=contestant: statistics.median(run(contestant, data_dir, epochs)[1:]))
+            for name, contestant in CONTESTANTS.items()}
+    return interleaved(runs, rounds, lambda rate: f"{rate:,.0f}")
 
 
 def render(samples: dict[str, list[float]], epochs: int) -> str:

@@ -12,7 +12,7 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our progress lines
 # oneDNN kernels are TensorFlow's default only on CPUs with AVX512-VNNI or newer; on an AVX2 CPU they
-# trained the default CNN 1.6-1.9x faster, with the same accuracy (BENCHMARKS.md). 0 turns them off.
+# trained the default CNN about 2x faster, with the same accuracy (BENCHMARKS.md). 0 turns them off.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import tensorflow as tf  # noqa: E402

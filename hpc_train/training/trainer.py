@@ -64,7 +64,7 @@ def run(config: TrainConfig) -> int:
     # First of all: Slurm's warning signal would otherwise end a task that is still starting.
     signals = StopSignals().install()
     if config.tune_malloc:
-        keep_freed_memory()  # before TensorFlow allocates: about 2x the images/s on a CPU (memory.py)
+        keep_freed_memory()  # before TensorFlow allocates: 2x the images/s without oneDNN (memory.py)
     task = prepare_task(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
     if task.cluster:
         meet(task, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow

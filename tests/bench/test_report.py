@@ -36,3 +36,11 @@ def test_a_section_is_replaced_in_place_and_the_others_are_kept(tmp_path: Path,
     assert text.startswith("# Benchmarks\n")
     assert "old" not in text and text.count("## Trainer") == 1 and "figures" in text
     assert text.index("new") < text.index("## Scaling")  # replaced where it was, not appended
+
+
+def test_interleaved_runs_reverse_their_order_every_other_repetition() -> None:
+    order: list[str] = []
+    runs = {name: (lambda name=name: order.append(name) or float(len(order))) for name in ("a", "b", "c")}
+    samples = report.interleaved(runs, 3, str)
+    assert order == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
+    assert samples == {"a": [1.0, 6.0, 7.0], "b": [2.0, 5.0, 8.0], "c": [3.0, 4.0, 9.0]}

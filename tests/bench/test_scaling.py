@@ -113,3 +113,17 @@ def test_measurements_saved_are_read_back_whole(tmp_path: Path) -> None:
                                  Run("parameter_server", 2, 64): [Result(1500.0, 0.96)]})
     scaling.save(measured, tmp_path / "results.json")
     assert scaling.load(tmp_path / "results.json") == measured
+
+
+def test_a_failed_job_is_one_error_naming_it_with_its_log_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    executable(bin_dir / "sbatch", 'echo "42;local"\n')
+    executable(bin_dir / "squeue", "true\n")  # already gone from the queue
+    executable(bin_dir / "scontrol", 'echo "JobId=42 JobState=FAILED Reason=NonZeroExitCode"\n')
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    (tmp_path / "slurm.out").write_text("hpc-train train: error: the data is gone\n")
+    with pytest.raises(scaling.HpcTrainError, match="benchmark job 42 did not complete"):
+        scaling.run_job("#!/bin/bash\n", tmp_path)
+    assert "the data is gone" in capsys.readouterr().err

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
+
 from hpc_train.bench import startup, submit
+from hpc_train.errors import HpcTrainError
 
 
 def test_startup_reports_each_run_against_import_tensorflow() -> None:
@@ -21,3 +25,17 @@ def test_submit_reports_running_latency_against_sbatch() -> None:
     text = submit.render(samples)
     assert f"| {submit.SUBMIT_RUNNING} | 1,300 | 1,100-1,500 | 1.18 | 1.10-1.25 |" in text
     assert f"| {submit.SUBMIT_HELD} | 150 | 100-200 | 30.00 | 20.00-40.00 |" in text
+
+
+def test_a_job_that_leaves_the_queue_without_running_is_an_error_not_a_wait(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("sbatch", 'echo "Submitted batch job 7"\n'), ("squeue", "true\n"),
+                       ("scancel", f'echo "$@" >> {tmp_path}/cancelled\n')):
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with pytest.raises(HpcTrainError, match=r"job 7 did not start running \(gone from the queue\)"):
+        submit.until_running(["sbatch", "job.sbatch"], tmp_path)
+    assert (tmp_path / "cancelled").read_text() == "7\n"
