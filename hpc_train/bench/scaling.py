@@ -306,8 +306,9 @@ def machine_share(results: dict[Run, list[Result]], batches: Sequence[int]) -> s
     efficiency = statistics.median(efficiencies(results, batch))
     return (f"two independent one-worker trainings at once reached {ceiling:.0%} of twice one alone at {batch:,} "
             f"images (the ceiling column), so of the {1 - efficiency:.0%} lost there, {1 - ceiling:.0%} is the "
-            f"machine's and {ceiling - efficiency:.0%} communication: multiworker reached "
-            f"{efficiency / ceiling:.0%} of what this machine allows. On separate machines the ceiling is 100%.")
+            f"machine's and {ceiling - efficiency:.0%} the job's own (the all-reduce, and each step waiting for the "
+            f"slower worker): multiworker reached {efficiency / ceiling:.0%} of what this machine allows. On "
+            "separate machines the ceiling is 100%.")
 
 
 def findings(results: dict[Run, list[Result]], batches: Sequence[int], link: projection.Link) -> list[str]:
