@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import ROOT, command_line, figure, machine, progress, pyplot, summary, write_section
+from hpc_train.bench.report import (ROOT, command_line, figure, interleaved, machine, progress, publish, pyplot,
+                                    summary)
 
 PLOT = "bootstrap_layout.png"
 TASKS_PER_NODE = 8
@@ -50,15 +51,10 @@ def time_layout(num_tasks: int, repetitions: int) -> list[float]:
     return samples
 
 
-def time_commands(commands: dict[str, Sequence[str]], repetitions: int, env: dict[str, str]) -> dict[str, list[float]]:
-    """Wall seconds of each command, run interleaved so that machine noise hits all alike."""
-    samples: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(repetitions):
-        for name, command in commands.items():
-            start = time.perf_counter()
-            subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-            samples[name].append(time.perf_counter() - start)
-    return samples
+def wall_seconds(command: Sequence[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
 
 
 def layout_rows(repetitions: int, progress: Callable[[str], None]) -> list[tuple[int, float, float, float]]:
@@ -80,7 +76,9 @@ def cli_rows(repetitions: int, progress: Callable[[str], None]) -> dict[str, tup
         "hpc-train --help": [str(bin_dir / "hpc-train"), "--help"],
         "hpc-train bootstrap --print (8 tasks)": [str(bin_dir / "hpc-train"), "bootstrap", "--print"],
     }
-    return {name: summary(samples, 1000.0) for name, samples in time_commands(commands, repetitions, env).items()}
+    runs = {name: (lambda command=command: wall_seconds(command, env)) for name, command in commands.items()}
+    samples = interleaved(runs, repetitions, lambda seconds: f"{seconds * 1000:.0f} ms")
+    return {name: summary(values, 1000.0) for name, values in samples.items()}
 
 
 def render(layout: list[tuple[int, float, float, float]], cli: dict[str, tuple[float, float, float]],
@@ -144,12 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     layout = layout_rows(repetitions, progress)
     cli = cli_rows(repetitions, progress)
-    section = render(layout, cli, repetitions)
-    print(section)
-    if not args.quick:
-        write_section("bootstrap", section)
-        plot(layout)
-        progress(f"wrote BENCHMARKS.md and benchmarks/{PLOT}")
+    publish("bootstrap", render(layout, cli, repetitions), not args.quick, lambda: plot(layout))
     worst_ms = layout[-1][1]
     ratio = cli["hpc-train --help"][0] / cli["python -c pass"][0]
     print(json.dumps({"layout_32768_ms": round(worst_ms, 2), "cli_ratio": round(ratio, 2)}), file=sys.stderr)

@@ -45,14 +45,12 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]], align: str = 
 
 def machine() -> str:
     """This machine in one phrase: CPU model, cores, and whether it has bf16 or AVX-512."""
-    model = ""
     try:
-        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")
-        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")),
-                     "")
+        cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        flags = ""
+        cpuinfo = []
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
+    flags = next((line for line in cpuinfo if line.startswith("flags")), "")
     vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     bf16 = ", bf16" if "avx512_bf16" in flags or "amx_bf16" in flags else ""
     return (f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores ({vector}{bf16}), "
@@ -131,9 +129,11 @@ def arguments(name: str, description: str, repetitions: int) -> argparse.Argumen
     return parser
 
 
-def publish(name: str, section: str, write: bool) -> None:
-    """Print the section; unless it was a quick look, put it into BENCHMARKS.md."""
+def publish(name: str, section: str, write: bool, *plots: Callable[[], object]) -> None:
+    """Print the section; unless it was a quick look, put it into BENCHMARKS.md and draw its plots."""
     print(section)
     if write:
         write_section(name, section)
-        progress("wrote BENCHMARKS.md")
+        for draw in plots:
+            draw()
+        progress(f"wrote BENCHMARKS.md{' and its plots in benchmarks/' if plots else ''}")

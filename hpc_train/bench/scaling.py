@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_train.bench import projection
-from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, ROOT, command_line, figure, machine, progress, pyplot,
-                                    require_slurm, spread, summary, table, write_section)
+from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, ROOT, command_line, figure, machine, progress, publish,
+                                    pyplot, require_slurm, spread, summary, table)
 from hpc_train.errors import HpcTrainError
 
 BATCHES = (64, 256, 1024, 2048)
@@ -433,13 +433,9 @@ def report(measured: Measured, write: bool) -> int:
                                allreduce["workers"])
     compute = compute_model(results, batches)
     section = render(results, batches, measured.repetitions, link, compute, checks(results, batches, compute, link))
-    print(section)
-    if write:
-        write_section("scaling", section)
-        plot_scaling(results, batches)
-        plot_strategies(results, [batch for batch in STRATEGY_BATCHES if batch in batches])
-        projection.plot(figure("projection.png"), compute, GRADIENT_BYTES, batches)
-        progress("wrote BENCHMARKS.md and benchmarks/{scaling,strategies,projection}.png")
+    publish("scaling", section, write, lambda: plot_scaling(results, batches),
+            lambda: plot_strategies(results, [batch for batch in STRATEGY_BATCHES if batch in batches]),
+            lambda: projection.plot(figure("projection.png"), compute, GRADIENT_BYTES, batches))
     best = max(summary(efficiencies(results, batch))[0] for batch in batches)
     return 0 if best >= GOAL else 1
 

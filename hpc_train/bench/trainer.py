@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_train.bench.report import (DEFAULT_DATA, ROOT, command_line, figure, interleaved, machine, progress, pyplot,
-                                    spread, summary, table, write_section)
+from hpc_train.bench.report import (DEFAULT_DATA, ROOT, command_line, figure, interleaved, machine, publish, pyplot,
+                                    spread, summary, table)
 
 PLOT = "trainer_throughput.png"
 GOAL = 1.7
@@ -151,11 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rounds, epochs = (2, 3) if args.quick else (args.rounds, args.epochs)
     samples = measure(args.data_dir, rounds, epochs)
-    section = render(samples, epochs)
-    print(section)
-    if not args.quick:
-        write_section("trainer", section)
-        plot(samples)
-        progress(f"wrote BENCHMARKS.md and benchmarks/{PLOT}")
+    publish("trainer", render(samples, epochs), not args.quick, lambda: plot(samples))
     ratio = summary([d / b for d, b in zip(samples[DEFAULTS], samples[BASELINE])])[0]
     return 0 if ratio >= GOAL else 1

@@ -44,3 +44,14 @@ def test_interleaved_runs_reverse_their_order_every_other_repetition() -> None:
     samples = report.interleaved(runs, 3, str)
     assert order == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
     assert samples == {"a": [1.0, 6.0, 7.0], "b": [2.0, 5.0, 8.0], "c": [3.0, 4.0, 9.0]}
+
+
+def test_publish_draws_its_plots_only_when_it_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    markdown = tmp_path / "BENCHMARKS.md"
+    monkeypatch.setattr(report, "BENCHMARKS_MD", markdown)
+    drawn: list[str] = []
+    report.publish("trainer", "## Trainer\n\nquick", False, lambda: drawn.append("quick"))
+    assert drawn == [] and not markdown.exists() and "quick" in capsys.readouterr().out
+    report.publish("trainer", "## Trainer\n\nfull", True, lambda: drawn.append("one"), lambda: drawn.append("two"))
+    assert drawn == ["one", "two"] and "full" in markdown.read_text()

@@ -107,6 +107,13 @@ def test_the_model_check_compares_step_seconds() -> None:
     assert two.predicted == pytest.approx(0.064 + scaling.GRADIENT_BYTES / 1e9)
 
 
+def test_a_jobs_figure_is_the_median_of_its_epochs_after_the_warm_up() -> None:
+    epochs = [{"images_per_second": rate, "val_accuracy": 0.9} for rate in (100.0, 500.0, 900.0, 1000.0, 1100.0)]
+    epochs[-1]["val_accuracy"] = 0.95
+    assert scaling.WARMUP_EPOCHS == 2  # the slow first and second epochs below are left out
+    assert scaling._result({"epochs": epochs}) == Result(1000.0, 0.95)
+
+
 def test_measurements_saved_are_read_back_whole(tmp_path: Path) -> None:
     measured = scaling.Measured((64,), 1, {"workers": 2, "sizes": [1, 2], "seconds": [0.1, 0.2]},
                                 {Run("multiworker", 1, 64): [Result(1000.0, 0.97)],
