@@ -6,9 +6,9 @@ large blocks are mmap'ed and freed memory goes back to the kernel, so each
 step faults in fresh zeroed pages: measured here, 43% of a core's time went to
 the kernel, and one core trained at 2,200 images/s instead of 4,500 (with
 TensorFlow's own kernels; with oneDNN's, now the default, the difference is
-within the noise here). Telling
-malloc never to mmap a block, and to keep (not trim) freed memory, makes the
-process's memory as large as its busiest step, and no larger.
+within the noise here). Telling malloc never to mmap a block, and to keep (not
+trim) freed memory, makes the process's memory as large as its busiest step,
+and no larger.
 
 Set through `mallopt` at start, before TensorFlow loads; a no-op where the C
 library is not glibc. `tune_malloc: false` leaves malloc alone.
