@@ -32,10 +32,9 @@ class BatchLogs(keras.callbacks.Callback):
 
 
 def labels_for(worker: int, predictions: np.ndarray) -> np.ndarray:
-    wrong = (predictions + 1) % 10
     if worker == 0:
         return predictions
-    return np.where(np.arange(len(predictions)) % 2 == 0, predictions, wrong)
+    return np.where(np.arange(len(predictions)) % 2 == 0, predictions, (predictions + 1) % 10)
 
 
 def main() -> None:
