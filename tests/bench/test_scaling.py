@@ -134,3 +134,28 @@ def test_a_failed_job_is_one_error_naming_it_with_its_log_shown(tmp_path: Path, 
     with pytest.raises(scaling.HpcTrainError, match="benchmark job 42 did not complete"):
         scaling.run_job("#!/bin/bash\n", tmp_path)
     assert "the data is gone" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("exit_status", [0, 3])
+def test_a_job_script_leaves_its_end_marker_however_it_ends(exit_status: int, tmp_path: Path) -> None:
+    output = tmp_path / "it's $(out)"
+    output.mkdir()
+    script = "\n".join([*scaling.sbatch_header("t", 1, output), f"exit {exit_status}", ""])
+    finished = subprocess.run(["bash", "-c", script], cwd=tmp_path, timeout=30)
+    assert finished.returncode == exit_status
+    assert (output / scaling.ENDED_MARKER).exists()
+
+
+def test_waiting_for_a_job_asks_squeue_seldom_while_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """squeue and slurmctld take CPU from the workers being measured: the marker, a stat, tells the end."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / scaling.ENDED_MARKER
+    executable(bin_dir / "sbatch", f'(sleep 2; touch "{marker}") >/dev/null 2>&1 &\necho "42;local"\n')
+    executable(bin_dir / "squeue", f'echo call >> "{tmp_path / "squeue-calls"}"\n[[ -e "{marker}" ]] || echo 42\n')
+    executable(bin_dir / "scontrol", 'echo "JobId=42 JobState=COMPLETED"\n')
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    scaling.run_job("#!/bin/bash\n", tmp_path)
+    assert marker.exists()
+    # Once as the job starts and once after its end: polling twice a second would have asked 4 times or more.
+    assert len((tmp_path / "squeue-calls").read_text().split()) == 2
