@@ -97,6 +97,13 @@ def test_efficiency_and_ceiling_pair_each_repetitions_runs() -> None:
     assert "reached 95% of twice one alone at 64 images" in scaling.machine_share(results, [64])
 
 
+def test_efficiency_near_the_goal_is_shown_to_a_tenth_of_a_point() -> None:
+    results = {Run("multiworker", 1, 1024): [Result(1000.0, 0.9)], Run("multiworker", 2, 1024): [Result(1796.0, 0.9)],
+               Run(scaling.INDEPENDENT, 2, 1024): [Result(1940.0, 0.9)]}
+    (row,) = scaling.scaling_rows(results, [1024])
+    assert row[5:9] == ("89.8%", "89.8-89.8%", "97.0%", "97.0-97.0%")  # not a rounded-up "90%"
+
+
 def test_the_model_check_compares_step_seconds() -> None:
     results = {Run("multiworker", 1, 64): [Result(640.0, 0.9)], Run("multiworker", 2, 64): [Result(1000.0, 0.9)]}
     compute = projection.ComputeModel(fixed=0.0, per_image=0.001)
