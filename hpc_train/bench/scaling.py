@@ -49,6 +49,7 @@ WARMUP_EPOCHS = 2
 GOAL = 0.90
 GRADIENT_BYTES = projection.DEFAULT_GRADIENT_BYTES
 JOB_TIMEOUT = 600
+DEFAULT_REPETITIONS = 3
 ENDED_MARKER = "job-ended"
 MARKER_POLL_SECONDS = 0.2  # a stat: costs nothing measurable
 QUEUE_POLL_SECONDS = 5.0
@@ -267,6 +268,11 @@ def checks(results: dict[Run, list[Result]], batches: Sequence[int], compute: pr
     return found
 
 
+def reproducing_command(repetitions: int) -> str:
+    """The command that measures what the report shows: its repetitions named unless they are the default."""
+    return command_line("scaling", *(() if repetitions == DEFAULT_REPETITIONS else ("--repetitions", str(repetitions))))
+
+
 def render(results: dict[Run, list[Result]], batches: Sequence[int], repetitions: int, link: projection.Link,
            compute: projection.ComputeModel, model_checks: Sequence[projection.Check]) -> str:
     strategy_batches = [batch for batch in STRATEGY_BATCHES if batch in batches]
@@ -274,7 +280,7 @@ def render(results: dict[Run, list[Result]], batches: Sequence[int], repetitions
         "## Scaling on Slurm: 1 and 2 workers, multiworker and parameter_server",
         "",
         f"Machine: {machine()}; Slurm: the local cluster (`hpc-train cluster up`), one task per node, each task bound "
-        f"to one core (`taskset`). Command: `{command_line('scaling')}`: {repetitions} repetitions, jobs in "
+        f"to one core (`taskset`). Command: `{reproducing_command(repetitions)}`: {repetitions} repetitions, jobs in "
         f"alternating order; a job's figure is the median global training images/s of epochs "
         f"{WARMUP_EPOCHS + 1}-{EPOCHS} (metrics.json), {IMAGES_PER_EPOCH:,} images per worker and epoch; learning "
         "rate 0.001 x sqrt(global batch / 64). The first two epochs are warm-up: the first traces the step "
@@ -363,8 +369,8 @@ def findings(results: dict[Run, list[Result]], batches: Sequence[int], link: pro
         "- Fixed because of this benchmark: the ReLU after a convolution now follows its max pooling "
         "(the same outputs and gradients, tested), so its gradient, a step's largest memory-bound kernel, "
         "runs on a quarter of the values (`hpc_train/training/model.py`). At 1,024 images per worker, two "
-        "quick runs of 3 repetitions, one after the other, measured 88% efficiency before and 92% after (the "
-        "table above, a later run: 89.8%); one worker got about 3% faster.",
+        "quick runs of 3 repetitions, one after the other, measured 88% efficiency before and 92% after; one "
+        "worker got about 3% faster.",
         "- Fixed in the benchmark itself: it asked squeue twice a second whether a job had ended, and squeue "
         "and slurmctld took their CPU from the workers' cores, a loss every worker shares when each waits for "
         "the slowest (88% against 90% at 1,024, 4 repetitions). It now watches for a file the job script "
@@ -440,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hpc-train bench scaling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--repetitions", type=int, default=DEFAULT_REPETITIONS)
     parser.add_argument("--batches", default=",".join(map(str, BATCHES)), help="per-worker batches, comma-separated")
     parser.add_argument("--quick", action="store_true", help="1 repetition at batches 64 and 256; print only")
     parser.add_argument("--results", type=Path, default=Path(tempfile.gettempdir()) / "hpc-train-bench-scaling.json",

@@ -166,3 +166,8 @@ def test_waiting_for_a_job_asks_squeue_seldom_while_it_runs(tmp_path: Path, monk
     assert marker.exists()
     # Once as the job starts and once after its end: polling twice a second would have asked 4 times or more.
     assert len((tmp_path / "squeue-calls").read_text().split()) == 2
+
+
+def test_the_report_names_the_repetitions_it_was_measured_with() -> None:
+    assert scaling.reproducing_command(scaling.DEFAULT_REPETITIONS) == "hpc-train bench scaling"
+    assert scaling.reproducing_command(5) == "hpc-train bench scaling --repetitions 5"
