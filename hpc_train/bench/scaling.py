@@ -141,8 +141,10 @@ def run_job(script: str, folder: Path) -> None:
                          check=True).stdout.strip().split(";")[0]
     deadline = time.monotonic() + JOB_TIMEOUT
     next_query = time.monotonic()
-    while not (folder / ENDED_MARKER).exists():
-        if time.monotonic() >= next_query:
+    while True:
+        # Once its script has ended, Slurm takes a moment to complete the job: ask at the marker's pace.
+        ended = (folder / ENDED_MARKER).exists()
+        if ended or time.monotonic() >= next_query:
             if not _queued(job):
                 break
             next_query = time.monotonic() + QUEUE_POLL_SECONDS
@@ -150,8 +152,6 @@ def run_job(script: str, folder: Path) -> None:
             subprocess.run(["scancel", job], check=False)
             raise HpcTrainError(f"benchmark job {job} ran past {JOB_TIMEOUT} s and was cancelled; is the cluster "
                                 "busy? (squeue)")
-        time.sleep(MARKER_POLL_SECONDS)
-    while _queued(job):  # its script has ended: Slurm takes a moment to complete the job
         time.sleep(MARKER_POLL_SECONDS)
     state = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
     if "JobState=COMPLETED" not in state:

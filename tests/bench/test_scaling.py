@@ -171,3 +171,18 @@ def test_waiting_for_a_job_asks_squeue_seldom_while_it_runs(tmp_path: Path, monk
 def test_the_report_names_the_repetitions_it_was_measured_with() -> None:
     assert scaling.reproducing_command(scaling.DEFAULT_REPETITIONS) == "hpc-train bench scaling"
     assert scaling.reproducing_command(5) == "hpc-train bench scaling --repetitions 5"
+
+
+def test_a_job_that_never_leaves_the_queue_is_cancelled_at_the_deadline(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even after its script has ended (the marker is there), a job stuck in the queue does not hang the benchmark."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    executable(bin_dir / "sbatch", f'touch "{tmp_path / scaling.ENDED_MARKER}"\necho "42;local"\n')
+    executable(bin_dir / "squeue", "echo 42\n")  # stuck, say in COMPLETING
+    executable(bin_dir / "scancel", f'echo "$1" > "{tmp_path / "cancelled"}"\n')
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(scaling, "JOB_TIMEOUT", 1)
+    with pytest.raises(scaling.HpcTrainError, match="benchmark job 42 ran past 1 s and was cancelled"):
+        scaling.run_job("#!/bin/bash\n", tmp_path)
+    assert (tmp_path / "cancelled").read_text().strip() == "42"
