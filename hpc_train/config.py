@@ -32,12 +32,18 @@ class TrainConfig:
     """Everything a training run needs; every field has a working default."""
 
     strategy: StrategyName = "none"
+    # What to train: a task module (a FILE.py path or a dotted module name) defining build_model() and
+    # train_dataset(input_context, batch_size); the default is the built-in MNIST task.
+    task: str = "hpc_train.tasks.mnist"
+    # The built-in MNIST task's settings (model, data_dir, train_images, validation_images).
     model: Literal["cnn", "deep"] = "cnn"
     optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
     learning_rate: float = 0.001
     epochs: int = 5
-    # Optimizer steps per epoch; empty: one pass over the training images.
+    # Optimizer steps per epoch; empty: one pass over the training data (the task's train_dataset).
     steps_per_epoch: int | None = None
+    # Validation steps after each epoch; empty: one pass over the task's validation_dataset.
+    validation_steps: int | None = None
     # Images per replica per step; the global batch is this times the replicas.
     batch_size: int = 64
     # Where MNIST is: a directory of IDX .gz files or holding mnist.npz; empty: Keras' cache.
@@ -62,6 +68,10 @@ class TrainConfig:
     tune_malloc: bool = True
     # Seconds the tasks of a distributed job wait for each other at start before failing.
     startup_timeout: int = 300
+    # At most this share of the training time goes to epoch-end checkpoints: an epoch's end is saved once
+    # the last save's duration / share seconds have passed since it (the first and last epoch, and every
+    # stop, always are); 0: after every epoch.
+    checkpoint_share: float = 0.03
     # Times a job stopped by Slurm's warning signal requeues itself (scontrol requeue); 0: never.
     max_requeues: int = 5
     seed: int = 0
@@ -76,8 +86,8 @@ class TrainConfig:
         return [field.name for field in dataclasses.fields(cls)]
 
 
-_POSITIVE = ("epochs", "batch_size", "steps_per_execution", "num_ps", "steps_per_epoch", "train_images",
-             "inter_op_threads", "startup_timeout")
+_POSITIVE = ("epochs", "batch_size", "steps_per_execution", "num_ps", "steps_per_epoch", "validation_steps",
+             "train_images", "inter_op_threads", "startup_timeout")
 
 
 def _check_ranges(config: TrainConfig) -> None:
@@ -85,6 +95,9 @@ def _check_ranges(config: TrainConfig) -> None:
         value = getattr(config, name)
         if value is not None and value < 1:
             raise ConfigError(f"{name}: must be 1 or more, got {value!r}")
+    if not 0 <= config.checkpoint_share < 1:
+        raise ConfigError(f"checkpoint_share: must be from 0 (save every epoch) to below 1, got "
+                          f"{config.checkpoint_share!r}")
     if not config.learning_rate > 0:
         raise ConfigError(f"learning_rate: must be more than 0, got {config.learning_rate!r}")
     if config.max_requeues < 0:
@@ -98,11 +111,24 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     values: dict[str, Any] = dict(_read_yaml(Path(path))) if path is not None else {}
     source = str(path) if path is not None else "the defaults"
     _refuse_unknown(values, source)
+    if path is not None:
+        values = _task_path_from(Path(path).parent, values)
     for override in overrides:
         key, text = _split_override(override)
         _refuse_unknown({key: text}, "--set")
         values[key] = _override_value(key, text)
-    return TrainConfig(**_coerce_numbers(values))
+    return TrainConfig(**_task_path_from(Path.cwd(), _coerce_numbers(values)))
+
+
+def _task_path_from(folder: Path, values: dict[str, Any]) -> dict[str, Any]:
+    """A task given as a relative FILE.py, made absolute from `folder`: the YAML file's, or the current
+    one for --set and --task. A job then finds it wherever its tasks start."""
+    task = values.get("task")
+    if isinstance(task, str) and task.endswith(".py") and not Path(task).expanduser().is_absolute():
+        return {**values, "task": str((folder / Path(task)).resolve())}
+    if isinstance(task, str) and task.startswith("~"):
+        return {**values, "task": str(Path(task).expanduser())}
+    return values
 
 
 def replace(config: TrainConfig, **changes: Any) -> TrainConfig:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 
 class HpcTrainError(Exception):
     """A problem with the user's input or environment, with its fix.
@@ -23,3 +25,12 @@ class SlurmEnvError(HpcTrainError):
         super().__init__(f"{variable}{shown}: {problem}; {fix}")
         self.variable = variable
         self.value = value
+
+
+def report(error: HpcTrainError, prefix: str) -> int:
+    """Print an error as users see it: the user's own traceback when it has one, then one line; the exit code."""
+    details = getattr(error, "details", "")  # a user function's traceback, through the user's frames only
+    if details:
+        print(details, file=sys.stderr)
+    print(f"{prefix}: error: {error}", file=sys.stderr, flush=True)
+    return getattr(error, "exit_code", 2)

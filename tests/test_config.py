@@ -49,7 +49,7 @@ def test_there_is_an_example_per_strategy() -> None:
     (["learning_rate=0"], "learning_rate: must be more than 0, got 0"),
     (["steps_per_epoch=0"], "steps_per_epoch: must be 1 or more, got 0"),
     (["epochs=[1, 2]"], "epochs: expected a whole number, got [1, 2]"),
-    (["epoch=3"], "unknown key 'epoch' in --set (did you mean 'epochs'?); valid keys: strategy, model,"),
+    (["epoch=3"], "unknown key 'epoch' in --set (did you mean 'epochs'?); valid keys: strategy, task, model,"),
     (["epochs"], "--set 'epochs': expected key=value, e.g. --set epochs=3"),
 ])
 def test_bad_values_are_named_with_what_is_valid(overrides: list[str], message: str) -> None:
@@ -90,3 +90,12 @@ def test_a_file_value_of_the_wrong_type_names_the_key(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text("data_dir: [1, 2]\n")
     with pytest.raises(ConfigError, match=r"data_dir: expected text or empty \(null\), got \[1, 2\]"):
         load_config(tmp_path / "job.yaml")
+
+
+def test_a_relative_task_file_is_found_from_the_yaml_file_or_the_current_folder(tmp_path, monkeypatch) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "config.yaml").write_text("task: my_task.py\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config("project/config.yaml").task == str(tmp_path / "project" / "my_task.py")
+    assert load_config(None, ["task=other/t.py"]).task == str(tmp_path / "other" / "t.py")
+    assert load_config(None, ["task=my_package.task"]).task == "my_package.task"  # a dotted module stays as given

@@ -18,7 +18,6 @@ from hpc_train.training.keras import keras, tf
 from hpc_train.training.runstate import write_json_atomically
 from hpc_train.training.stopping import StopKind
 
-REPORTED = ("loss", "accuracy", "val_loss", "val_accuracy")
 
 
 class EpochReport(keras.callbacks.Callback):
@@ -57,12 +56,12 @@ class EpochReport(keras.callbacks.Callback):
         now = time.perf_counter()
         training_seconds = (self._trained or now) - self._started
         images = self.params["steps"] * self.global_batch  # this fit's steps: fewer in a resumed epoch
-        values = {name: float(logs[name]) for name in REPORTED if logs and name in logs}
+        values = _figures(logs or {})
         record = {"epoch": epoch + 1, **values, "seconds": round(now - self._started, 3),
                   "training_seconds": round(training_seconds, 3), "images": images,
                   "images_per_second": round(images / training_seconds, 1)}
         self.epochs.append(record)
-        shown = "  ".join(f"{name} {values[name]:.4f}" for name in REPORTED if name in values)
+        shown = "  ".join(f"{name} {value:.4f}" for name, value in values.items())
         self.print_line(f"epoch {epoch + 1}/{self.total_epochs}  {shown}  {record['seconds']:.1f} s  "
                         f"{record['images_per_second']:.0f} images/s")
         self.write()
@@ -89,6 +88,17 @@ class EpochReport(keras.callbacks.Callback):
             return []
 
 
+def _figures(logs: dict[str, Any]) -> dict[str, float]:
+    """Every figure Keras logged for the epoch, in its order: loss, the task's metrics, then validation's."""
+    figures = {}
+    for name, value in logs.items():
+        try:
+            figures[name] = float(value)
+        except (TypeError, ValueError):
+            continue  # not one number (a metric of several values): left out of the line and metrics.json
+    return figures
+
+
 class FirstSteps(keras.callbacks.Callback):
     """Reports once how long after the process started the first training steps were done.
 
@@ -108,14 +118,41 @@ class FirstSteps(keras.callbacks.Callback):
 
 
 class EpochCheckpoint(keras.callbacks.Callback):
-    """Save model and optimizer after every epoch, numbered by the global step."""
+    """Save model and optimizer at epoch ends, numbered by the global step, within a share of the training time.
 
-    def __init__(self, save: Callable[[], str]) -> None:
+    A save costs the same whatever an epoch's length (tens of milliseconds for a
+    small model, seconds for a large one), so saving after every short epoch
+    would cost more than the work it protects. An epoch's end is saved when at
+    least `last save's duration / share` seconds have passed since the last
+    save (share 0.03: saves take at most about 3% of the time); the first and
+    the last epoch are always saved, and so is every stop (StopAtStepBoundary).
+    `agree` makes the decision the job's (any task's "save"): every
+    MultiWorkerMirrored worker takes part in a save, so they must all make it.
+    """
+
+    def __init__(self, save: Callable[[], str], total_epochs: int, share: float,
+                 agree: Callable[[bool], bool] = lambda wanted: wanted,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         super().__init__()
         self.save = save
+        self.total_epochs = total_epochs
+        self.share = share
+        self.agree = agree
+        self.clock = clock
+        self._last_end: float | None = None
+        self._last_seconds = 0.0
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self.save()
+        if self.agree(self._due(epoch)):
+            started = self.clock()
+            self.save()
+            self._last_end = self.clock()
+            self._last_seconds = self._last_end - started
+
+    def _due(self, epoch: int) -> bool:
+        if self._last_end is None or not self.share or epoch + 1 >= self.total_epochs:
+            return True
+        return self.clock() - self._last_end >= self._last_seconds / self.share
 
 
 class StoppedEarly(Exception):
@@ -165,6 +202,18 @@ class StopAtStepBoundary(keras.callbacks.Callback):
         checkpoint = self.save()
         self.agree(None)  # a barrier: nobody exits (and so ends the step) before everyone has saved
         raise StoppedEarly(kind, checkpoint)
+
+
+def any_task(strategy: tf.distribute.Strategy) -> Callable[[bool], bool]:
+    """Whether any task of the job says yes: one tiny all-reduce under MultiWorkerMirrored, else this task's."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return lambda wanted: wanted
+
+    @tf.function
+    def total(local: tf.Tensor) -> tf.Tensor:
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(local)), axis=None)
+
+    return lambda wanted: bool(total(tf.constant(float(wanted))).numpy() > 0)
 
 
 def agreement(strategy: tf.distribute.Strategy) -> Callable[[StopKind | None], StopKind | None]:

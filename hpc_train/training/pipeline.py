@@ -5,7 +5,7 @@ every image, fixed by (seed, p); each input pipeline (one per worker) takes
 its own interleaved share of it, in whole batches. Where a pipeline is after
 b batches is therefore pure arithmetic (`progress.data_position`), so a
 resumed run continues with exactly the batch that was next, without saving
-any iterator state. Images stay uint8 in memory and are normalised a batch at
+any iterator state, and without reading the batches before it. Images stay uint8 in memory and are normalised a batch at
 a time, after the gather.
 """
 
@@ -23,24 +23,21 @@ DatasetFn = Callable[["tf.distribute.InputContext | None"], tf.data.Dataset]
 
 
 def training_dataset_fn(images: np.ndarray, labels: np.ndarray, per_replica_batch: int, seed: int,
-                        steps_done: int = 0) -> DatasetFn:
-    """A dataset function: each input pipeline reads its own share, from where `steps_done` steps left it.
+                        batches_done: int = 0, endless: bool = True) -> DatasetFn:
+    """A dataset function: each input pipeline reads its own share, after the `batches_done` it had read.
 
-    `steps_done` counts the steps this pipeline's replicas have each taken (under
-    ParameterServerStrategy, where workers take steps as they come free, the
-    trainer passes an even share).
+    `endless=False` gives one pass alone (finite, its length known), to count an epoch's batches.
     """
 
     def make(context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         pipelines = context.num_input_pipelines if context else 1
         pipeline = context.input_pipeline_id if context else 0
-        local_replicas = max(1, context.num_replicas_in_sync // pipelines) if context else 1
         share = len(images) // pipelines
         batches_per_pass = share // per_replica_batch
         if batches_per_pass < 1:
             raise ValueError(f"{len(images)} training images cannot give {pipelines} input pipeline(s) a batch of "
                              f"{per_replica_batch} each; use more images or a smaller batch_size")
-        first_pass, skip = data_position(steps_done * local_replicas, batches_per_pass)
+        first_pass, skip = data_position(batches_done, batches_per_pass)
         all_images, all_labels = tf.constant(images), tf.constant(labels)
 
         def batches_of_pass(pass_number: tf.Tensor) -> tf.data.Dataset:
@@ -52,6 +49,8 @@ def training_dataset_fn(images: np.ndarray, labels: np.ndarray, per_replica_batc
         def gather(indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             return _normalise(tf.gather(all_images, indices)), tf.gather(all_labels, indices)
 
+        if not endless:
+            return batches_of_pass(tf.constant(0, tf.int64)).map(gather, num_parallel_calls=AUTOTUNE)
         return (tf.data.Dataset.range(first_pass, np.iinfo(np.int64).max)
                 .flat_map(batches_of_pass)
                 .skip(skip)
@@ -65,12 +64,12 @@ def training_dataset_fn(images: np.ndarray, labels: np.ndarray, per_replica_batc
 
 
 def validation_dataset_fn(images: np.ndarray, labels: np.ndarray, per_replica_batch: int) -> DatasetFn:
-    """Validation images in order, sharded like training, repeated so a fixed step count always finds data."""
+    """Validation images in order, sharded like training, once (the trainer repeats them), kept in memory."""
 
     def make(context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         dataset = _shard(tf.data.Dataset.from_tensor_slices((images, labels)), context)
         return (dataset.batch(per_replica_batch, drop_remainder=True).map(_normalise_pair, num_parallel_calls=AUTOTUNE)
-                .cache().repeat().prefetch(AUTOTUNE))
+                .cache())
 
     return make
 

@@ -1,4 +1,7 @@
-"""One training run, for any strategy: data, model, resume, fit, chief's outputs, exit.
+"""One training run, for any strategy and any task module: model, data, resume, fit, chief's outputs, exit.
+
+What is trained comes from the task module (`task`, usertask.py): the built-in
+MNIST one or a user's. The run loop knows nothing of any of them.
 
 Only the chief writes checkpoints, TensorBoard logs, the final model and
 metrics.json under `output_dir`. Other MultiWorkerMirrored workers take part in
@@ -19,13 +22,13 @@ import hashlib
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
-from hpc_train.mnist import MnistSplits, load_mnist
 from hpc_train.training.cluster import TaskInfo, lost_peers, prepare_task
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.progress import Progress, remaining_stretches
@@ -34,6 +37,10 @@ from hpc_train.training.requeue import plan_requeue, requeue
 from hpc_train.training.runstate import layout_changes, read_state, write_state
 from hpc_train.training.stopping import EXIT_STOPPED, StopKind, StopSignals
 from hpc_train.training.threads import size_inter_op_pool
+from hpc_train.training.usertask import TaskError, TaskModule, UserCodeError, load_task
+
+# How long the other tasks wait before exiting on a mistake in the task module, so the chief reports it first.
+CHIEF_TELLS_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -59,29 +66,45 @@ class RunPaths:
             _remove_if_empty(self.writes.parent)
 
 
-def run(config: TrainConfig) -> int:
-    """Train as this task's role asks; return the process's exit code."""
+def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
+    """Train as this task's role asks; return the process's exit code.
+
+    `user_task`: the task's functions, when given directly (hpc_train.fit); else `config.task` is imported.
+    """
     # First of all: Slurm's warning signal would otherwise end a task that is still starting.
     signals = StopSignals().install()
     if config.tune_malloc:
         keep_freed_memory()  # before TensorFlow allocates: 2x the images/s without oneDNN (memory.py)
     task = prepare_task(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
+    size_inter_op_pool(config.inter_op_threads, config.strategy)  # before TensorFlow starts (threads.py)
+    try:
+        return _run(config, task, user_task, signals)
+    except (TaskError, UserCodeError):
+        # Every task meets the same mistake in the task module at about the same moment, and the first to exit
+        # makes srun end the others: let the chief, whose log people read, be the one that tells it.
+        if task.cluster and not task.is_chief:
+            time.sleep(CHIEF_TELLS_SECONDS)
+        raise
+
+
+def _run(config: TrainConfig, task: TaskInfo, user_task: TaskModule | None, signals: StopSignals) -> int:
+    # Every task imports the task module before meeting the others: one that cannot be used fails them all at once.
+    user_task = user_task or load_task(config.task)
     if task.cluster:
         meet(task, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
-    size_inter_op_pool(config.inter_op_threads, config.strategy)  # before TensorFlow starts (threads.py)
     if config.strategy == "parameter_server" and task.type != "chief":
         from hpc_train.training.servers import serve_until_chief_leaves
 
         return serve_until_chief_leaves(task, signals, config.startup_timeout)
-    splits = load_mnist(config.data_dir, config.train_images, config.validation_images)
     paths = RunPaths(Path(config.output_dir), task)
     try:
-        return _train(config, task, splits, paths, signals)
+        return _train(config, task, user_task, paths, signals)
     finally:
         paths.remove_scratch()
 
 
-def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunPaths, signals: StopSignals) -> int:
+def _train(config: TrainConfig, task: TaskInfo, user_task: TaskModule, paths: RunPaths, signals: StopSignals) -> int:
+    from hpc_train.training import inputs
     from hpc_train.training.callbacks import EpochReport, StoppedEarly
     from hpc_train.training.checkpoints import StepSaver
     from hpc_train.training.keras import tf
@@ -94,32 +117,40 @@ def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunP
     say = _printer(task)
     replicas = strategy.num_replicas_in_sync
     global_batch = config.batch_size * replicas
-    steps = config.steps_per_epoch or max(1, len(splits.train_images) // global_batch)
-    _check_enough_images(config, task, len(splits.train_images))
-    model = _compiled_model(config, strategy, steps)
+    # Checked the same way on every task, before any step: a task that cannot train fails them all at once.
+    pipelines = inputs.Pipelines(max(1, task.num_workers), replicas, config.strategy == "parameter_server")
+    steps = inputs.epoch_steps(user_task, config, pipelines)
+    validation_steps = inputs.validation_steps(user_task, config, pipelines)
+    model = _compiled_model(config, strategy, user_task, steps)
+    inputs.check_model_fits(user_task, model, inputs.training_fn(user_task, config, 0)(pipelines.contexts()[0]))
     say(f"{config.strategy}: {_world(task)}, {replicas} replica(s) in sync; batch {config.batch_size} per replica, "
         f"{global_batch} global; {steps} steps per epoch; {config.precision}")
-    say(f"MNIST from {splits.source}: {len(splits.train_images)} training, {len(splits.validation_images)} "
-        f"validation images; output in {paths.output}")
+    described = user_task.call("describe", config=config) if user_task.has("describe") else user_task.name
+    say(f"{described}; output in {paths.output}")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
     progress = _resume(checkpoint, model, paths, steps, say)
     stretches = remaining_stretches(progress, config.epochs)
     if not stretches:
         say(f"all {config.epochs} epochs are done already ({paths.checkpoints}); nothing to train")
         return 0
+    task_summary = user_task.call("summary", config=config) if user_task.has("summary") else {}
     if task.is_chief:
         layout = {"workers": max(1, task.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
-                  "steps_per_epoch": steps, "train_images": len(splits.train_images), "seed": config.seed}
+                  "steps_per_epoch": steps, "task": config.task, **task_summary, "seed": config.seed}
         _note_layout_changes(paths.output, layout, progress)
         write_state(paths.output, "running", **_position(progress), layout=layout)
     report = EpochReport(paths.output / "metrics.json" if task.is_chief else None, global_batch, config.epochs,
-                         _summary(config, task, replicas, global_batch, steps, splits, tf.__version__), say)
+                         {**_summary(config, task, replicas, global_batch, steps, tf.__version__), **task_summary},
+                         say)
     save = StepSaver(tf.train.CheckpointManager(checkpoint, paths.writes / "checkpoints", max_to_keep=3), model)
     callbacks = _callbacks(config, task, paths, signals, strategy, save, report)
-    validation_data, validation_steps = _validation_data(config, splits, replicas)
+    validation_data = (inputs.for_fit(inputs.validation_fn(user_task, config), config.strategy)
+                       if validation_steps else None)
     try:
         for stretch in stretches:
-            model.fit(_training_data(config, splits, task, stretch.start_step), epochs=stretch.end_epoch,
+            training_data = inputs.training_fn(user_task, config, _batches_done(config, task, pipelines,
+                                                                                stretch.start_step))
+            model.fit(inputs.for_fit(training_data, config.strategy), epochs=stretch.end_epoch,
                       initial_epoch=stretch.first_epoch, steps_per_epoch=stretch.steps,
                       validation_data=validation_data, validation_steps=validation_steps, callbacks=callbacks,
                       verbose=0)
@@ -129,22 +160,48 @@ def _train(config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunP
         _leave_now(code, paths)
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
         raise _lost_contact(error, task, paths) from None
-    _finish(model, config, task, splits, paths, report, say)
+    _finish(model, config, task, user_task, paths, report, say)
     return 0
 
 
-def _compiled_model(config: TrainConfig, strategy: Any, steps: int) -> Any:
+def _compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int) -> Any:
     from hpc_train.training.keras import keras, tf
-    from hpc_train.training.model import build_model, compile_model, sync_metrics_per_epoch
+    from hpc_train.training.model import sync_metrics_per_epoch
+    from hpc_train.training.usertask import TaskError
 
     keras.utils.set_random_seed(config.seed)
     keras.mixed_precision.set_global_policy(config.precision)
     with strategy.scope():
-        model = build_model(config.model)
-        compile_model(model, config.optimizer, config.learning_rate, min(config.steps_per_execution, steps))
+        model = user_task.call("build_model", config=config)
+        where = user_task.describe_call("build_model")
+        if not isinstance(model, keras.Model):
+            kind = "a Keras 3 model" if type(model).__module__.startswith("keras") else f"a {type(model).__name__}"
+            raise TaskError(f"{where} returned {kind}, not a tf_keras model; build it with `import tf_keras as "
+                            "keras` (Keras 3 cannot train under these strategies) and return it compiled")
+        if model.optimizer is None or not getattr(model, "compiled_loss", None):
+            raise TaskError(f"{where} returned a model that is not compiled; call model.compile(optimizer=..., "
+                            "loss=...) before returning it")
+        _use_steps_per_execution(model, min(config.steps_per_execution, steps))
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         sync_metrics_per_epoch(model)  # one all-reduce per step, the gradients', instead of seven
     return model
+
+
+def _use_steps_per_execution(model: Any, steps: int) -> None:
+    """The config's steps per call into TensorFlow, unless the task compiled its model with its own.
+
+    It is also how often a stop request is looked at (callbacks.StopAtStepBoundary).
+    """
+    current = getattr(model, "_steps_per_execution", None)
+    if current is None or int(current.numpy()) == 1:
+        model._configure_steps_per_execution(steps)
+
+
+def _batches_done(config: TrainConfig, task: TaskInfo, pipelines: Any, start_step: int) -> int:
+    """Batches each input pipeline has read by global step `start_step`."""
+    # Parameter-server workers take steps as they come free: each is given an even share.
+    steps_done = start_step // max(1, task.num_workers) if config.strategy == "parameter_server" else start_step
+    return steps_done * pipelines.local_replicas
 
 
 def _resume(checkpoint: Any, model: Any, paths: RunPaths, steps: int, say: Any) -> Progress:
@@ -160,8 +217,8 @@ def _resume(checkpoint: Any, model: Any, paths: RunPaths, steps: int, say: Any) 
 
 def _callbacks(config: TrainConfig, task: TaskInfo, paths: RunPaths, signals: StopSignals, strategy: Any,
                save: Any, report: Any) -> list[Any]:
-    """Checkpoints, the report, TensorBoard (chief), then the stop check, whose epoch end comes last."""
-    from hpc_train.training.callbacks import EpochCheckpoint, FirstSteps, StopAtStepBoundary, agreement
+    """The report, checkpoints, TensorBoard (chief), then the stop check, whose epoch end comes last."""
+    from hpc_train.training.callbacks import EpochCheckpoint, FirstSteps, StopAtStepBoundary, agreement, any_task
     from hpc_train.training.keras import keras
 
     def started(seconds: float) -> None:
@@ -169,7 +226,9 @@ def _callbacks(config: TrainConfig, task: TaskInfo, paths: RunPaths, signals: St
         if task.is_chief:
             report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
 
-    callbacks: list[Any] = [FirstSteps(started), EpochCheckpoint(save), report]
+    # The report first: its epoch's training time then leaves out the save, with validation or without.
+    callbacks: list[Any] = [FirstSteps(started), report,
+                            EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_task(strategy))]
     if task.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(paths.output / "tensorboard"), write_graph=False))
     callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs))
@@ -234,17 +293,37 @@ def _let_workers_leave(task: TaskInfo, timeout: float = 30.0) -> None:
             _log(task, f"{', '.join(staying)} still running after {timeout:.0f} s; requeueing anyway")
 
 
-def _finish(model: Any, config: TrainConfig, task: TaskInfo, splits: MnistSplits, paths: RunPaths,
+def _finish(model: Any, config: TrainConfig, task: TaskInfo, user_task: TaskModule, paths: RunPaths,
             report: Any, say: Any) -> None:
-    """Save the model (every task takes part), and on the chief measure and record the final accuracy."""
+    """Save the model (every task takes part), and on the chief record the task's final figures."""
     _save_model_atomically(model, paths.writes / "model.keras")
     _log(task, f"finished; weights digest {weights_digest(model.get_weights())}")
     if task.is_chief:
-        accuracy = _exact_validation_accuracy(model, config.model, splits)
-        report.write({"final_val_accuracy": accuracy})
-        write_state(paths.output, "finished", epochs=config.epochs, final_val_accuracy=accuracy)
-        say(f"done: validation accuracy {accuracy:.4f} on {len(splits.validation_images)} images; "
-            f"model {paths.output / 'model.keras'}, metrics {paths.output / 'metrics.json'}")
+        final = _final_metrics(model, config, user_task, report)
+        report.write(final)
+        write_state(paths.output, "finished", epochs=config.epochs, **final)
+        shown = ", ".join(f"{name} {value:.4f}" if isinstance(value, float) else f"{name} {value}"
+                          for name, value in final.items())
+        say(f"done{': ' + shown if shown else ''}; model {paths.output / 'model.keras'}, "
+            f"metrics {paths.output / 'metrics.json'}")
+
+
+def _final_metrics(model: Any, config: TrainConfig, user_task: TaskModule, report: Any) -> dict[str, Any]:
+    """The task's own final figures, else the last epoch's validation figures."""
+    from hpc_train.training.usertask import TaskError
+
+    if not user_task.has("final_metrics"):
+        last = report.epochs[-1] if report.epochs else {}
+        return {f"final_{name}": value for name, value in last.items() if name.startswith("val_")}
+    # On the chief alone: a copy outside the strategy, since the distributed model's predict and evaluate
+    # would wait for workers that have finished.
+    local = user_task.call("build_model", config=config)
+    local.set_weights(model.get_weights())
+    final = user_task.call("final_metrics", local, config=config)
+    if not isinstance(final, dict) or not all(isinstance(key, str) for key in final):
+        raise TaskError(f"{user_task.describe_call('final_metrics')} returned a {type(final).__name__}; "
+                        "return a dict of name -> number")
+    return final
 
 
 def _save_model_atomically(model: Any, path: Path) -> None:
@@ -252,37 +331,6 @@ def _save_model_atomically(model: Any, path: Path) -> None:
     partial = path.with_name(f".partial-{path.name}")  # Keras insists on the .keras ending
     model.save(partial)
     os.replace(partial, path)
-
-
-def _training_data(config: TrainConfig, splits: MnistSplits, task: TaskInfo, start_step: int) -> Any:
-    """Training input from global step `start_step` on: each pipeline continues exactly where it stopped."""
-    from hpc_train.training.keras import keras
-    from hpc_train.training.pipeline import training_dataset_fn
-
-    # Parameter-server workers take steps as they come free: each is given an even share.
-    steps_done = start_step // max(1, task.num_workers) if config.strategy == "parameter_server" else start_step
-    make = training_dataset_fn(splits.train_images, splits.train_labels, config.batch_size, config.seed, steps_done)
-    if config.strategy == "none":
-        return make(None)
-    return keras.utils.experimental.DatasetCreator(make)  # each worker builds its own pipeline (and share)
-
-
-def _validation_data(config: TrainConfig, splits: MnistSplits, replicas: int) -> tuple[Any, int]:
-    from hpc_train.training.keras import keras
-    from hpc_train.training.pipeline import validation_dataset_fn, validation_plan
-
-    batch, steps = validation_plan(len(splits.validation_images), replicas)
-    make = validation_dataset_fn(splits.validation_images, splits.validation_labels, batch)
-    if config.strategy == "none":
-        return make(None), steps
-    return keras.utils.experimental.DatasetCreator(make), steps
-
-
-def _check_enough_images(config: TrainConfig, task: TaskInfo, images: int) -> None:
-    pipelines = max(1, task.num_workers)
-    if images // pipelines < config.batch_size:
-        raise HpcTrainError(f"{images} training images cannot give {pipelines} worker(s) a batch of "
-                            f"{config.batch_size} each; use more train_images or a smaller batch_size")
 
 
 def _note_layout_changes(output: Path, layout: dict[str, Any], progress: Progress) -> None:
@@ -299,27 +347,14 @@ def _position(progress: Progress) -> dict[str, int]:
             "step_in_epoch": progress.step_in_epoch, "steps_per_epoch": progress.steps_per_epoch}
 
 
-def _exact_validation_accuracy(model: Any, model_name: str, splits: MnistSplits) -> float:
-    """Accuracy on every validation image once, on this process alone, whatever the strategy."""
-    from hpc_train.training.model import build_model
-    from hpc_train.training.keras import tf
-
-    local = build_model(model_name)
-    local.set_weights(model.get_weights())
-    images = tf.expand_dims(tf.cast(splits.validation_images, tf.float32) / 255.0, -1)
-    predictions = tf.argmax(local.predict(images, batch_size=500, verbose=0), axis=1)
-    return float(tf.reduce_mean(tf.cast(predictions == tf.cast(splits.validation_labels, tf.int64), tf.float32)))
-
-
 def _summary(config: TrainConfig, task: TaskInfo, replicas: int, global_batch: int, steps: int,
-             splits: MnistSplits, tf_version: str) -> dict[str, Any]:
+             tf_version: str) -> dict[str, Any]:
     import tf_keras
 
-    return {"strategy": config.strategy, "world_size": max(1, sum(map(len, task.cluster.values()))),
+    return {"strategy": config.strategy, "task": config.task, "world_size": max(1, sum(map(len, task.cluster.values()))),
             "workers": max(1, task.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
-            "global_batch": global_batch, "steps_per_epoch": steps, "train_images": len(splits.train_images),
-            "validation_images": len(splits.validation_images), "data": splits.source,
-            "tensorflow": tf_version, "tf_keras": tf_keras.__version__, "config": to_dict(config)}
+            "global_batch": global_batch, "steps_per_epoch": steps, "tensorflow": tf_version,
+            "tf_keras": tf_keras.__version__, "config": to_dict(config)}
 
 
 def weights_digest(weights: list[Any]) -> str:

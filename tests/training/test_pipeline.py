@@ -31,7 +31,7 @@ def batches(pipelines: int, pipeline: int, count: int, steps_done: int = 0, batc
     from hpc_train.training.pipeline import training_dataset_fn
 
     images, labels = labelled_images()
-    make = training_dataset_fn(images, labels, per_replica_batch=batch, seed=7, steps_done=steps_done)
+    make = training_dataset_fn(images, labels, per_replica_batch=batch, seed=7, batches_done=steps_done)
     context = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=pipeline,
                                          num_replicas_in_sync=pipelines)
     read = []
@@ -68,5 +68,5 @@ def test_the_training_stream_says_it_is_endless() -> None:
     from hpc_train.training.pipeline import training_dataset_fn
 
     images, labels = labelled_images()
-    dataset = training_dataset_fn(images, labels, per_replica_batch=3, seed=0, steps_done=2)(None)
+    dataset = training_dataset_fn(images, labels, per_replica_batch=3, seed=0, batches_done=2)(None)
     assert dataset.cardinality().numpy() == tf.data.INFINITE_CARDINALITY

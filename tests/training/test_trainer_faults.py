@@ -92,12 +92,13 @@ def test_a_warned_parameter_server_job_saves_on_the_chief_and_every_task_exits(t
     results = [task.finish() for task in tasks]
     assert [code for code, _, _ in results] == [EXIT_STOPPED, 0, 0, 0], results[0][2][-3000:]
     stopped = state(tmp_path)
-    assert stopped["state"] == "stopped" and 0 < stopped["global_step"] < 2 * 31  # the chief sees every step
+    # An epoch is both workers' batches: 2 x 15 of their 1,000 images each. The chief sees every step.
+    assert stopped["state"] == "stopped" and 0 < stopped["global_step"] < 2 * 30
 
     _, tasks = ps_job(tmp_path, *SMALL)
     results = [task.finish() for task in tasks]
     assert [code for code, _, _ in results] == [0, 0, 0, 0], results[0][2][-3000:]
-    assert f"resuming in epoch 1 after step {stopped['global_step']} of 31" in results[0][1]
+    assert f"resuming in epoch 1 after step {stopped['global_step']} of 30" in results[0][1]
     assert state(tmp_path)["state"] == "finished"
 
 

@@ -1,0 +1,80 @@
+"""The built-in task, and the default `task`: MNIST digits with the seeds' CNN (or the deeper one).
+
+A task module like any user's (hpc_train/training/usertask.py), with two
+things a user's may also do: its functions take the run's `config` (model,
+optimizer, data_dir, train_images, validation_images, seed), and its
+`train_dataset` seeks by itself (`skip_batches`): each pass over the images is
+a permutation fixed by the seed and the pass number, so a resumed run starts
+at the very batch that was next without reading the ones before it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from hpc_train.errors import HpcTrainError
+from hpc_train.mnist import MnistSplits, load_mnist
+from hpc_train.training.keras import keras, tf
+from hpc_train.training.model import build_model as build_mnist_model
+from hpc_train.training.model import compile_model
+from hpc_train.training.pipeline import training_dataset_fn, validation_dataset_fn, validation_plan
+
+
+def build_model(config: Any) -> keras.Model:
+    model = build_mnist_model(config.model)
+    compile_model(model, config.optimizer, config.learning_rate, steps_per_execution=1)  # the trainer sets it
+    return model
+
+
+def train_dataset(input_context: tf.distribute.InputContext, batch_size: int, config: Any,
+                  skip_batches: int | None = None) -> tf.data.Dataset:
+    """This pipeline's share of every pass; one pass when `skip_batches` is None, else the endless stream."""
+    splits = _splits(config)
+    pipelines = input_context.num_input_pipelines
+    if len(splits.train_images) // pipelines < batch_size:
+        raise HpcTrainError(f"{len(splits.train_images)} training images cannot give {pipelines} worker(s) a batch "
+                            f"of {batch_size} each; use more train_images or a smaller batch_size")
+    make = training_dataset_fn(splits.train_images, splits.train_labels, batch_size, config.seed,
+                               batches_done=skip_batches or 0, endless=skip_batches is not None)
+    return make(input_context)
+
+
+def validation_dataset(input_context: tf.distribute.InputContext, batch_size: int, config: Any) -> tf.data.Dataset:
+    """The validation images, each read once per evaluation, in batches that divide them evenly."""
+    splits = _splits(config)
+    batch, _ = validation_plan(len(splits.validation_images), input_context.num_replicas_in_sync)
+    return validation_dataset_fn(splits.validation_images, splits.validation_labels, batch)(input_context)
+
+
+def final_metrics(model: keras.Model, config: Any) -> dict[str, float]:
+    """Accuracy on every validation image once, on this process alone, whatever the strategy."""
+    splits = _splits(config)
+    local = build_mnist_model(config.model)
+    local.set_weights(model.get_weights())
+    images = tf.expand_dims(tf.cast(splits.validation_images, tf.float32) / 255.0, -1)
+    predictions = tf.argmax(local.predict(images, batch_size=500, verbose=0), axis=1)
+    correct = tf.cast(predictions == tf.cast(splits.validation_labels, tf.int64), tf.float32)
+    return {"final_val_accuracy": float(tf.reduce_mean(correct))}
+
+
+def describe(config: Any) -> str:
+    splits = _splits(config)
+    return (f"MNIST from {splits.source}: {len(splits.train_images)} training, {len(splits.validation_images)} "
+            "validation images")
+
+
+def summary(config: Any) -> dict[str, Any]:
+    splits = _splits(config)
+    return {"train_images": len(splits.train_images), "validation_images": len(splits.validation_images),
+            "data": splits.source}
+
+
+def _splits(config: Any) -> MnistSplits:
+    return _load(config.data_dir, config.train_images, config.validation_images)
+
+
+@functools.lru_cache(maxsize=2)
+def _load(data_dir: str | None, train_images: int | None, validation_images: int) -> MnistSplits:
+    """Read and verify the files once per process, however often the functions above are called."""
+    return load_mnist(data_dir, train_images, validation_images)

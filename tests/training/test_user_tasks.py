@@ -1,0 +1,87 @@
+"""A user's task module under the trainer, as real processes: trained, stopped, resumed, and its errors told.
+
+(On a real Slurm, on 2 nodes and under parameter_server: tests/localslurm/test_user_tasks_e2e.py.)
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.fake_slurm import without_slurm
+from tests.training.runs import Watched, digest, finish, metrics, start, state
+from tests.training.tasks import regression
+
+pytestmark = pytest.mark.tensorflow
+TASK = regression.__file__
+# 128 steps per epoch, a step boundary every 4.
+SETTINGS = (f"task={TASK}", "epochs=2", "batch_size=16", "steps_per_execution=4")
+
+
+def test_a_user_task_stops_mid_epoch_and_resumes_to_the_uninterrupted_weights(tmp_path: Path) -> None:
+    [(code, out, err)] = finish([start(tmp_path / "whole", *SETTINGS)])
+    assert code == 0, err[-3000:]
+    uninterrupted = digest(err)
+    assert re.search(r"^hpc-train: done: final_val_loss \d\.\d{4}, final_val_mae \d\.\d{4}; model ", out, re.M), out
+    whole = metrics(tmp_path / "whole")
+    assert [epoch["epoch"] for epoch in whole["epochs"]] == [1, 2] and whole["task"] == TASK
+    assert whole["totals"]["final_val_loss"] < 0.5 * whole["epochs"][0]["loss"]  # it learned
+
+    run = Watched(start(tmp_path / "run", *SETTINGS))
+    run.wait_for("; output in")  # training is about to start
+    run.process.send_signal(signal.SIGUSR1)
+    code, _, err = run.finish()
+    assert code == 75, err[-3000:]
+    stopped = state(tmp_path / "run")
+    assert stopped["state"] == "stopped" and 0 < stopped["global_step"] < 256 and stopped["global_step"] % 4 == 0
+
+    [(code, out, err)] = finish([start(tmp_path / "run", *SETTINGS)])
+    assert code == 0, err[-3000:]
+    assert re.search(rf"resuming (in|after) epoch \d.* \(step {stopped['global_step']}\)", out), out
+    assert digest(err) == uninterrupted  # the same batches in the same order after the stop: the same model
+    assert [epoch["epoch"] for epoch in metrics(tmp_path / "run")["epochs"]] == [1, 2]
+
+
+def train(tmp_path: Path, task_text: str) -> subprocess.CompletedProcess[str]:
+    task = tmp_path / "broken_task.py"
+    task.write_text(Path(TASK).read_text() + textwrap.dedent(task_text))
+    return subprocess.run([sys.executable, "-m", "hpc_train.train", "--set", f"task={task}", "--output-dir",
+                           str(tmp_path / "out"), "--set", "epochs=1"], env=without_slurm(), capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_raising_build_model_shows_the_users_message_and_frames_only(tmp_path: Path) -> None:
+    result = train(tmp_path, """
+        def _layers():
+            raise ValueError("units must be positive, got -3")
+
+        def build_model():
+            return _layers()
+        """)
+    assert result.returncode == 1, result.stderr[-3000:]
+    traceback = result.stderr[result.stderr.index("Traceback (most recent call last, the task's own code only)"):]
+    assert re.search(r'broken_task\.py", line \d+, in build_model\n.*broken_task\.py", line \d+, in _layers',
+                     traceback, re.S), traceback
+    assert "site-packages" not in traceback and "hpc_train/" not in traceback
+    assert traceback.rstrip().splitlines()[-1] == (
+        f"hpc-train train: error: task {tmp_path / 'broken_task.py'}: build_model() raised ValueError: "
+        "units must be positive, got -3")
+
+
+def test_batches_of_the_wrong_size_are_refused_in_one_line(tmp_path: Path) -> None:
+    result = train(tmp_path, """
+        _train = train_dataset
+
+        def train_dataset(input_context, batch_size):
+            return _train(input_context, 10).unbatch().batch(batch_size + 1, drop_remainder=True)
+        """)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.rstrip().splitlines()[-1] == (
+        f"hpc-train train: error: task {tmp_path / 'broken_task.py'}: train_dataset(input_context, batch_size) "
+        "yields batches of 65, but batch_size is 64 per replica; batch with the batch_size argument hpc-train passes")
