@@ -11,7 +11,8 @@
 #
 # Failures: under multiworker one failed task ends the step (--kill-on-bad-exit=1),
 # since its peers would wait for it in the next all-reduce; under parameter_server
-# the chief carries on without a lost worker, so the step is not killed for one.
+# the chief carries on without a lost worker, so the step is not killed for one,
+# and a job whose training finished ends as completed, with a warning.
 # Time limits: the tasks checkpoint and requeue the job when Slurm's warning
 # signal (#SBATCH --signal=USR1@120) reaches them; if it reaches this shell instead
 # (--signal=B:USR1@..., scancel --batch --signal=USR1), it is passed on to them.
@@ -38,7 +39,19 @@ run_step() {
   mkdir -p "$out"
   echo "hpc-train: job $job${SLURM_RESTART_COUNT:+ (restart $SLURM_RESTART_COUNT)} on ${SLURM_JOB_NODELIST:-this machine}; results in $out"
   "${launch[@]}" hpc-train train --output-dir "$out" "${data[@]}" "$@" &
-  wait_passing_signals $!
+  local code=0
+  wait_passing_signals $! || code=$?
+  if [ "$code" -ne 0 ] && [ "$strategy" = parameter_server ] && training_finished "$out"; then
+    echo "hpc-train: warning: a task of the step failed (exit $code), but the chief finished training on the" \
+      "workers left and saved everything in $out: the job ends as completed" >&2
+    code=0
+  fi
+  return "$code"
+}
+
+# training_finished DIR: whether the chief recorded the run as finished (DIR/state.json).
+training_finished() {
+  grep -q '"state": "finished"' "$1/state.json" 2>/dev/null
 }
 
 # wait_passing_signals PID: wait for PID, passing USR1 and USR2 on to it; return its exit code.

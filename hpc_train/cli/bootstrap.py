@@ -31,14 +31,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print this task's TF_CONFIG as JSON and exit")
     parser.add_argument("--all", action="store_true", dest="print_all",
                         help="print the whole layout as a table and exit")
+    parser.add_argument("--supervise", action="store_true",
+                        help="run the command as a child instead of in this process: Slurm's warning reaches it as "
+                             "SIGUSR1, and when it then exits 75 rank 0 requeues the job (see hpc-train submit --)")
+    parser.add_argument("--max-requeues", type=int, default=5, metavar="N",
+                        help="with --supervise: requeue the job at most N times (default 5)")
 
 
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from hpc_train.bootstrap import (BootstrapOptions, compute_layout, describe_task, format_table,
-                                     task_environment, tf_config)
-    from hpc_train.bootstrap.portcheck import ensure_port_free
+    from hpc_train.bootstrap import BootstrapOptions, compute_layout, format_table, tf_config
     from hpc_train.errors import HpcTrainError
 
     if args.num_ps is not None and args.strategy != "parameter_server":
@@ -46,19 +49,24 @@ def run(args: argparse.Namespace) -> int:
     printing = args.print_config or args.print_all
     if not printing and not args.command:
         raise HpcTrainError("nothing to run: give a command after --, or --print / --all to show the layout")
-    options = BootstrapOptions(strategy=args.strategy, num_ps=1 if args.num_ps is None else args.num_ps, port_base=args.port_base)
-    layout = compute_layout(os.environ, options)
-    for note in layout.notes:
-        print(f"hpc-train bootstrap: note: {note}", file=sys.stderr)
-    if args.print_config:
-        print(json.dumps(tf_config(layout)))
-    if args.print_all:
-        print(format_table(layout))
+    options = BootstrapOptions(strategy=args.strategy, num_ps=1 if args.num_ps is None else args.num_ps,
+                               port_base=args.port_base)
     if printing:
+        layout = compute_layout(os.environ, options)
+        for note in layout.notes:
+            print(f"hpc-train bootstrap: note: {note}", file=sys.stderr)
+        if args.print_config:
+            print(json.dumps(tf_config(layout)))
+        if args.print_all:
+            print(format_table(layout))
         return 0
-    ensure_port_free(layout.me.port, layout.me.host)
-    print(f"hpc-train bootstrap: {describe_task(layout)}", file=sys.stderr)
-    return _exec(args.command, {**os.environ, **task_environment(layout)})
+    from hpc_train.jobs.command import CommandJob, place, supervise
+
+    layout, env = place(options, os.environ)  # this task's TF_CONFIG and GPUs, its port checked, its line said
+    if args.supervise:
+        job = CommandJob(tuple(args.command), args.strategy, options.num_ps, args.max_requeues)
+        return supervise(job, env, is_first=layout.me.rank == 0)
+    return _exec(args.command, env)
 
 
 def _exec(command: list[str], env: dict[str, str]) -> int:

@@ -25,9 +25,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="warn the tasks S seconds before the time limit: they checkpoint and requeue the job "
                              "(default 120; 0: no warning)")
     parser.add_argument("--config", default=None, metavar="FILE.yaml", help="training settings (hpc-train train)")
+    parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
+                        help="what to train: a task module (as hpc-train train --task); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     parser.add_argument("--home", default=None, metavar="DIR",
-                        help="project root the job activates (env/activate.sh); default: this checkout")
+                        help="what the job activates: a project root (its env/activate.sh) or a virtual "
+                             "environment (its bin/activate); default: this checkout, else this environment")
 
 
 def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str]
@@ -41,6 +44,27 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str
                    account=args.account, qos=args.qos, time=args.time, mem=args.mem, constraint=args.constraint,
                    cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
                    container=args.container, signal_seconds=args.signal_seconds)
-    train = load_config(args.config, args.overrides)
-    home = args.home or str(Path(__file__).resolve().parents[2])
+    train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides])
+    _check_task_file(train.task)
+    home = args.home or default_home()
     return spec, train, home
+
+
+def _check_task_file(task: str) -> None:
+    """A task FILE.py that is not there is refused now, not after the job waited in the queue."""
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.training.usertask import is_file_spec
+
+    if is_file_spec(task) and not Path(task).is_file():
+        raise HpcTrainError(f"task {task}: no such file; give the task module's path (--task FILE.py), or a dotted "
+                            "module name the nodes can import")
+
+
+def default_home() -> str:
+    """The checkout hpc-train runs from; installed from a wheel, the Python environment it is installed in."""
+    import sys
+
+    from hpc_train.resources import checkout_root
+
+    root = checkout_root()
+    return str(root) if root else sys.prefix

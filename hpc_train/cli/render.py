@@ -1,6 +1,7 @@
 """Write a standalone sbatch script for a training job, for people who prefer plain sbatch.
 
     hpc-train render --nodes 4 --gpus-per-node 2 --config job.yaml -o job.sbatch
+    hpc-train render --nodes 2 -o job.sbatch -- python train.py    # your own script on every task
     sbatch job.sbatch
 
 The request is checked first (impossible ones are refused). Every value reaches
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.jobs.render import render_script
 
     spec, train, home = job_request(args)
-    script = render_script(spec, train, home)
+    script = render_script(spec, train, home, command=args.command)
     if args.output is None:
         sys.stdout.write(script)
     else:

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from hpc_train.follow import PROGRESS, accounted_state, job_info, job_state
+    from hpc_train.follow import FINAL_STATES, PROGRESS, accounted_state, job_info, job_state
     from hpc_train.jobs.folders import find_record, rank_log
 
     record = find_record(args.job)
@@ -35,11 +35,20 @@ def run(args: argparse.Namespace) -> int:
     last = "no progress yet"
     log = rank_log(record, 0)
     if log.is_file():
-        lines = [m.group(1) for m in map(PROGRESS.match, log.read_text(errors="replace").splitlines()) if m]
+        text = log.read_text(errors="replace").splitlines()
+        # The trainer's progress lines; of a user's command, its last line (not submitit's own).
+        lines = ([line for line in text if line.strip() and not line.startswith("submitit ")] if record.command
+                 else [m.group(1) for m in map(PROGRESS.match, text) if m])
         last = lines[-1] if lines else last
-    print(f"job {record.job_id} ({record.name}): {state.lower()}{f', exit {code}' if code else ''} "
+    ended = state.split()[0].upper() in FINAL_STATES
+    print(f"job {record.job_id} ({record.name}): {state.lower()}{f', exit {code}' if code and ended else ''} "
           f"[{source}]")
-    print(f"  nodes:   {info.get('NodeList', '?')} ({record.tasks} tasks, {record.strategy})")
+    print(f"  nodes:   {info.get('NodeList') or 'none yet'} ({record.tasks} tasks, {record.strategy})")
+    print(f"  runs:    {record.what}")
+    if state.upper() == "PENDING" and info.get("Reason"):
+        from hpc_train.jobs.pending import reason_in_words
+
+        print(f"  waiting: {reason_in_words(info['Reason'])}")
     print(f"  elapsed: {elapsed}")
     print(f"  last:    {last}")
     print(f"  folder:  {record.folder}")

@@ -5,11 +5,19 @@
     hpc-train submit --nodes 2 --strategy parameter_server --ntasks-per-node 2 --config job.yaml
     hpc-train submit ... --dry-run                               # print the sbatch script, submit nothing
     hpc-train submit ... --local                                 # no Slurm: tasks run here (mock launcher)
+    hpc-train submit --nodes 2 -- python train.py --epochs 3     # your own script on every task
 
 The request is checked before anything is submitted. The job's folder is
 runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
 (JOBID_RANK_log.out/.err), checkpoints, TensorBoard events and metrics.json.
 Follow it with hpc-train status, logs, cancel and list.
+
+With `-- COMMAND ARGS...`, every task runs COMMAND instead of the trainer, in
+the directory you submit from, with TF_CONFIG and its GPUs set by the
+bootstrap and HPC_TRAIN_RUN_DIR naming the job's folder. Slurm's time-limit
+warning reaches it as SIGUSR1 (--signal-seconds before the end); a command that
+then saves and exits 75 has the job requeued (max_requeues), to run again and
+resume. The job's exit is the command's; a task that dies ends the job.
 """
 
 from __future__ import annotations
@@ -39,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
         print(submit.submission_script(spec), end="")
         return 0
     if args.local:
-        return submit.run_locally(spec, train)
-    record = submit.submit(spec, train)
+        return submit.run_locally(spec, train, command=args.command)
+    record = submit.submit(spec, train, command=args.command)
     print(record.job_id)
-    print(f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} nodes); folder "
+    print(f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} nodes, {record.what}); folder "
           f"{record.folder}; follow it with: hpc-train logs {record.job_id} --follow", flush=True)
     return 0

@@ -1,11 +1,14 @@
-"""Train MNIST with any strategy, from a YAML config and key=value overrides.
+"""Train a task (the built-in MNIST, or your own task module) with any strategy.
 
-    hpc-train train --data-dir ../shared/data/mnist
+    hpc-train train --data-dir ../shared/data/mnist                 # the built-in MNIST task
+    hpc-train train --task my_task.py --set epochs=3                # your model and data (see hpc-train init)
     hpc-train train --config templates/mnist-multiworker.yaml --set epochs=3
     srun hpc-train train --set strategy=multiworker        # TF_CONFIG from the Slurm step
     python -m hpc_train.train ...                          # the same
 
-Settings apply in order: defaults, --config, --data-dir/--output-dir, --set.
+Settings apply in order: defaults, --config, --task/--data-dir/--output-dir, --set.
+A task module defines build_model() and train_dataset(input_context, batch_size)
+(and optionally validation_dataset); --task takes a FILE.py or a dotted module name.
 `hpc-train train --keys` lists every key with its default.
 """
 
@@ -17,6 +20,8 @@ import argparse
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE.yaml", help="a YAML file of key: value settings")
+    parser.add_argument("--task", metavar="FILE.py|MODULE",
+                        help="what to train: a task module (same as --set task=...); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override one setting (repeatable), e.g. --set epochs=3")
     parser.add_argument("--data-dir", metavar="DIR", help="MNIST: IDX .gz files or mnist.npz (same as --set data_dir=DIR)")
@@ -31,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
         for key, value in to_dict(TrainConfig()).items():
             print(f"{key}: {'null' if value is None else value}")
         return 0
-    shortcuts = [f"{key}={value}" for key, value in (("data_dir", args.data_dir), ("output_dir", args.output_dir))
-                 if value is not None]
+    shortcuts = [f"{key}={value}" for key, value in (("task", args.task), ("data_dir", args.data_dir),
+                                                     ("output_dir", args.output_dir)) if value is not None]
     config = load_config(args.config, [*shortcuts, *args.overrides])
     from hpc_train.training.trainer import run as train
 

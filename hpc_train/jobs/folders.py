@@ -23,10 +23,19 @@ class JobRecord:
     tasks: int
     strategy: str
     submitted: float  # seconds since the epoch
+    # The user's own command every task ran (submit -- COMMAND); None: the trainer.
+    command: list[str] | None = None
 
     def write(self) -> None:
         Path(self.folder).mkdir(parents=True, exist_ok=True)
         (Path(self.folder) / RECORD).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @property
+    def what(self) -> str:
+        """What the job runs, for status and list."""
+        import shlex
+
+        return shlex.join(self.command) if self.command else "hpc-train train"
 
     @property
     def submitted_text(self) -> str:

@@ -9,6 +9,7 @@ be compared with a golden file.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from string import Template
@@ -18,7 +19,6 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.jobs.spec import JobSpec
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "templates" / "job.sbatch"
 
 
 def directives(spec: JobSpec) -> dict[str, str | int | bool]:
@@ -48,13 +48,16 @@ def job_config(spec: JobSpec, train: TrainConfig) -> TrainConfig:
 
 
 def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = "runs",
-                  template: Path = TEMPLATE) -> str:
-    """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources."""
+                  template: Path | None = None, command: Sequence[str] | None = None) -> str:
+    """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
+    `command`: the user's own command for every task, instead of the trainer."""
     config = job_config(spec, train)
     lines = [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
              for name, value in directives(spec).items()]
     launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
-    return Template(template.read_text()).substitute(
+    from hpc_train.resources import resource
+
+    return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
         summary=f"{spec.nodes} node(s) x {spec.tasks_per_node} task(s), {spec.gpus_per_node} GPU(s) per node, "
                 f"{spec.strategy}",
         directives="\n".join(lines),
@@ -64,5 +67,16 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
         config_yaml=yaml.safe_dump(to_dict(config), sort_keys=False),
         num_tasks=spec.num_tasks,
         launcher=launcher,
+        task_command=task_command(spec, config, command),
         kill_on_bad_exit=kill_on_bad_exit(spec),
     )
+
+
+def task_command(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> str:
+    """What srun starts on every task: the trainer, or the user's command supervised (quoted word by word)."""
+    if not command:
+        return 'hpc-train train --config "$run_dir/config.yaml" --output-dir "$run_dir"'
+    from hpc_train.jobs.command import CommandJob, supervised_arguments
+
+    job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues)
+    return shlex.join(["hpc-train", *supervised_arguments(job)])  # hpc-train from the job's environment

@@ -7,12 +7,14 @@ sbatch would get (`--dry-run`), and `submit` submits and writes the job folder.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
 import sys
 import time
 from dataclasses import replace
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,37 +78,53 @@ def submission_script(spec: JobSpec, runs: Path = RUNS) -> str:
     return executor._make_submission_file_text(executor._submitit_command_str, uid="dry-run")
 
 
-def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS) -> JobRecord:
-    """Submit; return the job's record, its folder holding the script and the settings."""
+def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> JobRecord:
+    """Submit; return the job's record, its folder holding the script and the settings.
+
+    `command`: the user's own command for every task (under the bootstrap) instead of the trainer.
+    """
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): add --local to run the job's tasks on this machine, "
                             "or start a local cluster with hpc-train cluster up")
-    from hpc_train.jobs.task import train_task
+    from hpc_train.jobs.preflight import check_request
+    from hpc_train.jobs.task import command_task, train_task
 
+    check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     config = job_config(spec, train)
     executor = make_executor(spec, runs)
     try:
-        job = executor.submit(train_task, to_dict(config))
+        if command:
+            job = executor.submit(command_task, list(command), spec.strategy, spec.num_ps, config.max_requeues)
+        else:
+            job = executor.submit(train_task, to_dict(config))
     except Exception as error:  # submitit wraps sbatch's own complaint
         message = str(error).strip().splitlines()
         raise HpcTrainError(f"sbatch refused the job: {message[-1] if message else error}") from None
     record = JobRecord(job.job_id, spec.name, str(runs / f"{spec.name}-{job.job_id}"), spec.nodes, spec.num_tasks,
-                       spec.strategy, time.time())
+                       spec.strategy, time.time(), list(command) if command else None)
     _write_folder(record, config)
     return record
 
 
-def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS) -> int:
+def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> int:
     """The same job, its tasks started on this machine by the mock launcher."""
+    from hpc_train.jobs.command import CommandJob, supervised_arguments
     from hpc_train.launch import Step, launch
 
     config = job_config(spec, train)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = runs / f"{spec.name}-{job_id}"
-    record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time())
+    record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
+                       list(command) if command else None)
     _write_folder(record, replace(config, output_dir=str(folder)))
-    command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
-    return launch(Step.make(spec.nodes, spec.tasks_per_node), command)
+    if command:
+        os.environ["HPC_TRAIN_RUN_DIR"] = str(folder.resolve())
+        job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues)
+        task_command = [sys.executable, "-m", "hpc_train", *supervised_arguments(job)]
+    else:
+        task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
+    return launch(Step.make(spec.nodes, spec.tasks_per_node), task_command,
+                  kill_on_bad_exit=bool(kill_on_bad_exit(spec)))
 
 
 def _write_folder(record: JobRecord, config: TrainConfig) -> None:

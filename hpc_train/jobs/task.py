@@ -8,6 +8,8 @@ records no result for a job that is not over.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -16,10 +18,41 @@ def train_task(settings: dict[str, Any]) -> int:
     import submitit
 
     from hpc_train.config import TrainConfig
+    from hpc_train.errors import HpcTrainError, report
     from hpc_train.training.trainer import run
 
     folder = submitit.JobEnvironment().paths.folder
-    code = run(TrainConfig(**{**settings, "output_dir": str(folder)}))
+    try:
+        code = run(TrainConfig(**{**settings, "output_dir": str(folder)}))
+    except HpcTrainError as error:
+        # As `hpc-train train` says it (one line, a user function's own traceback), not as a traceback through
+        # submitit and hpc-train; the exit code ends the step (srun --kill-on-bad-exit) and fails the job.
+        sys.exit(report(error, "hpc-train train"))
     if code != 0:
         raise RuntimeError(f"training exited with code {code}")  # submitit marks the job failed
+    return code
+
+
+def command_task(command: list[str], strategy: str, num_ps: int, max_requeues: int) -> int:
+    """Run the user's command as this task, under the bootstrap, in the directory the job was submitted from.
+
+    HPC_TRAIN_RUN_DIR names the job's folder (runs/NAME-JOBID), for the command's own checkpoints and outputs.
+    A non-zero exit ends this process with the command's code: the step, and the job, end with it.
+    """
+    import os
+
+    import submitit
+
+    from hpc_train.errors import HpcTrainError, report
+    from hpc_train.jobs.command import CommandJob, run_command
+
+    os.environ["HPC_TRAIN_RUN_DIR"] = str(Path(submitit.JobEnvironment().paths.folder).resolve())
+    try:
+        code = run_command(CommandJob(tuple(command), strategy, num_ps, max_requeues))
+    except HpcTrainError as error:
+        code = report(error, "hpc-train submit")
+    if code != 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # not an exception: submitit would turn it into exit code 1 and a traceback
     return code

@@ -94,7 +94,7 @@ def test_status_falls_back_to_scontrol_without_accounting_and_says_so(tmp_path: 
         "hpc-train: epoch 1/5  loss 0.5\nnoise\nhpc-train: epoch 2/5  loss 0.3\n")
     result = hpc_train("status", cwd=tmp_path, bin_dir=bin_dir)
     assert result.returncode == 0, result.stderr
-    assert "job 4242 (hpc-train): running, exit 0:0 [scontrol/squeue: no Slurm accounting here]" in result.stdout
+    assert "job 4242 (hpc-train): running [scontrol/squeue: no Slurm accounting here]" in result.stdout
     assert "nodes:   node[1-2] (2 tasks, multiworker)" in result.stdout
     assert "last:    hpc-train: epoch 2/5  loss 0.3" in result.stdout
 
