@@ -1,0 +1,56 @@
+"""Check a cluster before you wait in its queue: Slurm, accounting, GPUs, and a tiny 2-node step.
+
+    hpc-train doctor [--partition P] [--data-dir DIR] [--nodes 2]
+
+One line per check, with the fix when it fails; exit 0 only when all pass.
+The step (one task per node) imports TensorFlow on each node and compares its
+version with this machine's, meets the other tasks on the ports the bootstrap
+would give a training job, and reads --data-dir there.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--partition", "-p", default=None, help="the partition to check (default: the default one)")
+    parser.add_argument("--data-dir", default=None, metavar="DIR", help="a data folder the nodes must read")
+    parser.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes in the test step (default 2)")
+    parser.add_argument("--wait", type=int, default=120, metavar="S",
+                        help="seconds the test step may wait for nodes (srun --immediate; default 120)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    from importlib import metadata
+
+    from hpc_train.doctor import Check, accounting, run_step, slurm_partition, step_checks
+    from hpc_train.errors import HpcTrainError
+
+    if args.nodes < 1 or args.wait < 1:
+        raise HpcTrainError(f"--nodes {args.nodes} --wait {args.wait}: both must be 1 or more")
+    env = dict(os.environ)
+    partition = slurm_partition(env, args.partition)  # no Slurm: one line, exit 2
+    nodes = min(args.nodes, partition.total_nodes)
+    checks = [Check("slurm", True, f"answers; partition {partition.name}{' (default)' if partition.default else ''}"
+                    f": {partition.total_nodes} nodes"),
+              accounting(env),
+              Check("gpus", True, f"{max(partition.node_gpus, default=0)} per node (GRES)" if any(partition.node_gpus)
+                    else "none declared (CPU nodes)")]
+    for check in checks:
+        print(check.line(), flush=True)
+    print(f"...   step: {nodes} task(s), one per node, on {partition.name} (waits up to {args.wait} s for nodes)",
+          flush=True)
+    reports, failure = run_step(env, partition, nodes, args.data_dir, args.wait)
+    try:
+        local = metadata.version("tensorflow")
+    except metadata.PackageNotFoundError:
+        local = None
+    results = step_checks(reports, nodes, local, args.data_dir)
+    if failure and not reports:
+        results = [Check("step", False, f"srun failed ({failure})", "see sinfo; is the partition up and are "
+                         "nodes free?")]
+    for check in results:
+        print(check.line(), flush=True)
+    return 0 if all(check.passed for check in [*checks, *results]) else 1

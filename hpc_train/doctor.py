@@ -1,0 +1,119 @@
+"""`hpc-train doctor`: a preflight on a new cluster, before anyone waits in a queue for a job that cannot work.
+
+Checks, one line each, with the fix when one fails: Slurm answers (and which
+partition), accounting, GPUs per node, and a tiny 2-node step
+(hpc_train/doctor_task.py) in which TensorFlow imports with one version on
+every node, the tasks reach each other on the ports the bootstrap gives them,
+and the data folder is readable there. The run passes only when all do.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpc_train.doctor_task import MARK
+from hpc_train.errors import HpcTrainError
+from hpc_train.jobs.preflight import Partition, parse_partitions
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        if self.passed:
+            return f"ok    {self.name}: {self.detail}"
+        return f"FAIL  {self.name}: {self.detail}{'; fix: ' + self.fix if self.fix else ''}"
+
+
+def slurm_partition(env: Mapping[str, str], wanted: str | None) -> Partition:
+    """The partition jobs go to; HpcTrainError (one line) when Slurm does not answer or has no such partition."""
+    if shutil.which("sinfo") is None or shutil.which("srun") is None:
+        raise HpcTrainError("no Slurm commands here (sinfo, srun not found): run it where you submit jobs, or "
+                            "start a local cluster with hpc-train cluster up")
+    conf = env.get("SLURM_CONF")
+    if conf is not None and not Path(conf).is_file():  # else scontrol looks for a controller in DNS, for seconds
+        raise HpcTrainError(f"SLURM_CONF={conf!r} is not a file; point it at the cluster's slurm.conf "
+                            "(hpc-train cluster env prints the local one's), or unset it to use the system's")
+    shown = [_run(["scontrol", "show", what, "-o"], env) for what in ("partition", "node")]
+    for result in shown:
+        if result.returncode != 0:
+            said = (result.stderr.strip().splitlines() or ["no answer"])[-1]
+            where = f"SLURM_CONF={conf}" if conf else "the system's slurm.conf"
+            raise HpcTrainError(f"Slurm does not answer with {where} ({said}); point SLURM_CONF at the cluster's "
+                                "slurm.conf (hpc-train cluster env), or start one with hpc-train cluster up")
+    partitions = parse_partitions(shown[0].stdout, shown[1].stdout)
+    chosen = [p for p in partitions if (p.name == wanted if wanted else p.default)]
+    if not chosen:
+        names = ", ".join(p.name for p in partitions) or "none"
+        raise HpcTrainError(f"no partition {wanted or '(default)'} here (partitions: {names}); pass --partition NAME")
+    return chosen[0]
+
+
+def accounting(env: Mapping[str, str]) -> Check:
+    result = _run(["sacct", "-n", "-X", "-o", "JobID", "-S", "now-1hours"], env)
+    if result.returncode == 0:
+        return Check("accounting", True, "sacct answers: status, logs and list read it")
+    said = (result.stderr.strip().splitlines() or ["no answer"])[-1]
+    # Not a failure of the cluster: hpc-train works without accounting, so this check passes with a note.
+    return Check("accounting", True, f"none ({said[:100]}); status, logs and list read scontrol and squeue instead")
+
+
+def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | None, data_dir: str | None) -> list[Check]:
+    """Judge the test step's reports (pure): TensorFlow, the ports between the tasks, the data folder."""
+    if len(reports) < nodes:
+        return [Check("step", False, f"{len(reports)} of {nodes} tasks reported", "see the output above")]
+    checks = []
+    missing = [f"{r['node']}: {r['tensorflow_error']}" for r in reports if "tensorflow_error" in r]
+    versions = sorted({r["tensorflow"] for r in reports if "tensorflow" in r})
+    if missing:
+        checks.append(Check("tensorflow", False, f"does not import on {'; '.join(missing)}",
+                            "install it in the environment the job uses (env/setup.sh, env/site.sh modules)"))
+    elif len(versions) > 1 or (local_tensorflow and versions != [local_tensorflow]):
+        checks.append(Check("tensorflow", False, f"versions differ: nodes {', '.join(versions)}, here "
+                            f"{local_tensorflow or 'none'}", "use one environment on every node (a shared venv)"))
+    else:
+        checks.append(Check("tensorflow", True, f"{versions[0]} on {len(reports)} nodes"))
+    unreachable = [r["peers_error"] for r in reports if "peers_error" in r]
+    if unreachable:
+        checks.append(Check("ports", False, unreachable[0], "let the nodes reach each other on ports 16384-32767 "
+                            "(a firewall?), or pass --port-base to the bootstrap"))
+    else:
+        checks.append(Check("ports", True, f"tasks reached each other at {', '.join(r['address'] for r in reports)}"))
+    if data_dir:
+        unreadable = [f"{r['node']}: {r['data_error']}" for r in reports if "data_error" in r]
+        checks.append(Check("data", not unreadable, "; ".join(unreadable) if unreadable else
+                            f"{data_dir} readable on every node", "put the data where the nodes see it (a shared "
+                            "file system), e.g. hpc-train data fetch --dest DIR on a login node"))
+    return checks
+
+
+def run_step(env: Mapping[str, str], partition: Partition, nodes: int, data_dir: str | None,
+             wait_seconds: int) -> tuple[list[dict], str]:
+    """The test step: one task per node; their reports, and srun's last words if it failed."""
+    command = ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}",
+               f"--immediate={wait_seconds}", "--time=5", "--job-name=hpc-train-doctor", "--kill-on-bad-exit=1",
+               sys.executable, "-m", "hpc_train.doctor_task", *(("--data-dir", data_dir) if data_dir else ())]
+    try:
+        result = subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=wait_seconds + 300)
+    except subprocess.TimeoutExpired:
+        return [], f"the step did not end within {wait_seconds + 300} s"
+    reports = [json.loads(line[len(MARK):]) for line in result.stdout.splitlines() if line.startswith(MARK)]
+    said = (result.stderr.strip().splitlines() or [""])[-1] if result.returncode != 0 else ""
+    return reports, said
+
+
+def _run(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return subprocess.CompletedProcess(command, 1, "", str(error))

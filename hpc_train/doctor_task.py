@@ -1,0 +1,71 @@
+"""One task of `hpc-train doctor`'s test step, run on a compute node: what a training task would need there.
+
+It imports TensorFlow (and says which version), builds its TF_CONFIG from the
+step as the trainer does, meets the other tasks on the very ports the
+bootstrap gives them (the trainer's start-up barrier), and checks that the data
+folder is readable. It prints one line, `HPC_TRAIN_DOCTOR {json}`, and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+MARK = "HPC_TRAIN_DOCTOR "
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hpc_train.doctor_task")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = {"rank": os.environ.get("SLURM_PROCID", "?"),
+                              "node": os.environ.get("SLURMD_NODENAME", socket.gethostname())}
+    report.update(_tensorflow())
+    report.update(_peers(args.timeout))
+    if args.data_dir:
+        report.update(_data(args.data_dir))
+    print(MARK + json.dumps(report), flush=True)
+    return 0
+
+
+def _tensorflow() -> dict[str, Any]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except Exception as error:  # any failure to import is the finding
+        return {"tensorflow_error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
+    return {"tensorflow": tf.__version__, "python": sys.executable}
+
+
+def _peers(timeout: float) -> dict[str, Any]:
+    from hpc_train.bootstrap import BootstrapOptions, apply_to_environ
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.training.cluster import parse_tf_config
+    from hpc_train.training.rendezvous import meet
+
+    try:
+        layout = apply_to_environ(os.environ, BootstrapOptions())
+        meet(parse_tf_config(os.environ["TF_CONFIG"], "multiworker"), timeout)
+    except HpcTrainError as error:
+        return {"peers_error": str(error)}
+    return {"address": f"{layout.me.host}:{layout.me.port}"}
+
+
+def _data(folder: str) -> dict[str, Any]:
+    try:
+        names = os.listdir(folder)
+    except OSError as error:
+        return {"data_error": f"{folder}: {error.strerror}"}
+    unreadable = [name for name in names if not os.access(os.path.join(folder, name), os.R_OK)]
+    if unreadable:
+        return {"data_error": f"{folder}: cannot read {', '.join(sorted(unreadable)[:3])}"}
+    return {"data": f"{folder}: {len(names)} entries"}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""hpc-train doctor: judging the test step's reports (pure), and its one-line refusal without a usable Slurm."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from hpc_train.doctor import step_checks
+
+TWO_GOOD = [{"node": "node1", "tensorflow": "2.21.0", "address": "node1:16400", "data": "/d: 3 entries"},
+            {"node": "node2", "tensorflow": "2.21.0", "address": "node2:16401", "data": "/d: 3 entries"}]
+
+
+def test_a_healthy_step_passes_every_check() -> None:
+    checks = step_checks(TWO_GOOD, 2, "2.21.0", "/d")
+    assert [(check.name, check.passed) for check in checks] == [("tensorflow", True), ("ports", True), ("data", True)]
+    assert checks[1].line() == "ok    ports: tasks reached each other at node1:16400, node2:16401"
+
+
+def test_each_problem_is_one_failed_line_with_its_fix() -> None:
+    reports = [{**TWO_GOOD[0], "tensorflow": "2.20.0"},
+               {"node": "node2", "tensorflow": "2.21.0", "peers_error": "worker 0 did not answer within 60 s",
+                "data_error": "/d: Permission denied"}]
+    failed = {check.name: check.line() for check in step_checks(reports, 2, "2.21.0", "/d") if not check.passed}
+    assert failed["tensorflow"].startswith("FAIL  tensorflow: versions differ: nodes 2.20.0, 2.21.0, here 2.21.0; fix:")
+    assert failed["ports"].startswith("FAIL  ports: worker 0 did not answer within 60 s; fix: let the nodes reach")
+    assert failed["data"].startswith("FAIL  data: node2: /d: Permission denied; fix:")
+    assert not step_checks(TWO_GOOD[:1], 2, "2.21.0", None)[0].passed  # a task that never reported
+
+
+def test_a_missing_slurm_conf_is_one_line_and_a_failure(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "doctor"], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "SLURM_CONF": str(tmp_path / "missing.conf")}, timeout=60)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    expected = "is not a file; point it at" if shutil.which("sinfo") else "no Slurm commands here"
+    assert result.stderr.startswith("hpc-train doctor: error: ") and expected in result.stderr
