@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from hpc_train import __version__
-from hpc_train.errors import HpcTrainError
+from hpc_train.errors import HpcTrainError, report
 
 # `hpc-train --help` must start fast: `typing` alone costs milliseconds we avoid at run time.
 TYPE_CHECKING = False
@@ -30,10 +30,12 @@ SUBCOMMANDS = {
     "cancel": ("cancel", "cancel a job"),
     "list": ("listing", "list recent jobs from the job folders here"),
     "render": ("render", "write a standalone sbatch script for a training job"),
-    "train": ("train", "train MNIST (none, mirrored, multiworker or parameter_server strategy)"),
+    "init": ("init", "write a starter project: a task module, its settings and an sbatch script"),
+    "train": ("train", "train a task, MNIST or your own (none, mirrored, multiworker or parameter_server)"),
     "bootstrap": ("bootstrap", "export TF_CONFIG and GPU binding for this Slurm task, then run a command"),
     "launch": ("launch", "start tasks locally with the environment srun would give them (mock Slurm)"),
     "cluster": ("cluster", "run a real Slurm cluster on this machine (up, down, status, env)"),
+    "doctor": ("doctor", "check a cluster before you queue: Slurm, accounting, GPUs, a 2-node step"),
     "data": ("data", "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"),
     "bench": ("bench", "measure speed against baselines; figures into BENCHMARKS.md"),
 }
@@ -90,13 +92,21 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
     return argv[:at], argv[at + 1:]
 
 
+# The subcommands that take a command after `--`.
+TAKE_A_COMMAND = ("bootstrap", "launch", "submit", "render")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     options, command = split_command(sys.argv[1:] if argv is None else argv)
     selected = next((option for option in options if not option.startswith("-")), None)
-    args = build_parser(selected).parse_args(options)
+    parser = build_parser(selected)
+    args = parser.parse_args(options)
+    if command is not None and args.subcommand not in TAKE_A_COMMAND:
+        parser.error(f"{args.subcommand} takes no command after --; only {', '.join(TAKE_A_COMMAND)} do")
+    if command is not None and not command:
+        parser.error(f"{args.subcommand}: nothing after --; give the command, e.g. -- python train.py")
     args.command = command
     try:
         return int(args.run(args))
     except HpcTrainError as error:
-        print(f"hpc-train {args.subcommand}: error: {error}", file=sys.stderr)
-        return 2
+        return report(error, f"hpc-train {args.subcommand}")

@@ -1,0 +1,78 @@
+"""Installed, not only checked out: a wheel in a fresh virtual environment runs every command, outside the tree.
+
+The wheel is built from this checkout and installed without its dependencies;
+those come from the project's own environment through a .pth path line (which
+adds that folder to sys.path without running its own .pth files, so the
+editable hpc_train there is not picked up).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpc_train.cli import SUBCOMMANDS
+from tests.fake_slurm import without_slurm
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.tensorflow  # one command trains
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The bin/ of a fresh venv holding hpc-train from a wheel."""
+    work = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "dist"),
+                            str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [wheel] = (work / "dist").glob("hpc_train-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True, timeout=120)
+    python = work / "venv" / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    installing = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)],
+                                capture_output=True, text=True, timeout=300)
+    assert installing.returncode == 0, installing.stderr[-3000:]
+    yield python.parent
+
+
+def run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**without_slurm(), "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    return subprocess.run([str(bin_dir / "hpc-train"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_wheel_is_what_runs_not_the_checkout(installed: Path, tmp_path: Path) -> None:
+    where = subprocess.run([str(installed / "python"), "-c", "import hpc_train; print(hpc_train.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(installed.parent)) and str(ROOT) not in where
+
+
+def test_every_command_starts_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    for name in SUBCOMMANDS:
+        result = run(installed, name, "--help", cwd=tmp_path)
+        assert result.returncode == 0 and "usage:" in result.stdout, (name, result.stderr)
+
+
+def test_render_submit_and_init_work_outside_the_source_tree(installed: Path, tmp_path: Path) -> None:
+    rendered = run(installed, "render", "--nodes", "2", "-o", "job.sbatch", cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    script = (tmp_path / "job.sbatch").read_text()
+    assert f"export HPC_TRAIN_HOME={installed.parent}" in script  # the job activates this environment
+    assert subprocess.run(["bash", "-n", str(tmp_path / "job.sbatch")]).returncode == 0
+    dry = run(installed, "submit", "--nodes", "2", "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0 and "#SBATCH --nodes=2" in dry.stdout, dry.stderr
+    made = run(installed, "init", "project", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert sorted(path.name for path in (tmp_path / "project").iterdir()) == ["README.md", "config.yaml", "job.sbatch",
+                                                                            "task.py"]
+    trained = run(installed, "train", "--config", "project/config.yaml", "--set", "strategy=none", "--set",
+                  "epochs=1", "--output-dir", "out", cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert (tmp_path / "out" / "metrics.json").is_file()
