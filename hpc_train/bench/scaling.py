@@ -274,7 +274,7 @@ def reproducing_command(repetitions: int) -> str:
 
 
 def render(results: dict[Run, list[Result]], batches: Sequence[int], repetitions: int, link: projection.Link,
-           compute: projection.ComputeModel, model_checks: Sequence[projection.Check]) -> str:
+           compute: projection.ComputeModel | None, model_checks: Sequence[projection.Check]) -> str:
     strategy_batches = [batch for batch in STRATEGY_BATCHES if batch in batches]
     lines = [
         "## Scaling on Slurm: 1 and 2 workers, multiworker and parameter_server",
@@ -306,6 +306,16 @@ def render(results: dict[Run, list[Result]], batches: Sequence[int], repetitions
         "",
         *findings(results, batches, link),
         "",
+        *(_projection(compute, link, model_checks, batches) if compute else [
+            f"No projection: it fits a line through the step times at two batches or more, and this run measured "
+            f"one ({batches[0]}); measure two or more (e.g. `--batches 256,1024`) for it."]),
+    ]
+    return "\n".join(lines)
+
+
+def _projection(compute: projection.ComputeModel, link: projection.Link, model_checks: Sequence[projection.Check],
+                batches: Sequence[int]) -> list[str]:
+    return [
         projection.render(compute, GRADIENT_BYTES, link, model_checks, batches),
         "",
         f"![projected efficiency against GPUs]({figure('projection.png').relative_to(ROOT)})",
@@ -317,7 +327,6 @@ def render(results: dict[Run, list[Result]], batches: Sequence[int], repetitions
         "per-worker batch grows with the accelerator's speed; the measured 2-worker steps also took longer than "
         "the model says (above), so read the projection as an upper bound.",
     ]
-    return "\n".join(lines)
 
 
 def advice(results: dict[Run, list[Result]], batches: Sequence[int]) -> str:
@@ -453,6 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="where the raw measurements go (default: %(default)s)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from --results; run nothing")
     args = parser.parse_args(argv)
+    args.batches = parse_batches(args.batches)  # before any job: a typo must not cost minutes of measuring
     if args.report_only:
         measured = load(args.results)
     elif not require_slurm("scaling"):
@@ -464,8 +474,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return report(measured, write=not args.quick)
 
 
+def parse_batches(text: str) -> tuple[int, ...]:
+    """`--batches 64,256`: distinct per-worker batches, smallest first; refused in one line when malformed."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and int(part) >= 1 for part in parts):
+        raise HpcTrainError(f"--batches {text!r}: expected per-worker batches, whole numbers of 1 or more separated "
+                            "by commas (e.g. 64,256,1024)")
+    return tuple(sorted({int(part) for part in parts}))
+
+
 def measure_all(args: argparse.Namespace) -> Measured:
-    batches = (64, 256) if args.quick else tuple(int(batch) for batch in args.batches.split(","))
+    batches = (64, 256) if args.quick else args.batches
     repetitions = 1 if args.quick else args.repetitions
     progress("all-reduce times between two tasks")
     allreduce = allreduce_link(os.cpu_count() or 1)
@@ -477,11 +496,15 @@ def report(measured: Measured, write: bool) -> int:
     allreduce = measured.allreduce
     link = projection.fit_link("this machine, loopback gRPC", allreduce["sizes"], allreduce["seconds"],
                                allreduce["workers"])
-    compute = compute_model(results, batches)
-    section = render(results, batches, measured.repetitions, link, compute, checks(results, batches, compute, link))
-    publish("scaling", section, write, lambda: plot_scaling(results, batches),
-            lambda: plot_strategies(results, [batch for batch in STRATEGY_BATCHES if batch in batches]),
-            lambda: projection.plot(figure("projection.png"), compute, GRADIENT_BYTES, batches))
+    # The compute model is a line through the step times: one batch measures scaling but cannot fit it.
+    compute = compute_model(results, batches) if len(batches) >= 2 else None
+    model_checks = checks(results, batches, compute, link) if compute else []
+    section = render(results, batches, measured.repetitions, link, compute, model_checks)
+    plots = [lambda: plot_scaling(results, batches),
+             lambda: plot_strategies(results, [batch for batch in STRATEGY_BATCHES if batch in batches])]
+    if compute:
+        plots.append(lambda: projection.plot(figure("projection.png"), compute, GRADIENT_BYTES, batches))
+    publish("scaling", section, write, *plots)
     best = max(summary(efficiencies(results, batch))[0] for batch in batches)
     return 0 if best >= GOAL else 1
 

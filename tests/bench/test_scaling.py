@@ -186,3 +186,19 @@ def test_a_job_that_never_leaves_the_queue_is_cancelled_at_the_deadline(tmp_path
     with pytest.raises(scaling.HpcTrainError, match="benchmark job 42 ran past 1 s and was cancelled"):
         scaling.run_job("#!/bin/bash\n", tmp_path)
     assert (tmp_path / "cancelled").read_text().strip() == "42"
+
+
+@pytest.mark.parametrize("text", ["1024,x", "0", "64,,256", "-64"])
+def test_malformed_batches_are_refused_before_anything_runs(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scaling, "require_slurm", lambda name: pytest.fail("measured before checking --batches"))
+    with pytest.raises(scaling.HpcTrainError, match=rf"--batches '{text}': expected per-worker batches, whole numbers"):
+        scaling.main(["--batches", text])
+
+
+def test_one_batch_is_reported_without_the_projection_it_cannot_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert scaling.parse_batches("1024, 1024") == (1024,)
+    runs = {run: [Result(1000.0 * run.workers, 0.97)] for run in plan((1024,), 0)}
+    measured = scaling.Measured((1024,), 1, {"workers": 2, "sizes": [1e5, 1e6], "seconds": [0.001, 0.004]}, runs)
+    scaling.report(measured, write=False)
+    section = capsys.readouterr().out
+    assert "| 1024 |" in section and "No projection: it fits a line through the step times at two batches" in section
