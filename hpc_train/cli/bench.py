@@ -1,6 +1,8 @@
 """Measure hpc-train against its baselines and write the figures into BENCHMARKS.md and benchmarks/*.png.
 
     hpc-train bench trainer      # trainer vs a plain Keras script of the seed design, one worker
+    hpc-train bench task         # a user's task module under hpc-train train vs a plain model.fit;
+                                 # the cost of a checkpoint every epoch
     hpc-train bench startup      # task start to first training step vs a bare `import tensorflow`
     hpc-train bench scaling      # 1 vs 2 workers on the local Slurm, multiworker vs parameter_server,
                                  # an all-reduce model and its projection to 512 GPUs
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-BENCHMARKS = ("trainer", "startup", "scaling", "bootstrap", "submit")
+BENCHMARKS = ("trainer", "task", "startup", "scaling", "bootstrap", "submit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
