@@ -1,8 +1,9 @@
 """End to end on a real Slurm: the job scripts submitted with sbatch to a local cluster.
 
-The cluster (nodes node[1-2] and node[9-10], in its own directory and ports) is
-brought up once for the session, installing Slurm when root and apt-get allow,
-and stopped afterwards if this session started it. Skipped where that cannot be.
+The cluster (conftest.py: nodes node[1-2] and node[9-10], in its own directory
+and ports) is brought up once for the session, installing Slurm when root and
+apt-get allow, and stopped afterwards if this session started it. Skipped where
+that cannot be.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,29 +21,13 @@ import pytest
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
+from tests.localslurm.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, rank_pid, wait_for_end
 from tests.mnist_data import shared_mnist
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
 ROOT = Path(__file__).resolve().parents[2]
-TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2],node[9-10]", cpus=4,
-                            controller_port=7017)
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
-JOB_TIMEOUT = 300
 # 3 epochs of 62 steps; a step boundary every 32 (steps_per_execution).
 TWO_NODE_SETTINGS = ("--set", "epochs=3")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
-    if os.geteuid() != 0:
-        pytest.skip("a local Slurm cluster needs root")
-    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
-        pytest.skip("no Slurm and no apt-get to install it")
-    was_running = all(control.status(TEST_CLUSTER).values())
-    control.up(TEST_CLUSTER)
-    yield TEST_CLUSTER
-    if not was_running:
-        control.down(TEST_CLUSTER)
 
 
 @dataclass
@@ -54,20 +37,10 @@ class Job:
     env: dict[str, str]
 
     def state(self) -> tuple[str, str]:
-        shown = subprocess.run(["scontrol", "show", "job", "-o", self.id], env=self.env, capture_output=True,
-                               text=True).stdout
-        fields = dict(part.split("=", 1) for part in shown.split() if "=" in part)
-        return fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "?")
+        return job_state(self.id, self.env)
 
     def wait(self) -> tuple[str, str]:
-        deadline = time.monotonic() + JOB_TIMEOUT
-        while time.monotonic() < deadline:
-            state, code = self.state()
-            if state in FINAL_STATES:
-                return state, code
-            time.sleep(1)
-        subprocess.run(["scancel", self.id], env=self.env)
-        pytest.fail(f"job {self.id} did not finish within {JOB_TIMEOUT} s:\n{self.log()[-3000:]}")
+        return wait_for_end(self.id, self.env, self.log)
 
     def log(self) -> str:
         logs = list(self.workdir.glob(f"slurm-*-{self.id}.out"))
@@ -178,15 +151,19 @@ def test_a_warned_job_checkpoints_requeues_itself_and_resumes(cluster: LocalClus
 def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster, tmp_path: Path,
                                                            uninterrupted: Job) -> None:
     job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS)
-    job.wait_for_log("epoch 1/3")
-    job.scontrol("requeuehold")  # the tasks save in epoch 2 on SIGTERM; the job waits, held
+    # Epoch 1 ends with a checkpoint (step 62), epoch 2 usually not (checkpoint_share); a SIGTERM
+    # once epoch 2 is reported is saved later: that newest checkpoint is damaged, the one before used.
+    job.wait_for_log("epoch 2/3")
+    job.scontrol("requeuehold")  # the tasks save on SIGTERM; the job waits, held
     newest = job.wait_for_checkpoint_after(62)
+    older = max(int(path.name[len("ckpt-"):-len(".index")]) for path in newest.parent.glob("ckpt-*.index")
+                if path.name != f"{newest.name}.index")
     data = next(newest.parent.glob(f"{newest.name}.data-*"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # as a copy cut short
     job.scontrol("release")
     assert_resumed_as_if_never_stopped(job, uninterrupted)
     assert f"warning: checkpoint {newest.relative_to(tmp_path)} is damaged" in job.log()
-    assert "resuming after epoch 1 (step 62)" in job.log()
+    assert re.search(rf"resuming (in|after) epoch \d \(step {older}\)", job.log()), job.log()[-3000:]
 
 
 def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -276,17 +253,8 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
 
 
 def task_pid(job_id: str, rank: int) -> int | None:
-    """The pid of the Python process of one rank of a job, found by its environment."""
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            variables = dict(item.split(b"=", 1) for item in environ.read_bytes().split(b"\0") if b"=" in item)
-            command = (environ.parent / "comm").read_text().strip()
-        except OSError:
-            continue
-        if (variables.get(b"SLURM_JOB_ID") == job_id.encode() and variables.get(b"SLURM_PROCID") == str(rank).encode()
-                and command.startswith(("python", "hpc-train"))):
-            return int(environ.parent.name)
-    return None
+    """The pid of the Python process of one rank of a job."""
+    return rank_pid(job_id, rank, lambda comm, cmdline: comm.startswith(("python", "hpc-train")))
 
 
 def test_killing_one_worker_fails_the_whole_job_quickly_and_names_it(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -316,10 +284,10 @@ def test_a_parameter_server_job_outlives_a_lost_worker(cluster: LocalCluster, tm
     state, _ = job.wait()
     log = job.log()
     assert re.search(r"task 3: Killed", log) and "Worker /job:worker/replica:0/task:1 failed" in log, log[-3000:]
-    # The chief trained on with worker 0 and finished; Slurm still reports the job FAILED, since a task died.
+    # The chief trained on with worker 0 and finished: the job is completed, and its log says a task died.
     assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3]
     assert job.run_state()["state"] == "finished" and job.metrics()["totals"]["final_val_accuracy"] >= 0.9
-    assert state == "FAILED"
+    assert state == "COMPLETED" and re.search(r"warning: a task of the step failed \(exit \d+\), but the chief finished", log)
 
 
 def test_a_lost_parameter_server_fails_the_job_quickly_and_names_it(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -354,6 +322,6 @@ def test_a_submitted_job_warned_by_submitits_usr2_requeues_itself_and_finishes(c
     assert job.wait() == ("COMPLETED", "0:0")
     log = chief_log.read_text()
     assert "requeued job" in log and re.search(r"resuming (in|after) epoch", log), log
-    assert "done: validation accuracy" in log
+    assert "done: final_val_accuracy" in log
     assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3]
     assert job.run_state()["state"] == "finished"

@@ -1,0 +1,42 @@
+"""One real local Slurm cluster for every end-to-end test file of the session (bringing one up takes seconds)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpc_train.localslurm import control
+from hpc_train.localslurm.spec import LocalCluster
+
+TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2],node[9-10]", cpus=4,
+                            controller_port=7017)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[LocalCluster]:
+    if os.geteuid() != 0:
+        pytest.skip("a local Slurm cluster needs root")
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        pytest.skip("no Slurm and no apt-get to install it")
+    was_running = all(control.status(TEST_CLUSTER).values())
+    control.up(TEST_CLUSTER)
+    yield TEST_CLUSTER
+    if not was_running:
+        control.down(TEST_CLUSTER)
+
+
+@pytest.fixture(autouse=True)
+def no_job_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each end-to-end test, cancel what it left in the queue: a test that failed half-way must not leave
+    jobs holding the nodes while the next tests wait for them."""
+    yield
+    if "cluster" in request.fixturenames and all(control.status(TEST_CLUSTER).values()):
+        env = control.slurm_env(TEST_CLUSTER)
+        queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True).stdout.split()
+        if queued:
+            subprocess.run(["scancel", *queued], env=env, capture_output=True)

@@ -1,0 +1,134 @@
+"""A user's task module on a real Slurm, through `hpc-train submit --task`: every guarantee MNIST has.
+
+Requeued mid-epoch, it ends with exactly the requested epochs and the weights
+of an uninterrupted run; it trains under parameter_server; and each mistake a
+user's module can make fails the whole job within seconds, the chief's log
+saying what and where.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hpc_train.localslurm import control
+from hpc_train.localslurm.spec import LocalCluster
+from tests.fake_slurm import without_slurm
+from tests.localslurm.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, wait_for_end
+from tests.training.tasks import regression
+
+pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
+ROOT = Path(__file__).resolve().parents[2]
+TASK = Path(regression.__file__)
+# 2 workers: 1,024 examples each, 128 steps of 8 per epoch, a step boundary every 4 steps.
+REQUEUED = ("--set", "epochs=12", "--set", "batch_size=8", "--set", "steps_per_execution=4")
+
+
+@dataclass
+class SubmittedJob:
+    """A job submitted with `hpc-train submit`: its state from scontrol, its logs from the job folder."""
+
+    id: str
+    folder: Path
+    env: dict[str, str]
+
+    def state(self) -> tuple[str, str]:
+        return job_state(self.id, self.env)
+
+    def wait(self, timeout: float = JOB_TIMEOUT) -> tuple[str, str]:
+        return wait_for_end(self.id, self.env, lambda: self.log(0, "err"), timeout)
+
+    def log(self, rank: int, stream: str = "out") -> str:
+        path = self.folder / f"{self.id}_{rank}_log.{stream}"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def digest(self) -> str:
+        [digest] = set(re.findall(r"finished; weights digest (\w+)", self.log(0, "err") + self.log(1, "err")))
+        return digest
+
+    def metrics(self) -> dict:
+        return json.loads((self.folder / "metrics.json").read_text())
+
+
+def submit(cluster: LocalCluster, workdir: Path, name: str, *args: str) -> SubmittedJob:
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    result = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--name", name, *args], cwd=workdir, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.splitlines()[0]
+    return SubmittedJob(job_id, workdir / "runs" / f"{name}-{job_id}", env)
+
+
+def test_a_requeued_user_task_resumes_to_the_weights_of_an_uninterrupted_run(cluster: LocalCluster,
+                                                                             tmp_path: Path) -> None:
+    # Both at once, on two nodes each: the one left alone is what the requeued one must end up as.
+    whole = submit(cluster, tmp_path, "whole", "--task", str(TASK), *REQUEUED)
+    job = submit(cluster, tmp_path, "requeued", "--task", str(TASK), *REQUEUED)
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while "epoch 1/12" not in job.log(0):
+        assert time.monotonic() < deadline and job.state()[0] not in FINAL_STATES, job.log(0, "err")[-3000:]
+        time.sleep(0.3)
+    subprocess.run(["scontrol", "requeue", job.id], env=job.env, check=True)  # SIGTERM, then the job runs again
+    assert whole.wait() == ("COMPLETED", "0:0"), whole.log(0, "err")[-3000:]
+    assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
+    log = job.log(0) + job.log(0, "err")
+    assert re.search(r"stopped by SIGTERM (in|after) epoch", log) and re.search(r"resuming (in|after) epoch", log), log
+    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == list(range(1, 13))
+    assert job.metrics()["task"] == str(TASK) and job.metrics()["world_size"] == 2
+    assert job.digest() == whole.digest()
+
+
+def test_a_user_task_trains_under_parameter_server(cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, tmp_path, "ps", "--task", str(TASK), "--strategy", "parameter_server",
+                 "--ntasks-per-node", "2", "--set", "epochs=2", "--set", "batch_size=32")
+    assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
+    metrics = job.metrics()
+    assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2] and metrics["strategy"] == "parameter_server"
+    assert metrics["steps_per_epoch"] == 2 * (regression.EXAMPLES // 2 // 32)  # both workers' batches
+    assert metrics["totals"]["final_val_loss"] < metrics["epochs"][0]["loss"]
+
+
+MISTAKES = {
+    "syntax": ("def build_model(:\n", 2, r"syntax\.py: syntax error at .*syntax\.py:\d+"),
+    "no_train_dataset": ("del train_dataset\n", 2, r"defines no train_dataset\(\); a task module needs"),
+    "not_a_model": ("def build_model():\n    return 'a model'\n", 2,
+                    r"build_model\(\) returned a str, not a tf_keras model"),
+    "wrong_shape": ("_one = train_dataset\ndef train_dataset(input_context, batch_size):\n"
+                    "    return _one(input_context, batch_size).map(lambda x, y: (x[:, :5], y))\n", 2,
+                    r"yields features of shape \(64, 5\), but the model from build_model\(\) takes \(None, 8\)"),
+    "endless": ("_one = train_dataset\ndef train_dataset(input_context, batch_size):\n"
+                "    return _one(input_context, batch_size).repeat()\n", 2,
+                r"train_dataset\(input_context, batch_size\) is endless or of unknown length"),
+    "raises": ("def build_model():\n    return _layers()\ndef _layers():\n    raise ValueError('no such layer')\n",
+               1, r"build_model\(\) raised ValueError: no such layer"),
+}
+
+
+def test_each_mistake_in_a_user_task_fails_every_task_at_once_and_says_what(cluster: LocalCluster,
+                                                                            tmp_path: Path) -> None:
+    jobs = {}
+    for name, (appended, _, _) in MISTAKES.items():
+        task = tmp_path / f"{name}.py"
+        task.write_text(TASK.read_text() + "\n" + textwrap.dedent(appended))
+        jobs[name] = submit(cluster, tmp_path, name, "--task", str(task))
+    started = time.monotonic()
+    for name, (_, code, message) in MISTAKES.items():
+        job = jobs[name]
+        state, exit_code = job.wait(timeout=120)
+        assert state == "FAILED" and exit_code.startswith(f"{code}:"), (name, state, exit_code, job.log(0, "err"))
+        # Every task meets it at once; the chief's log, the one people read, says it.
+        said = [line for line in job.log(0, "err").splitlines() if line.startswith("hpc-train train: error:")]
+        assert len(said) == 1 and re.match(r"hpc-train train: error: task .*" + message, said[0]), (name, said)
+    assert time.monotonic() - started < 3 * 60  # six 2-node jobs on 4 nodes, each over in seconds
+    traceback = jobs["raises"].log(0, "err")
+    assert re.search(r"the task's own code only\):\n.*raises\.py\", line \d+, in build_model\n.*"
+                     r"raises\.py\", line \d+, in _layers", traceback, re.S), traceback
+    assert "submitit" not in traceback.split("Traceback (most recent call last, the task's own code only)")[1]
