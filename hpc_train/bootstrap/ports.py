@@ -15,10 +15,12 @@ The rule, in order of precedence:
 
 The offset of a task is its **rank** whenever the window can hold every task of
 the step, so ports differ across the whole job; that keeps a one-machine test
-cluster (several slurmd "nodes" sharing one network stack) safe. Only when it
-cannot (steps of more than 256 tasks for derived windows, or more tasks than
-reserved ports) the offset is the task's **local index** on its node, which is
-still distinct on every host.
+cluster (several slurmd "nodes" sharing one network stack) safe. (A local cluster
+with separate hosts, `hpc-train cluster up --separate-hosts`, gives every node its
+own stack, as a real cluster does: there distinct ports are not needed, and still
+correct.) Only when it cannot (steps of more than 256 tasks for derived windows,
+or more tasks than reserved ports) the offset is the task's **local index** on
+its node, which is still distinct on every host.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A real Slurm cluster on this machine, for tests and the demo (needs root).
 
-    hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR]
+    hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR] [--separate-hosts]
     export SLURM_CONF=/tmp/hpc-train-slurm/slurm.conf     # as `up` prints
     sbatch slurm/mnist_2node.sh
     hpc-train cluster status
@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", type=int, default=None, metavar="N", help="CPUs per node (default max(4, cores))")
     parser.add_argument("--port", type=int, default=None, metavar="PORT",
                         help="slurmctld's port; the nodes take the next ones (default 6917)")
+    parser.add_argument("--separate-hosts", action="store_true",
+                        help="each node in its own network namespace, its name resolving to its own address on a "
+                             "bridge (10.250.<port mod 256>.0/24): as on a real cluster, localhost is not a peer")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = {key: value for key, value in (("directory", args.dir), ("cpus", args.cpus),
                                               ("controller_port", args.port)) if value is not None}
-    cluster = LocalCluster(nodes=args.nodes, **settings)
+    cluster = LocalCluster(nodes=args.nodes, separate_hosts=args.separate_hosts, **settings)
     if args.action == "up":
         control.up(cluster)
     elif args.action == "down":

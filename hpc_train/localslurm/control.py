@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.localslurm import netns
 from hpc_train.localslurm.spec import HOSTS_MARK, LocalCluster, hosts_line, render_slurm_conf
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
@@ -32,11 +33,13 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
     _require_root()
     _install_missing()
     _write_files(cluster)
+    if cluster.separate_hosts:
+        netns.ensure(cluster.network, cluster.directory)
     _ensure_hosts(cluster)
     _start("munged", cluster, _munged_command)
     _start("slurmctld", cluster, lambda c: ["slurmctld", "-f", str(c.conf)])
     for name in cluster.node_names:
-        _start(f"slurmd-{name}", cluster, lambda c, n=name: ["slurmd", "-f", str(c.conf), "-N", n])
+        _start(f"slurmd-{name}", cluster, lambda c, n=name: _on_node(c, n, ["slurmd", "-f", str(c.conf), "-N", n]))
     _wait_for_idle_nodes(cluster, timeout)
     say(f"up: {len(cluster.node_names)} nodes {cluster.nodes}, partition {cluster.partition}; "
         f"use it with: export SLURM_CONF={cluster.conf}")
@@ -50,6 +53,8 @@ def down(cluster: LocalCluster) -> None:
             _stop(pid, daemon)
         cluster.pid_file(daemon).unlink(missing_ok=True)
     _remove_hosts(cluster)
+    if cluster.separate_hosts or netns.recorded(cluster.directory):
+        netns.remove(cluster.network, cluster.directory)
     say(f"down: stopped the cluster in {cluster.directory}")
 
 
@@ -157,9 +162,9 @@ def _wait_for_idle_nodes(cluster: LocalCluster, timeout: float) -> None:
 
 def _ensure_hosts(cluster: LocalCluster) -> None:
     """Make the node names resolve, with a marked line that `down` removes."""
-    line = hosts_line(cluster)
+    line = hosts_line(cluster)  # with separate hosts, one line per node
     lines = HOSTS_FILE.read_text().splitlines()
-    if line in lines:
+    if [existing for existing in lines if existing.endswith(f"{HOSTS_MARK} {cluster.directory}")] == line.splitlines():
         return
     kept = [existing for existing in lines if not existing.endswith(f"{HOSTS_MARK} {cluster.directory}")]
     HOSTS_FILE.write_text("\n".join([*kept, line]) + "\n")
@@ -204,3 +209,8 @@ def _wait_until(condition: Callable[[], bool], timeout: float, poll: float = 0.5
         if time.monotonic() >= deadline:
             return False
         time.sleep(poll)
+
+
+def _on_node(cluster: LocalCluster, node: str, command: list[str]) -> list[str]:
+    """A node's command: in the node's own network namespace when the cluster has separate hosts."""
+    return netns.enter_command(cluster.network.host(node), command) if cluster.separate_hosts else command

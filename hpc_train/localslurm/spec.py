@@ -8,6 +8,7 @@ from pathlib import Path
 
 from hpc_train.bootstrap.nodelist import expand_nodelist
 from hpc_train.errors import HpcTrainError
+from hpc_train.localslurm.netns import NetworkPlan, hosts_lines, plan_network
 
 DEFAULT_DIR = Path("/tmp/hpc-train-slurm")
 HOSTS_MARK = "# hpc-train local cluster"
@@ -26,6 +27,8 @@ class LocalCluster:
     cpus: int = max(4, os.cpu_count() or 1)
     controller_port: int = DEFAULT_CONTROLLER_PORT
     partition: str = "debug"
+    # Each node in its own network namespace with its own address (netns.py); slurmd on one port everywhere.
+    separate_hosts: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory).absolute())
@@ -34,13 +37,20 @@ class LocalCluster:
             raise HpcTrainError(f"--cpus {self.cpus}: a node needs at least 1 CPU")
         if not 1024 <= self.controller_port <= 65535 - 1 - len(self.node_names):
             raise HpcTrainError(f"--port {self.controller_port}: pick a port in 1024-65000 with room for the nodes")
+        if self.separate_hosts:
+            plan_network(self.controller_port, self.node_names)  # refuse too many nodes at once
 
     @property
     def node_names(self) -> tuple[str, ...]:
         return expand_nodelist("--nodes", self.nodes)
 
     def node_port(self, index: int) -> int:
-        return self.controller_port + 1 + index
+        return self.controller_port + 1 + (0 if self.separate_hosts else index)
+
+    @property
+    def network(self) -> NetworkPlan:
+        """The namespaces, addresses and links separate hosts use (also computed when off, for `down`)."""
+        return plan_network(self.controller_port, self.node_names)
 
     @property
     def conf(self) -> Path:
@@ -76,7 +86,8 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
     lines = [
         "# Written by hpc-train cluster up; rewritten on every up.",
         "ClusterName=hpctrain",
-        "SlurmctldHost=localhost",
+        # Separate hosts reach slurmctld, here in the root namespace, at the bridge's address.
+        f"SlurmctldHost=localhost{f'({cluster.network.bridge_address})' if cluster.separate_hosts else ''}",
         f"SlurmctldPort={cluster.controller_port}",
         "SlurmUser=root",
         "SlurmdUser=root",
@@ -108,12 +119,22 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         "SlurmdTimeout=30",
         "MinJobAge=600",
     ]
-    lines += [f"NodeName={name} NodeHostname=localhost Port={cluster.node_port(index)} CPUs={cluster.cpus} "
+    lines += [f"NodeName={name} {_node_address(cluster, name)} Port={cluster.node_port(index)} CPUs={cluster.cpus} "
               "State=UNKNOWN" for index, name in enumerate(cluster.node_names)]
     lines.append(f"PartitionName={cluster.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
 
 def hosts_line(cluster: LocalCluster) -> str:
-    """The /etc/hosts line that makes the node names resolve to this machine."""
+    """The /etc/hosts line that makes the node names resolve to this machine (with separate hosts: one per node,
+    each name to its own address)."""
+    if cluster.separate_hosts:
+        return "\n".join(hosts_lines(cluster.network, f"{HOSTS_MARK} {cluster.directory}"))
     return f"127.0.0.1 {' '.join(cluster.node_names)} {HOSTS_MARK} {cluster.directory}"
+
+
+def _node_address(cluster: LocalCluster, name: str) -> str:
+    """Where slurmctld and the other nodes reach a node: this machine, or its own namespace's address."""
+    if not cluster.separate_hosts:
+        return "NodeHostname=localhost"
+    return f"NodeHostname={name} NodeAddr={cluster.network.host(name).address}"
