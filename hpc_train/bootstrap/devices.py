@@ -116,3 +116,18 @@ def _id_list(value: str | None) -> tuple[str, ...] | None:
 
 def _first_ids(count: int) -> tuple[str, ...]:
     return tuple(str(index) for index in range(count))
+
+
+NVIDIA_DRIVER = "/proc/driver/nvidia/version"  # there when the node has NVIDIA's kernel driver loaded
+
+
+def cpu_fallback_note(cuda_visible_devices: str | None, tensorflow_gpus: int | None) -> str | None:
+    """The line a task says when Slurm bound it to GPUs that TensorFlow cannot use (a CPU build, no driver).
+
+    `tensorflow_gpus`: the GPUs TensorFlow lists; None when TensorFlow was not asked, only the driver found missing.
+    """
+    bound = [device for device in (_id_list(cuda_visible_devices) or ()) if not device.startswith("-")]
+    if not bound or tensorflow_gpus:
+        return None
+    why = "TensorFlow sees no GPU" if tensorflow_gpus is not None else f"no GPU driver here ({NVIDIA_DRIVER})"
+    return f"bound to GPU{'s' if len(bound) > 1 else ''} {','.join(bound)} by Slurm; {why}: CPU"

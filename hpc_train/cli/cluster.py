@@ -1,6 +1,6 @@
 """A real Slurm cluster on this machine, for tests and the demo (needs root).
 
-    hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR] [--separate-hosts]
+    hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR] [--gpus-per-node G] [--separate-hosts]
     export SLURM_CONF=/tmp/hpc-train-slurm/slurm.conf     # as `up` prints
     sbatch slurm/mnist_2node.sh
     hpc-train cluster status
@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", type=int, default=None, metavar="N", help="CPUs per node (default max(4, cores))")
     parser.add_argument("--port", type=int, default=None, metavar="PORT",
                         help="slurmctld's port; the nodes take the next ones (default 6917)")
+    parser.add_argument("--gpus-per-node", type=int, default=None, metavar="G",
+                        help="GPUs each node declares to Slurm (GRES, fake devices: jobs train on the CPU); "
+                             "default 2, 0 for none")
     parser.add_argument("--separate-hosts", action="store_true",
                         help="each node in its own network namespace, its name resolving to its own address on a "
                              "bridge (10.250.<port mod 256>.0/24): as on a real cluster, localhost is not a peer")
@@ -36,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.localslurm.spec import LocalCluster
 
     settings = {key: value for key, value in (("directory", args.dir), ("cpus", args.cpus),
-                                              ("controller_port", args.port)) if value is not None}
+                                              ("controller_port", args.port),
+                                              ("gpus_per_node", args.gpus_per_node)) if value is not None}
     cluster = LocalCluster(nodes=args.nodes, separate_hosts=args.separate_hosts, **settings)
     if args.action == "up":
         control.up(cluster)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from hpc_train.bootstrap import BootstrapOptions, compute_layout, describe_task, task_environment
+from hpc_train.bootstrap.devices import NVIDIA_DRIVER, cpu_fallback_note
 from hpc_train.bootstrap.layout import Layout
 from hpc_train.bootstrap.portcheck import ensure_port_free
 from hpc_train.errors import HpcTrainError
@@ -70,7 +71,11 @@ def place(options: BootstrapOptions, environ: Mapping[str, str]) -> tuple[Layout
         print(f"hpc-train bootstrap: note: {note}", file=sys.stderr)
     ensure_port_free(layout.me.port, layout.me.host)
     print(f"hpc-train bootstrap: {describe_task(layout)}", file=sys.stderr, flush=True)
-    return layout, {**environ, **task_environment(layout)}
+    env = {**environ, **task_environment(layout)}
+    note = None if os.path.exists(NVIDIA_DRIVER) else cpu_fallback_note(env.get("CUDA_VISIBLE_DEVICES"), None)
+    if note:
+        print(f"hpc-train bootstrap: {note}", file=sys.stderr, flush=True)
+    return layout, env
 
 
 def run_command(job: CommandJob, environ: Mapping[str, str] | None = None) -> int:

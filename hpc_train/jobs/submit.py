@@ -68,8 +68,28 @@ def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
         signal_delay_s=spec.signal_seconds,
         # As in the job scripts: a failed task ends a MultiWorkerMirrored step at once (see render).
         srun_args=[f"--kill-on-bad-exit={kill_on_bad_exit(spec)}", "--open-mode=append"],
+        teardown=finished_anyway((runs / f"{spec.name}-%j").absolute()) if spec.strategy == "parameter_server" else None,
     )
     return executor
+
+
+def finished_anyway(folder: Path) -> list[str]:
+    """Lines after srun in the batch script: a parameter-server step that failed (a worker died) after the chief
+    finished training on the workers left ends the job as completed, with a warning, as slurm/step.sh does.
+
+    `folder` is the job folder with submitit's %j for the job id; every other character reaches the shell quoted.
+    """
+    before, _, after = str(folder).partition("%j")
+    state = f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(f"{after}/state.json")}'
+    return [
+        "code=$?",
+        f"if [ \"$code\" -ne 0 ] && grep -q '\"state\": \"finished\"' {state} 2>/dev/null; then",
+        '  echo "hpc-train: warning: a task of the step failed (exit $code), but the chief finished training on the'
+        ' workers left and saved everything: the job ends as completed" >&2',
+        "  code=0",
+        "fi",
+        'exit "$code"',
+    ]
 
 
 def submission_script(spec: JobSpec, runs: Path = RUNS) -> str:

@@ -19,8 +19,10 @@ def train_task(settings: dict[str, Any]) -> int:
 
     from hpc_train.config import TrainConfig
     from hpc_train.errors import HpcTrainError, report
+    from hpc_train.training.quiet import filter_stderr
     from hpc_train.training.trainer import run
 
+    filter_stderr()  # the rank logs without TensorFlow's CPU-node start-up noise
     folder = submitit.JobEnvironment().paths.folder
     try:
         code = run(TrainConfig(**{**settings, "output_dir": str(folder)}))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
 from hpc_train.localslurm import netns
-from hpc_train.localslurm.spec import HOSTS_MARK, LocalCluster, hosts_line, render_slurm_conf
+from hpc_train.localslurm.spec import (FAKE_GPU_DEVICE, HOSTS_MARK, LocalCluster, hosts_line, render_gres_conf,
+                                       render_slurm_conf)
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
 PACKAGES = ("slurm-wlm", "munge")
@@ -32,6 +34,7 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
     """Install what is missing, write the configuration, start what is not running, wait for idle nodes."""
     _require_root()
     _install_missing()
+    _restart_if_reconfigured(cluster)
     _write_files(cluster)
     if cluster.separate_hosts:
         netns.ensure(cluster.network, cluster.directory)
@@ -46,7 +49,13 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
 
 
 def down(cluster: LocalCluster) -> None:
-    """Stop the daemons `up` started (slurmd first), and remove the hosts line."""
+    """Cancel its jobs, stop the daemons `up` started (slurmd first), and remove the hosts line."""
+    _cancel_every_job(cluster)  # a job's processes outlive slurmd, and slurmctld would restore it on the next up
+    others = {daemon: pid for daemon, pid in _running_slurm_daemons(cluster.directory).items()
+              if daemon not in cluster.daemons}  # nodes of an earlier `up` with other --nodes
+    for daemon, pid in others.items():
+        _stop(pid, daemon)
+        cluster.pid_file(daemon).unlink(missing_ok=True)
     for daemon in reversed(cluster.daemons):
         pid = running_pid(cluster, daemon)
         if pid is not None:
@@ -56,6 +65,62 @@ def down(cluster: LocalCluster) -> None:
     if cluster.separate_hosts or netns.recorded(cluster.directory):
         netns.remove(cluster.network, cluster.directory)
     say(f"down: stopped the cluster in {cluster.directory}")
+
+
+def _cancel_every_job(cluster: LocalCluster, timeout: float = 20.0) -> None:
+    if running_pid(cluster, "slurmctld") is None:
+        return
+    env = slurm_env(cluster)
+
+    def queued() -> list[str]:
+        shown = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=30)
+        return shown.stdout.split()
+
+    jobs = queued()
+    if not jobs:
+        return
+    subprocess.run(["scancel", *jobs], env=env, capture_output=True, timeout=30)
+    if _wait_until(lambda: not queued(), timeout):
+        say(f"cancelled {len(jobs)} job(s)")
+    else:
+        say(f"warning: cancelled {len(jobs)} job(s), but some were still ending after {timeout:.0f} s")
+
+
+def configuration_changes(written: dict[str, str | None], wanted: dict[str, str]) -> list[str]:
+    """The configuration files whose wanted text differs from what is written (None: not written)."""
+    return [name for name, text in wanted.items() if written.get(name) is not None and written[name] != text]
+
+
+def _restart_if_reconfigured(cluster: LocalCluster) -> None:
+    """Other options than the running daemons were started with: stop the Slurm daemons (and separate hosts made
+    for them) so that `up` starts them again from the new files. munged and its key stay."""
+    wanted = {cluster.conf.name: render_slurm_conf(cluster), cluster.gres_conf.name: render_gres_conf(cluster)}
+    written = {name: (cluster.directory / name).read_text() if (cluster.directory / name).exists() else None
+               for name in wanted}
+    running = _running_slurm_daemons(cluster.directory)
+    changed = configuration_changes(written, wanted)
+    if not (changed and running):
+        return
+    say(f"the cluster in {cluster.directory} runs with other options ({', '.join(changed)} changed): restarting "
+        "slurmctld and the slurmd daemons; jobs still running there may be lost")
+    for daemon, pid in sorted(running.items(), key=lambda item: item[0] == "slurmctld"):  # slurmd first
+        _stop(pid, daemon)
+        (cluster.directory / "run" / f"{daemon}.pid").unlink(missing_ok=True)
+    if netns.recorded(cluster.directory):  # made for the old nodes; `up` makes what the new ones need
+        netns.remove(cluster.network, cluster.directory)
+
+
+def _running_slurm_daemons(directory: Path) -> dict[str, int]:
+    """slurmctld and every slurmd (whatever its node's name) started for the cluster in `directory`."""
+    running = {}
+    for pid_file in (directory / "run").glob("slurm*.pid"):
+        try:
+            pid = int(pid_file.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if _alive(pid) and _is_daemon(pid, pid_file.stem):
+            running[pid_file.stem] = pid
+    return running
 
 
 def status(cluster: LocalCluster) -> dict[str, int | None]:
@@ -110,6 +175,8 @@ def _write_files(cluster: LocalCluster) -> None:
     for sub in ("state", "run", "log", *(f"spool/{name}" for name in cluster.node_names)):
         (cluster.directory / sub).mkdir(parents=True, exist_ok=True)
     cluster.conf.write_text(render_slurm_conf(cluster))
+    cluster.gres_conf.write_text(render_gres_conf(cluster))
+    _make_fake_gpus(cluster)
     # munged runs as the munge user: its directory and key must be its own, the key private.
     cluster.directory.chmod(0o755)
     cluster.munge_dir.mkdir(exist_ok=True)
@@ -209,6 +276,16 @@ def _wait_until(condition: Callable[[], bool], timeout: float, poll: float = 0.5
         if time.monotonic() >= deadline:
             return False
         time.sleep(poll)
+
+
+def _make_fake_gpus(cluster: LocalCluster) -> None:
+    """The GPUs' device files: character devices like /dev/null, which is all Slurm checks."""
+    for device in cluster.gpu_devices:
+        device.parent.mkdir(exist_ok=True)
+        if device.exists() and not stat.S_ISCHR(device.stat().st_mode):
+            device.unlink()
+        if not device.exists():
+            os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(*FAKE_GPU_DEVICE))
 
 
 def _on_node(cluster: LocalCluster, node: str, command: list[str]) -> list[str]:

@@ -16,6 +16,9 @@ HOSTS_MARK = "# hpc-train local cluster"
 DEFAULT_CONTROLLER_PORT = 6917
 # A requeued job (the trainer requeues itself when warned) starts again after this long.
 REQUEUE_WAIT_SECONDS = 15
+MAX_GPUS_PER_NODE = 16
+# Fake GPUs are character devices like /dev/null (major 1, minor 3): Slurm refuses plain files in gres.conf.
+FAKE_GPU_DEVICE = (1, 3)
 
 
 @dataclass(frozen=True)
@@ -29,12 +32,16 @@ class LocalCluster:
     partition: str = "debug"
     # Each node in its own network namespace with its own address (netns.py); slurmd on one port everywhere.
     separate_hosts: bool = False
+    # GPUs each node declares through GRES: fake devices (like /dev/null), so Slurm allocates and binds them.
+    gpus_per_node: int = 2
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory).absolute())
         expand_nodelist("--nodes", self.nodes)  # refuse a bad node list at once
         if self.cpus < 1:
             raise HpcTrainError(f"--cpus {self.cpus}: a node needs at least 1 CPU")
+        if not 0 <= self.gpus_per_node <= MAX_GPUS_PER_NODE:
+            raise HpcTrainError(f"--gpus-per-node {self.gpus_per_node}: give 0 (no GPUs) to {MAX_GPUS_PER_NODE}")
         if not 1024 <= self.controller_port <= 65535 - 1 - len(self.node_names):
             raise HpcTrainError(f"--port {self.controller_port}: pick a port in 1024-65000 with room for the nodes")
         if self.separate_hosts:
@@ -55,6 +62,15 @@ class LocalCluster:
     @property
     def conf(self) -> Path:
         return self.directory / "slurm.conf"
+
+    @property
+    def gres_conf(self) -> Path:
+        return self.directory / "gres.conf"  # where Slurm looks for it: next to slurm.conf
+
+    @property
+    def gpu_devices(self) -> tuple[Path, ...]:
+        """The fake GPU device nodes, shared by every node (on a real cluster each node has its own /dev/nvidiaN)."""
+        return tuple(self.directory / "dev" / f"gpu{index}" for index in range(self.gpus_per_node))
 
     @property
     def munge_dir(self) -> Path:
@@ -101,6 +117,7 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         f"SlurmdPidFile={d}/run/slurmd-%n.pid",
         f"SlurmctldLogFile={cluster.log_file('slurmctld')}",
         f"SlurmdLogFile={d}/log/slurmd-%n.log",
+        *(["GresTypes=gpu"] if cluster.gpus_per_node else []),
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "SelectType=select/cons_tres",
@@ -119,9 +136,17 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         "SlurmdTimeout=30",
         "MinJobAge=600",
     ]
+    gres = f"Gres=gpu:{cluster.gpus_per_node} " if cluster.gpus_per_node else ""
     lines += [f"NodeName={name} {_node_address(cluster, name)} Port={cluster.node_port(index)} CPUs={cluster.cpus} "
-              "State=UNKNOWN" for index, name in enumerate(cluster.node_names)]
+              f"{gres}State=UNKNOWN" for index, name in enumerate(cluster.node_names)]
     lines.append(f"PartitionName={cluster.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def render_gres_conf(cluster: LocalCluster) -> str:
+    """gres.conf: each node's GPUs, one fake device file each (no NVML autodetection: there is no driver)."""
+    lines = ["# Written by hpc-train cluster up; rewritten on every up.", "AutoDetect=off"]
+    lines += [f"Name=gpu File={device}" for device in cluster.gpu_devices]
     return "\n".join(lines) + "\n"
 
 

@@ -46,3 +46,15 @@ def test_more_gpu_tasks_than_gpus_is_refused() -> None:
     with pytest.raises(HpcTrainError, match="g2 runs 3 GPU tasks but has 2 GPUs"):
         assign_devices(["g1", "g2"], [0, 1, 1, 1], [True] * 4,
                        NodeGpus.from_environment({"SLURM_GPUS_ON_NODE": "2"}))
+
+
+def test_a_task_bound_to_gpus_tensorflow_cannot_use_says_it_trains_on_the_cpu() -> None:
+    from hpc_train.bootstrap.devices import cpu_fallback_note
+
+    assert cpu_fallback_note("1", 0) == "bound to GPU 1 by Slurm; TensorFlow sees no GPU: CPU"
+    assert cpu_fallback_note("0,1", 0) == "bound to GPUs 0,1 by Slurm; TensorFlow sees no GPU: CPU"
+    assert cpu_fallback_note("0", None) == ("bound to GPU 0 by Slurm; no GPU driver here "
+                                            "(/proc/driver/nvidia/version): CPU")
+    for unbound in (None, "", "-1", "NoDevFiles"):
+        assert cpu_fallback_note(unbound, 0) is None
+    assert cpu_fallback_note("0", 1) is None  # TensorFlow uses it

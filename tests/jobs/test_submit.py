@@ -173,3 +173,23 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
     assert srun_args[srun_args.index("--output") + 1] == str(tmp_path / "runs" / f"{hostile}-%j" / "%j_%t_log.out")
     assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
     assert f"#SBATCH --partition={shlex.quote(hostile)}" in (bin_dir / "submitted.sh").read_text()
+
+
+@pytest.mark.parametrize("finished, code, expected", [(True, 137, 0), (False, 137, 137), (True, 0, 0)])
+def test_a_parameter_server_job_whose_chief_finished_ends_completed_despite_a_dead_task(
+        finished: bool, code: int, expected: int, tmp_path: Path) -> None:
+    from hpc_train.jobs.submit import finished_anyway
+
+    folder = tmp_path / "runs" / "x'; touch PWNED #-%j"
+    run = Path(str(folder).replace("%j", "42"))
+    run.mkdir(parents=True)
+    if finished:
+        (run / "state.json").write_text('{\n  "state": "finished"\n}\n')
+    # As in submitit's script: the teardown right after srun, here a step that exited with `code`.
+    script = "\n".join([f"(exit {code})", *finished_anyway(folder)])
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env={**without_slurm(), "SLURM_JOB_ID": "42"},
+                            capture_output=True, text=True)
+    assert result.returncode == expected
+    assert ("a task of the step failed (exit 137), but the chief finished training" in result.stderr) == (
+        finished and code != 0)
+    assert not list(tmp_path.rglob("PWNED"))

@@ -88,12 +88,22 @@ class Job:
         return {int(m.group(1)): m.group(0) for m in re.finditer(r"rank (\d+) is \w+ \d+ at \S+, GPUs: .*", self.log())}
 
 
-def submit(cluster: LocalCluster, workdir: Path, script: str, *args: str, sbatch: tuple[str, ...] = (),
+def with_gpu_lines_on(script: str, directory: Path) -> Path:
+    """A copy of a slurm/ script with its commented-out GPU line turned on, as a user on a GPU cluster would."""
+    text = (ROOT / "slurm" / script).read_text()
+    assert "##SBATCH --gpus-per-node=" in text
+    copy = directory / script
+    copy.write_text(text.replace("##SBATCH --gpus-per-node=", "#SBATCH --gpus-per-node="))
+    return copy
+
+
+def submit(cluster: LocalCluster, workdir: Path, script: str | Path, *args: str, sbatch: tuple[str, ...] = (),
            extra_env: dict[str, str] | None = None) -> Job:
     env = {**without_slurm(), **control.slurm_env(cluster), "HPC_TRAIN_HOME": str(ROOT),
            "HPC_TRAIN_DATA_DIR": str(shared_mnist()), **(extra_env or {})}
     env["SLURM_CONF"] = str(cluster.conf)
-    result = subprocess.run(["sbatch", "--parsable", *sbatch, str(ROOT / "slurm" / script), *args], cwd=workdir,
+    path = script if isinstance(script, Path) else ROOT / "slurm" / script
+    result = subprocess.run(["sbatch", "--parsable", *sbatch, str(path), *args], cwd=workdir,
                             env=env, capture_output=True, text=True, check=True)
     return Job(result.stdout.strip().split(";")[0], workdir, env)
 
@@ -167,8 +177,8 @@ def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster
 
 
 def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalCluster, tmp_path: Path) -> None:
-    # Slurm here has no GPUs; saying the nodes have two shows what each role is given.
-    job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=2", extra_env={"SLURM_GPUS_ON_NODE": "2"})
+    # The script's GPU line on: Slurm gives each node 2 GPUs (GRES); the workers split theirs, chief and ps get none.
+    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=2")
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     lines = job.task_lines()
     assert re.fullmatch(r"rank 0 is chief 0 at node\d+:\d+, GPUs: none", lines[0])
@@ -193,11 +203,14 @@ def test_two_jobs_sharing_nodes_do_not_collide_on_ports(cluster: LocalCluster, t
 
 
 def test_nodes_9_and_10_keep_slurms_rank_order(cluster: LocalCluster, tmp_path: Path) -> None:
-    job = submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=1", "--set", "train_images=2000",
-                 sbatch=("-w", "node[9-10]"))
+    # With the script's GPU line on (one GPU per node, through Slurm's GRES).
+    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_2node.sh", tmp_path), "--set", "epochs=1",
+                 "--set", "train_images=2000", sbatch=("-w", "node[9-10]"))
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     lines = job.task_lines()
     assert lines[0].startswith("rank 0 is worker 0 at node9:") and lines[1].startswith("rank 1 is worker 1 at node10:")
+    assert all(line.endswith("GPUs: 0") for line in lines.values()), lines
+    assert job.log().count("bound to GPU 0 by Slurm; TensorFlow sees no GPU: CPU") == 2
 
 
 def test_up_twice_starts_nothing_new(cluster: LocalCluster) -> None:

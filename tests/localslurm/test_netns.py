@@ -65,8 +65,8 @@ def test_slurm_conf_and_hosts_with_separate_hosts() -> None:
     conf = render_slurm_conf(cluster)
     assert "SlurmctldHost=localhost(10.250.193.1)" in conf  # the namespaces reach slurmctld through the bridge
     # One slurmd port on every host, as on a real cluster.
-    assert "NodeName=host1 NodeHostname=host1 NodeAddr=10.250.193.2 Port=7618 CPUs=4 State=UNKNOWN" in conf
-    assert "NodeName=host2 NodeHostname=host2 NodeAddr=10.250.193.3 Port=7618 CPUs=4 State=UNKNOWN" in conf
+    assert "NodeName=host1 NodeHostname=host1 NodeAddr=10.250.193.2 Port=7618 CPUs=4 Gres=gpu:2 State=UNKNOWN" in conf
+    assert "NodeName=host2 NodeHostname=host2 NodeAddr=10.250.193.3 Port=7618 CPUs=4 Gres=gpu:2 State=UNKNOWN" in conf
     assert hosts_line(cluster).splitlines() == ["10.250.193.2 host1 # hpc-train local cluster /tmp/x",
                                                 "10.250.193.3 host2 # hpc-train local cluster /tmp/x"]
     shared = render_slurm_conf(LocalCluster(Path("/tmp/x"), nodes="host[1-2]", cpus=4, controller_port=7617))

@@ -26,6 +26,8 @@ def hpc_train(cluster: LocalCluster, cwd: Path, *args: str) -> subprocess.Comple
 
 @pytest.mark.parametrize("request_options, expected", [
     (("--nodes", "100000"), "--nodes 100000: partition debug has 4 node(s) in all; ask for at most 4"),
+    (("--nodes", "2", "--gpus-per-node", "4"), "--gpus-per-node 4: partition debug has 0 node(s) with that many "
+                                                "GPUs (at most 2 per node), 2 asked for"),
     (("--nodes", "2", "--partition", "nosuch"), "--partition nosuch: no such partition here; choose one of debug"),
     (("--nodes", "2", "--mem", "100000G"), "Slurm would not run this request (Requested node configuration is not "
                                            "available): --mem=100000G"),
@@ -58,3 +60,4 @@ def test_doctor_passes_on_a_working_cluster(cluster: LocalCluster, tmp_path: Pat
     assert [line.split(":")[0].split()[-1] for line in lines if line.startswith("ok")] == [
         "slurm", "accounting", "gpus", "tensorflow", "ports", "data"]
     assert "ok    slurm: answers; partition debug (default): 4 nodes" in lines
+    assert "ok    gpus: 2 per node (GRES)" in lines

@@ -1,0 +1,84 @@
+"""TensorFlow's start-up noise on CPU nodes kept out of the rank logs, unless asked for.
+
+On a node without a CUDA driver (every CPU node, and the local cluster's fake
+GPUs), TensorFlow's C++ start-up prints a dozen lines per task that say nothing
+a user can act on ("failed call to cuInit", "Could not find cuda drivers", the
+oneDNN and CPU-instruction notices). TF_CPP_MIN_LOG_LEVEL cannot hide them all:
+some are printed before TensorFlow reads it. So a Slurm task's stderr goes
+through a small filter process that drops exactly those known lines and passes
+every other byte on. The filter is its own process, so nothing is lost when the
+task dies (it drains the pipe, then exits), and it ignores the signals Slurm
+sends a step, so it outlives the task it serves.
+
+HPC_TRAIN_TF_STARTUP_LOGS=1 keeps every line; the task's own one-line summary
+of its GPUs is printed either way (trainer.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from collections.abc import Mapping
+
+SHOW_VARIABLE = "HPC_TRAIN_TF_STARTUP_LOGS"
+_ABSL = r"[IWE]\d{4} [\d:.]+ +\d+ "
+# Only these, word for word: an unknown message, an error above all, is never hidden.
+NOISE = re.compile("|".join([
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    _ABSL + r"cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine, GPU will not be used\.",
+    _ABSL + r"cuda_platform\.cc:\d+\] failed call to cuInit: .*",
+    _ABSL + r"cuda_executor\.cc:\d+\] .*(no NVIDIA GPU device|kernel driver does not appear).*",
+    _ABSL + r"cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized to use available CPU instructions.*",
+    r"To enable the following instructions: .*, in other operations, rebuild TensorFlow with the appropriate "
+    r"compiler flags\.",
+    _ABSL + r"port\.cc:\d+\] oneDNN custom operations are on\..*",
+]))
+# Signals Slurm sends every process of a step; the filter must outlive the task to pass on its last words.
+_OUTLIVE = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
+
+
+def is_noise(line: str) -> bool:
+    """Whether a line of stderr is TensorFlow's CPU-node start-up noise."""
+    return NOISE.fullmatch(line.rstrip("\r\n")) is not None
+
+
+def wanted(environ: Mapping[str, str], tensorflow_imported: bool) -> bool:
+    """Filter a Slurm task's stderr, unless asked not to or too late (TensorFlow has started already)."""
+    return "SLURM_PROCID" in environ and environ.get(SHOW_VARIABLE, "") in ("", "0") and not tensorflow_imported
+
+
+def filter_stderr() -> None:
+    """Route this process's stderr (fd 2, inherited by children) through a filter process; call before TensorFlow."""
+    if not wanted(os.environ, "tensorflow" in sys.modules):
+        return
+    read_end, write_end = os.pipe()
+    sys.stderr.flush()
+    if os.fork() == 0:  # the filter: no threads yet, nothing of TensorFlow
+        os.close(write_end)
+        for signum in _OUTLIVE:
+            signal.signal(signum, signal.SIG_IGN)
+        _copy_without_noise(read_end, 2)
+        os._exit(0)
+    os.close(read_end)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+
+def _copy_without_noise(source: int, target: int) -> None:
+    """Copy whole lines from `source` to `target` until end of file, leaving out the noise."""
+    pending = b""
+    while chunk := os.read(source, 65536):
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        kept = [line + b"\n" for line in lines if not is_noise(line.decode("utf-8", "replace"))]
+        if kept:
+            _write_all(target, b"".join(kept))
+    if pending:
+        _write_all(target, pending)
+
+
+def _write_all(target: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(target, data):]

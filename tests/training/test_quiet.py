@@ -1,0 +1,75 @@
+"""TensorFlow's CPU-node start-up noise filtered out of a Slurm task's stderr; every other byte kept."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hpc_train.training.quiet import SHOW_VARIABLE, is_noise, wanted
+from tests.fake_slurm import without_slurm
+
+# As TensorFlow 2.21 printed them on this machine (a task bound to a fake GPU, no driver).
+NOISE = [
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 00:00:1795426515.986455    4268 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will "
+    "not be used.",
+    "E0000 00:00:1795426520.154228    4268 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed "
+    "call to cuInit: UNKNOWN ERROR (303)",
+    "I0000 00:00:1795426516.042118    4268 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use "
+    "available CPU instructions in performance-critical operations.",
+    "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow with the appropriate "
+    "compiler flags.",
+    "I0000 00:00:1795413871.783906    3549 port.cc:153] oneDNN custom operations are on. You may see slightly "
+    "different numerical results due to floating-point round-off errors from different computation orders.",
+]
+KEPT = [
+    "hpc-train [worker 1]: stopped by SIGTERM after epoch 1 (step 62)",
+    "E0000 00:00:1795413875.011526    3549 grpc_server_lib.cc:90] failed to bind 0.0.0.0:20123",
+    "W0000 00:00:1795413875.015156    3548 cuda_platform.cc:52] something new about CUDA",
+    "Traceback (most recent call last):",
+    "",
+]
+
+
+@pytest.mark.parametrize("line", NOISE)
+def test_known_start_up_noise_is_recognised(line: str) -> None:
+    assert is_noise(line) and is_noise(line + "\n")
+
+
+@pytest.mark.parametrize("line", KEPT)
+def test_anything_else_is_kept(line: str) -> None:
+    assert not is_noise(line)
+
+
+def test_only_slurm_tasks_are_filtered_and_only_when_not_asked_to_show_and_not_too_late() -> None:
+    assert wanted({"SLURM_PROCID": "0"}, tensorflow_imported=False)
+    assert not wanted({}, tensorflow_imported=False)
+    assert not wanted({"SLURM_PROCID": "0", SHOW_VARIABLE: "1"}, tensorflow_imported=False)
+    assert not wanted({"SLURM_PROCID": "0"}, tensorflow_imported=True)
+
+
+TASK = textwrap.dedent("""
+    import os, subprocess, sys
+    from hpc_train.training.quiet import filter_stderr
+    filter_stderr()
+    lines = sys.argv[1].split("|")
+    os.write(2, ("\\n".join(lines) + "\\n").encode())
+    subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('from a child\\\\n')"])
+    sys.stderr.write("last words, no newline")
+    sys.stderr.flush()
+    os.kill(os.getpid(), 9)  # dies as a killed task does: the filter still passes on what it wrote
+""")
+
+
+@pytest.mark.parametrize("show", ["", "1"])
+def test_a_killed_task_loses_nothing_but_the_noise(show: str) -> None:
+    env = {**without_slurm(), "SLURM_PROCID": "0", SHOW_VARIABLE: show}
+    result = subprocess.run([sys.executable, "-c", TASK, "|".join(NOISE + KEPT[:3])], env=env,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == -9
+    shown = result.stderr.splitlines()
+    expected = [*([] if not show else NOISE), *KEPT[:3], "from a child", "last words, no newline"]
+    assert shown == expected
