@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
 from hpc_train.localslurm import netns
-from hpc_train.localslurm.spec import HOSTS_MARK, LocalCluster, hosts_line, render_slurm_conf
+from hpc_train.localslurm.spec import ACCOUNTING_DAEMONS, HOSTS_MARK, LocalCluster, hosts_line, render_slurm_conf
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
 PACKAGES = ("slurm-wlm", "munge")
@@ -37,6 +37,10 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
         netns.ensure(cluster.network, cluster.directory)
     _ensure_hosts(cluster)
     _start("munged", cluster, _munged_command)
+    if cluster.accounting:  # slurmctld reports to slurmdbd from its start: the database comes first
+        from hpc_train.localslurm import accounting  # (it builds on this module)
+
+        accounting.start(cluster)
     _start("slurmctld", cluster, lambda c: ["slurmctld", "-f", str(c.conf)])
     for name in cluster.node_names:
         _start(f"slurmd-{name}", cluster, lambda c, n=name: _on_node(c, n, ["slurmd", "-f", str(c.conf), "-N", n]))
@@ -47,7 +51,9 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
 
 def down(cluster: LocalCluster) -> None:
     """Stop the daemons `up` started (slurmd first), and remove the hosts line."""
-    for daemon in reversed(cluster.daemons):
+    # Those of an `up --accounting` too, whether or not `down` was told --accounting.
+    extra = tuple(daemon for daemon in reversed(ACCOUNTING_DAEMONS) if daemon not in cluster.daemons)
+    for daemon in (*reversed(cluster.daemons), *extra):
         pid = running_pid(cluster, daemon)
         if pid is not None:
             _stop(pid, daemon)
@@ -90,20 +96,21 @@ def _require_root() -> None:
                             "run it as root (e.g. sudo hpc-train cluster up), or use hpc-train launch without Slurm")
 
 
-def _install_missing() -> None:
-    missing = [program for program in PROGRAMS if shutil.which(program) is None]
+def _install_missing(programs: tuple[str, ...] = PROGRAMS, packages: tuple[str, ...] = PACKAGES,
+                     what: str = f"Slurm ({PACKAGES[0]}: slurmctld, slurmd, client) and munge") -> None:
+    missing = [program for program in programs if shutil.which(program) is None]
     if not missing:
         return
     if shutil.which("apt-get") is None:
-        raise HpcTrainError(f"{', '.join(missing)} not found and no apt-get here: install Slurm ({PACKAGES[0]}: "
-                            f"slurmctld, slurmd, client) and munge with this system's package manager")
-    say(f"installing {' '.join(PACKAGES)} with apt-get (about a minute)")
+        raise HpcTrainError(f"{', '.join(missing)} not found and no apt-get here: install {what} with this "
+                            "system's package manager")
+    say(f"installing {' '.join(packages)} with apt-get (about a minute)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
         result = subprocess.run(command, env=env, capture_output=True, text=True)
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise HpcTrainError(f"{' '.join(command)} failed ({last}); install {' '.join(PACKAGES)} by hand")
+            raise HpcTrainError(f"{' '.join(command)} failed ({last}); install {' '.join(packages)} by hand")
 
 
 def _write_files(cluster: LocalCluster) -> None:

@@ -16,6 +16,9 @@ HOSTS_MARK = "# hpc-train local cluster"
 DEFAULT_CONTROLLER_PORT = 6917
 # A requeued job (the trainer requeues itself when warned) starts again after this long.
 REQUEUE_WAIT_SECONDS = 15
+# With accounting, slurmdbd listens this far above slurmctld's port, and its MariaDB one further.
+DBD_PORT_OFFSET = 300
+ACCOUNTING_DAEMONS = ("mariadbd", "slurmdbd")
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class LocalCluster:
     partition: str = "debug"
     # Each node in its own network namespace with its own address (netns.py); slurmd on one port everywhere.
     separate_hosts: bool = False
+    # slurmdbd and a MariaDB of the cluster's own (accounting.py): sacct answers.
+    accounting: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory).absolute())
@@ -37,6 +42,9 @@ class LocalCluster:
             raise HpcTrainError(f"--cpus {self.cpus}: a node needs at least 1 CPU")
         if not 1024 <= self.controller_port <= 65535 - 1 - len(self.node_names):
             raise HpcTrainError(f"--port {self.controller_port}: pick a port in 1024-65000 with room for the nodes")
+        if self.accounting and self.database_port > 65535:
+            raise HpcTrainError(f"--port {self.controller_port} --accounting: pick a port below "
+                                f"{65535 - DBD_PORT_OFFSET} (slurmdbd and MariaDB listen {DBD_PORT_OFFSET} above it)")
         if self.separate_hosts:
             plan_network(self.controller_port, self.node_names)  # refuse too many nodes at once
 
@@ -46,6 +54,14 @@ class LocalCluster:
 
     def node_port(self, index: int) -> int:
         return self.controller_port + 1 + (0 if self.separate_hosts else index)
+
+    @property
+    def dbd_port(self) -> int:
+        return self.controller_port + DBD_PORT_OFFSET
+
+    @property
+    def database_port(self) -> int:
+        return self.dbd_port + 1
 
     @property
     def network(self) -> NetworkPlan:
@@ -76,12 +92,13 @@ class LocalCluster:
 
     @property
     def daemons(self) -> tuple[str, ...]:
-        """Every daemon `up` starts, in start order: munged, slurmctld, then one slurmd per node."""
-        return ("munged", "slurmctld", *(f"slurmd-{name}" for name in self.node_names))
+        """Every daemon `up` starts, in start order: munged, (mariadbd, slurmdbd,) slurmctld, one slurmd per node."""
+        return ("munged", *(ACCOUNTING_DAEMONS if self.accounting else ()), "slurmctld",
+                *(f"slurmd-{name}" for name in self.node_names))
 
 
 def render_slurm_conf(cluster: LocalCluster) -> str:
-    """slurm.conf for the cluster: no accounting, no cgroups, one partition, one slurmd port per node."""
+    """slurm.conf for the cluster: accounting only if asked for, no cgroups, one partition, one slurmd port per node."""
     d = cluster.directory
     lines = [
         "# Written by hpc-train cluster up; rewritten on every up.",
@@ -111,7 +128,7 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         "MpiDefault=none",
         "SwitchType=switch/none",
         "SchedulerType=sched/backfill",
-        "AccountingStorageType=accounting_storage/none",
+        *_accounting_storage(cluster),
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",
         "KillWait=5",
@@ -138,3 +155,13 @@ def _node_address(cluster: LocalCluster, name: str) -> str:
     if not cluster.separate_hosts:
         return "NodeHostname=localhost"
     return f"NodeHostname={name} NodeAddr={cluster.network.host(name).address}"
+
+
+def _accounting_storage(cluster: LocalCluster) -> list[str]:
+    """Where slurmctld sends job records: nowhere, or the cluster's own slurmdbd."""
+    if not cluster.accounting:
+        return ["AccountingStorageType=accounting_storage/none"]
+    return ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
+            f"AccountingStoragePort={cluster.dbd_port}",
+            # The munge socket for talking to slurmdbd: AuthInfo's is not used there (the default socket would be).
+            f"AccountingStoragePass={cluster.munge_socket}"]
