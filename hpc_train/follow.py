@@ -1,7 +1,8 @@
 """Follow a submitted Slurm job: its state and its chief's progress lines, until it ends.
 
 Works without Slurm accounting: the state comes from `scontrol show job`
-(kept for MinJobAge after the end), else from `squeue`.
+(kept for MinJobAge after the end), else from `squeue`, and only then from
+sacct (which remembers jobs for good, where there is accounting).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 
 FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -24,15 +27,35 @@ def job_info(job_id: str, env: Mapping[str, str]) -> dict[str, str]:
     return dict(part.split("=", 1) for part in shown.stdout.split() if "=" in part)
 
 
-def accounted_state(job_id: str, env: Mapping[str, str]) -> tuple[str, str, str] | None:
-    """(state, exit code, elapsed) from sacct, or None where Slurm keeps no accounting."""
-    result = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode,Elapsed"],
+@dataclass(frozen=True)
+class Accounted:
+    """What sacct says of a job's latest run, and how often Slurm requeued the job."""
+
+    state: str  # COMPLETED, FAILED, CANCELLED ("CANCELLED by 0" in sacct), ...
+    exit_code: str  # "3:0": the code, then the signal
+    elapsed: str
+    requeues: int
+
+
+def accounted_state(job_id: str, env: Mapping[str, str]) -> Accounted | None:
+    """The job as sacct knows it, or None where Slurm keeps no accounting (or sacct does not know the job)."""
+    # -D: every run of a requeued job, one row each, the latest last (without it, only the latest).
+    result = subprocess.run(["sacct", "-j", job_id, "-X", "-D", "-n", "-P", "-o", "State,ExitCode,Elapsed"],
                             env=dict(env), capture_output=True, text=True)
-    first = result.stdout.strip().splitlines()[:1]
-    if result.returncode != 0 or not first:
+    return parse_sacct(result.stdout) if result.returncode == 0 else None
+
+
+def parse_sacct(text: str) -> Accounted | None:
+    """`sacct -X -D -n -P -o State,ExitCode,Elapsed` of one job id, oldest row first (pure)."""
+    rows = [line.split("|") for line in text.splitlines() if line.strip()]
+    if not rows:
         return None
-    state, code, elapsed = (first[0].split("|") + ["", "", ""])[:3]
-    return state.split()[0], code, elapsed
+    state, code, elapsed = (rows[-1] + ["", "", ""])[:3]
+    # The runs that ended in a requeue, the latest among them until its next run has a row of its own; a row
+    # before those is an older job with the same id.
+    ended = rows if state.startswith("REQUEUE") else rows[:-1]
+    requeues = sum(1 for _ in takewhile(lambda row: row[0].startswith("REQUEUE"), reversed(ended)))
+    return Accounted((state.split() or ["UNKNOWN"])[0], code, elapsed, requeues)
 
 
 def job_state(job_id: str, env: Mapping[str, str]) -> tuple[str, str]:
@@ -42,7 +65,10 @@ def job_state(job_id: str, env: Mapping[str, str]) -> tuple[str, str]:
         return fields["JobState"], fields.get("ExitCode", "")
     queued = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=dict(env), capture_output=True,
                             text=True).stdout.strip()
-    return (queued or "UNKNOWN"), ""
+    if queued:
+        return queued, ""
+    accounted = accounted_state(job_id, env)  # after MinJobAge, only accounting still knows the job
+    return (accounted.state, accounted.exit_code) if accounted else ("UNKNOWN", "")
 
 
 def follow(job_id: str, log: Path, env: Mapping[str, str], show: Callable[[str], None],

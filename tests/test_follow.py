@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from hpc_train.follow import follow, job_state
+from hpc_train.follow import Accounted, follow, job_state, parse_sacct
 
 
 def fake_slurm(bin_dir: Path, scontrol_states: list[str], squeue_state: str = "") -> dict[str, str]:
@@ -48,3 +48,35 @@ def test_follow_shows_state_changes_and_the_chiefs_progress(tmp_path: Path) -> N
     assert follow("42", log, env, shown.append, poll_seconds=0.01) == ("COMPLETED", "0:0")
     assert shown == ["job 42: pending", "hpc-train: epoch 1/2  loss 0.5", "hpc-train: epoch 2/2  loss 0.2",
                      "job 42: running", "job 42: completed"]
+
+
+# Captured from a real sacct (Slurm 22.05.8) on `cluster up --accounting`: sacct -j ID -X -D -n -P -o
+# State,ExitCode,Elapsed.
+SACCT_FAILED = "FAILED|3:0|00:00:00\n"
+SACCT_CANCELLED = "CANCELLED by 0|0:0|00:00:00\n"
+SACCT_JUST_REQUEUED = "REQUEUED|0:0|00:00:01\n"  # just after scontrol requeue: no row yet for the next run
+SACCT_REQUEUED_PENDING = "REQUEUED|0:0|00:00:01\nPENDING|0:0|00:00:00\n"
+SACCT_REQUEUED_DONE = "REQUEUED|0:0|00:00:01\nCOMPLETED|0:0|00:00:00\n"
+
+
+def test_sacct_rows_read_as_the_latest_run_and_the_requeues_before_it() -> None:
+    assert parse_sacct(SACCT_FAILED) == Accounted("FAILED", "3:0", "00:00:00", 0)
+    assert parse_sacct(SACCT_CANCELLED) == Accounted("CANCELLED", "0:0", "00:00:00", 0)
+    assert parse_sacct(SACCT_JUST_REQUEUED) == Accounted("REQUEUED", "0:0", "00:00:01", 1)
+    assert parse_sacct(SACCT_REQUEUED_PENDING) == Accounted("PENDING", "0:0", "00:00:00", 1)
+    assert parse_sacct(SACCT_REQUEUED_DONE) == Accounted("COMPLETED", "0:0", "00:00:00", 1)
+    assert parse_sacct("") is None  # sacct does not know the job
+
+
+def test_an_older_job_with_the_same_id_is_not_counted_as_a_requeue() -> None:
+    older = "COMPLETED|0:0|00:01:00\n"  # a job id reused, e.g. after the cluster's state was wiped
+    assert parse_sacct(older + SACCT_REQUEUED_DONE).requeues == 1
+    assert parse_sacct(older + SACCT_FAILED) == Accounted("FAILED", "3:0", "00:00:00", 0)
+
+
+def test_once_scontrol_and_squeue_forgot_the_job_sacct_answers(tmp_path: Path) -> None:
+    env = fake_slurm(tmp_path / "bin", [""])
+    sacct = tmp_path / "bin" / "sacct"
+    sacct.write_text(f"#!/bin/sh\ncat <<'END'\n{SACCT_REQUEUED_DONE}END\n")
+    sacct.chmod(0o755)
+    assert job_state("42", env) == ("COMPLETED", "0:0")

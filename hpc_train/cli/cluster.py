@@ -1,6 +1,7 @@
 """A real Slurm cluster on this machine, for tests and the demo (needs root).
 
     hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR] [--gpus-per-node G] [--separate-hosts]
+                         [--accounting]
     export SLURM_CONF=/tmp/hpc-train-slurm/slurm.conf     # as `up` prints
     sbatch slurm/mnist_2node.sh
     hpc-train cluster status
@@ -9,6 +10,9 @@
 `up` installs slurm-wlm and munge with apt-get when they are missing, and is
 idempotent; `down` stops only what `up` started. State, logs and slurm.conf
 live in DIR (default /tmp/hpc-train-slurm); a system Slurm is left alone.
+With --accounting, `up` also starts slurmdbd and a MariaDB of the cluster's own
+(data in DIR/mariadb, on 127.0.0.1 only; slurmdbd and mariadb-server installed
+when missing), so that sacct answers; `down` stops them too.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--separate-hosts", action="store_true",
                         help="each node in its own network namespace, its name resolving to its own address on a "
                              "bridge (10.250.<port mod 256>.0/24): as on a real cluster, localhost is not a peer")
+    parser.add_argument("--accounting", action="store_true",
+                        help="also slurmdbd (at PORT+300) and a MariaDB of the cluster's own (PORT+301, data in "
+                             "DIR/mariadb), installed when missing: sacct answers, status and list read it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     settings = {key: value for key, value in (("directory", args.dir), ("cpus", args.cpus),
                                               ("controller_port", args.port),
                                               ("gpus_per_node", args.gpus_per_node)) if value is not None}
-    cluster = LocalCluster(nodes=args.nodes, separate_hosts=args.separate_hosts, **settings)
+    cluster = LocalCluster(nodes=args.nodes, separate_hosts=args.separate_hosts, accounting=args.accounting,
+                           **settings)
     if args.action == "up":
         control.up(cluster)
     elif args.action == "down":

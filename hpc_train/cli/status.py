@@ -26,11 +26,11 @@ def run(args: argparse.Namespace) -> int:
     accounted = accounted_state(record.job_id, env)
     info = job_info(record.job_id, env)
     if accounted is not None:
-        state, code, elapsed = accounted
+        state, code, elapsed, requeues = accounted.state, accounted.exit_code, accounted.elapsed, accounted.requeues
         source = "sacct"
     else:
         state, code = job_state(record.job_id, env)
-        elapsed = info.get("RunTime", "?")
+        elapsed, requeues = info.get("RunTime", "?"), int(info.get("Restarts", "0") or 0)
         source = "scontrol/squeue: no Slurm accounting here"
     last = "no progress yet"
     log = rank_log(record, 0)
@@ -45,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
           f"[{source}]")
     print(f"  nodes:   {info.get('NodeList') or 'none yet'} ({record.tasks} tasks, {record.strategy})")
     print(f"  runs:    {record.what}")
+    if requeues:
+        print(f"  again:   requeued {requeues} time{'s' if requeues > 1 else ''}")
     if state.upper() == "PENDING" and info.get("Reason"):
         from hpc_train.jobs.pending import reason_in_words
 

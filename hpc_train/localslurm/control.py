@@ -18,8 +18,8 @@ from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
 from hpc_train.localslurm import netns
-from hpc_train.localslurm.spec import (FAKE_GPU_DEVICE, HOSTS_MARK, LocalCluster, hosts_line, render_gres_conf,
-                                       render_slurm_conf)
+from hpc_train.localslurm.spec import (ACCOUNTING_DAEMONS, FAKE_GPU_DEVICE, HOSTS_MARK, LocalCluster, hosts_line,
+                                       render_gres_conf, render_slurm_conf)
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
 PACKAGES = ("slurm-wlm", "munge")
@@ -40,6 +40,10 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
         netns.ensure(cluster.network, cluster.directory)
     _ensure_hosts(cluster)
     _start("munged", cluster, _munged_command)
+    if cluster.accounting:  # slurmctld reports to slurmdbd from its start: the database comes first
+        from hpc_train.localslurm import accounting  # (it builds on this module)
+
+        accounting.start(cluster)
     _start("slurmctld", cluster, lambda c: ["slurmctld", "-f", str(c.conf)])
     for name in cluster.node_names:
         _start(f"slurmd-{name}", cluster, lambda c, n=name: _on_node(c, n, ["slurmd", "-f", str(c.conf), "-N", n]))
@@ -56,7 +60,9 @@ def down(cluster: LocalCluster) -> None:
     for daemon, pid in others.items():
         _stop(pid, daemon)
         cluster.pid_file(daemon).unlink(missing_ok=True)
-    for daemon in reversed(cluster.daemons):
+    # Those of an `up --accounting` too, whether or not `down` was told --accounting.
+    extra = tuple(daemon for daemon in reversed(ACCOUNTING_DAEMONS) if daemon not in cluster.daemons)
+    for daemon in (*reversed(cluster.daemons), *extra):
         pid = running_pid(cluster, daemon)
         if pid is not None:
             _stop(pid, daemon)
@@ -118,8 +124,9 @@ def _running_slurm_daemons(directory: Path) -> dict[str, int]:
             pid = int(pid_file.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             continue
-        if _alive(pid) and _is_daemon(pid, pid_file.stem):
-            running[pid_file.stem] = pid
+        daemon = pid_file.stem  # slurmdbd (accounting) is not one of them: it keeps running across a restart
+        if (daemon == "slurmctld" or daemon.startswith("slurmd-")) and _alive(pid) and _is_daemon(pid, daemon):
+            running[daemon] = pid
     return running
 
 
@@ -155,20 +162,21 @@ def _require_root() -> None:
                             "run it as root (e.g. sudo hpc-train cluster up), or use hpc-train launch without Slurm")
 
 
-def _install_missing() -> None:
-    missing = [program for program in PROGRAMS if shutil.which(program) is None]
+def _install_missing(programs: tuple[str, ...] = PROGRAMS, packages: tuple[str, ...] = PACKAGES,
+                     what: str = f"Slurm ({PACKAGES[0]}: slurmctld, slurmd, client) and munge") -> None:
+    missing = [program for program in programs if shutil.which(program) is None]
     if not missing:
         return
     if shutil.which("apt-get") is None:
-        raise HpcTrainError(f"{', '.join(missing)} not found and no apt-get here: install Slurm ({PACKAGES[0]}: "
-                            f"slurmctld, slurmd, client) and munge with this system's package manager")
-    say(f"installing {' '.join(PACKAGES)} with apt-get (about a minute)")
+        raise HpcTrainError(f"{', '.join(missing)} not found and no apt-get here: install {what} with this "
+                            "system's package manager")
+    say(f"installing {' '.join(packages)} with apt-get (about a minute)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
         result = subprocess.run(command, env=env, capture_output=True, text=True)
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise HpcTrainError(f"{' '.join(command)} failed ({last}); install {' '.join(PACKAGES)} by hand")
+            raise HpcTrainError(f"{' '.join(command)} failed ({last}); install {' '.join(packages)} by hand")
 
 
 def _write_files(cluster: LocalCluster) -> None:

@@ -19,6 +19,9 @@ REQUEUE_WAIT_SECONDS = 15
 MAX_GPUS_PER_NODE = 16
 # Fake GPUs are character devices like /dev/null (major 1, minor 3): Slurm refuses plain files in gres.conf.
 FAKE_GPU_DEVICE = (1, 3)
+# With accounting, slurmdbd listens this far above slurmctld's port, and its MariaDB one further.
+DBD_PORT_OFFSET = 300
+ACCOUNTING_DAEMONS = ("mariadbd", "slurmdbd")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class LocalCluster:
     separate_hosts: bool = False
     # GPUs each node declares through GRES: fake devices (like /dev/null), so Slurm allocates and binds them.
     gpus_per_node: int = 2
+    # slurmdbd and a MariaDB of the cluster's own (accounting.py): sacct answers.
+    accounting: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory).absolute())
@@ -44,6 +49,9 @@ class LocalCluster:
             raise HpcTrainError(f"--gpus-per-node {self.gpus_per_node}: give 0 (no GPUs) to {MAX_GPUS_PER_NODE}")
         if not 1024 <= self.controller_port <= 65535 - 1 - len(self.node_names):
             raise HpcTrainError(f"--port {self.controller_port}: pick a port in 1024-65000 with room for the nodes")
+        if self.accounting and self.database_port > 65535:
+            raise HpcTrainError(f"--port {self.controller_port} --accounting: pick a port below "
+                                f"{65535 - DBD_PORT_OFFSET} (slurmdbd and MariaDB listen {DBD_PORT_OFFSET} above it)")
         if self.separate_hosts:
             plan_network(self.controller_port, self.node_names)  # refuse too many nodes at once
 
@@ -53,6 +61,14 @@ class LocalCluster:
 
     def node_port(self, index: int) -> int:
         return self.controller_port + 1 + (0 if self.separate_hosts else index)
+
+    @property
+    def dbd_port(self) -> int:
+        return self.controller_port + DBD_PORT_OFFSET
+
+    @property
+    def database_port(self) -> int:
+        return self.dbd_port + 1
 
     @property
     def network(self) -> NetworkPlan:
@@ -92,12 +108,13 @@ class LocalCluster:
 
     @property
     def daemons(self) -> tuple[str, ...]:
-        """Every daemon `up` starts, in start order: munged, slurmctld, then one slurmd per node."""
-        return ("munged", "slurmctld", *(f"slurmd-{name}" for name in self.node_names))
+        """Every daemon `up` starts, in start order: munged, (mariadbd, slurmdbd,) slurmctld, one slurmd per node."""
+        return ("munged", *(ACCOUNTING_DAEMONS if self.accounting else ()), "slurmctld",
+                *(f"slurmd-{name}" for name in self.node_names))
 
 
 def render_slurm_conf(cluster: LocalCluster) -> str:
-    """slurm.conf for the cluster: no accounting, no cgroups, one partition, one slurmd port per node."""
+    """slurm.conf for the cluster: accounting only if asked for, no cgroups, one partition, one slurmd port per node."""
     d = cluster.directory
     lines = [
         "# Written by hpc-train cluster up; rewritten on every up.",
@@ -128,7 +145,7 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         "MpiDefault=none",
         "SwitchType=switch/none",
         "SchedulerType=sched/backfill",
-        "AccountingStorageType=accounting_storage/none",
+        *_accounting_storage(cluster),
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",
         "KillWait=5",
@@ -163,3 +180,13 @@ def _node_address(cluster: LocalCluster, name: str) -> str:
     if not cluster.separate_hosts:
         return "NodeHostname=localhost"
     return f"NodeHostname={name} NodeAddr={cluster.network.host(name).address}"
+
+
+def _accounting_storage(cluster: LocalCluster) -> list[str]:
+    """Where slurmctld sends job records: nowhere, or the cluster's own slurmdbd."""
+    if not cluster.accounting:
+        return ["AccountingStorageType=accounting_storage/none"]
+    return ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
+            f"AccountingStoragePort={cluster.dbd_port}",
+            # The munge socket for talking to slurmdbd: AuthInfo's is not used there (the default socket would be).
+            f"AccountingStoragePass={cluster.munge_socket}"]
