@@ -107,6 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.subcommand}: nothing after --; give the command, e.g. -- python train.py")
     args.command = command
     try:
-        return int(args.run(args))
+        code = int(args.run(args))
+        sys.stdout.flush()  # a reader that left (`| head`) shows here, where it is handled, not at exit
+        return code
     except HpcTrainError as error:
         return report(error, f"hpc-train {args.subcommand}")
+    except BrokenPipeError:
+        # Stop quietly, as Unix tools do, with their status (killed by SIGPIPE); Python would flush again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from hpc_train import __version__
@@ -40,3 +44,15 @@ def test_a_bad_columns_variable_does_not_break_help(monkeypatch: pytest.MonkeyPa
 def test_the_command_after_the_first_double_dash_is_left_untouched() -> None:
     assert split_command(["bootstrap", "--", "python", "--", "-x"]) == (["bootstrap"], ["python", "--", "-x"])
     assert split_command(["bootstrap", "--print"]) == (["bootstrap", "--print"], None)
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly() -> None:
+    # `hpc-train list | head`: the reader has closed the pipe before the output is written.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        ended = subprocess.run([sys.executable, "-m", "hpc_train", "render", "--nodes", "2"], stdout=write_end,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (ended.returncode, ended.stderr) == (141, "")  # as a Unix tool killed by SIGPIPE, and no traceback
