@@ -14,8 +14,9 @@ DEFAULT_DIR = Path("/tmp/hpc-train-slurm")
 HOSTS_MARK = "# hpc-train local cluster"
 # Below the bootstrap's derived TF ports (16384-32767), away from a system Slurm's 6817-6819.
 DEFAULT_CONTROLLER_PORT = 6917
-# A requeued job (the trainer requeues itself when warned) starts again after this long.
-REQUEUE_WAIT_SECONDS = 15
+# A requeued job (the trainer requeues itself when warned) starts again after this long: Slurm's cred_expire,
+# which it refuses below 5 s (a job credential must outlive a launch; launches here take milliseconds).
+REQUEUE_WAIT_SECONDS = 5
 MAX_GPUS_PER_NODE = 16
 # Fake GPUs are character devices like /dev/null (major 1, minor 3): Slurm refuses plain files in gres.conf.
 FAKE_GPU_DEVICE = (1, 3)
@@ -145,6 +146,9 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         "MpiDefault=none",
         "SwitchType=switch/none",
         "SchedulerType=sched/backfill",
+        # A requeued job waits out cred_expire, then for the next periodic pass (backfill every 30 s by default):
+        # one pass a second here, so it starts again within a second or two of being eligible.
+        "SchedulerParameters=bf_interval=1,sched_interval=5",
         *_accounting_storage(cluster),
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",

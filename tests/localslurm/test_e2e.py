@@ -310,25 +310,3 @@ def test_a_lost_parameter_server_fails_the_job_quickly_and_names_it(cluster: Loc
     assert state == "FAILED" and time.monotonic() - killed < 60, job.log()[-3000:]
     assert re.search(r"task 1: Killed", job.log())
     assert re.search(r"^0: hpc-train train: error: lost contact with ps 0 at node\d+:\d+ ", job.log(), re.M)
-
-
-def test_a_submitted_job_warned_by_submitits_usr2_requeues_itself_and_finishes(cluster: LocalCluster,
-                                                                               tmp_path: Path) -> None:
-    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
-    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--name", "warned", "--set",
-                                f"data_dir={shared_mnist()}", "--set", "epochs=2"], cwd=tmp_path, env=env,
-                               capture_output=True, text=True)
-    assert submitted.returncode == 0, submitted.stderr
-    job = Job(submitted.stdout.splitlines()[0], tmp_path, env)
-    chief_log = tmp_path / "runs" / f"warned-{job.id}" / f"{job.id}_0_log.out"
-    deadline = time.monotonic() + JOB_TIMEOUT
-    while "epoch 1/2" not in (chief_log.read_text() if chief_log.exists() else ""):
-        assert time.monotonic() < deadline and job.state()[0] not in FINAL_STATES, job.state()
-        time.sleep(0.3)
-    subprocess.run(["scancel", "--signal=USR2", job.id], env=env, check=True)  # what submitit asks Slurm for
-    assert job.wait() == ("COMPLETED", "0:0")
-    log = chief_log.read_text()
-    assert "requeued job" in log and re.search(r"resuming (in|after) epoch", log), log
-    assert "done: final_val_accuracy" in log
-    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2]
-    assert job.run_state()["state"] == "finished"

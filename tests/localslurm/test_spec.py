@@ -13,7 +13,8 @@ def test_the_configuration_lives_in_the_clusters_directory() -> None:
     cluster = LocalCluster(Path("/tmp/x"), nodes="node[9-10]", cpus=4, controller_port=7000)
     conf = render_slurm_conf(cluster)
     assert "SlurmctldPort=7000" in conf
-    assert "AuthInfo=socket=/tmp/x/munge/munge.socket,cred_expire=15" in conf  # requeued jobs wait 15 s
+    assert "AuthInfo=socket=/tmp/x/munge/munge.socket,cred_expire=5" in conf  # requeued jobs wait 5 s
+    assert "SchedulerParameters=bf_interval=1,sched_interval=5" in conf  # and then start within a second
     assert "AccountingStorageType=accounting_storage/none" in conf
     assert "NodeName=node9 NodeHostname=localhost Port=7001 CPUs=4 Gres=gpu:2 State=UNKNOWN" in conf
     assert "NodeName=node10 NodeHostname=localhost Port=7002 CPUs=4 Gres=gpu:2 State=UNKNOWN" in conf
