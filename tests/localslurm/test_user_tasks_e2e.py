@@ -78,12 +78,15 @@ def test_a_requeued_user_task_resumes_to_the_weights_of_an_uninterrupted_run(clu
         time.sleep(0.3)
     # submitit's warning (what it asks Slurm to send before the time limit): save at a step boundary mid-epoch,
     # requeue itself, resume. (Slurm's own requeue, SIGTERM, is tested with MNIST in test_e2e.py.)
+    time.sleep(0.5)  # about half an epoch: into epoch 2
     subprocess.run(["scancel", "--signal=USR2", job.id], env=job.env, check=True)
     assert whole.wait() == ("COMPLETED", "0:0"), whole.log(0, "err")[-3000:]
     assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
     log = job.log(0) + job.log(0, "err")
     assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\)", log), log[-3000:]
-    assert re.search(r"resuming in epoch \d+ after step \d+ of 128 \(step \d+\)", log), log[-3000:]  # mid-epoch
+    # Mostly mid-epoch ("in epoch 2 after step S of 128"); a warning met while epoch 1 was still being closed
+    # is saved at its end. Mid-epoch exactness on its own: tests/training/test_user_tasks.py.
+    assert re.search(r"resuming (in epoch \d+ after step \d+ of 128|after epoch \d+) \(step \d+\)", log), log[-3000:]
     assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == list(range(1, 13))
     assert job.metrics()["task"] == str(TASK) and job.metrics()["world_size"] == 2
     assert job.digest() == whole.digest()
