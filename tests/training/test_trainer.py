@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.net import free_port_block
-from tests.training.runs import EPOCH_LINE, digest, finish, local_cluster, metrics, start, task_config
+from tests.training.runs import EPOCH_LINE, digest, finish, metrics, start
 
 pytestmark = pytest.mark.tensorflow
 
@@ -53,14 +53,17 @@ def test_two_workers_agree_and_only_the_chief_writes(tmp_path: Path) -> None:
                                                                  "state.json", "tensorboard"]  # no scratch left
 
 
-def test_a_parameter_server_job_trains_and_every_task_exits(tmp_path: Path) -> None:
+def test_a_parameter_server_job_with_each_task_bound_to_one_core_trains_and_every_task_exits(tmp_path: Path) -> None:
+    # Bound as srun --cpu-bind binds them: with one CPU TensorFlow once gave each task one inter-op thread, and
+    # the workers' first steps never ended.
     base = free_port_block(4)
     cluster = {"chief": [f"localhost:{base}"], "ps": [f"localhost:{base + 1}"],
                "worker": [f"localhost:{base + 2}", f"localhost:{base + 3}"]}
     tasks = [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
-    results = finish([start(tmp_path, "strategy=parameter_server", "epochs=5",
+    cores = os.cpu_count() or 1
+    results = finish([start(tmp_path, "strategy=parameter_server", "epochs=5", core=rank % cores,
                             tf_config={"cluster": cluster, "task": {"type": kind, "index": index}})
-                      for kind, index in tasks])
+                      for rank, (kind, index) in enumerate(tasks)])
     for (kind, index), (code, _, err) in zip(tasks, results):
         assert code == 0, f"{kind} {index}: {err[-3000:]}"
     for (kind, index), (_, _, err) in zip(tasks[1:], results[1:]):
@@ -68,19 +71,6 @@ def test_a_parameter_server_job_trains_and_every_task_exits(tmp_path: Path) -> N
     result = metrics(tmp_path)
     assert (result["strategy"], result["world_size"], result["workers"]) == ("parameter_server", 4, 2)
     assert result["totals"]["final_val_accuracy"] >= 0.95
-
-
-def test_a_parameter_server_job_with_each_task_bound_to_one_core_trains(tmp_path: Path) -> None:
-    """With one CPU TensorFlow gave each task one inter-op thread, and the workers' first steps never ended."""
-    cluster = local_cluster(chief=1, ps=1, worker=2)
-    tasks = [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
-    cores = os.cpu_count() or 1
-    results = finish([start(tmp_path, "strategy=parameter_server", "epochs=1", "steps_per_epoch=64",
-                            tf_config=task_config(cluster, kind, index), core=rank % cores)
-                      for rank, (kind, index) in enumerate(tasks)])
-    for (kind, index), (code, _, err) in zip(tasks, results):
-        assert code == 0, f"{kind} {index}: {err[-3000:]}"
-    assert metrics(tmp_path)["epochs"][0]["epoch"] == 1
 
 
 def test_a_second_run_resumes_after_the_last_finished_epoch(tmp_path: Path) -> None:
