@@ -1,17 +1,30 @@
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 
 import pytest
-from hypothesis import HealthCheck, settings
 
 from tests.fake_slurm import without_slurm
 
-# CI runs a fixed set of examples, so a red run can be replayed; locally they vary.
-settings.register_profile("ci", derandomize=True, deadline=None, max_examples=200,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", deadline=None, max_examples=100)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+# A bare `pytest` from another Python (a system one) would meet the first missing module in every test file:
+# say once what to run instead.
+NEEDED = ("hostlist", "yaml", "submitit", "hypothesis", "tensorflow", "tf_keras")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.exit(f"{sys.executable} cannot import {', '.join(missing)}: run the tests with env/test.sh (it sets "
+                    "up .venv with every dependency), or .venv/bin/python -m pytest once .venv exists", returncode=2)
+    from hypothesis import HealthCheck, settings
+
+    # CI runs a fixed set of examples, so a red run can be replayed; locally they vary.
+    settings.register_profile("ci", derandomize=True, deadline=None, max_examples=200,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", deadline=None, max_examples=100)
+    settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 @pytest.fixture
