@@ -34,6 +34,8 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
     """Install what is missing, write the configuration, start what is not running, wait for idle nodes."""
     _require_root()
     _install_missing()
+    if cluster.separate_hosts:
+        netns.refuse_conflicts(cluster.network, f"{HOSTS_MARK} {cluster.directory}")
     _restart_if_reconfigured(cluster)
     _write_files(cluster)
     if cluster.separate_hosts:

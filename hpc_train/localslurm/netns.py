@@ -133,11 +133,14 @@ def hosts_lines(plan: NetworkPlan, mark: str) -> list[str]:
     return [f"{host.address} {host.node} {mark}" for host in plan.hosts]
 
 
-def name_conflicts(hosts_text: str, plan: NetworkPlan) -> list[str]:
-    """Lines of a hosts file that give a node of `plan` another address (another cluster's, say): it would win."""
+def name_conflicts(hosts_text: str, plan: NetworkPlan, own_mark: str) -> list[str]:
+    """Lines of a hosts file that give a node of `plan` another address (another cluster's, say): it would win.
+    Lines ending with `own_mark` are the cluster's own (written for other options): `up` rewrites them."""
     wanted = {host.node: host.address for host in plan.hosts}
     conflicts = []
     for line in hosts_text.splitlines():
+        if line.endswith(own_mark):
+            continue
         fields = line.split("#", 1)[0].split()
         if any(wanted.get(name, fields[0]) != fields[0] for name in fields[1:]):
             conflicts.append(line.strip())
@@ -146,11 +149,15 @@ def name_conflicts(hosts_text: str, plan: NetworkPlan) -> list[str]:
 
 # ---- side effects -------------------------------------------------------------------------------------------------
 
+def refuse_conflicts(plan: NetworkPlan, own_mark: str) -> None:
+    """One line, before anything is stopped or made, when another subnet or hosts line stands in the way."""
+    _refuse_taken_subnet(plan)
+    _refuse_taken_names(plan, own_mark)
+
+
 def ensure(plan: NetworkPlan, directory: Path) -> None:
     """Make the bridge, namespaces and links that are missing, and record them in `directory` for `remove`."""
     links, namespaces = existing()
-    _refuse_taken_subnet(plan)
-    _refuse_taken_names(plan)
     (directory / RECORD_NAME).write_text(plan.to_json() + "\n")
     for command in create_commands(plan, links, namespaces):
         run_ip(command, f"set up the namespaces of {plan.subnet}")
@@ -198,8 +205,8 @@ def _refuse_taken_subnet(plan: NetworkPlan) -> None:
                             "pick another --port (the subnet is 10.250.<port mod 256>.0/24)")
 
 
-def _refuse_taken_names(plan: NetworkPlan) -> None:
-    conflicts = name_conflicts(HOSTS_FILE.read_text(), plan) if HOSTS_FILE.exists() else []
+def _refuse_taken_names(plan: NetworkPlan, own_mark: str) -> None:
+    conflicts = name_conflicts(HOSTS_FILE.read_text(), plan, own_mark) if HOSTS_FILE.exists() else []
     if conflicts:
         raise HpcTrainError(f"--separate-hosts: {HOSTS_FILE} already gives a node of this cluster another address "
                             f"({conflicts[0]!r}); bring that cluster down, or name these nodes otherwise (--nodes)")

@@ -76,6 +76,7 @@ def test_slurm_conf_and_hosts_with_separate_hosts() -> None:
 def test_a_node_name_another_line_of_etc_hosts_gives_another_address_is_found() -> None:
     hosts = "\n".join(["127.0.0.1 localhost", "# 10.0.0.9 host1", "", "127.0.0.1 node1 node2 # hpc-train local cluster /a",
                        "10.250.193.2 host1 # hpc-train local cluster /tmp/x",  # this cluster's own line
+                       "127.0.0.1 host1 host2 # hpc-train local cluster /tmp/x",  # its own, from an up without
                        "10.250.205.2 host1 # hpc-train local cluster /tmp/y", "10.250.205.3 host2 other"])
-    assert name_conflicts(hosts, PLAN) == ["10.250.205.2 host1 # hpc-train local cluster /tmp/y",
-                                           "10.250.205.3 host2 other"]
+    assert name_conflicts(hosts, PLAN, "# hpc-train local cluster /tmp/x") == [
+        "10.250.205.2 host1 # hpc-train local cluster /tmp/y", "10.250.205.3 host2 other"]
