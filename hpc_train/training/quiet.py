@@ -8,7 +8,9 @@ some are printed before TensorFlow reads it. So a Slurm task's stderr goes
 through a small filter process that drops exactly those known lines and passes
 every other byte on. The filter is its own process, so nothing is lost when the
 task dies (it drains the pipe, then exits), and it ignores the signals Slurm
-sends a step, so it outlives the task it serves.
+sends a step, so it outlives the task it serves. Where Slurm kills what is
+left of a step as soon as its task exits (proctrack/cgroup, as on most sites),
+the task waits for the filter first (`drain`, at exit and before os._exit).
 
 HPC_TRAIN_TF_STARTUP_LOGS=1 keeps every line; the task's own one-line summary
 of its GPUs is printed either way (trainer.py).
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import os
 import re
+import atexit
 import signal
 import sys
+import time
 from collections.abc import Mapping
 
 SHOW_VARIABLE = "HPC_TRAIN_TF_STARTUP_LOGS"
@@ -49,21 +53,46 @@ def wanted(environ: Mapping[str, str], tensorflow_imported: bool) -> bool:
     return "SLURM_PROCID" in environ and environ.get(SHOW_VARIABLE, "") in ("", "0") and not tensorflow_imported
 
 
+_filter_pid: int | None = None  # this process's filter, until drained
+
+
 def filter_stderr() -> None:
     """Route this process's stderr (fd 2, inherited by children) through a filter process; call before TensorFlow."""
+    global _filter_pid
     if not wanted(os.environ, "tensorflow" in sys.modules):
         return
     read_end, write_end = os.pipe()
     sys.stderr.flush()
-    if os.fork() == 0:  # the filter: no threads yet, nothing of TensorFlow
-        os.close(write_end)
-        for signum in _OUTLIVE:
-            signal.signal(signum, signal.SIG_IGN)
-        _copy_without_noise(read_end, 2)
-        os._exit(0)
+    pid = os.fork()
+    if pid == 0:  # the filter: no threads yet, nothing of TensorFlow
+        try:
+            os.close(write_end)
+            for signum in _OUTLIVE:
+                signal.signal(signum, signal.SIG_IGN)
+            _copy_without_noise(read_end, 2)
+        finally:
+            os._exit(0)  # never back into the caller's code, whatever happened
     os.close(read_end)
     os.dup2(write_end, 2)
     os.close(write_end)
+    _filter_pid = pid
+    atexit.register(drain)
+
+
+def drain(timeout: float = 2.0) -> None:
+    """Before this process exits: close its end of the pipe and wait (a while) until the filter has written
+    everything, so that a kill of the step's leftover processes cannot cut off its last words."""
+    global _filter_pid
+    if _filter_pid is None:
+        return
+    pid, _filter_pid = _filter_pid, None
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)  # a child still holding the pipe keeps the filter going: hence the bounded wait
+    os.close(devnull)
+    deadline = time.monotonic() + timeout
+    while os.waitpid(pid, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _copy_without_noise(source: int, target: int) -> None:

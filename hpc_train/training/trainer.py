@@ -32,6 +32,7 @@ from hpc_train.errors import HpcTrainError
 from hpc_train.training.cluster import TaskInfo, lost_peers, prepare_task
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.progress import Progress, remaining_stretches
+from hpc_train.training.quiet import drain
 from hpc_train.training.rendezvous import meet, wait_for_departures
 from hpc_train.training.requeue import plan_requeue, requeue
 from hpc_train.training.runstate import layout_changes, read_state, write_state
@@ -279,7 +280,7 @@ def _leave_now(code: int, paths: RunPaths) -> NoReturn:
     for seconds (a worker's input iterator waits on the chief that has left), beyond Slurm's KillWait."""
     paths.remove_scratch()
     sys.stdout.flush()
-    sys.stderr.flush()
+    drain()  # os._exit skips atexit: the stderr filter gets its last lines now
     os._exit(code)
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -73,3 +77,44 @@ def test_a_killed_task_loses_nothing_but_the_noise(show: str) -> None:
     shown = result.stderr.splitlines()
     expected = [*([] if not show else NOISE), *KEPT[:3], "from a child", "last words, no newline"]
     assert shown == expected
+
+
+EXITING = textwrap.dedent("""
+    import os, sys
+    from hpc_train.training.quiet import drain, filter_stderr
+    filter_stderr()
+    for line in range(int(sys.argv[1])):
+        os.write(2, f"line {line} of the task's stderr\\n".encode())
+    os.write(2, b"the traceback's last line\\n")
+    if sys.argv[2] == "os._exit":
+        drain()
+        os._exit(3)
+    sys.exit(3)  # atexit drains
+""")
+
+
+@pytest.mark.parametrize("how", ["os._exit", "sys.exit"])
+def test_the_filter_has_written_everything_before_the_task_exits(how: str) -> None:
+    # As slurmstepd does under proctrack/cgroup: the moment the task exits, every process left in the step
+    # (the filter among them) is killed. Whatever the filter had not written by then would be lost.
+    lines = 20_000  # about 600 KB: many pipe buffers' worth, still being copied when the task is done writing
+    env = {**without_slurm(), "SLURM_PROCID": "0"}
+    task = subprocess.Popen([sys.executable, "-c", EXITING, str(lines), how], env=env, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    stderr: list[bytes] = []
+
+    def read_slowly() -> None:  # as a busy log file system would: the filter is behind when the task is done
+        while chunk := os.read(task.stderr.fileno(), 4096):  # type: ignore[union-attr]
+            stderr.append(chunk)
+            time.sleep(0.002)
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    assert task.wait(timeout=60) == 3
+    try:
+        os.killpg(task.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the filter had finished already
+    reader.join(timeout=30)
+    shown = b"".join(stderr).decode().splitlines()
+    assert len(shown) == lines + 1 and shown[-1] == "the traceback's last line"
