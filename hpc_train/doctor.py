@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hpc_train.doctor_task import MARK
 from hpc_train.errors import HpcTrainError
+from hpc_train.follow import slurm_command
 from hpc_train.jobs.preflight import Partition, parse_partitions
 
 
@@ -113,7 +114,4 @@ def run_step(env: Mapping[str, str], partition: Partition, nodes: int, data_dir:
 
 
 def _run(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return subprocess.CompletedProcess(command, 1, "", str(error))
+    return slurm_command(command, env, timeout=20)

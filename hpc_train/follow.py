@@ -21,9 +21,17 @@ FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_F
 PROGRESS = re.compile(r"^(?:\d+: )?(hpc-train: .*)$")
 
 
+def slurm_command(command: list[str], env: Mapping[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run one of Slurm's commands; one that is missing here or does not answer is a failed run, not an error."""
+    try:
+        return subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return subprocess.CompletedProcess(command, 1, "", str(error))
+
+
 def job_info(job_id: str, env: Mapping[str, str]) -> dict[str, str]:
     """`scontrol show job` as a dict (JobState, ExitCode, StdOut, ...); empty once Slurm forgot the job."""
-    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], env=dict(env), capture_output=True, text=True)
+    shown = slurm_command(["scontrol", "show", "job", "-o", job_id], env)
     return dict(part.split("=", 1) for part in shown.stdout.split() if "=" in part)
 
 
@@ -40,8 +48,7 @@ class Accounted:
 def accounted_state(job_id: str, env: Mapping[str, str]) -> Accounted | None:
     """The job as sacct knows it, or None where Slurm keeps no accounting (or sacct does not know the job)."""
     # -D: every run of a requeued job, one row each, the latest last (without it, only the latest).
-    result = subprocess.run(["sacct", "-j", job_id, "-X", "-D", "-n", "-P", "-o", "State,ExitCode,Elapsed"],
-                            env=dict(env), capture_output=True, text=True)
+    result = slurm_command(["sacct", "-j", job_id, "-X", "-D", "-n", "-P", "-o", "State,ExitCode,Elapsed"], env)
     return parse_sacct(result.stdout) if result.returncode == 0 else None
 
 
@@ -58,13 +65,13 @@ def parse_sacct(text: str) -> Accounted | None:
     return Accounted((state.split() or ["UNKNOWN"])[0], code, elapsed, requeues)
 
 
-def job_state(job_id: str, env: Mapping[str, str]) -> tuple[str, str]:
-    """(state, exit code) of a job; ("UNKNOWN", "") when Slurm no longer knows it."""
-    fields = job_info(job_id, env)
+def job_state(job_id: str, env: Mapping[str, str], fields: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(state, exit code) of a job; ("UNKNOWN", "") when Slurm no longer knows it (or is not here).
+    `fields`: its job_info when the caller has it already."""
+    fields = job_info(job_id, env) if fields is None else fields
     if "JobState" in fields:
         return fields["JobState"], fields.get("ExitCode", "")
-    queued = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=dict(env), capture_output=True,
-                            text=True).stdout.strip()
+    queued = slurm_command(["squeue", "-h", "-j", job_id, "-o", "%T"], env).stdout.strip()
     if queued:
         return queued, ""
     accounted = accounted_state(job_id, env)  # after MinJobAge, only accounting still knows the job

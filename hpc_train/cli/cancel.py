@@ -14,13 +14,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import subprocess
+    import os
 
     from hpc_train.errors import HpcTrainError
+    from hpc_train.follow import slurm_command
     from hpc_train.jobs.folders import find_record
 
     record = find_record(args.job)
-    result = subprocess.run(["scancel", record.job_id], capture_output=True, text=True)
+    result = slurm_command(["scancel", record.job_id], os.environ)
     if result.returncode != 0:
         raise HpcTrainError(f"scancel {record.job_id} failed: {result.stderr.strip() or 'no reason given'}")
     print(f"hpc-train cancel: asked Slurm to cancel job {record.job_id} ({record.name})")

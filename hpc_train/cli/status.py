@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         state, code, elapsed, requeues = accounted.state, accounted.exit_code, accounted.elapsed, accounted.requeues
         source = "sacct"
     else:
-        state, code = job_state(record.job_id, env)
+        state, code = job_state(record.job_id, env, info)
         elapsed, requeues = info.get("RunTime", "?"), int(info.get("Restarts", "0") or 0)
         source = "scontrol/squeue: no Slurm accounting here"
     last = "no progress yet"

@@ -99,6 +99,24 @@ def test_status_falls_back_to_scontrol_without_accounting_and_says_so(tmp_path: 
     assert "last:    hpc-train: epoch 2/5  loss 0.3" in result.stdout
 
 
+def test_where_slurm_is_not_on_path_status_list_and_cancel_answer_in_words(tmp_path: Path) -> None:
+    hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=mock_slurm(tmp_path / "bin"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**without_slurm(), "PATH": str(empty)}  # a laptop, or a shell that lost Slurm's module
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hpc_train", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, env=env)
+
+    status, listing, cancel = run("status"), run("list"), run("cancel", "4242")
+    assert status.returncode == 0 and "job 4242 (hpc-train): unknown [" in status.stdout, status.stderr
+    assert listing.returncode == 0 and "4242" in listing.stdout and "unknown" in listing.stdout, listing.stderr
+    assert cancel.returncode == 2 and cancel.stderr.startswith("hpc-train cancel: error: scancel 4242 failed: ")
+    assert len(cancel.stderr.strip().splitlines()) == 1
+    assert not any("Traceback" in result.stderr for result in (status, listing, cancel))
+
+
 def test_status_uses_sacct_where_there_is_accounting(tmp_path: Path) -> None:
     bin_dir = mock_slurm(tmp_path / "bin", accounting=True)
     hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=bin_dir)
