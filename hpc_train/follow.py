@@ -21,10 +21,12 @@ FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_F
 PROGRESS = re.compile(r"^(?:\d+: )?(hpc-train: .*)$")
 
 
-def slurm_command(command: list[str], env: Mapping[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    """Run one of Slurm's commands; one that is missing here or does not answer is a failed run, not an error."""
+def slurm_command(command: list[str], env: Mapping[str, str], timeout: float = 30,
+                  stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run one of Slurm's commands; one that is missing here or does not answer is a failed run (said in its
+    stderr), not an error."""
     try:
-        return subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(command, env=dict(env), input=stdin, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as error:
         return subprocess.CompletedProcess(command, 1, "", str(error))
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.follow import slurm_command
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 
@@ -164,11 +165,7 @@ def _sacctmgr(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[
 
 
 def _run(cluster: LocalCluster, command: list[str], doing: str, stdin: str | None = None) -> None:
-    try:
-        result = _run_quietly(command, control.slurm_env(cluster), stdin)
-    except subprocess.TimeoutExpired:
-        raise HpcTrainError(f"{doing} took over 120 s; see the logs in {cluster.directory / 'log'} and "
-                            f"{mariadb_dir(cluster)}") from None
+    result = _run_quietly(command, control.slurm_env(cluster), stdin)
     if result.returncode != 0:
         said = ((result.stderr + result.stdout).strip().splitlines() or ["no output"])[-1]
         raise HpcTrainError(f"{doing} failed ({said}); see the logs in {cluster.directory / 'log'} and "
@@ -177,5 +174,4 @@ def _run(cluster: LocalCluster, command: list[str], doing: str, stdin: str | Non
 
 def _run_quietly(command: list[str], env: dict[str, str] | None = None,
                  stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, env=env or dict(os.environ), input=stdin, capture_output=True, text=True,
-                          timeout=120)
+    return slurm_command(command, env or os.environ, timeout=120, stdin=stdin)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.follow import slurm_command
 from hpc_train.localslurm import netns
 from hpc_train.localslurm.spec import (ACCOUNTING_DAEMONS, FAKE_GPU_DEVICE, HOSTS_MARK, LocalCluster, hosts_line,
                                        render_gres_conf, render_slurm_conf)
@@ -80,14 +81,13 @@ def _cancel_every_job(cluster: LocalCluster, timeout: float = 20.0) -> None:
         return
     env = slurm_env(cluster)
 
-    def queued() -> list[str]:
-        shown = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=30)
-        return shown.stdout.split()
+    def queued() -> list[str]:  # a slurmctld that hangs answers nothing: `down` goes on to stop it
+        return slurm_command(["squeue", "-h", "-o", "%i"], env).stdout.split()
 
     jobs = queued()
     if not jobs:
         return
-    subprocess.run(["scancel", *jobs], env=env, capture_output=True, timeout=30)
+    slurm_command(["scancel", *jobs], env)
     if _wait_until(lambda: not queued(), timeout):
         say(f"cancelled {len(jobs)} job(s)")
     else:

@@ -213,7 +213,10 @@ def _refuse_taken_names(plan: NetworkPlan, own_mark: str) -> None:
 
 
 def run_ip(command: list[str], purpose: str) -> str:
-    result = subprocess.run(command, capture_output=True, text=True)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except OSError as error:  # no iproute2 here
+        result = subprocess.CompletedProcess(command, 1, "", error.strerror or str(error))
     if result.returncode != 0:
         detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise HpcTrainError(f"could not {purpose}: {' '.join(command)} failed ({detail}); "

@@ -8,7 +8,7 @@ import pytest
 
 from hpc_train.errors import HpcTrainError
 from hpc_train.localslurm.netns import (NetworkPlan, create_commands, enter_command, name_conflicts, plan_network,
-                                        remove_commands)
+                                        remove_commands, run_ip)
 from hpc_train.localslurm.spec import LocalCluster, hosts_line, render_slurm_conf
 
 PLAN = plan_network(7617, ("host1", "host2"))
@@ -80,3 +80,11 @@ def test_a_node_name_another_line_of_etc_hosts_gives_another_address_is_found() 
                        "10.250.205.2 host1 # hpc-train local cluster /tmp/y", "10.250.205.3 host2 other"])
     assert name_conflicts(hosts, PLAN, "# hpc-train local cluster /tmp/x") == [
         "10.250.205.2 host1 # hpc-train local cluster /tmp/y", "10.250.205.3 host2 other"]
+
+
+def test_without_iproute2_separate_hosts_are_refused_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `ip` here
+    with pytest.raises(HpcTrainError, match=r"could not list the links: ip -o link show failed \(No such file or "
+                                            r"directory\); separate hosts need root and iproute2"):
+        run_ip(["ip", "-o", "link", "show"], "list the links")
