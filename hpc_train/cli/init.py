@@ -36,21 +36,21 @@ def run(args: argparse.Namespace) -> int:
     if there and not args.force:
         raise HpcTrainError(f"{folder / there[0]} is already there; choose another DIR, or pass --force to overwrite "
                             f"{', '.join(there)}")
+    # The job is named after the folder; a hidden folder's dot would make a hidden job folder (refused).
+    spec = JobSpec(nodes=2, name=folder.resolve().name.lstrip(".") or "starter")  # checked before any file
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("task.py", "config.yaml"):
         (folder / name).write_text(resource(f"templates/starter/{name}").read_text())
     config = load_config(folder / "config.yaml")  # checks it, and finds task.py from the file's folder
-    (folder / "job.sbatch").write_text(render_script(JobSpec(nodes=2, name=folder.resolve().name or "starter"),
-                                                     config, home=default_home()))
-    (folder / "README.md").write_text(_readme(folder))
+    (folder / "job.sbatch").write_text(render_script(spec, config, home=default_home()))
+    (folder / "README.md").write_text(README)
     print(f"hpc-train init: wrote {', '.join(str(folder / name) for name in FILES)}")
     print(f"next: cd {folder} && hpc-train train --config config.yaml --set strategy=none   # try it here\n"
           f"      sbatch job.sbatch    # or: hpc-train submit --nodes 2 --config config.yaml")
     return 0
 
 
-def _readme(folder: object) -> str:
-    return """# Your hpc-train project
+README = """# Your hpc-train project
 
 - `task.py`: your model and data (edit `build_model`, `train_dataset`, `validation_dataset`).
 - `config.yaml`: the training settings (`hpc-train train --keys` lists them).

@@ -93,8 +93,8 @@ def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
         child = subprocess.Popen(list(job.command), env=dict(env), preexec_fn=_ignore_usr2)
     except FileNotFoundError:
         raise HpcTrainError(f"command not found: {job.command[0]!r}; check the command after --") from None
-    except PermissionError:
-        raise HpcTrainError(f"cannot run {job.command[0]!r}: permission denied") from None
+    except OSError as error:  # not executable, no #! line, ...
+        raise HpcTrainError(f"cannot run {job.command[0]!r}: {error.strerror}; check the command after --") from None
     relay.child = child
     code = exit_code(child.wait())
     if code == EXIT_STOPPED and relay.warned:

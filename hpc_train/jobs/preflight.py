@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import hostlist
@@ -163,11 +163,3 @@ def _minutes(text: str) -> int | None:
 def _format_minutes(minutes: int) -> str:
     days, rest = divmod(minutes, 24 * 60)
     return f"{f'{days}-' if days else ''}{rest // 60:02d}:{rest % 60:02d}:00"
-
-
-def describe_partitions(partitions: Sequence[Partition]) -> str:
-    """One line per partition, for `doctor`."""
-    return "; ".join(f"{p.name}{' (default)' if p.default else ''}: {p.total_nodes} nodes, GPUs per node "
-                     f"{max(p.node_gpus, default=0)}, max time "
-                     f"{'unlimited' if p.max_minutes is None else _format_minutes(p.max_minutes)}"
-                     for p in partitions)

@@ -137,13 +137,14 @@ def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: S
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
                        list(command) if command else None)
     _write_folder(record, replace(config, output_dir=str(folder)))
+    base = dict(os.environ)
     if command:
-        os.environ["HPC_TRAIN_RUN_DIR"] = str(folder.resolve())
+        base["HPC_TRAIN_RUN_DIR"] = str(folder.resolve())  # the tasks' only: this process's own stays as it was
         job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues)
         task_command = [sys.executable, "-m", "hpc_train", *supervised_arguments(job)]
     else:
         task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
-    return launch(Step.make(spec.nodes, spec.tasks_per_node), task_command,
+    return launch(Step.make(spec.nodes, spec.tasks_per_node), task_command, base,
                   kill_on_bad_exit=bool(kill_on_bad_exit(spec)))
 
 

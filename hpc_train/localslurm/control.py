@@ -19,12 +19,12 @@ from pathlib import Path
 from hpc_train.errors import HpcTrainError
 from hpc_train.follow import slurm_command
 from hpc_train.localslurm import netns
+from hpc_train.localslurm.netns import HOSTS_FILE
 from hpc_train.localslurm.spec import (ACCOUNTING_DAEMONS, FAKE_GPU_DEVICE, HOSTS_MARK, LocalCluster, hosts_line,
                                        render_gres_conf, render_slurm_conf)
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
 PACKAGES = ("slurm-wlm", "munge")
-HOSTS_FILE = Path("/etc/hosts")
 
 
 def say(message: str) -> None:

@@ -33,3 +33,9 @@ def test_files_already_there_are_kept_unless_forced(tmp_path: Path) -> None:
     assert (tmp_path / "proj" / "task.py").read_text() == "# my work\n" and not (tmp_path / "proj" / "job.sbatch").exists()
     assert init("proj", "--force", cwd=tmp_path).returncode == 0
     assert "def build_model" in (tmp_path / "proj" / "task.py").read_text()
+
+
+def test_a_hidden_folder_gets_a_project_whose_job_is_named_without_the_dot(tmp_path: Path) -> None:
+    made = init(".proj", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "#SBATCH --job-name=proj" in (tmp_path / ".proj" / "job.sbatch").read_text()

@@ -100,6 +100,20 @@ def test_the_tasks_exit_is_the_commands(command: tuple[str, ...], expected: int,
     assert job.returncode == expected, err
 
 
+@pytest.mark.parametrize("script, words", [("", "command not found: '{path}'"),
+                                           ("echo hi\n", "cannot run '{path}': Exec format error"),
+                                           ("#!/bin/sh\necho hi\n", "cannot run '{path}': Permission denied")])
+def test_a_command_that_cannot_start_is_refused_in_one_line(script: str, words: str, tmp_path: Path) -> None:
+    path = tmp_path / "run.sh"
+    if script:
+        path.write_text(script)
+        path.chmod(0o755 if script.startswith("echo") else 0o644)  # executable without #!, or not executable
+    job = launch(tmp_path, str(path), tasks=1)
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 2 and "Traceback" not in err, err
+    assert f"hpc-train bootstrap: error: {words.format(path=path)}; check the command after --" in err, err
+
+
 def test_exit_codes_and_the_arguments_that_run_a_command() -> None:
     assert (exit_code(0), exit_code(3), exit_code(-signal.SIGKILL)) == (0, 3, 137)
     assert supervised_arguments(CommandJob(("python", "t.py"), "parameter_server", 2, 4)) == [
