@@ -19,6 +19,7 @@ saying whether the run is running, stopped, requeued or finished.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -135,7 +136,7 @@ def _train(config: TrainConfig, task: TaskInfo, user_task: TaskModule, paths: Ru
     if not stretches:
         say(f"all {config.epochs} epochs are done already ({paths.checkpoints}); nothing to train")
         return 0
-    task_summary = user_task.call("summary", config=config) if user_task.has("summary") else {}
+    task_summary = _task_summary(user_task, config)
     if task.is_chief:
         layout = {"workers": max(1, task.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
                   "steps_per_epoch": steps, "task": config.task, **task_summary, "seed": config.seed}
@@ -325,7 +326,32 @@ def _final_metrics(model: Any, config: TrainConfig, user_task: TaskModule, repor
     if not isinstance(final, dict) or not all(isinstance(key, str) for key in final):
         raise TaskError(f"{user_task.describe_call('final_metrics')} returned a {type(final).__name__}; "
                         "return a dict of name -> number")
-    return final
+    numbers = {}
+    for name, value in final.items():  # numpy and 0-d tensor values too; metrics.json and state.json hold numbers
+        try:
+            numbers[name] = value if isinstance(value, int) and not isinstance(value, bool) else float(value)
+        except (TypeError, ValueError):
+            raise TaskError(f"{user_task.describe_call('final_metrics')} returned {name!r}: a "
+                            f"{type(value).__name__}, not a number; return a dict of name -> number") from None
+    return numbers
+
+
+def _task_summary(user_task: TaskModule, config: TrainConfig) -> dict[str, Any]:
+    """The task's own fields for metrics.json (summary()), checked before any training, on every task."""
+    from hpc_train.training.usertask import TaskError
+
+    if not user_task.has("summary"):
+        return {}
+    summary = user_task.call("summary", config=config)
+    if not isinstance(summary, dict) or not all(isinstance(key, str) for key in summary):
+        raise TaskError(f"{user_task.describe_call('summary')} returned a {type(summary).__name__}; "
+                        "return a dict of name -> value for metrics.json")
+    try:
+        json.dumps(summary)
+    except (TypeError, ValueError) as error:
+        raise TaskError(f"{user_task.describe_call('summary')} returned what metrics.json cannot hold ({error}); "
+                        "return numbers, strings, and lists or dicts of them") from None
+    return summary
 
 
 def _save_model_atomically(model: Any, path: Path) -> None:

@@ -62,7 +62,7 @@ def test_an_endless_dataset_needs_steps_per_epoch() -> None:
 
 @pytest.mark.parametrize("make, message", [
     (lambda tf: [1, 2, 3], r"returned a list, not a tf\.data\.Dataset"),
-    (lambda tf: tf.data.Dataset.range(4).batch(2), r"yields single Tensor ?Specs?|yields single"),
+    (lambda tf: tf.data.Dataset.range(4).batch(2), r"yields single TensorSpecs; expected \(features, labels\) or \(features, labels, sample_weights\)"),
     (lambda tf: tf.data.Dataset.from_tensor_slices((np.zeros((8, 3)), np.zeros(8))),
      r"yields single values, not batches; batch the dataset with \.batch\(batch_size\)"),
     (lambda tf: tf.data.Dataset.from_tensor_slices((np.zeros((8, 3)), np.zeros(8))).batch(3, drop_remainder=True),

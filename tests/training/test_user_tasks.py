@@ -85,3 +85,38 @@ def test_batches_of_the_wrong_size_are_refused_in_one_line(tmp_path: Path) -> No
     assert result.stderr.rstrip().splitlines()[-1] == (
         f"hpc-train train: error: task {tmp_path / 'broken_task.py'}: train_dataset(input_context, batch_size) "
         "yields batches of 65, but batch_size is 64 per replica; batch with the batch_size argument hpc-train passes")
+
+
+def test_final_figures_of_numpy_are_recorded_as_numbers_and_others_refused(tmp_path: Path) -> None:
+    (tmp_path / "numbers").mkdir()
+    (tmp_path / "words").mkdir()
+    recorded = train(tmp_path / "numbers", """
+        import numpy as np
+
+        def final_metrics(model):
+            return {"final_mse": np.float32(0.25), "final_count": 3}
+        """)
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    assert state(tmp_path / "numbers" / "out")["final_mse"] == 0.25
+    assert state(tmp_path / "numbers" / "out")["final_count"] == 3
+    refused = train(tmp_path / "words", """
+        def final_metrics(model):
+            return {"final_mse": "low"}
+        """)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert refused.stderr.rstrip().splitlines()[-1] == (
+        f"hpc-train train: error: task {tmp_path / 'words' / 'broken_task.py'}: final_metrics(model) returned "
+        "'final_mse': a "
+        "str, not a number; return a dict of name -> number")
+
+
+def test_a_summary_metrics_json_cannot_hold_is_refused_before_training(tmp_path: Path) -> None:
+    result = train(tmp_path, """
+        def summary():
+            return {"shape": object()}
+        """)
+    assert result.returncode == 2, result.stderr[-3000:]
+    last = result.stderr.rstrip().splitlines()[-1]
+    assert last.startswith(f"hpc-train train: error: task {tmp_path / 'broken_task.py'}: summary() returned what "
+                           "metrics.json cannot hold (Object of type object is not JSON serializable)")
+    assert "epoch 1/1" not in result.stdout
