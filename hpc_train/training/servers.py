@@ -17,6 +17,7 @@ from hpc_train.training.cluster import TaskInfo
 from hpc_train.training.keras import tf
 from hpc_train.training.rendezvous import reachable
 from hpc_train.training.stopping import StopSignals
+from hpc_train.training.strategy import gpus_unused_note
 
 POLL_SECONDS = 1.0
 GONE_AFTER_FAILED_POLLS = 3
@@ -27,6 +28,8 @@ def serve_until_chief_leaves(task: TaskInfo, signals: StopSignals, startup_timeo
     server = tf.distribute.Server(tf.train.ClusterSpec(task.cluster), job_name=task.type, task_index=task.index,
                                   protocol="grpc", start=True)
     signals.install()  # after TensorFlow's, which would take SIGTERM for itself
+    if note := gpus_unused_note():  # a worker computes: say it does so on the CPU
+        log(task, note)
     chief = task.cluster["chief"][0]
     log(task, f"serving on {task.address}; waiting for the chief at {chief}")
     if not _wait_until(lambda: reachable(chief), startup_timeout):

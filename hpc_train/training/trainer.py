@@ -110,13 +110,14 @@ def _train(config: TrainConfig, task: TaskInfo, user_task: TaskModule, paths: Ru
     from hpc_train.training.callbacks import EpochReport, StoppedEarly
     from hpc_train.training.checkpoints import StepSaver
     from hpc_train.training.keras import tf
-    from hpc_train.training.strategy import make_strategy
+    from hpc_train.training.strategy import gpus_unused_note, make_strategy
 
     strategy = make_strategy(config)
     # TensorFlow's coordination service (multi-worker strategies) installs its own SIGTERM handler in C++,
     # which would swallow Slurm's SIGTERM: take the signals back.
     signals.install()
-    _say_if_gpus_unused(task, tf)
+    if note := gpus_unused_note():
+        _log(task, note)
     say = _printer(task)
     replicas = strategy.num_replicas_in_sync
     global_batch = config.batch_size * replicas
@@ -398,16 +399,6 @@ def _world(task: TaskInfo) -> str:
         return "1 process"
     return ", ".join(f"{len(addresses)} {role}{'' if len(addresses) == 1 or role == 'ps' else 's'}"
                      for role, addresses in task.cluster.items())
-
-
-def _say_if_gpus_unused(task: TaskInfo, tf: Any) -> None:
-    """Once per task: Slurm gave it GPUs that this TensorFlow cannot use (a CPU build or no driver), so it trains
-    on the CPU; said rather than left to the C++ start-up noise (quiet.py)."""
-    from hpc_train.bootstrap.devices import cpu_fallback_note
-
-    note = cpu_fallback_note(os.environ.get("CUDA_VISIBLE_DEVICES"), len(tf.config.list_physical_devices("GPU")))
-    if note:
-        _log(task, note)
 
 
 def _log(task: TaskInfo, message: str) -> None:

@@ -180,6 +180,9 @@ def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalClust
     assert {lines[2].split("GPUs: ")[1], lines[3].split("GPUs: ")[1]} == {"0", "1"}  # one each, disjoint
     for role in ("[ps 0]", "[worker 0]", "[worker 1]"):
         assert f"{role} the chief at " in job.log() and "has finished; exiting" in job.log()
+    # The workers compute: each says once that TensorFlow cannot use its GPU; chief and ps have none to say it of.
+    notes = re.findall(r"\[(\w+ \d)\] bound to GPU [01] by Slurm; TensorFlow sees no GPU: CPU", job.log())
+    assert sorted(notes) == ["worker 0", "worker 1"], job.log()[-3000:]
 
 
 def test_two_jobs_sharing_nodes_do_not_collide_on_ports(cluster: LocalCluster, tmp_path: Path) -> None:
