@@ -29,8 +29,12 @@ def fit(build_model: Callable[..., Any], train_dataset: Callable[..., Any],
 
     from hpc_train.config import load_config
     from hpc_train.config import replace as replace_checked
+    from hpc_train.errors import HpcTrainError
     from hpc_train.training.trainer import run
     from hpc_train.training.usertask import from_functions
+
+    if "task" in settings:
+        raise HpcTrainError("hpc_train.fit: task= is not a setting here: the functions given are the task")
 
     name = f"{getattr(build_model, '__module__', 'fit')}.{getattr(build_model, '__qualname__', 'build_model')}"
     task = from_functions(f"hpc_train.fit({name})", build_model=build_model, train_dataset=train_dataset,
