@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 
 def fit(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """Train a model from Python with every guarantee of `hpc-train train` (see hpc_train.fitting.fit)."""
-    from hpc_train.fitting import fit as fit_now
+    """Train a model from Python with every guarantee of `hpc-train train` (see hpc_train.training.fit.fit)."""
+    from hpc_train.training.fit import fit as fit_now
 
     return fit_now(*args, **kwargs)

@@ -10,20 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.follow import follow, job_info
-
-
-def submit(script: Path, args: list[str], env: dict[str, str]) -> str:
-    result = subprocess.run(["sbatch", "--parsable", str(script), *args], env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise HpcTrainError(f"sbatch {script} failed: {result.stderr.strip() or result.stdout.strip()}")
-    return result.stdout.strip().split(";")[0]
+from hpc_train.jobs import slurm
+from hpc_train.jobs.follow import follow, job_info
 
 
 def report(job_id: str, state: str, code: str, log: Path, started: float) -> int:
@@ -50,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     started = time.monotonic()
     try:
-        job_id = submit(args.script, args.train_args, env)
+        job_id = slurm.submit_script(str(args.script), env, args.train_args)
     except HpcTrainError as error:
         print(f"hpc-train demo: error: {error}", file=sys.stderr)
         return 2

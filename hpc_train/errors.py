@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from hpc_train.exitcodes import EXIT_REFUSED
+
 
 class HpcTrainError(Exception):
     """A problem with the user's input or environment, with its fix.
@@ -33,4 +35,4 @@ def report(error: HpcTrainError, prefix: str) -> int:
     if details:
         print(details, file=sys.stderr)
     print(f"{prefix}: error: {error}", file=sys.stderr, flush=True)
-    return getattr(error, "exit_code", 2)
+    return getattr(error, "exit_code", EXIT_REFUSED)

@@ -25,7 +25,6 @@ import math
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from hpc_train.bench import projection
 from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, ROOT, command_line, figure, machine, progress, publish,
                                     pyplot, require_slurm, spread, summary, table)
 from hpc_train.errors import HpcTrainError
+from hpc_train.jobs import slurm
 
 BATCHES = (64, 256, 1024, 2048)
 STRATEGY_BATCHES = (64, 256)
@@ -137,8 +137,7 @@ def run_job(script: str, folder: Path) -> None:
     """
     path = folder / "job.sbatch"
     path.write_text(script)
-    job = subprocess.run(["sbatch", "--parsable", str(path)], cwd=folder, capture_output=True, text=True,
-                         check=True).stdout.strip().split(";")[0]
+    job = slurm.submit_script(str(path), os.environ, cwd=folder)
     deadline = time.monotonic() + JOB_TIMEOUT
     next_query = time.monotonic()
     while True:
@@ -149,19 +148,20 @@ def run_job(script: str, folder: Path) -> None:
                 break
             next_query = time.monotonic() + QUEUE_POLL_SECONDS
         if time.monotonic() > deadline:
-            subprocess.run(["scancel", job], check=False)
+            slurm.cancel([job])
             raise HpcTrainError(f"benchmark job {job} ran past {JOB_TIMEOUT} s and was cancelled; is the cluster "
                                 "busy? (squeue)")
         time.sleep(MARKER_POLL_SECONDS)
-    state = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
-    if "JobState=COMPLETED" not in state:
+    info = slurm.show_job(job, os.environ)
+    if info.get("JobState") != "COMPLETED":
+        state = " ".join(f"{key}={value}" for key, value in info.items())
         log = folder / "slurm.out"
         progress(f"the end of job {job}'s log:\n" + (log.read_text()[-3000:] if log.exists() else state))
         raise HpcTrainError(f"benchmark job {job} did not complete (its log's end is above)")
 
 
 def _queued(job: str) -> bool:
-    return bool(subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip())
+    return bool(slurm.run(["squeue", "-h", "-j", job]).stdout.strip())
 
 
 def train(run: Run, data_dir: Path, cores: int) -> Result:
@@ -377,7 +377,7 @@ def findings(results: dict[Run, list[Result]], batches: Sequence[int], link: pro
         f"- This machine's share: {machine_share(results, batches)}",
         "- Fixed because of this benchmark: the ReLU after a convolution now follows its max pooling "
         "(the same outputs and gradients, tested), so its gradient, a step's largest memory-bound kernel, "
-        "runs on a quarter of the values (`hpc_train/training/model.py`). At 1,024 images per worker, two "
+        "runs on a quarter of the values (`hpc_train/tasks/mnist/model.py`). At 1,024 images per worker, two "
         "quick runs of 3 repetitions, one after the other, measured 88% efficiency before and 92% after; one "
         "worker got about 3% faster.",
         "- Fixed in the benchmark itself: it asked squeue twice a second whether a job had ended, and squeue "
@@ -387,7 +387,7 @@ def findings(results: dict[Run, list[Result]], batches: Sequence[int], link: pro
         "- Fixed because of this benchmark: a 2-worker step ran seven all-reduces, one after another (counted in "
         "the traced step function): the gradients', and six more because Keras summed the loss and accuracy "
         "across workers in every step. The trainer now sums them at epoch ends only, where Keras reports them "
-        "(`sync_metrics_per_epoch` in `hpc_train/training/model.py`, tested with two workers): at 64 images "
+        "(`sync_metrics_per_epoch` in `hpc_train/training/metrics.py`, tested with two workers): at 64 images "
         "per worker, efficiency went from 47% to 64% side by side; at 2,048 the gain is within the noise.",
         "- Tried, not kept: gradients all-reduced in float16 (67% against 65% at 64 images per worker, within the "
         "noise, and less precise), packing gradients (`CommunicationOptions(bytes_per_pack=...)`) and more "

@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         import tf_keras as keras
     else:
         import keras
-    from hpc_train.mnist import load_mnist  # the same images, read the same way
+    from hpc_train.tasks.mnist.data import load_mnist  # the same images, read the same way
 
     splits = load_mnist(args.data_dir)
     model, dataset, steps = build(splits.train_images, splits.train_labels, keras)

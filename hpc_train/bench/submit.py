@@ -23,6 +23,7 @@ from pathlib import Path
 from hpc_train.bench.report import (HPC_TRAIN, arguments, command_line, interleaved, machine, publish, require_slurm,
                                     spread, summary, table)
 from hpc_train.errors import HpcTrainError
+from hpc_train.jobs import slurm
 
 GOAL = 2.0
 POLL_SECONDS = 0.02
@@ -39,7 +40,7 @@ PYTHON = "`python -c pass`"
 
 
 def job_state(job: str) -> str:
-    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    return slurm.run(["squeue", "-h", "-j", job, "-o", "%T"]).stdout.strip()
 
 
 def submitted(command: Sequence[str], cwd: Path) -> tuple[float, str]:
@@ -54,12 +55,12 @@ def until_running(command: Sequence[str], cwd: Path) -> float:
     deadline = time.monotonic() + RUNNING_TIMEOUT
     while (state := job_state(job)) != "RUNNING":
         if state not in WAITING or time.monotonic() > deadline:
-            subprocess.run(["scancel", job], check=False)
+            slurm.cancel([job])
             raise HpcTrainError(f"job {job} did not start running ({state or 'gone from the queue'}); "
                                 "is the cluster idle? (sinfo, squeue)")
         time.sleep(POLL_SECONDS)
     seconds = time.perf_counter() - started
-    subprocess.run(["scancel", job], check=True)
+    _cancel(job)
     while job_state(job):  # gone from the queue: its nodes are free for the next run
         time.sleep(0.2)
     return seconds
@@ -68,8 +69,14 @@ def until_running(command: Sequence[str], cwd: Path) -> float:
 def held(command: Sequence[str], cwd: Path) -> float:
     started, job = submitted(command, cwd)
     seconds = time.perf_counter() - started
-    subprocess.run(["scancel", job], check=True)
+    _cancel(job)
     return seconds
+
+
+def _cancel(job: str) -> None:
+    problem = slurm.cancel([job])
+    if problem is not None:
+        raise HpcTrainError(f"scancel {job} failed ({problem}); cancel it by hand")
 
 
 def measure(repetitions: int) -> dict[str, list[float]]:

@@ -1,4 +1,4 @@
-"""From a layout to the variables a task exports, and the one side effect: applying them."""
+"""From a layout to the variables a rank exports, and the one side effect: applying them."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ RPC_LAYER = "grpc"
 
 
 def tf_config(layout: Layout) -> dict[str, Any]:
-    """This task's TF_CONFIG, as TensorFlow's TFConfigClusterResolver reads it."""
+    """This rank's TF_CONFIG, as TensorFlow's TFConfigClusterResolver reads it."""
     me = layout.me
     return {"cluster": layout.cluster(), "task": {"type": me.role, "index": me.index}, "rpc_layer": RPC_LAYER}
 
 
-def task_environment(layout: Layout) -> dict[str, str]:
-    """The variables this task exports: TF_CONFIG, and its GPUs unless Slurm bound them."""
+def rank_environment(layout: Layout) -> dict[str, str]:
+    """The variables this rank exports: TF_CONFIG, and its GPUs unless Slurm bound them."""
     variables = {"TF_CONFIG": json.dumps(tf_config(layout), separators=(",", ":"))}
     devices = layout.me.devices
     if devices is not None:
@@ -29,35 +29,35 @@ def task_environment(layout: Layout) -> dict[str, str]:
 
 def apply_to_environ(environ: MutableMapping[str, str] | None = None,
                      options: BootstrapOptions = BootstrapOptions()) -> Layout:
-    """Compute this task's layout from `environ` (default `os.environ`) and export it there.
+    """Compute this rank's layout from `environ` (default `os.environ`) and export it there.
 
     Call it before TensorFlow is imported: TensorFlow reads CUDA_VISIBLE_DEVICES
     once, when it first looks for devices.
     """
     target: MutableMapping[str, str] = os.environ if environ is None else environ
     layout = compute_layout(target, options)
-    target.update(task_environment(layout))
+    target.update(rank_environment(layout))
     return layout
 
 
-def describe_task(layout: Layout) -> str:
-    """One line for a job log: which task this is, where it listens, which GPUs it sees."""
+def describe_rank(layout: Layout) -> str:
+    """One line for a job log: which rank this is, where it listens, which GPUs it sees."""
     me = layout.me
     devices = "as Slurm set them" if me.devices is None else (",".join(me.devices) or "none")
     return f"rank {me.rank} is {me.role} {me.index} at {me.address}, GPUs: {devices}"
 
 
 def format_table(layout: Layout) -> str:
-    """The whole layout as an aligned table, this task marked with '*'."""
+    """The whole layout as an aligned table, this rank marked with '*'."""
     header = ("", "rank", "role", "index", "host", "port", "node", "local", "devices")
     rows = [header] + [
-        ("*" if task.rank == layout.rank else "", str(task.rank), task.role, str(task.index), task.host,
-         str(task.port), str(task.node_index), str(task.local_index), _devices_text(task.devices))
-        for task in layout.tasks
+        ("*" if rank.rank == layout.rank else "", str(rank.rank), rank.role, str(rank.index), rank.host,
+         str(rank.port), str(rank.node_index), str(rank.local_index), _devices_text(rank.devices))
+        for rank in layout.ranks
     ]
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    return "\n".join([f"# {layout.strategy.value}, {len(layout.tasks)} tasks, ports: {layout.port_rule}"] + lines)
+    return "\n".join([f"# {layout.strategy.value}, {len(layout.ranks)} tasks, ports: {layout.port_rule}"] + lines)
 
 
 def _devices_text(devices: tuple[str, ...] | None) -> str:

@@ -1,9 +1,10 @@
-"""The pure core: a Slurm step's environment in, every task's place in the cluster out.
+"""The pure core: a Slurm step's environment in, every rank's place in the cluster out.
 
 `compute_layout` takes an environment mapping and returns a frozen `Layout`:
 each rank's role, index, host, port and devices, and which rank is "me". Every
-task of a step computes the same cluster from its own copy of the variables, so
-no task has to talk to another to agree on it.
+rank of a step computes the same cluster from its own copy of the variables, so
+no rank has to talk to another to agree on it. ("Rank" is one Slurm process of
+the step; TensorFlow calls it a task, and TF_CONFIG keeps TensorFlow's word.)
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ class BootstrapOptions:
                                 "pick an unprivileged port such as 20000")
 
 
-class Task(NamedTuple):
+class Rank(NamedTuple):
     """One rank's place in the cluster."""
 
     rank: int
     role: str  # "chief", "ps" or "worker"
-    index: int  # the task's index among tasks of its role
+    index: int  # the rank's index among the ranks of its role (TF_CONFIG's task index)
     host: str
     port: int
     node_index: int
@@ -57,10 +58,10 @@ class Task(NamedTuple):
 
 @dataclass(frozen=True)
 class Layout:
-    """Every task of a step, and which of them this process is.
+    """Every rank of a step, and which of them this process is.
 
-    Kept as one column per field (a step may have 32,768 tasks, and a task
-    needs only the cluster spec and its own row); `tasks` builds the rows.
+    Kept as one column per field (a step may have 32,768 ranks, and a rank
+    needs only the cluster spec and its own row); `ranks` builds the rows.
     """
 
     strategy: Strategy
@@ -75,18 +76,23 @@ class Layout:
     port_rule: str
     notes: tuple[str, ...] = field(default=())
 
-    def task(self, rank: int) -> Task:
-        return Task(rank, self.roles[rank], self.indexes[rank], self.hosts[rank], self.ports[rank],
+    def rank_at(self, rank: int) -> Rank:
+        return Rank(rank, self.roles[rank], self.indexes[rank], self.hosts[rank], self.ports[rank],
                     self.node_of_rank[rank], self.local_of_rank[rank], self.devices[rank])
 
     @property
-    def me(self) -> Task:
-        return self.task(self.rank)
+    def me(self) -> Rank:
+        return self.rank_at(self.rank)
 
     @cached_property
-    def tasks(self) -> tuple[Task, ...]:
-        return tuple(map(Task, range(len(self.roles)), self.roles, self.indexes, self.hosts, self.ports,
+    def ranks(self) -> tuple[Rank, ...]:
+        return tuple(map(Rank, range(len(self.roles)), self.roles, self.indexes, self.hosts, self.ports,
                          self.node_of_rank, self.local_of_rank, self.devices))
+
+    @property
+    def tasks(self) -> tuple[Rank, ...]:
+        """The old name of `ranks`, kept for scripts written against it."""
+        return self.ranks
 
     def cluster(self) -> dict[str, list[str]]:
         """The cluster spec: role -> addresses ordered by index (chief, ps, worker)."""
@@ -97,7 +103,7 @@ class Layout:
 
 
 def compute_layout(env: Mapping[str, str], options: BootstrapOptions = BootstrapOptions()) -> Layout:
-    """Compute the whole step's layout from one task's environment."""
+    """Compute the whole step's layout from one rank's environment."""
     step = read_slurm_step(env)
     node_of_rank, local_of_rank = place_tasks(step.tasks_per_node, step.distribution)
     _check_own_place(step, node_of_rank[step.rank], local_of_rank[step.rank])
@@ -114,11 +120,11 @@ def compute_layout(env: Mapping[str, str], options: BootstrapOptions = Bootstrap
 
 
 def _check_own_place(step: SlurmStep, node: int, local: int) -> None:
-    """Slurm's own word on where this task runs must match the computed placement.
+    """Slurm's own word on where this rank runs must match the computed placement.
 
     A mismatch means a layout hpc-train does not model (e.g. an arbitrary or plane
     distribution that SLURM_DISTRIBUTION did not report): refuse it, since a wrong
-    cluster spec would hang every task.
+    cluster spec would hang every rank.
     """
     placed = f"a {step.distribution.value} placement puts rank {step.rank} on {step.nodes[node]}"
     fix = "start tasks with srun -m block or -m cyclic"

@@ -8,7 +8,7 @@
 Roles: multiworker makes every rank a worker (worker 0 is the chief);
 parameter_server makes rank 0 the chief, ranks 1..K the ps, the rest workers.
 Ports: --port-base, else srun --resv-ports, else a window derived from
-SLURM_JOB_ID in 16384-32767 (see README.md).
+SLURM_JOB_ID in 16384-32767 (see docs/bootstrap.md).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from hpc_train.bootstrap import BootstrapOptions, compute_layout, format_table, tf_config
+    from hpc_train.bootstrap.startup import say_notes
     from hpc_train.errors import HpcTrainError
 
     if args.num_ps is not None and args.strategy != "parameter_server":
@@ -53,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
                                port_base=args.port_base)
     if printing:
         layout = compute_layout(os.environ, options)
-        for note in layout.notes:
-            print(f"hpc-train bootstrap: note: {note}", file=sys.stderr)
+        say_notes(layout)
         if args.print_config:
             print(json.dumps(tf_config(layout)))
         if args.print_all:

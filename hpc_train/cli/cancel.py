@@ -17,12 +17,12 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.follow import slurm_command
+    from hpc_train.jobs import slurm
     from hpc_train.jobs.folders import find_record
 
     record = find_record(args.job)
-    result = slurm_command(["scancel", record.job_id], os.environ)
-    if result.returncode != 0:
-        raise HpcTrainError(f"scancel {record.job_id} failed: {result.stderr.strip() or 'no reason given'}")
+    problem = slurm.cancel([record.job_id], os.environ)
+    if problem is not None:
+        raise HpcTrainError(f"scancel {record.job_id} failed: {problem}")
     print(f"hpc-train cancel: asked Slurm to cancel job {record.job_id} ({record.name})")
     return 0

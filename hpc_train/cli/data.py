@@ -21,8 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hpc_train.fetch import MNIST_URL, fetch_mnist
-    from hpc_train.mnist import keras_cache_file
+    from hpc_train.tasks.mnist.fetch import MNIST_URL, fetch_mnist
+    from hpc_train.tasks.mnist.data import keras_cache_file
 
     destination = Path(args.dest) if args.dest else keras_cache_file().parent
     fetch_mnist(destination, args.url or MNIST_URL)

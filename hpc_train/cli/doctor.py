@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     from importlib import metadata
 
-    from hpc_train.doctor import Check, accounting, run_step, slurm_partition, step_checks
+    from hpc_train.doctor.checks import Check, accounting, run_step, slurm_partition, step_checks
     from hpc_train.errors import HpcTrainError
 
     if args.nodes < 1 or args.wait < 1:

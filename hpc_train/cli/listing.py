@@ -16,16 +16,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from hpc_train.follow import job_state
+    from hpc_train.jobs.follow import job_states
     from hpc_train.jobs.folders import all_records
 
     records = all_records()[:args.limit]
     if not records:
         print("no jobs in runs/ here")
         return 0
+    # Two calls to Slurm whatever the number of jobs: one squeue, one sacct for those it no longer queues.
+    states = job_states([record.job_id for record in records if not record.is_local], dict(os.environ))
     print(f"{'JOBID':<12} {'NAME':<24} {'STATE':<12} {'SUBMITTED':<17} FOLDER")
     for record in records:
-        state = "local" if record.job_id.startswith("local") else job_state(record.job_id, dict(os.environ))[0]
+        state = "local" if record.is_local else states[record.job_id]
         print(f"{record.job_id:<12} {record.name[:24]:<24} {state.lower():<12} {record.submitted_text:<17} "
               f"{record.folder}")
     return 0

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.follow import FINAL_STATES, job_state
+    from hpc_train.jobs.follow import FINAL_STATES, job_state
     from hpc_train.jobs.folders import find_record, rank_log
 
     record = find_record(args.job)

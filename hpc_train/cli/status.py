@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from hpc_train.follow import FINAL_STATES, PROGRESS, accounted_state, job_info, job_state
+    from hpc_train.jobs.follow import FINAL_STATES, PROGRESS, accounted_state, job_info, job_state
     from hpc_train.jobs.folders import find_record, rank_log
 
     record = find_record(args.job)
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     ended = state.split()[0].upper() in FINAL_STATES
     print(f"job {record.job_id} ({record.name}): {state.lower()}{f', exit {code}' if code and ended else ''} "
           f"[{source}]")
-    print(f"  nodes:   {info.get('NodeList') or 'none yet'} ({record.tasks} tasks, {record.strategy})")
+    nodes = info.get("NodeList") or (accounted.nodes if accounted else "")  # once Slurm forgot it, sacct's
+    print(f"  nodes:   {nodes or 'none yet'} ({record.tasks} tasks, {record.strategy})")
     print(f"  runs:    {record.what}")
     if requeues:
         print(f"  again:   requeued {requeues} time{'s' if requeues > 1 else ''}")

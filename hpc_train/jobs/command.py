@@ -32,13 +32,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
 
-from hpc_train.bootstrap import BootstrapOptions, compute_layout, describe_task, task_environment
-from hpc_train.bootstrap.devices import NVIDIA_DRIVER, cpu_fallback_note
+from hpc_train.bootstrap import BootstrapOptions
 from hpc_train.bootstrap.layout import Layout
-from hpc_train.bootstrap.portcheck import ensure_port_free
+from hpc_train.bootstrap.startup import PREFIX, gpu_driver_note, start_rank
 from hpc_train.errors import HpcTrainError
-from hpc_train.training.requeue import plan_requeue, requeue
-from hpc_train.training.stopping import EXIT_STOPPED
+from hpc_train.jobs.requeue import plan_requeue, requeue
+from hpc_train.exitcodes import EXIT_STOPPED
 
 # How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job.
 REQUEUE_GRACE_SECONDS = 10.0
@@ -65,16 +64,11 @@ class CommandJob:
 
 
 def place(options: BootstrapOptions, environ: Mapping[str, str]) -> tuple[Layout, dict[str, str]]:
-    """This task's layout and the environment its command gets; its port checked free; its line said."""
-    layout = compute_layout(environ, options)
-    for note in layout.notes:
-        print(f"hpc-train bootstrap: note: {note}", file=sys.stderr)
-    ensure_port_free(layout.me.port, layout.me.host)
-    print(f"hpc-train bootstrap: {describe_task(layout)}", file=sys.stderr, flush=True)
-    env = {**environ, **task_environment(layout)}
-    note = None if os.path.exists(NVIDIA_DRIVER) else cpu_fallback_note(env.get("CUDA_VISIBLE_DEVICES"), None)
-    if note:
-        print(f"hpc-train bootstrap: {note}", file=sys.stderr, flush=True)
+    """This rank's layout and the environment its command gets; its port checked free; its line said."""
+    layout, variables = start_rank(options, environ)
+    env = {**environ, **variables}
+    if note := gpu_driver_note(env):
+        print(f"{PREFIX}: {note}", file=sys.stderr, flush=True)
     return layout, env
 
 

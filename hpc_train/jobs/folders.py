@@ -38,6 +38,11 @@ class JobRecord:
         return shlex.join(self.command) if self.command else "hpc-train train"
 
     @property
+    def is_local(self) -> bool:
+        """Run here by the mock launcher (submit --local): Slurm never knew it."""
+        return self.job_id.startswith("local")
+
+    @property
     def submitted_text(self) -> str:
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.submitted))
 

@@ -13,13 +13,30 @@ from typing import Literal
 
 from hpc_train.errors import HpcTrainError
 
-# The forms sbatch --time takes.
-_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})$")
+# The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?|(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?)$")
 _GRES_GPUS = re.compile(r"^gpu(?::[^:,]+)?:(\d+)$")
 
 
 class JobSpecError(HpcTrainError):
     """A resource request Slurm could not, or should not, be given."""
+
+
+def time_minutes(text: str) -> int:
+    """A Slurm time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in whole minutes, rounded up."""
+    match = _TIME.match(text.strip())
+    if match is None:
+        raise JobSpecError(f"--time {text!r}: not a Slurm time; use minutes, HH:MM:SS or D-HH:MM:SS "
+                           "(e.g. 90, 2:00:00, 1-12:00:00)")
+    days, day_hours, day_minutes, day_seconds, first, second, third = (int(part) if part else 0
+                                                                       for part in match.groups())
+    if match.group(1) is not None:  # D-HH[:MM[:SS]]
+        seconds = days * 86400 + day_hours * 3600 + day_minutes * 60 + day_seconds
+    elif match.group(7) is not None:  # HH:MM:SS
+        seconds = first * 3600 + second * 60 + third
+    else:  # MM[:SS]
+        seconds = first * 60 + second
+    return max(1, -(-seconds // 60))
 
 
 @dataclass(frozen=True)
@@ -74,9 +91,8 @@ def _check_counts(spec: JobSpec) -> None:
                                  ("--signal-seconds", spec.signal_seconds, 0)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
             raise JobSpecError(f"{option} {value!r}: must be a whole number of {least} or more")
-    if spec.time is not None and not _TIME.match(spec.time):
-        raise JobSpecError(f"--time {spec.time!r}: not a Slurm time; use minutes, HH:MM:SS or D-HH:MM:SS "
-                           "(e.g. 90, 2:00:00, 1-12:00:00)")
+    if spec.time is not None:
+        time_minutes(spec.time)  # refuses what is not a Slurm time
 
 
 def _check_text(spec: JobSpec) -> None:

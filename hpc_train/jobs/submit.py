@@ -8,7 +8,6 @@ sbatch would get (`--dry-run`), and `submit` submits and writes the job folder.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -24,25 +23,7 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.jobs.folders import RUNS, JobRecord
 from hpc_train.jobs.render import job_config, kill_on_bad_exit
-from hpc_train.jobs.spec import JobSpec
-
-_TIME_PARTS = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-
-
-def time_minutes(text: str) -> int:
-    """Slurm's time forms (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in whole minutes, rounded up."""
-    match = _TIME_PARTS.match(text)
-    if match is None:
-        raise HpcTrainError(f"--time {text!r}: not a Slurm time")
-    days, first, second, third = (int(part) if part else 0 for part in match.groups())
-    if match.group(1):  # D-HH[:MM[:SS]]
-        seconds = days * 86400 + first * 3600 + second * 60 + third
-    elif match.group(4):  # HH:MM:SS
-        seconds = first * 3600 + second * 60 + third
-    else:  # MM[:SS]
-        seconds = first * 60 + second
-    return max(1, -(-seconds // 60))
-
+from hpc_train.jobs.spec import JobSpec, time_minutes
 
 def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
     """A submitit SlurmExecutor for the request: folder runs/NAME-%j, one process per task."""
@@ -129,7 +110,7 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
 def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> int:
     """The same job, its tasks started on this machine by the mock launcher."""
     from hpc_train.jobs.command import CommandJob, supervised_arguments
-    from hpc_train.launch import Step, launch
+    from hpc_train.jobs.launch import Step, launch
 
     config = job_config(spec, train)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"

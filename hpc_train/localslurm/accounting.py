@@ -10,7 +10,6 @@ and what it calls are the side effects.
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import subprocess
@@ -18,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.follow import slurm_command
-from hpc_train.localslurm import control
+from hpc_train.jobs import slurm
+from hpc_train.localslurm import daemons
 from hpc_train.localslurm.spec import LocalCluster
 
 PROGRAMS = ("slurmdbd", "sacctmgr", "sacct", "mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin")
@@ -95,19 +94,19 @@ def grant_sql(password: str) -> str:
 
 def start(cluster: LocalCluster) -> None:
     """Install what is missing, start MariaDB and slurmdbd if not running, register the cluster (idempotent)."""
-    control._install_missing(PROGRAMS, PACKAGES, " and ".join(PACKAGES))
+    daemons.install_missing(PROGRAMS, PACKAGES, " and ".join(PACKAGES))
     password = _password(cluster)
     _write_dbd_conf(cluster, password)
-    if control.running_pid(cluster, "mariadbd") is None:
+    if daemons.running_pid(cluster, "mariadbd") is None:
         _init_datadir(cluster)
         _start_mariadbd(cluster)
     _run(cluster, client_command(cluster), "creating slurmdbd's database user", stdin=grant_sql(password))
-    if control.running_pid(cluster, "slurmdbd") is None:
+    if daemons.running_pid(cluster, "slurmdbd") is None:
         _run(cluster, ["slurmdbd"], "starting slurmdbd")
         _wait(cluster, "slurmdbd", lambda: _sacctmgr(cluster, "list", "cluster").returncode == 0)
-        control.say("started slurmdbd")
+        daemons.say("started slurmdbd")
     if CLUSTER_NAME not in _sacctmgr(cluster, "-n", "-P", "list", "cluster", "format=Cluster").stdout.split():
-        _run(cluster, ["sacctmgr", "-i", "add", "cluster", CLUSTER_NAME], f"registering cluster {CLUSTER_NAME}")
+        _check(cluster, _sacctmgr(cluster, "-i", "add", "cluster", CLUSTER_NAME), f"registering cluster {CLUSTER_NAME}")
 
 
 def _password(cluster: LocalCluster) -> str:
@@ -151,21 +150,24 @@ def _start_mariadbd(cluster: LocalCluster) -> None:
                             f"see {m / 'mariadbd.log'}")
     # It writes its pid file in its own directory; we keep a copy where `down` and `status` look, as for munged.
     cluster.pid_file("mariadbd").write_text((m / "mariadbd.pid").read_text())
-    control.say("started mariadbd")
+    daemons.say("started mariadbd")
 
 
 def _wait(cluster: LocalCluster, daemon: str, ready: Callable[[], bool]) -> None:
-    if not control._wait_until(ready, START_TIMEOUT):
+    if not daemons.wait_until(ready, START_TIMEOUT):
         log = mariadb_dir(cluster) / "mariadbd.log" if daemon == "mariadbd" else cluster.log_file(daemon)
         raise HpcTrainError(f"{daemon} did not answer within {START_TIMEOUT:.0f} s; see {log}")
 
 
 def _sacctmgr(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return _run_quietly(["sacctmgr", *args], control.slurm_env(cluster))
+    return slurm.sacctmgr(args, daemons.slurm_env(cluster), timeout=120)
 
 
 def _run(cluster: LocalCluster, command: list[str], doing: str, stdin: str | None = None) -> None:
-    result = _run_quietly(command, control.slurm_env(cluster), stdin)
+    _check(cluster, _run_quietly(command, daemons.slurm_env(cluster), stdin), doing)
+
+
+def _check(cluster: LocalCluster, result: subprocess.CompletedProcess[str], doing: str) -> None:
     if result.returncode != 0:
         said = ((result.stderr + result.stdout).strip().splitlines() or ["no output"])[-1]
         raise HpcTrainError(f"{doing} failed ({said}); see the logs in {cluster.directory / 'log'} and "
@@ -174,4 +176,4 @@ def _run(cluster: LocalCluster, command: list[str], doing: str, stdin: str | Non
 
 def _run_quietly(command: list[str], env: dict[str, str] | None = None,
                  stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return slurm_command(command, env or os.environ, timeout=120, stdin=stdin)
+    return daemons.run(command, env, stdin)

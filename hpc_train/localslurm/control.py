@@ -8,33 +8,22 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import stat
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.follow import slurm_command
-from hpc_train.localslurm import netns
+from hpc_train.jobs import slurm
+from hpc_train.localslurm import accounting, daemons, netns
+from hpc_train.localslurm.daemons import running_pid, slurm_env
 from hpc_train.localslurm.netns import HOSTS_FILE
 from hpc_train.localslurm.spec import (ACCOUNTING_DAEMONS, FAKE_GPU_DEVICE, HOSTS_MARK, LocalCluster, hosts_line,
                                        render_gres_conf, render_slurm_conf)
 
-PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
-PACKAGES = ("slurm-wlm", "munge")
-
-
-def say(message: str) -> None:
-    print(f"hpc-train cluster: {message}", file=sys.stderr, flush=True)
-
-
 def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
     """Install what is missing, write the configuration, start what is not running, wait for idle nodes."""
     _require_root()
-    _install_missing()
+    daemons.install_missing()
     if cluster.separate_hosts:
         netns.refuse_conflicts(cluster.network, f"{HOSTS_MARK} {cluster.directory}")
     _restart_if_reconfigured(cluster)
@@ -44,14 +33,12 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
     _ensure_hosts(cluster)
     _start("munged", cluster, _munged_command)
     if cluster.accounting:  # slurmctld reports to slurmdbd from its start: the database comes first
-        from hpc_train.localslurm import accounting  # (it builds on this module)
-
         accounting.start(cluster)
     _start("slurmctld", cluster, lambda c: ["slurmctld", "-f", str(c.conf)])
     for name in cluster.node_names:
         _start(f"slurmd-{name}", cluster, lambda c, n=name: _on_node(c, n, ["slurmd", "-f", str(c.conf), "-N", n]))
     _wait_for_idle_nodes(cluster, timeout)
-    say(f"up: {len(cluster.node_names)} nodes {cluster.nodes}, partition {cluster.partition}; "
+    daemons.say(f"up: {len(cluster.node_names)} nodes {cluster.nodes}, partition {cluster.partition}; "
         f"use it with: export SLURM_CONF={cluster.conf}")
 
 
@@ -60,20 +47,18 @@ def down(cluster: LocalCluster) -> None:
     _cancel_every_job(cluster)  # a job's processes outlive slurmd, and slurmctld would restore it on the next up
     others = {daemon: pid for daemon, pid in _running_slurm_daemons(cluster.directory).items()
               if daemon not in cluster.daemons}  # nodes of an earlier `up` with other --nodes
-    for daemon, pid in others.items():
-        _stop(pid, daemon)
-        cluster.pid_file(daemon).unlink(missing_ok=True)
+    _stop_all(cluster, others)
     # Those of an `up --accounting` too, whether or not `down` was told --accounting.
     extra = tuple(daemon for daemon in reversed(ACCOUNTING_DAEMONS) if daemon not in cluster.daemons)
     for daemon in (*reversed(cluster.daemons), *extra):
         pid = running_pid(cluster, daemon)
         if pid is not None:
-            _stop(pid, daemon)
+            daemons.stop(pid, daemon)
         cluster.pid_file(daemon).unlink(missing_ok=True)
     _remove_hosts(cluster)
     if cluster.separate_hosts or netns.recorded(cluster.directory):
         netns.remove(cluster.network, cluster.directory)
-    say(f"down: stopped the cluster in {cluster.directory}")
+    daemons.say(f"down: stopped the cluster in {cluster.directory}")
 
 
 def _cancel_every_job(cluster: LocalCluster, timeout: float = 20.0) -> None:
@@ -82,16 +67,16 @@ def _cancel_every_job(cluster: LocalCluster, timeout: float = 20.0) -> None:
     env = slurm_env(cluster)
 
     def queued() -> list[str]:  # a slurmctld that hangs answers nothing: `down` goes on to stop it
-        return slurm_command(["squeue", "-h", "-o", "%i"], env).stdout.split()
+        return slurm.run(["squeue", "-h", "-o", "%i"], env).stdout.split()
 
     jobs = queued()
     if not jobs:
         return
-    slurm_command(["scancel", *jobs], env)
-    if _wait_until(lambda: not queued(), timeout):
-        say(f"cancelled {len(jobs)} job(s)")
+    slurm.cancel(jobs, env)
+    if daemons.wait_until(lambda: not queued(), timeout):
+        daemons.say(f"cancelled {len(jobs)} job(s)")
     else:
-        say(f"warning: cancelled {len(jobs)} job(s), but some were still ending after {timeout:.0f} s")
+        daemons.say(f"warning: cancelled {len(jobs)} job(s), but some were still ending after {timeout:.0f} s")
 
 
 def configuration_changes(written: dict[str, str | None], wanted: dict[str, str]) -> list[str]:
@@ -109,13 +94,18 @@ def _restart_if_reconfigured(cluster: LocalCluster) -> None:
     changed = configuration_changes(written, wanted)
     if not (changed and running):
         return
-    say(f"the cluster in {cluster.directory} runs with other options ({', '.join(changed)} changed): restarting "
+    daemons.say(f"the cluster in {cluster.directory} runs with other options ({', '.join(changed)} changed): restarting "
         "slurmctld and the slurmd daemons; jobs still running there may be lost")
-    for daemon, pid in sorted(running.items(), key=lambda item: item[0] == "slurmctld"):  # slurmd first
-        _stop(pid, daemon)
-        (cluster.directory / "run" / f"{daemon}.pid").unlink(missing_ok=True)
+    _stop_all(cluster, running)
     if netns.recorded(cluster.directory):  # made for the old nodes; `up` makes what the new ones need
         netns.remove(cluster.network, cluster.directory)
+
+
+def _stop_all(cluster: LocalCluster, running: dict[str, int]) -> None:
+    """Stop these daemons (name -> pid), every slurmd before slurmctld, and forget their pid files."""
+    for daemon, pid in sorted(running.items(), key=lambda item: item[0] == "slurmctld"):
+        daemons.stop(pid, daemon)
+        cluster.pid_file(daemon).unlink(missing_ok=True)
 
 
 def _running_slurm_daemons(directory: Path) -> dict[str, int]:
@@ -127,7 +117,7 @@ def _running_slurm_daemons(directory: Path) -> dict[str, int]:
         except (OSError, ValueError, IndexError):
             continue
         daemon = pid_file.stem  # slurmdbd (accounting) is not one of them: it keeps running across a restart
-        if (daemon == "slurmctld" or daemon.startswith("slurmd-")) and _alive(pid) and _is_daemon(pid, daemon):
+        if (daemon == "slurmctld" or daemon.startswith("slurmd-")) and daemons.alive(pid) and daemons.is_daemon(pid, daemon):
             running[daemon] = pid
     return running
 
@@ -137,48 +127,10 @@ def status(cluster: LocalCluster) -> dict[str, int | None]:
     return {daemon: running_pid(cluster, daemon) for daemon in cluster.daemons}
 
 
-def running_pid(cluster: LocalCluster, daemon: str) -> int | None:
-    try:
-        pid = int(cluster.pid_file(daemon).read_text().split()[0])
-        os.kill(pid, 0)
-    except (OSError, ValueError, IndexError):
-        return None
-    return pid if _is_daemon(pid, daemon) else None
-
-
-def slurm_env(cluster: LocalCluster) -> dict[str, str]:
-    return {**os.environ, "SLURM_CONF": str(cluster.conf)}
-
-
-def _is_daemon(pid: int, daemon: str) -> bool:
-    """The pid still belongs to that program (pids are reused)."""
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip() == daemon.split("-")[0]
-    except OSError:
-        return False
-
-
 def _require_root() -> None:
     if os.geteuid() != 0:
         raise HpcTrainError("a local Slurm cluster needs root (its slurmd daemons run jobs as their users); "
                             "run it as root (e.g. sudo hpc-train cluster up), or use hpc-train launch without Slurm")
-
-
-def _install_missing(programs: tuple[str, ...] = PROGRAMS, packages: tuple[str, ...] = PACKAGES,
-                     what: str = f"Slurm ({PACKAGES[0]}: slurmctld, slurmd, client) and munge") -> None:
-    missing = [program for program in programs if shutil.which(program) is None]
-    if not missing:
-        return
-    if shutil.which("apt-get") is None:
-        raise HpcTrainError(f"{', '.join(missing)} not found and no apt-get here: install {what} with this "
-                            "system's package manager")
-    say(f"installing {' '.join(packages)} with apt-get (about a minute)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
-        result = subprocess.run(command, env=env, capture_output=True, text=True)
-        if result.returncode != 0:
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise HpcTrainError(f"{' '.join(command)} failed ({last}); install {' '.join(packages)} by hand")
 
 
 def _write_files(cluster: LocalCluster) -> None:
@@ -208,31 +160,28 @@ def _munged_command(cluster: LocalCluster) -> list[str]:
 def _start(daemon: str, cluster: LocalCluster, command: Callable[[LocalCluster], list[str]]) -> None:
     if running_pid(cluster, daemon) is not None:
         return
-    result = subprocess.run(command(cluster), env=slurm_env(cluster), capture_output=True, text=True)
+    result = daemons.run(command(cluster), slurm_env(cluster))
     if result.returncode != 0:
         detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise HpcTrainError(f"{daemon} did not start ({detail}); see {cluster.log_file(daemon.split('-')[0])}")
     if daemon == "munged":  # munged writes its pid file where only munge may look; we keep our own copy
-        _wait_until(lambda: (cluster.munge_dir / "munged.pid").exists(), 10)
+        daemons.wait_until(lambda: (cluster.munge_dir / "munged.pid").exists(), 10)
         cluster.pid_file(daemon).write_text((cluster.munge_dir / "munged.pid").read_text())
     elif daemon.startswith("slurmd-"):
-        _wait_until(lambda: (cluster.directory / "run" / f"{daemon}.pid").exists(), 10)
-    say(f"started {daemon}")
+        daemons.wait_until(lambda: (cluster.directory / "run" / f"{daemon}.pid").exists(), 10)
+    daemons.say(f"started {daemon}")
 
 
 def _wait_for_idle_nodes(cluster: LocalCluster, timeout: float) -> None:
     def nodes_ready() -> bool:
-        result = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=slurm_env(cluster),
-                                capture_output=True, text=True)
-        states = dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
+        states = slurm.node_states(slurm_env(cluster))
         for name, state in states.items():
             if state.rstrip("*") in ("down", "drain", "drng", "fail"):
-                subprocess.run(["scontrol", "update", f"nodename={name}", "state=resume"], env=slurm_env(cluster),
-                               capture_output=True)
+                slurm.update_node(name, slurm_env(cluster), State="RESUME")
         return len(states) == len(cluster.node_names) and all(
             state.rstrip("*") in ("idle", "mix", "alloc") for state in states.values())
 
-    if not _wait_until(nodes_ready, timeout):
+    if not daemons.wait_until(nodes_ready, timeout):
         raise HpcTrainError(f"the nodes did not become idle within {timeout:.0f} s; see the logs in "
                             f"{cluster.directory / 'log'} (sinfo with SLURM_CONF={cluster.conf})")
 
@@ -254,38 +203,6 @@ def _remove_hosts(cluster: LocalCluster) -> None:
     kept = [line for line in lines if not line.endswith(f"{HOSTS_MARK} {cluster.directory}")]
     if kept != lines:
         HOSTS_FILE.write_text("\n".join(kept) + "\n")
-
-
-def _stop(pid: int, daemon: str, grace: float = 10.0) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    if not _wait_until(lambda: not _alive(pid), grace):
-        os.kill(pid, signal.SIGKILL)
-    say(f"stopped {daemon}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A stopped daemon can linger as a zombie until its parent (not us) reaps it.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float, poll: float = 0.5) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(poll)
 
 
 def _make_fake_gpus(cluster: LocalCluster) -> None:

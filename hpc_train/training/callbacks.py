@@ -204,31 +204,24 @@ class StopAtStepBoundary(keras.callbacks.Callback):
         raise StoppedEarly(kind, checkpoint)
 
 
-def any_task(strategy: tf.distribute.Strategy) -> Callable[[bool], bool]:
-    """Whether any task of the job says yes: one tiny all-reduce under MultiWorkerMirrored, else this task's."""
+def any_rank(strategy: tf.distribute.Strategy) -> Callable[[bool], bool]:
+    """Whether any rank of the job says yes: one tiny all-reduce under MultiWorkerMirrored, else this rank's."""
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return lambda wanted: wanted
-
-    @tf.function
-    def total(local: tf.Tensor) -> tf.Tensor:
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(local)), axis=None)
-
+    total = _summed_over_ranks(strategy)
     return lambda wanted: bool(total(tf.constant(float(wanted))).numpy() > 0)
 
 
 def agreement(strategy: tf.distribute.Strategy) -> Callable[[StopKind | None], StopKind | None]:
-    """The job-wide stop request from this task's own: one tiny all-reduce under MultiWorkerMirrored.
+    """The job-wide stop request from this rank's own: one tiny all-reduce under MultiWorkerMirrored.
 
-    In one process (or on the chief of a parameter-server job, the only task
-    that runs the training loop) this task's own request is the job's.
+    In one process (or on the chief of a parameter-server job, the only rank
+    that runs the training loop) this rank's own request is the job's.
     """
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return lambda kind: kind
-
-    @tf.function
-    def strongest(local: tf.Tensor) -> tf.Tensor:
-        # Summing one-hot requests over every replica: a kind is wanted when its sum is above 0.
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(local)), axis=None)
+    # Summing one-hot requests over every replica: a kind is wanted when its sum is above 0.
+    strongest = _summed_over_ranks(strategy)
 
     def agree(kind: StopKind | None) -> StopKind | None:
         local = [float(kind is member) for member in StopKind]
@@ -236,3 +229,13 @@ def agreement(strategy: tf.distribute.Strategy) -> Callable[[StopKind | None], S
         return max(wanted) if wanted else None
 
     return agree
+
+
+def _summed_over_ranks(strategy: tf.distribute.Strategy) -> Callable[[tf.Tensor], tf.Tensor]:
+    """A function summing a small tensor over every replica of the job (its own trace, one all-reduce a call)."""
+
+    @tf.function
+    def total(local: tf.Tensor) -> tf.Tensor:
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(local)), axis=None)
+
+    return total

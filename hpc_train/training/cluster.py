@@ -12,12 +12,11 @@ import json
 import os
 import re
 import socket
-import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from hpc_train.bootstrap import BootstrapOptions, apply_to_environ, describe_task
-from hpc_train.bootstrap.portcheck import ensure_port_free
+from hpc_train.bootstrap import BootstrapOptions
+from hpc_train.bootstrap.startup import start_rank
 from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
 
@@ -25,7 +24,7 @@ DISTRIBUTED = ("multiworker", "parameter_server")
 
 
 @dataclass(frozen=True)
-class TaskInfo:
+class RankInfo:
     """This process's place: its role and index, the cluster, and whether it is the chief."""
 
     type: str
@@ -48,30 +47,30 @@ class TaskInfo:
         return self.cluster[self.type][self.index]
 
 
-SINGLE = TaskInfo("worker", 0, {})
+SINGLE = RankInfo("worker", 0, {})
 
 # How TensorFlow's errors name a task: by device ("/job:ps/replica:0/task:0") or by gRPC address.
 _DEVICE = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 _ADDRESS = re.compile(r"(?:ipv[46]:)?([\w.-]+:\d+)")
 
 
-def lost_peers(message: str, task: TaskInfo) -> list[str]:
+def lost_peers(message: str, rank: RankInfo) -> list[str]:
     """The tasks (other than this one) that a TensorFlow error message names, as "ps 0 at node2:20001".
 
     An address that could not be reached is the surest sign; device names
     ("/job:worker/replica:0/task:1") may only say where the failed step ran.
     """
     by_address: dict[str, tuple[str, int]] = {}
-    for role, addresses in task.cluster.items():
+    for role, addresses in rank.cluster.items():
         for index, address in enumerate(addresses):
             by_address[address] = (role, index)
             by_address.setdefault(_numeric(address), (role, index))  # gRPC names hosts by number
     named = [by_address[address] for address in _ADDRESS.findall(message) if address in by_address]
     if not named:
         named = [(role, int(index)) for role, index in _DEVICE.findall(message)]
-    peers = [peer for peer in dict.fromkeys(named) if peer != (task.type, task.index)
-             and peer[1] < len(task.cluster.get(peer[0], ()))]
-    return [f"{role} {index} at {task.cluster[role][index]}" for role, index in peers]
+    peers = [peer for peer in dict.fromkeys(named) if peer != (rank.type, rank.index)
+             and peer[1] < len(rank.cluster.get(peer[0], ()))]
+    return [f"{role} {index} at {rank.cluster[role][index]}" for role, index in peers]
 
 
 def _numeric(address: str) -> str:
@@ -81,42 +80,39 @@ def _numeric(address: str) -> str:
     except OSError:
         return address
 
-def prepare_task(config: TrainConfig, environ: MutableMapping[str, str] | None = None) -> TaskInfo:
+def prepare_rank(config: TrainConfig, environ: MutableMapping[str, str] | None = None) -> RankInfo:
     """Find (or, under Slurm, build) this task's TF_CONFIG; return its place."""
     env: MutableMapping[str, str] = os.environ if environ is None else environ
     if config.strategy not in DISTRIBUTED:
-        _refuse_many_tasks(config, env)
+        _refuse_many_ranks(config, env)
         return SINGLE
     if "TF_CONFIG" not in env:
         if not any(name in env for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")):
             raise HpcTrainError(f"strategy {config.strategy} needs a cluster: run it under srun (hpc-train builds "
                                 "TF_CONFIG from the Slurm step), or set TF_CONFIG")
-        layout = apply_to_environ(env, BootstrapOptions(strategy=config.strategy, num_ps=config.num_ps))
-        for note in layout.notes:
-            print(f"hpc-train bootstrap: note: {note}", file=sys.stderr)
-        ensure_port_free(layout.me.port, layout.me.host)
-        print(f"hpc-train bootstrap: {describe_task(layout)}", file=sys.stderr, flush=True)
+        _, variables = start_rank(BootstrapOptions(strategy=config.strategy, num_ps=config.num_ps), env)
+        env.update(variables)  # before TensorFlow starts: it reads CUDA_VISIBLE_DEVICES once
     return parse_tf_config(env["TF_CONFIG"], config.strategy)
 
 
-def parse_tf_config(text: str, strategy: str) -> TaskInfo:
+def parse_tf_config(text: str, strategy: str) -> RankInfo:
     unusable = HpcTrainError(f"TF_CONFIG={text!r} is not a TensorFlow cluster config with this task in it; "
                              "unset it to let hpc-train build it from the Slurm step")
     try:
         value = json.loads(text)
-        task = TaskInfo(str(value["task"]["type"]), int(value["task"]["index"]),
+        rank = RankInfo(str(value["task"]["type"]), int(value["task"]["index"]),
                         {str(role): list(addresses) for role, addresses in value["cluster"].items()})
     except (ValueError, KeyError, TypeError, AttributeError):
         raise unusable from None
-    if not 0 <= task.index < len(task.cluster.get(task.type, ())):
+    if not 0 <= rank.index < len(rank.cluster.get(rank.type, ())):
         raise unusable
-    if strategy == "parameter_server" and not {"chief", "ps", "worker"} <= set(task.cluster):
+    if strategy == "parameter_server" and not {"chief", "ps", "worker"} <= set(rank.cluster):
         raise HpcTrainError(f"strategy parameter_server needs chief, ps and worker tasks; TF_CONFIG has "
-                            f"{', '.join(sorted(task.cluster))}")
-    return task
+                            f"{', '.join(sorted(rank.cluster))}")
+    return rank
 
 
-def _refuse_many_tasks(config: TrainConfig, env: MutableMapping[str, str]) -> None:
+def _refuse_many_ranks(config: TrainConfig, env: MutableMapping[str, str]) -> None:
     tasks = env.get("SLURM_STEP_NUM_TASKS", "1")
     if tasks.isdigit() and int(tasks) > 1:
         raise HpcTrainError(f"strategy {config.strategy} runs one process but this Slurm step has {tasks} tasks; "

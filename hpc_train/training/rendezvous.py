@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.training.cluster import TaskInfo
+from hpc_train.training.cluster import RankInfo
 
 RETRY_SECONDS = 0.2
 # Those who checked in hear the verdict a little after the chief's own deadline.
@@ -40,15 +40,15 @@ class Meeting:
     everyone: tuple[str, ...]
 
     @classmethod
-    def of(cls, task: TaskInfo) -> "Meeting":
-        everyone = tuple(name for name, _ in _addresses(task))
-        chief_role = "chief" if "chief" in task.cluster else "worker"
-        return cls(f"{task.type} {task.index}", f"{chief_role} 0", task.cluster[chief_role][0], everyone)
+    def of(cls, rank: RankInfo) -> "Meeting":
+        everyone = tuple(name for name, _ in _addresses(rank))
+        chief_role = "chief" if "chief" in rank.cluster else "worker"
+        return cls(f"{rank.type} {rank.index}", f"{chief_role} 0", rank.cluster[chief_role][0], everyone)
 
 
-def meet(task: TaskInfo, timeout: float) -> None:
+def meet(rank: RankInfo, timeout: float) -> None:
     """Return once every task of the job has started; raise PeersMissing after `timeout` seconds."""
-    meeting = Meeting.of(task)
+    meeting = Meeting.of(rank)
     if len(meeting.everyone) < 2:
         return
     if meeting.me == meeting.chief:
@@ -57,13 +57,13 @@ def meet(task: TaskInfo, timeout: float) -> None:
         _check_in(meeting, timeout)
 
 
-def wait_for_departures(task: TaskInfo, timeout: float) -> list[str]:
+def wait_for_departures(rank: RankInfo, timeout: float) -> list[str]:
     """Wait until no other task's server answers (their processes have ended); return those still there.
 
     The chief of a stopped MultiWorkerMirrored job waits so before it requeues
     the job, which would otherwise end the others with SIGTERM as they exit.
     """
-    others = [(name, address) for name, address in _addresses(task) if name != f"{task.type} {task.index}"]
+    others = [(name, address) for name, address in _addresses(rank) if name != f"{rank.type} {rank.index}"]
     deadline = time.monotonic() + timeout
     while True:
         staying = [name for name, address in others if reachable(address)]
@@ -82,9 +82,9 @@ def reachable(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _addresses(task: TaskInfo) -> list[tuple[str, str]]:
-    return [(f"{role} {index}", address) for role in _role_order(task.cluster)
-            for index, address in enumerate(task.cluster[role])]
+def _addresses(rank: RankInfo) -> list[tuple[str, str]]:
+    return [(f"{role} {index}", address) for role in _role_order(rank.cluster)
+            for index, address in enumerate(rank.cluster[role])]
 
 
 def _gather(meeting: Meeting, timeout: float) -> None:

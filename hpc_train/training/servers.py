@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 
-from hpc_train.training.cluster import TaskInfo
+from hpc_train.training.cluster import RankInfo
 from hpc_train.training.keras import tf
 from hpc_train.training.rendezvous import reachable
 from hpc_train.training.stopping import StopSignals
@@ -23,17 +23,17 @@ POLL_SECONDS = 1.0
 GONE_AFTER_FAILED_POLLS = 3
 
 
-def serve_until_chief_leaves(task: TaskInfo, signals: StopSignals, startup_timeout: float = 600.0) -> int:
+def serve_until_chief_leaves(rank: RankInfo, signals: StopSignals, startup_timeout: float = 600.0) -> int:
     """Run this task's server; return an exit code when the chief is gone (0) or never came (1)."""
-    server = tf.distribute.Server(tf.train.ClusterSpec(task.cluster), job_name=task.type, task_index=task.index,
+    server = tf.distribute.Server(tf.train.ClusterSpec(rank.cluster), job_name=rank.type, task_index=rank.index,
                                   protocol="grpc", start=True)
     signals.install()  # after TensorFlow's, which would take SIGTERM for itself
     if note := gpus_unused_note():  # a worker computes: say it does so on the CPU
-        log(task, note)
-    chief = task.cluster["chief"][0]
-    log(task, f"serving on {task.address}; waiting for the chief at {chief}")
+        log(rank, note)
+    chief = rank.cluster["chief"][0]
+    log(rank, f"serving on {rank.address}; waiting for the chief at {chief}")
     if not _wait_until(lambda: reachable(chief), startup_timeout):
-        log(task, f"the chief at {chief} did not come up within {startup_timeout:.0f} s; giving up")
+        log(rank, f"the chief at {chief} did not come up within {startup_timeout:.0f} s; giving up")
         return 1
     failed = 0
     noted = None
@@ -42,8 +42,8 @@ def serve_until_chief_leaves(task: TaskInfo, signals: StopSignals, startup_timeo
         failed = 0 if reachable(chief) else failed + 1
         if signals.signal_name != noted:
             noted = signals.signal_name
-            log(task, f"{noted} received: serving on until the chief has saved its checkpoint and left")
-    log(task, f"the chief at {chief} has finished; exiting")
+            log(rank, f"{noted} received: serving on until the chief has saved its checkpoint and left")
+    log(rank, f"the chief at {chief} has finished; exiting")
     del server  # its threads end with the process
     return 0
 
@@ -57,5 +57,5 @@ def _wait_until(condition, timeout: float) -> bool:
     return False
 
 
-def log(task: TaskInfo, message: str) -> None:
-    print(f"[{task.type} {task.index}] {message}", file=sys.stderr, flush=True)
+def log(rank: RankInfo, message: str) -> None:
+    print(f"[{rank.type} {rank.index}] {message}", file=sys.stderr, flush=True)

@@ -27,8 +27,6 @@ class StopKind(enum.IntEnum):
 
 KINDS = {signal.SIGUSR1: StopKind.WARNING, signal.SIGUSR2: StopKind.WARNING,
          signal.SIGTERM: StopKind.STOP, signal.SIGINT: StopKind.STOP}
-# Checkpoint and stop, then exit: 75 (EX_TEMPFAIL) says "not finished, run it again to go on".
-EXIT_STOPPED = 75
 
 
 class StopSignals:

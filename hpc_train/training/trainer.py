@@ -30,14 +30,15 @@ from typing import Any, NoReturn
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
-from hpc_train.training.cluster import TaskInfo, lost_peers, prepare_task
+from hpc_train.training.cluster import RankInfo, lost_peers, prepare_rank
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.progress import Progress, remaining_stretches
 from hpc_train.training.quiet import drain
 from hpc_train.training.rendezvous import meet, wait_for_departures
-from hpc_train.training.requeue import plan_requeue, requeue
+from hpc_train.jobs.requeue import plan_requeue, requeue
 from hpc_train.training.runstate import layout_changes, read_state, write_state
-from hpc_train.training.stopping import EXIT_STOPPED, StopKind, StopSignals
+from hpc_train.exitcodes import EXIT_STOPPED
+from hpc_train.training.stopping import StopKind, StopSignals
 from hpc_train.training.threads import size_inter_op_pool
 from hpc_train.training.usertask import TaskError, TaskModule, UserCodeError, load_task
 
@@ -50,20 +51,20 @@ class RunPaths:
     """Where this task writes: the output directory for the chief, scratch for the others."""
 
     output: Path
-    task: TaskInfo
+    rank: RankInfo
 
     @property
     def writes(self) -> Path:
-        if self.task.is_chief:
+        if self.rank.is_chief:
             return self.output
-        return self.output / ".scratch" / f"{self.task.type}-{self.task.index}"
+        return self.output / ".scratch" / f"{self.rank.type}-{self.rank.index}"
 
     @property
     def checkpoints(self) -> Path:
         return self.output / "checkpoints"  # every task restores from the chief's
 
     def remove_scratch(self) -> None:
-        if not self.task.is_chief:
+        if not self.rank.is_chief:
             shutil.rmtree(self.writes, ignore_errors=True)
             _remove_if_empty(self.writes.parent)
 
@@ -77,35 +78,35 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
     signals = StopSignals().install()
     if config.tune_malloc:
         keep_freed_memory()  # before TensorFlow allocates: 2x the images/s without oneDNN (memory.py)
-    task = prepare_task(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
+    rank = prepare_rank(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
     size_inter_op_pool(config.inter_op_threads, config.strategy)  # before TensorFlow starts (threads.py)
     try:
-        return _run(config, task, user_task, signals)
+        return _run(config, rank, user_task, signals)
     except (TaskError, UserCodeError):
         # Every task meets the same mistake in the task module at about the same moment, and the first to exit
         # makes srun end the others: let the chief, whose log people read, be the one that tells it.
-        if task.cluster and not task.is_chief:
+        if rank.cluster and not rank.is_chief:
             time.sleep(CHIEF_TELLS_SECONDS)
         raise
 
 
-def _run(config: TrainConfig, task: TaskInfo, user_task: TaskModule | None, signals: StopSignals) -> int:
+def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, signals: StopSignals) -> int:
     # Every task imports the task module before meeting the others: one that cannot be used fails them all at once.
     user_task = user_task or load_task(config.task)
-    if task.cluster:
-        meet(task, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
-    if config.strategy == "parameter_server" and task.type != "chief":
+    if rank.cluster:
+        meet(rank, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
+    if config.strategy == "parameter_server" and rank.type != "chief":
         from hpc_train.training.servers import serve_until_chief_leaves
 
-        return serve_until_chief_leaves(task, signals, config.startup_timeout)
-    paths = RunPaths(Path(config.output_dir), task)
+        return serve_until_chief_leaves(rank, signals, config.startup_timeout)
+    paths = RunPaths(Path(config.output_dir), rank)
     try:
-        return _train(config, task, user_task, paths, signals)
+        return _train(config, rank, user_task, paths, signals)
     finally:
         paths.remove_scratch()
 
 
-def _train(config: TrainConfig, task: TaskInfo, user_task: TaskModule, paths: RunPaths, signals: StopSignals) -> int:
+def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: RunPaths, signals: StopSignals) -> int:
     from hpc_train.training import inputs
     from hpc_train.training.callbacks import EpochReport, StoppedEarly
     from hpc_train.training.checkpoints import StepSaver
@@ -117,17 +118,17 @@ def _train(config: TrainConfig, task: TaskInfo, user_task: TaskModule, paths: Ru
     # which would swallow Slurm's SIGTERM: take the signals back.
     signals.install()
     if note := gpus_unused_note():
-        _log(task, note)
-    say = _printer(task)
+        _log(rank, note)
+    say = _printer(rank)
     replicas = strategy.num_replicas_in_sync
     global_batch = config.batch_size * replicas
     # Checked the same way on every task, before any step: a task that cannot train fails them all at once.
-    pipelines = inputs.Pipelines(max(1, task.num_workers), replicas, config.strategy == "parameter_server")
+    pipelines = inputs.Pipelines(max(1, rank.num_workers), replicas, config.strategy == "parameter_server")
     steps = inputs.epoch_steps(user_task, config, pipelines)
     validation_steps = inputs.validation_steps(user_task, config, pipelines)
     model = _compiled_model(config, strategy, user_task, steps)
     inputs.check_model_fits(user_task, model, inputs.training_fn(user_task, config, 0)(pipelines.contexts()[0]))
-    say(f"{config.strategy}: {_world(task)}, {replicas} replica(s) in sync; batch {config.batch_size} per replica, "
+    say(f"{config.strategy}: {_world(rank)}, {replicas} replica(s) in sync; batch {config.batch_size} per replica, "
         f"{global_batch} global; {steps} steps per epoch; {config.precision}")
     described = user_task.call("describe", config=config) if user_task.has("describe") else user_task.name
     say(f"{described}; output in {paths.output}")
@@ -138,39 +139,39 @@ def _train(config: TrainConfig, task: TaskInfo, user_task: TaskModule, paths: Ru
         say(f"all {config.epochs} epochs are done already ({paths.checkpoints}); nothing to train")
         return 0
     task_summary = _task_summary(user_task, config)
-    if task.is_chief:
-        layout = {"workers": max(1, task.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
+    if rank.is_chief:
+        layout = {"workers": max(1, rank.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
                   "steps_per_epoch": steps, "task": config.task, **task_summary, "seed": config.seed}
         _note_layout_changes(paths.output, layout, progress)
         write_state(paths.output, "running", **_position(progress), layout=layout)
-    report = EpochReport(paths.output / "metrics.json" if task.is_chief else None, global_batch, config.epochs,
-                         {**_summary(config, task, replicas, global_batch, steps, tf.__version__), **task_summary},
+    report = EpochReport(paths.output / "metrics.json" if rank.is_chief else None, global_batch, config.epochs,
+                         {**_summary(config, rank, replicas, global_batch, steps, tf.__version__), **task_summary},
                          say)
     save = StepSaver(tf.train.CheckpointManager(checkpoint, paths.writes / "checkpoints", max_to_keep=3), model)
-    callbacks = _callbacks(config, task, paths, signals, strategy, save, report)
+    callbacks = _callbacks(config, rank, paths, signals, strategy, save, report)
     validation_data = (inputs.for_fit(inputs.validation_fn(user_task, config), config.strategy)
                        if validation_steps else None)
     try:
         for stretch in stretches:
-            training_data = inputs.training_fn(user_task, config, _batches_done(config, task, pipelines,
+            training_data = inputs.training_fn(user_task, config, _batches_done(config, rank, pipelines,
                                                                                 stretch.start_step))
             model.fit(inputs.for_fit(training_data, config.strategy), epochs=stretch.end_epoch,
                       initial_epoch=stretch.first_epoch, steps_per_epoch=stretch.steps,
                       validation_data=validation_data, validation_steps=validation_steps, callbacks=callbacks,
                       verbose=0)
     except StoppedEarly as stop:
-        code = _stopped(stop, config, task, Progress(int(model.optimizer.iterations.numpy()), steps), paths,
+        code = _stopped(stop, config, rank, Progress(int(model.optimizer.iterations.numpy()), steps), paths,
                         signals, say)
         _leave_now(code, paths)
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
-        raise _lost_contact(error, task, paths) from None
-    _finish(model, config, task, user_task, paths, report, say)
+        raise _lost_contact(error, rank, paths) from None
+    _finish(model, config, rank, user_task, paths, report, say)
     return 0
 
 
 def _compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int) -> Any:
     from hpc_train.training.keras import keras, tf
-    from hpc_train.training.model import sync_metrics_per_epoch
+    from hpc_train.training.metrics import sync_metrics_per_epoch
     from hpc_train.training.usertask import TaskError
 
     keras.utils.set_random_seed(config.seed)
@@ -201,10 +202,10 @@ def _use_steps_per_execution(model: Any, steps: int) -> None:
         model._configure_steps_per_execution(steps)
 
 
-def _batches_done(config: TrainConfig, task: TaskInfo, pipelines: Any, start_step: int) -> int:
+def _batches_done(config: TrainConfig, rank: RankInfo, pipelines: Any, start_step: int) -> int:
     """Batches each input pipeline has read by global step `start_step`."""
     # Parameter-server workers take steps as they come free: each is given an even share.
-    steps_done = start_step // max(1, task.num_workers) if config.strategy == "parameter_server" else start_step
+    steps_done = start_step // max(1, rank.num_workers) if config.strategy == "parameter_server" else start_step
     return steps_done * pipelines.local_replicas
 
 
@@ -219,30 +220,30 @@ def _resume(checkpoint: Any, model: Any, paths: RunPaths, steps: int, say: Any) 
     return progress
 
 
-def _callbacks(config: TrainConfig, task: TaskInfo, paths: RunPaths, signals: StopSignals, strategy: Any,
+def _callbacks(config: TrainConfig, rank: RankInfo, paths: RunPaths, signals: StopSignals, strategy: Any,
                save: Any, report: Any) -> list[Any]:
     """The report, checkpoints, TensorBoard (chief), then the stop check, whose epoch end comes last."""
-    from hpc_train.training.callbacks import EpochCheckpoint, FirstSteps, StopAtStepBoundary, agreement, any_task
+    from hpc_train.training.callbacks import EpochCheckpoint, FirstSteps, StopAtStepBoundary, agreement, any_rank
     from hpc_train.training.keras import keras
 
     def started(seconds: float) -> None:
         report.summary["first_steps_after_seconds"] = round(seconds, 2)  # metrics.json: this run's start-up
-        if task.is_chief:
+        if rank.is_chief:
             report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
 
     # The report first: its epoch's training time then leaves out the save, with validation or without.
     callbacks: list[Any] = [FirstSteps(started), report,
-                            EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_task(strategy))]
-    if task.is_chief:
+                            EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
+    if rank.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(paths.output / "tensorboard"), write_graph=False))
     callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs))
     return callbacks
 
 
-def _lost_contact(error: Exception, task: TaskInfo, paths: RunPaths) -> HpcTrainError:
+def _lost_contact(error: Exception, rank: RankInfo, paths: RunPaths) -> HpcTrainError:
     """One line for a task that died under us: who, and how to go on (a traceback says neither)."""
     message = str(error)
-    peers = lost_peers(message, task)
+    peers = lost_peers(message, rank)
     who = ", ".join(peers) if peers else "another task of the job"
     detail = next((line.strip() for line in message.splitlines() if "UNAVAILABLE" in line or "aborted" in line),
                   message.strip().splitlines()[0] if message.strip() else type(error).__name__)
@@ -250,19 +251,19 @@ def _lost_contact(error: Exception, task: TaskInfo, paths: RunPaths) -> HpcTrain
                          f"again to resume from the last checkpoint in {paths.checkpoints}")
 
 
-def _stopped(stop: Any, config: TrainConfig, task: TaskInfo, progress: Progress, paths: RunPaths,
+def _stopped(stop: Any, config: TrainConfig, rank: RankInfo, progress: Progress, paths: RunPaths,
              signals: StopSignals, say: Any) -> int:
     """Every task saved at the same step; the chief records it and requeues the job if it was warned."""
     cause = signals.signal_name or "another task's stop request"
-    _log(task, f"stopped by {cause} {progress.describe()}; checkpoint {stop.checkpoint}")
-    if not task.is_chief:
+    _log(rank, f"stopped by {cause} {progress.describe()}; checkpoint {stop.checkpoint}")
+    if not rank.is_chief:
         return 0  # not an error: a non-zero exit could make srun kill the chief before it is done
     details = {**_position(progress), "signal": cause, "checkpoint": stop.checkpoint}
     if stop.kind is StopKind.WARNING:
         plan = plan_requeue(os.environ, config.max_requeues)
         if plan.job_id is not None:
             write_state(paths.output, "requeued", **details)
-            _let_workers_leave(task)
+            _let_workers_leave(rank)
             problem = requeue(plan.job_id)
             if problem is None:
                 say(f"stopped {progress.describe()} and saved {stop.checkpoint}; requeued job {plan.job_id} "
@@ -286,23 +287,23 @@ def _leave_now(code: int, paths: RunPaths) -> NoReturn:
     os._exit(code)
 
 
-def _let_workers_leave(task: TaskInfo, timeout: float = 30.0) -> None:
+def _let_workers_leave(rank: RankInfo, timeout: float = 30.0) -> None:
     """Requeueing ends the job's processes: let the other MultiWorkerMirrored workers exit first.
 
     (Parameter-server tasks, on the contrary, wait for the chief to leave.)
     """
-    if task.cluster and "chief" not in task.cluster:
-        staying = wait_for_departures(task, timeout)
+    if rank.cluster and "chief" not in rank.cluster:
+        staying = wait_for_departures(rank, timeout)
         if staying:
-            _log(task, f"{', '.join(staying)} still running after {timeout:.0f} s; requeueing anyway")
+            _log(rank, f"{', '.join(staying)} still running after {timeout:.0f} s; requeueing anyway")
 
 
-def _finish(model: Any, config: TrainConfig, task: TaskInfo, user_task: TaskModule, paths: RunPaths,
+def _finish(model: Any, config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: RunPaths,
             report: Any, say: Any) -> None:
     """Save the model (every task takes part), and on the chief record the task's final figures."""
     _save_model_atomically(model, paths.writes / "model.keras")
-    _log(task, f"finished; weights digest {weights_digest(model.get_weights())}")
-    if task.is_chief:
+    _log(rank, f"finished; weights digest {weights_digest(model.get_weights())}")
+    if rank.is_chief:
         final = _final_metrics(model, config, user_task, report)
         report.write(final)
         write_state(paths.output, "finished", epochs=config.epochs, **final)
@@ -376,12 +377,12 @@ def _position(progress: Progress) -> dict[str, int]:
             "step_in_epoch": progress.step_in_epoch, "steps_per_epoch": progress.steps_per_epoch}
 
 
-def _summary(config: TrainConfig, task: TaskInfo, replicas: int, global_batch: int, steps: int,
+def _summary(config: TrainConfig, rank: RankInfo, replicas: int, global_batch: int, steps: int,
              tf_version: str) -> dict[str, Any]:
     import tf_keras
 
-    return {"strategy": config.strategy, "task": config.task, "world_size": max(1, sum(map(len, task.cluster.values()))),
-            "workers": max(1, task.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
+    return {"strategy": config.strategy, "task": config.task, "world_size": max(1, sum(map(len, rank.cluster.values()))),
+            "workers": max(1, rank.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
             "global_batch": global_batch, "steps_per_epoch": steps, "tensorflow": tf_version,
             "tf_keras": tf_keras.__version__, "config": to_dict(config)}
 
@@ -394,21 +395,21 @@ def weights_digest(weights: list[Any]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _world(task: TaskInfo) -> str:
-    if not task.cluster:
+def _world(rank: RankInfo) -> str:
+    if not rank.cluster:
         return "1 process"
     return ", ".join(f"{len(addresses)} {role}{'' if len(addresses) == 1 or role == 'ps' else 's'}"
-                     for role, addresses in task.cluster.items())
+                     for role, addresses in rank.cluster.items())
 
 
-def _log(task: TaskInfo, message: str) -> None:
+def _log(rank: RankInfo, message: str) -> None:
     """One line per task on stderr, for the job log (progress stays on the chief's stdout)."""
-    print(f"hpc-train [{task.type} {task.index}]: {message}", file=sys.stderr, flush=True)
+    print(f"hpc-train [{rank.type} {rank.index}]: {message}", file=sys.stderr, flush=True)
 
 
-def _printer(task: TaskInfo) -> Any:
+def _printer(rank: RankInfo) -> Any:
     """Progress goes to stdout on the chief only; other tasks stay quiet."""
-    if task.is_chief:
+    if rank.is_chief:
         return lambda line: print(f"hpc-train: {line}", flush=True)
     return lambda line: None
 
@@ -419,9 +420,3 @@ def _remove_if_empty(directory: Path) -> None:
     except OSError:
         pass
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m hpc_train.train`: the same as `hpc-train train`."""
-    from hpc_train.cli import main as cli_main
-
-    return cli_main(["train", *(sys.argv[1:] if argv is None else argv)])

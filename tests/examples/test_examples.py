@@ -1,6 +1,6 @@
 """The examples in examples/, each run as a user would: a plain script, a task module, sharded TFRecord files.
 
-(On a real Slurm: tests/localslurm/test_commands_e2e.py submits the plain script, warns, requeues and resumes it.)
+(On a real Slurm: tests/e2e/test_commands.py submits the plain script, warns, requeues and resumes it.)
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_the_plain_script_on_two_tasks_stops_together_when_one_is_stopped_and_re
 
 def test_the_plain_script_alone_saves_and_exits_75_when_warned(tmp_path: Path) -> None:
     # No TF_CONFIG: one process, its own chief. SIGUSR1 is Slurm's time-limit warning, as hpc-train passes it on
-    # (on the real Slurm, tests/localslurm warns both tasks of a job and has it requeued).
+    # (on the real Slurm, tests/e2e warns both tasks of a job and has it requeued).
     script = subprocess.Popen([sys.executable, str(SEED_SCRIPT), "--epochs", "6", "--batch-size", "256",
                                "--output", str(tmp_path / "run")], cwd=tmp_path, env=without_slurm(),
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

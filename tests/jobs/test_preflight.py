@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hpc_train.jobs.pending import reason_in_words
-from hpc_train.jobs.preflight import Partition, limit_problems, node_gpus, parse_partitions
+from hpc_train.jobs.partitions import Partition, node_gpus, parse_partitions
+from hpc_train.jobs.preflight import limit_problems
 from hpc_train.jobs.spec import JobSpec
 
 PARTITIONS = (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.jobs.submit import time_minutes
+from hpc_train.jobs.spec import time_minutes
 from tests.fake_slurm import without_slurm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,11 +23,11 @@ def mock_slurm(bin_dir: Path, *, accounting: bool = False, job_state: str = "RUN
     bin_dir.mkdir()
     scripts = {
         "sbatch": f'#!/bin/sh\ncp "$1" "{bin_dir}/submitted.sh"\necho "Submitted batch job 4242"\n',
-        "sacct": ("#!/bin/sh\necho 'COMPLETED|0:0|00:01:02'\n" if accounting else
+        "sacct": ("#!/bin/sh\necho '4242|COMPLETED|0:0|00:01:02|node[1-2]'\n" if accounting else
                   "#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n"),
         "scontrol": f"#!/bin/sh\necho 'JobId=4242 JobState={job_state} ExitCode=0:0 RunTime=00:00:42 "
                     "NodeList=node[1-2]'\n",
-        "squeue": f"#!/bin/sh\necho {job_state}\n",
+        "squeue": f"#!/bin/sh\necho 4242 {job_state}\n",
         "scancel": f'#!/bin/sh\necho "$@" > "{bin_dir}/cancelled"\n',
     }
     for name, text in scripts.items():

@@ -16,7 +16,8 @@ import os
 import numpy as np
 
 from hpc_train.training.keras import keras, tf
-from hpc_train.training.model import build_model, compile_model, sync_metrics_per_epoch
+from hpc_train.tasks.mnist.model import build_model, compile_model
+from hpc_train.training.metrics import sync_metrics_per_epoch
 
 IMAGES = 64
 PER_REPLICA_BATCH = 16

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from hpc_train.training.cluster import TaskInfo
+from hpc_train.training.cluster import RankInfo
 from hpc_train.training.rendezvous import Meeting, PeersMissing, meet, reachable, wait_for_departures
 from tests.net import free_port_block
 
@@ -20,17 +20,17 @@ def ps_cluster() -> dict[str, list[str]]:
             "worker": [f"127.0.0.1:{base + 2}", f"127.0.0.1:{base + 3}"]}
 
 
-def in_threads(tasks: list[tuple[TaskInfo, float]], timeout: float) -> dict[str, BaseException | None]:
+def in_threads(tasks: list[tuple[RankInfo, float]], timeout: float) -> dict[str, BaseException | None]:
     """Run meet() for each (task, start delay) at once; name -> the error it raised, or None."""
     results: dict[str, BaseException | None] = {}
 
-    def attend(task: TaskInfo, delay: float) -> None:
+    def attend(rank: RankInfo, delay: float) -> None:
         time.sleep(delay)
         try:
-            meet(task, timeout)
-            results[f"{task.type} {task.index}"] = None
+            meet(rank, timeout)
+            results[f"{rank.type} {rank.index}"] = None
         except BaseException as error:  # noqa: BLE001 (reported to the test)
-            results[f"{task.type} {task.index}"] = error
+            results[f"{rank.type} {rank.index}"] = error
 
     threads = [threading.Thread(target=attend, args=pair) for pair in tasks]
     for thread in threads:
@@ -43,24 +43,24 @@ def in_threads(tasks: list[tuple[TaskInfo, float]], timeout: float) -> dict[str,
 
 def test_the_chief_and_order_of_a_meeting() -> None:
     cluster = ps_cluster()
-    meeting = Meeting.of(TaskInfo("worker", 1, cluster))
+    meeting = Meeting.of(RankInfo("worker", 1, cluster))
     assert (meeting.me, meeting.chief, meeting.chief_address) == ("worker 1", "chief 0", cluster["chief"][0])
     assert meeting.everyone == ("chief 0", "ps 0", "worker 0", "worker 1")
-    assert Meeting.of(TaskInfo("worker", 1, {"worker": ["a:1", "b:2"]})).chief == "worker 0"
+    assert Meeting.of(RankInfo("worker", 1, {"worker": ["a:1", "b:2"]})).chief == "worker 0"
 
 
 def test_tasks_starting_at_different_times_all_get_through() -> None:
     cluster = ps_cluster()
-    tasks = [(TaskInfo("worker", 1, cluster), 0.0), (TaskInfo("ps", 0, cluster), 0.5),
-             (TaskInfo("chief", 0, cluster), 1.5), (TaskInfo("worker", 0, cluster), 2.5)]
+    tasks = [(RankInfo("worker", 1, cluster), 0.0), (RankInfo("ps", 0, cluster), 0.5),
+             (RankInfo("chief", 0, cluster), 1.5), (RankInfo("worker", 0, cluster), 2.5)]
     assert in_threads(tasks, timeout=20) == {"chief 0": None, "ps 0": None, "worker 0": None, "worker 1": None}
 
 
 def test_a_task_that_never_starts_is_named_by_everyone_after_the_timeout() -> None:
     cluster = ps_cluster()
     started = time.monotonic()
-    results = in_threads([(TaskInfo("chief", 0, cluster), 0.0), (TaskInfo("ps", 0, cluster), 0.0),
-                          (TaskInfo("worker", 0, cluster), 0.0)], timeout=2)
+    results = in_threads([(RankInfo("chief", 0, cluster), 0.0), (RankInfo("ps", 0, cluster), 0.0),
+                          (RankInfo("worker", 0, cluster), 0.0)], timeout=2)
     assert time.monotonic() - started < 10
     assert all(isinstance(error, PeersMissing) for error in results.values()), results
     assert str(results["chief 0"]).startswith("worker 1 did not start within 2 s; see their logs")
@@ -71,17 +71,17 @@ def test_a_task_that_never_starts_is_named_by_everyone_after_the_timeout() -> No
 def test_a_chief_that_never_starts_is_named() -> None:
     cluster = {"worker": [f"127.0.0.1:{free_port_block(1)}", "127.0.0.1:1"]}
     with pytest.raises(PeersMissing, match=r"^the chief \(worker 0 at 127\.0\.0\.1:\d+\) did not start within 1 s"):
-        meet(TaskInfo("worker", 1, cluster), timeout=1)
+        meet(RankInfo("worker", 1, cluster), timeout=1)
 
 
 def test_one_task_meets_nobody() -> None:
-    meet(TaskInfo("worker", 0, {"worker": ["127.0.0.1:1"]}), timeout=0.1)
+    meet(RankInfo("worker", 0, {"worker": ["127.0.0.1:1"]}), timeout=0.1)
 
 
 def test_the_chiefs_port_is_free_again_for_tensorflow_afterwards() -> None:
     base = free_port_block(2)
     cluster = {"worker": [f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"]}
-    assert in_threads([(TaskInfo("worker", 0, cluster), 0.0), (TaskInfo("worker", 1, cluster), 0.0)], 10) == {
+    assert in_threads([(RankInfo("worker", 0, cluster), 0.0), (RankInfo("worker", 1, cluster), 0.0)], 10) == {
         "worker 0": None, "worker 1": None}
     with socket.socket() as server:  # as TensorFlow's server will
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -103,7 +103,7 @@ def test_the_chief_waits_for_the_others_to_leave_then_names_who_stays() -> None:
     assert reachable(cluster["worker"][1])
     threading.Timer(0.5, close_1).start()
     started = time.monotonic()
-    assert wait_for_departures(TaskInfo("worker", 0, cluster), timeout=2) == ["worker 2"]
+    assert wait_for_departures(RankInfo("worker", 0, cluster), timeout=2) == ["worker 2"]
     assert 1.9 < time.monotonic() - started < 5
     close_2()
-    assert wait_for_departures(TaskInfo("worker", 0, cluster), timeout=2) == []
+    assert wait_for_departures(RankInfo("worker", 0, cluster), timeout=2) == []

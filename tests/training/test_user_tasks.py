@@ -1,6 +1,6 @@
 """A user's task module under the trainer, as real processes: trained, stopped, resumed, and its errors told.
 
-(On a real Slurm, on 2 nodes and under parameter_server: tests/localslurm/test_user_tasks_e2e.py.)
+(On a real Slurm, on 2 nodes and under parameter_server: tests/e2e/test_task_modules.py.)
 """
 
 from __future__ import annotations

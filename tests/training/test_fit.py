@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.tensorflow
 def test_fit_trains_the_functions_it_is_given_and_a_second_call_resumes(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     first = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "out")], cwd=root, env=without_slurm(),
                            capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from hpc_train.follow import Accounted, follow, job_state, parse_sacct
+from hpc_train.jobs.follow import Accounted, follow, job_state, parse_sacct
 
 
 def fake_slurm(bin_dir: Path, scontrol_states: list[str], squeue_state: str = "") -> dict[str, str]:
@@ -20,7 +20,7 @@ state=$(head -n 1 "{bin_dir}/states")
 [ -n "$state" ] && echo "JobId=$4 JobName=x JobState=$state Reason=None ExitCode=0:0 StdOut=/x/slurm-$4.out"
 exit 0
 ''',
-        "squeue": f"#!/bin/sh\necho '{squeue_state}'\n",
+        "squeue": f"#!/bin/sh\n[ -n '{squeue_state}' ] && echo '42 {squeue_state}'\nexit 0\n",
     }
     for name, text in scripts.items():
         path = bin_dir / name
@@ -77,6 +77,7 @@ def test_an_older_job_with_the_same_id_is_not_counted_as_a_requeue() -> None:
 def test_once_scontrol_and_squeue_forgot_the_job_sacct_answers(tmp_path: Path) -> None:
     env = fake_slurm(tmp_path / "bin", [""])
     sacct = tmp_path / "bin" / "sacct"
-    sacct.write_text(f"#!/bin/sh\ncat <<'END'\n{SACCT_REQUEUED_DONE}END\n")
+    rows = "".join(f"42|{row}\n" for row in SACCT_REQUEUED_DONE.splitlines())  # as -o JobID,State,...
+    sacct.write_text(f"#!/bin/sh\ncat <<'END'\n{rows}END\n")
     sacct.chmod(0o755)
     assert job_state("42", env) == ("COMPLETED", "0:0")

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from hpc_train.mnist import KNOWN_SHA256, NPZ_NAME, DataError
+from hpc_train.tasks.mnist.data import KNOWN_SHA256, NPZ_NAME, DataError
 
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
 CHUNK = 1 << 16

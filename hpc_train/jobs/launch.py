@@ -31,7 +31,7 @@ from hpc_train.bootstrap.nodelist import expand_nodelist
 from hpc_train.bootstrap.placement import Distribution, place_tasks
 from hpc_train.bootstrap.portcheck import port_is_free
 from hpc_train.errors import HpcTrainError
-from hpc_train.training.stopping import EXIT_STOPPED
+from hpc_train.exitcodes import EXIT_STOPPED
 
 STOP_GRACE_SECONDS = 10.0
 
@@ -71,7 +71,7 @@ class Step:
         """
         for _ in range(attempts):
             step = replace(self, job_id=random.randrange(900_000, 1_000_000))
-            layout = compute_layout(task_environments(step, {})[0])
+            layout = compute_layout(rank_environments(step, {})[0])
             if all(port_is_free(port) for port in layout.ports):
                 return step
         raise HpcTrainError("found no job id whose ports are free on this machine; pass --job-id")
@@ -81,7 +81,7 @@ class Step:
         return len(self.nodes) * self.tasks_per_node
 
 
-def task_environments(step: Step, base: Mapping[str, str]) -> list[dict[str, str]]:
+def rank_environments(step: Step, base: Mapping[str, str]) -> list[dict[str, str]]:
     """Every task's environment: `base` without Slurm variables, plus the step's as srun sets them."""
     clean = {name: value for name, value in base.items() if not name.startswith(("SLURM", "TF_CONFIG"))}
     nodelist = hostlist.collect_hostlist(list(step.nodes))
@@ -107,7 +107,7 @@ class _Terminated(Exception):
 def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = None,
            kill_on_bad_exit: bool = True) -> int:
     """Run `command` as every task of `step`; return 0, or the first failing task's exit code."""
-    environments = task_environments(step, os.environ if base is None else base)
+    environments = rank_environments(step, os.environ if base is None else base)
     processes: list[subprocess.Popen[bytes]] = []
     try:
         for env in environments:

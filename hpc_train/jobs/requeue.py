@@ -9,10 +9,10 @@ folder, and the trainer resumes from the checkpoint. SLURM_RESTART_COUNT
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from hpc_train.jobs import slurm
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,4 @@ def plan_requeue(environ: Mapping[str, str], max_requeues: int) -> RequeuePlan:
 
 def requeue(job_id: str, timeout: float = 60.0) -> str | None:
     """Ask Slurm to requeue the job; None when it agreed, else its complaint."""
-    if shutil.which("scontrol") is None:
-        return "scontrol not found"
-    try:
-        result = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"scontrol requeue {job_id} did not answer within {timeout:.0f} s"
-    if result.returncode != 0:
-        return (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
-    return None
+    return slurm.requeue(job_id, timeout=timeout)

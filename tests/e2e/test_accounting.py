@@ -21,7 +21,7 @@ import pytest
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
-from tests.localslurm.jobs import wait_for_end
+from tests.e2e.jobs import wait_for_end
 
 pytestmark = pytest.mark.slurm_cluster
 ACCOUNTING_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-acct"), nodes="acct[1-2]", cpus=1,

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpc_train import mnist
-from hpc_train.mnist import DataError, load_mnist
+from hpc_train.tasks.mnist import data as mnist
+from hpc_train.tasks.mnist.data import DataError, load_mnist
 from tests.mnist_data import shared_mnist
 
 CLASS_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]  # MNIST's test set, per its README

@@ -19,7 +19,7 @@ MARK = "HPC_TRAIN_DOCTOR "
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hpc_train.doctor_task")
+    parser = argparse.ArgumentParser(prog="python -m hpc_train.doctor.step")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args(argv)

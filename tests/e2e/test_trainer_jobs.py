@@ -21,7 +21,7 @@ import pytest
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
-from tests.localslurm.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, rank_pid, wait_for_end
+from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, rank_pid, wait_for_end
 from tests.mnist_data import shared_mnist
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train import fetch, mnist
-from hpc_train.mnist import DataError
+from hpc_train.tasks.mnist import data as mnist
+from hpc_train.tasks.mnist import fetch
+from hpc_train.tasks.mnist.data import DataError
 
 PAYLOAD = b"pretend this is mnist.npz" * 1000
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from hpc_train.localslurm.spec import LocalCluster
-from tests.localslurm.jobs import FINAL_STATES, rank_pid
-from tests.localslurm.test_user_tasks_e2e import SubmittedJob, submit
+from tests.e2e.jobs import FINAL_STATES, rank_pid
+from tests.e2e.test_task_modules import SubmittedJob, submit
 
 pytestmark = pytest.mark.slurm_cluster
 PRINT_TF_CONFIG = "import json, os; print('TF_CONFIG', os.environ['TF_CONFIG']); print('RUN_DIR', os.environ['HPC_TRAIN_RUN_DIR'])"

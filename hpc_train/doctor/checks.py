@@ -2,7 +2,7 @@
 
 Checks, one line each, with the fix when one fails: Slurm answers (and which
 partition), accounting, GPUs per node, and a tiny 2-node step
-(hpc_train/doctor_task.py) in which TensorFlow imports with one version on
+(hpc_train/doctor/step.py) in which TensorFlow imports with one version on
 every node, the tasks reach each other on the ports the bootstrap gives them,
 and the data folder is readable there. The run passes only when all do.
 """
@@ -10,17 +10,14 @@ and the data folder is readable there. The run passes only when all do.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from hpc_train.doctor_task import MARK
+from hpc_train.doctor.step import MARK
 from hpc_train.errors import HpcTrainError
-from hpc_train.follow import slurm_command
-from hpc_train.jobs.preflight import Partition, parse_partitions
+from hpc_train.jobs import slurm
+from hpc_train.jobs.partitions import Partition, find_partition, read_partitions
 
 
 @dataclass(frozen=True)
@@ -38,33 +35,22 @@ class Check:
 
 def slurm_partition(env: Mapping[str, str], wanted: str | None) -> Partition:
     """The partition jobs go to; HpcTrainError (one line) when Slurm does not answer or has no such partition."""
-    if shutil.which("sinfo") is None or shutil.which("srun") is None:
+    if not slurm.available("sinfo", "srun"):
         raise HpcTrainError("no Slurm commands here (sinfo, srun not found): run it where you submit jobs, or "
                             "start a local cluster with hpc-train cluster up")
-    conf = env.get("SLURM_CONF")
-    if conf is not None and not Path(conf).is_file():  # else scontrol looks for a controller in DNS, for seconds
-        raise HpcTrainError(f"SLURM_CONF={conf!r} is not a file; point it at the cluster's slurm.conf "
-                            "(hpc-train cluster env prints the local one's), or unset it to use the system's")
-    shown = [_run(["scontrol", "show", what, "-o"], env) for what in ("partition", "node")]
-    for result in shown:
-        if result.returncode != 0:
-            said = (result.stderr.strip().splitlines() or ["no answer"])[-1]
-            where = f"SLURM_CONF={conf}" if conf else "the system's slurm.conf"
-            raise HpcTrainError(f"Slurm does not answer with {where} ({said}); point SLURM_CONF at the cluster's "
-                                "slurm.conf (hpc-train cluster env), or start one with hpc-train cluster up")
-    partitions = parse_partitions(shown[0].stdout, shown[1].stdout)
-    chosen = [p for p in partitions if (p.name == wanted if wanted else p.default)]
-    if not chosen:
+    partitions = read_partitions(env)
+    chosen = find_partition(partitions, wanted)
+    if chosen is None:
         names = ", ".join(p.name for p in partitions) or "none"
         raise HpcTrainError(f"no partition {wanted or '(default)'} here (partitions: {names}); pass --partition NAME")
-    return chosen[0]
+    return chosen
 
 
 def accounting(env: Mapping[str, str]) -> Check:
-    result = _run(["sacct", "-n", "-X", "-o", "JobID", "-S", "now-1hours"], env)
+    result = slurm.run(["sacct", "-n", "-X", "-o", "JobID", "-S", "now-1hours"], env, timeout=20)
     if result.returncode == 0:
         return Check("accounting", True, "sacct answers: status, logs and list read it")
-    said = (result.stderr.strip().splitlines() or ["no answer"])[-1]
+    said = slurm.last_words(result)
     # Not a failure of the cluster: hpc-train works without accounting, so this check passes with a note.
     return Check("accounting", True, f"none ({said[:100]}); status, logs and list read scontrol and squeue instead")
 
@@ -101,17 +87,12 @@ def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | Non
 def run_step(env: Mapping[str, str], partition: Partition, nodes: int, data_dir: str | None,
              wait_seconds: int) -> tuple[list[dict], str]:
     """The test step: one task per node; their reports, and srun's last words if it failed."""
-    command = ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}",
-               f"--immediate={wait_seconds}", "--time=5", "--job-name=hpc-train-doctor", "--kill-on-bad-exit=1",
-               sys.executable, "-m", "hpc_train.doctor_task", *(("--data-dir", data_dir) if data_dir else ())]
-    try:
-        result = subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=wait_seconds + 300)
-    except subprocess.TimeoutExpired:
-        return [], f"the step did not end within {wait_seconds + 300} s"
+    arguments = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}",
+                 f"--immediate={wait_seconds}", "--time=5", "--job-name=hpc-train-doctor", "--kill-on-bad-exit=1",
+                 sys.executable, "-m", "hpc_train.doctor.step", *(("--data-dir", data_dir) if data_dir else ())]
+    result = slurm.srun(arguments, env, timeout=wait_seconds + 300)
     reports = [json.loads(line[len(MARK):]) for line in result.stdout.splitlines() if line.startswith(MARK)]
-    said = (result.stderr.strip().splitlines() or [""])[-1] if result.returncode != 0 else ""
+    if result.returncode == slurm.TIMED_OUT:
+        return reports, f"the step did not end within {wait_seconds + 300} s"
+    said = slurm.last_words(result, "") if result.returncode != 0 else ""
     return reports, said
-
-
-def _run(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    return slurm_command(command, env, timeout=20)

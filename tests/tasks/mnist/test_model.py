@@ -1,19 +1,12 @@
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.fake_slurm import without_slurm
-from tests.training.runs import finish, local_cluster, task_config
 
 pytestmark = pytest.mark.tensorflow
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name, layer_types, parameters", [
@@ -23,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
      (5 * 5 * 32 + 32) + (5 * 5 * 32 * 64 + 64) + (7 * 7 * 64 * 1024 + 1024) + (1024 * 10 + 10)),
 ])
 def test_models_are_the_seeds_designs(name: str, layer_types: list[str], parameters: int) -> None:
-    from hpc_train.training.model import build_model
+    from hpc_train.tasks.mnist.model import build_model
 
     model = build_model(name)
     assert [type(layer).__name__ for layer in model.layers] == layer_types
@@ -35,7 +28,7 @@ def test_models_are_the_seeds_designs(name: str, layer_types: list[str], paramet
 def test_pooling_before_the_relu_computes_the_seeds_order_exactly(name: str) -> None:
     """Outputs and gradients equal those of the seeds' Conv2D(activation="relu") then MaxPooling2D."""
     from hpc_train.training.keras import keras, tf
-    from hpc_train.training.model import build_model
+    from hpc_train.tasks.mnist.model import build_model
 
     model = build_model(name)
     seeds_order = keras.Sequential([
@@ -53,25 +46,3 @@ def test_pooling_before_the_relu_computes_the_seeds_order_exactly(name: str) -> 
 
     for ours, theirs in zip(outputs_and_gradients(model), outputs_and_gradients(seeds_order), strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
-
-
-def test_two_workers_sum_their_metrics_at_epoch_ends_and_keep_their_own_between() -> None:
-    """Per step, only the gradients cross workers; the epoch's figures are still both workers' together."""
-    cluster = local_cluster(worker=2)
-    workers = [subprocess.Popen([sys.executable, "-m", "tests.training.metric_sync_task"], cwd=ROOT,
-                                env={**without_slurm(), "TF_CONFIG": json.dumps(task_config(cluster, "worker", index))},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for index in range(2)]
-    results = finish(workers)
-    for code, _, err in results:
-        assert code == 0, err[-3000:]
-    (_, out0, _), (_, out1, _) = results
-    first, second = json.loads(out0.splitlines()[-1]), json.loads(out1.splitlines()[-1])
-    # Worker 0's labels are all right, worker 1's half: together 0.75, on both workers.
-    for seen in (first, second):
-        assert seen["epoch"]["accuracy"] == pytest.approx(0.75)
-        assert seen["epoch"]["val_accuracy"] == pytest.approx(0.75)
-    assert first["epoch"]["loss"] == pytest.approx(second["epoch"]["loss"])
-    # Between epoch ends, each worker's callbacks see its own running values: no all-reduce made them.
-    assert [logs["accuracy"] for logs in first["batches"]] == pytest.approx([1.0, 1.0])
-    assert [logs["accuracy"] for logs in second["batches"]] == pytest.approx([0.5, 0.5])
-    assert first["batches"][-1]["loss"] < first["epoch"]["loss"] < second["batches"][-1]["loss"]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpc_train.doctor import step_checks
+from hpc_train.doctor.checks import step_checks
 
 TWO_GOOD = [{"node": "node1", "tensorflow": "2.21.0", "address": "node1:16400", "data": "/d: 3 entries"},
             {"node": "node2", "tensorflow": "2.21.0", "address": "node2:16401", "data": "/d: 3 entries"}]

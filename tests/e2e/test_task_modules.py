@@ -22,7 +22,7 @@ import pytest
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
-from tests.localslurm.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, wait_for_end
+from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, wait_for_end
 from tests.training.tasks import regression
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]

@@ -16,11 +16,11 @@ import pytest
 from hpc_train.bootstrap import compute_layout
 from hpc_train.bootstrap.placement import Distribution
 from hpc_train.errors import HpcTrainError
-from hpc_train.launch import Step, task_environments
+from hpc_train.jobs.launch import Step, rank_environments
 from tests.fake_slurm import without_slurm
 from tests.mnist_data import shared_mnist
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def launch_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -31,7 +31,7 @@ def launch_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None =
 
 def test_every_task_gets_the_variables_srun_sets() -> None:
     step = Step(("n1", "n2"), 2, Distribution.CYCLIC, job_id=77)
-    envs = task_environments(step, {"HOME": "/h", "SLURM_JOB_ID": "stale", "TF_CONFIG": "stale"})
+    envs = rank_environments(step, {"HOME": "/h", "SLURM_JOB_ID": "stale", "TF_CONFIG": "stale"})
     assert [(e["SLURM_PROCID"], e["SLURMD_NODENAME"], e["SLURM_NODEID"], e["SLURM_LOCALID"]) for e in envs] == [
         ("0", "n1", "0", "0"), ("1", "n2", "1", "0"), ("2", "n1", "0", "1"), ("3", "n2", "1", "1")]
     first = envs[0]

@@ -21,7 +21,7 @@ import pytest
 from hpc_train.localslurm import control, netns
 from hpc_train.localslurm.spec import HOSTS_MARK, LocalCluster
 from tests.fake_slurm import without_slurm
-from tests.localslurm.test_e2e import ROOT, Job, submit
+from tests.e2e.test_trainer_jobs import ROOT, Job, submit
 
 pytestmark = pytest.mark.slurm_cluster
 HOSTS_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-hosts"), nodes="host[3-4]", cpus=4,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpc_train.training.pipeline import validation_plan
+from hpc_train.tasks.mnist.pipeline import validation_plan
 
 pytestmark = pytest.mark.tensorflow
 IMAGES = 40
@@ -28,7 +28,7 @@ def labelled_images() -> tuple[np.ndarray, np.ndarray]:
 def batches(pipelines: int, pipeline: int, count: int, steps_done: int = 0, batch: int = 3) -> list[list[int]]:
     """The labels of `count` batches that pipeline `pipeline` of `pipelines` reads after `steps_done` steps."""
     from hpc_train.training.keras import tf
-    from hpc_train.training.pipeline import training_dataset_fn
+    from hpc_train.tasks.mnist.pipeline import training_dataset_fn
 
     images, labels = labelled_images()
     make = training_dataset_fn(images, labels, per_replica_batch=batch, seed=7, batches_done=steps_done)
@@ -65,7 +65,7 @@ def test_too_few_images_for_a_batch_per_worker_is_refused() -> None:
 def test_the_training_stream_says_it_is_endless() -> None:
     # Else MultiWorkerMirrored asks every worker before each step whether one ran out (an all-reduce per step).
     from hpc_train.training.keras import tf
-    from hpc_train.training.pipeline import training_dataset_fn
+    from hpc_train.tasks.mnist.pipeline import training_dataset_fn
 
     images, labels = labelled_images()
     dataset = training_dataset_fn(images, labels, per_replica_batch=3, seed=0, batches_done=2)(None)

@@ -20,8 +20,8 @@ import pytest
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
-from tests.localslurm.test_e2e import ROOT, Job
-from tests.localslurm.test_user_tasks_e2e import submit
+from tests.e2e.test_trainer_jobs import ROOT, Job
+from tests.e2e.test_task_modules import submit
 from tests.mnist_data import shared_mnist
 
 pytestmark = pytest.mark.slurm_cluster

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.training.requeue import plan_requeue, requeue
+from hpc_train.jobs.requeue import plan_requeue, requeue
 
 
 @pytest.mark.parametrize("environ, max_requeues, job_id, reason", [

@@ -8,12 +8,13 @@ sacct (which remembers jobs for good, where there is accounting).
 from __future__ import annotations
 
 import re
-import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
 from pathlib import Path
+
+from hpc_train.jobs import slurm
 
 FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
                           "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
@@ -21,20 +22,9 @@ FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_F
 PROGRESS = re.compile(r"^(?:\d+: )?(hpc-train: .*)$")
 
 
-def slurm_command(command: list[str], env: Mapping[str, str], timeout: float = 30,
-                  stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run one of Slurm's commands; one that is missing here or does not answer is a failed run (said in its
-    stderr), not an error."""
-    try:
-        return subprocess.run(command, env=dict(env), input=stdin, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return subprocess.CompletedProcess(command, 1, "", str(error))
-
-
 def job_info(job_id: str, env: Mapping[str, str]) -> dict[str, str]:
     """`scontrol show job` as a dict (JobState, ExitCode, StdOut, ...); empty once Slurm forgot the job."""
-    shown = slurm_command(["scontrol", "show", "job", "-o", job_id], env)
-    return dict(part.split("=", 1) for part in shown.stdout.split() if "=" in part)
+    return slurm.show_job(job_id, env)
 
 
 @dataclass(frozen=True)
@@ -45,26 +35,43 @@ class Accounted:
     exit_code: str  # "3:0": the code, then the signal
     elapsed: str
     requeues: int
+    nodes: str = ""  # the latest run's nodes (a Slurm node list), "" when sacct gives none
 
 
 def accounted_state(job_id: str, env: Mapping[str, str]) -> Accounted | None:
     """The job as sacct knows it, or None where Slurm keeps no accounting (or sacct does not know the job)."""
-    # -D: every run of a requeued job, one row each, the latest last (without it, only the latest).
-    result = slurm_command(["sacct", "-j", job_id, "-X", "-D", "-n", "-P", "-o", "State,ExitCode,Elapsed"], env)
-    return parse_sacct(result.stdout) if result.returncode == 0 else None
+    return accounted_states([job_id], env).get(job_id)
+
+
+def accounted_states(job_ids: Sequence[str], env: Mapping[str, str]) -> dict[str, Accounted]:
+    """The jobs sacct knows, by id, in one sacct call; empty where Slurm keeps no accounting."""
+    text = slurm.accounting(job_ids, env)
+    return parse_sacct_jobs(text) if text else {}
+
+
+def parse_sacct_jobs(text: str) -> dict[str, Accounted]:
+    """`sacct -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList` of several jobs: each job's rows (pure)."""
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        job_id, _, rest = line.partition("|")
+        if rest:
+            rows.setdefault(job_id.strip(), []).append(rest)
+    parsed = {job_id: parse_sacct("\n".join(lines)) for job_id, lines in rows.items()}
+    return {job_id: accounted for job_id, accounted in parsed.items() if accounted is not None}
 
 
 def parse_sacct(text: str) -> Accounted | None:
-    """`sacct -X -D -n -P -o State,ExitCode,Elapsed` of one job id, oldest row first (pure)."""
+    """`sacct -X -D -n -P -o State,ExitCode,Elapsed[,NodeList]` of one job id, oldest row first (pure)."""
     rows = [line.split("|") for line in text.splitlines() if line.strip()]
     if not rows:
         return None
-    state, code, elapsed = (rows[-1] + ["", "", ""])[:3]
+    state, code, elapsed, nodes = (rows[-1] + ["", "", "", ""])[:4]
     # The runs that ended in a requeue, the latest among them until its next run has a row of its own; a row
     # before those is an older job with the same id.
     ended = rows if state.startswith("REQUEUE") else rows[:-1]
     requeues = sum(1 for _ in takewhile(lambda row: row[0].startswith("REQUEUE"), reversed(ended)))
-    return Accounted((state.split() or ["UNKNOWN"])[0], code, elapsed, requeues)
+    return Accounted((state.split() or ["UNKNOWN"])[0], code, elapsed, requeues,
+                     "" if nodes in ("None assigned", "(null)") else nodes)
 
 
 def job_state(job_id: str, env: Mapping[str, str], fields: Mapping[str, str] | None = None) -> tuple[str, str]:
@@ -73,11 +80,21 @@ def job_state(job_id: str, env: Mapping[str, str], fields: Mapping[str, str] | N
     fields = job_info(job_id, env) if fields is None else fields
     if "JobState" in fields:
         return fields["JobState"], fields.get("ExitCode", "")
-    queued = slurm_command(["squeue", "-h", "-j", job_id, "-o", "%T"], env).stdout.strip()
+    queued = slurm.queued_states([job_id], env).get(job_id)
     if queued:
         return queued, ""
     accounted = accounted_state(job_id, env)  # after MinJobAge, only accounting still knows the job
     return (accounted.state, accounted.exit_code) if accounted else ("UNKNOWN", "")
+
+
+def job_states(job_ids: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+    """The state of each job, in two calls whatever their number (`hpc-train list`): squeue for the jobs still
+    queued, then sacct for the rest; "UNKNOWN" for a job neither knows."""
+    states = slurm.queued_states(job_ids, env)
+    gone = [job_id for job_id in job_ids if job_id not in states]
+    accounted = accounted_states(gone, env) if gone else {}
+    return {job_id: states.get(job_id) or (accounted[job_id].state if job_id in accounted else "UNKNOWN")
+            for job_id in job_ids}
 
 
 def follow(job_id: str, log: Path, env: Mapping[str, str], show: Callable[[str], None],

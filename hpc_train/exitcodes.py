@@ -1,0 +1,7 @@
+"""The exit codes a rank and its job agree on, in one place: what the trainer, a supervised command, the mock
+launcher and the job scripts read from one another."""
+
+# hpc-train refused its input (a bad option, config or task module): running it again would fail the same way.
+EXIT_REFUSED = 2
+# Checkpointed and stopped (EX_TEMPFAIL): not finished, run it again to go on. A warned job requeues itself.
+EXIT_STOPPED = 75
