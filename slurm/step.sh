@@ -41,17 +41,10 @@ run_step() {
   "${launch[@]}" hpc-train train --output-dir "$out" "${data[@]}" "$@" &
   local code=0
   wait_passing_signals $! || code=$?
-  if [ "$code" -ne 0 ] && [ "$strategy" = parameter_server ] && training_finished "$out"; then
-    echo "hpc-train: warning: a task of the step failed (exit $code), but the chief finished training on the" \
-      "workers left and saved everything in $out: the job ends as completed" >&2
-    code=0
+  if [ "$code" -ne 0 ]; then  # the job's exit code: hpc-train's one epilogue decides (hpc_train/jobs/epilogue.py)
+    python3 -m hpc_train.jobs.epilogue "$code" "$out" "$strategy" && code=0
   fi
   return "$code"
-}
-
-# training_finished DIR: whether the chief recorded the run as finished (DIR/state.json).
-training_finished() {
-  grep -q '"state": "finished"' "$1/state.json" 2>/dev/null
 }
 
 # wait_passing_signals PID: wait for PID, passing USR1 and USR2 on to it; return its exit code.

@@ -69,6 +69,7 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
         launcher=launcher,
         task_command=task_command(spec, config, command),
         kill_on_bad_exit=kill_on_bad_exit(spec),
+        strategy=shlex.quote(spec.strategy),
     )
 
 

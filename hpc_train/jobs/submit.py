@@ -21,6 +21,7 @@ import yaml
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
+from hpc_train.jobs.epilogue import shell_lines
 from hpc_train.jobs.folders import RUNS, JobRecord
 from hpc_train.jobs.render import job_config, kill_on_bad_exit
 from hpc_train.jobs.spec import JobSpec, time_minutes
@@ -49,28 +50,18 @@ def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
         signal_delay_s=spec.signal_seconds,
         # As in the job scripts: a failed task ends a MultiWorkerMirrored step at once (see render).
         srun_args=[f"--kill-on-bad-exit={kill_on_bad_exit(spec)}", "--open-mode=append"],
-        teardown=finished_anyway((runs / f"{spec.name}-%j").absolute()) if spec.strategy == "parameter_server" else None,
+        teardown=after_the_step(python, (runs / f"{spec.name}-%j").absolute(), spec.strategy),
     )
     return executor
 
 
-def finished_anyway(folder: Path) -> list[str]:
-    """Lines after srun in the batch script: a parameter-server step that failed (a worker died) after the chief
-    finished training on the workers left ends the job as completed, with a warning, as slurm/step.sh does.
+def after_the_step(python: str, folder: Path, strategy: str) -> list[str]:
+    """The batch script's lines after srun: the job's exit code decided by the one epilogue (epilogue.py).
 
     `folder` is the job folder with submitit's %j for the job id; every other character reaches the shell quoted.
     """
     before, _, after = str(folder).partition("%j")
-    state = f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(f"{after}/state.json")}'
-    return [
-        "code=$?",
-        f"if [ \"$code\" -ne 0 ] && grep -q '\"state\": \"finished\"' {state} 2>/dev/null; then",
-        '  echo "hpc-train: warning: a task of the step failed (exit $code), but the chief finished training on the'
-        ' workers left and saved everything: the job ends as completed" >&2',
-        "  code=0",
-        "fi",
-        'exit "$code"',
-    ]
+    return shell_lines(python, f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(after)}', strategy)
 
 
 def submission_script(spec: JobSpec, runs: Path = RUNS) -> str:

@@ -196,7 +196,7 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
 @pytest.mark.parametrize("finished, code, expected", [(True, 137, 0), (False, 137, 137), (True, 0, 0)])
 def test_a_parameter_server_job_whose_chief_finished_ends_completed_despite_a_dead_task(
         finished: bool, code: int, expected: int, tmp_path: Path) -> None:
-    from hpc_train.jobs.submit import finished_anyway
+    from hpc_train.jobs.submit import after_the_step
 
     folder = tmp_path / "runs" / "x'; touch PWNED #-%j"
     run = Path(str(folder).replace("%j", "42"))
@@ -204,7 +204,7 @@ def test_a_parameter_server_job_whose_chief_finished_ends_completed_despite_a_de
     if finished:
         (run / "state.json").write_text('{\n  "state": "finished"\n}\n')
     # As in submitit's script: the teardown right after srun, here a step that exited with `code`.
-    script = "\n".join([f"(exit {code})", *finished_anyway(folder)])
+    script = "\n".join([f"(exit {code})", *after_the_step(shlex.quote(sys.executable), folder, "parameter_server")])
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env={**without_slurm(), "SLURM_JOB_ID": "42"},
                             capture_output=True, text=True)
     assert result.returncode == expected
