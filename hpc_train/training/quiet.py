@@ -10,7 +10,9 @@ every other byte on. The filter is its own process, so nothing is lost when the
 task dies (it drains the pipe, then exits), and it ignores the signals Slurm
 sends a step, so it outlives the task it serves. Where Slurm kills what is
 left of a step as soon as its task exits (proctrack/cgroup, as on most sites),
-the task waits for the filter first (`drain`, at exit and before os._exit).
+the task waits for the filter first (`drain`, at exit and before os._exit). If
+the filter itself dies, the task's stderr goes straight to the log again
+(unfiltered, never lost), and says so once.
 
 HPC_TRAIN_TF_STARTUP_LOGS=1 keeps every line; the task's own one-line summary
 of its GPUs is printed either way (trainer.py).
@@ -23,7 +25,7 @@ import re
 import atexit
 import signal
 import sys
-import time
+import threading
 from collections.abc import Mapping
 
 SHOW_VARIABLE = "HPC_TRAIN_TF_STARTUP_LOGS"
@@ -53,16 +55,28 @@ def wanted(environ: Mapping[str, str], tensorflow_imported: bool) -> bool:
     return "SLURM_PROCID" in environ and environ.get(SHOW_VARIABLE, "") in ("", "0") and not tensorflow_imported
 
 
-_filter_pid: int | None = None  # this process's filter, until drained
+class _Filter:
+    """This process's filter: its pid, the stderr it writes to (kept, to come back to), and whether it has ended."""
+
+    def __init__(self, pid: int, original_stderr: int) -> None:
+        self.pid = pid
+        self.original_stderr = original_stderr
+        self.ended = threading.Event()
+        self.draining = False
+
+
+_filter: _Filter | None = None  # this process's filter, until drained
 
 
 def filter_stderr() -> None:
     """Route this process's stderr (fd 2, inherited by children) through a filter process; call before TensorFlow."""
-    global _filter_pid
+    global _filter
     if not wanted(os.environ, "tensorflow" in sys.modules):
         return
     read_end, write_end = os.pipe()
     sys.stderr.flush()
+    original = os.dup(2)
+    os.set_inheritable(original, False)
     pid = os.fork()
     if pid == 0:  # the filter: no threads yet, nothing of TensorFlow
         try:
@@ -75,24 +89,37 @@ def filter_stderr() -> None:
     os.close(read_end)
     os.dup2(write_end, 2)
     os.close(write_end)
-    _filter_pid = pid
+    _filter = _Filter(pid, original)
+    threading.Thread(target=_watch, args=(_filter,), name="hpc-train stderr filter", daemon=True).start()
     atexit.register(drain)
+
+
+def _watch(running: _Filter) -> None:
+    """Wait for the filter to end; if it ends before the task drained it (killed, crashed), stderr goes straight
+    to the log again: unfiltered, but never lost."""
+    try:
+        os.waitpid(running.pid, 0)
+    except ChildProcessError:
+        pass
+    if not running.draining:
+        os.dup2(running.original_stderr, 2)
+        os.write(2, b"hpc-train: warning: the filter of TensorFlow's start-up lines stopped; this rank's stderr goes "
+                    b"to its log unfiltered from here\n")
+    running.ended.set()
 
 
 def drain(timeout: float = 2.0) -> None:
     """Before this process exits: close its end of the pipe and wait (a while) until the filter has written
-    everything, so that a kill of the step's leftover processes cannot cut off its last words."""
-    global _filter_pid
-    if _filter_pid is None:
+    everything, so that a kill of the step's leftover processes cannot cut off its last words. Whatever is
+    written after this goes to the log directly."""
+    global _filter
+    if _filter is None:
         return
-    pid, _filter_pid = _filter_pid, None
+    running, _filter = _filter, None
+    running.draining = True
     sys.stderr.flush()
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)  # a child still holding the pipe keeps the filter going: hence the bounded wait
-    os.close(devnull)
-    deadline = time.monotonic() + timeout
-    while os.waitpid(pid, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    os.dup2(running.original_stderr, 2)  # our end of the pipe closed; a child still holding it keeps the filter
+    running.ended.wait(timeout)  # going: hence the bounded wait
 
 
 def _copy_without_noise(source: int, target: int) -> None:

@@ -118,3 +118,26 @@ def test_the_filter_has_written_everything_before_the_task_exits(how: str) -> No
     reader.join(timeout=30)
     shown = b"".join(stderr).decode().splitlines()
     assert len(shown) == lines + 1 and shown[-1] == "the traceback's last line"
+
+
+FILTER_DIES = textwrap.dedent("""
+    import os, signal, sys, time
+    from hpc_train.training import quiet
+    quiet.filter_stderr()
+    os.write(2, b"before the filter died\\n")
+    time.sleep(0.5)
+    os.kill(quiet._filter.pid, signal.SIGKILL)
+    quiet._filter.ended.wait(10)
+    os.write(2, b"after the filter died\\n")
+    sys.stderr.write("from Python too\\n")
+""")
+
+
+def test_a_filter_that_dies_leaves_the_tasks_stderr_reaching_the_log() -> None:
+    result = subprocess.run([sys.executable, "-c", FILTER_DIES], env={**without_slurm(), "SLURM_PROCID": "0"},
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    shown = result.stderr.splitlines()
+    assert shown[0] == "before the filter died"
+    assert "stopped; this rank's stderr goes to its log unfiltered from here" in shown[1]
+    assert shown[2:] == ["after the filter died", "from Python too"]
