@@ -21,6 +21,9 @@ import yaml
 from hpc_train.errors import HpcTrainError
 
 StrategyName = Literal["none", "mirrored", "multiworker", "parameter_server"]
+BUILTIN_TASK = "hpc_train.tasks.mnist"
+# The settings only the built-in MNIST task reads; a user's task module has its own model and data.
+BUILTIN_TASK_SETTINGS = ("model", "data_dir", "train_images", "validation_images")
 
 
 class ConfigError(HpcTrainError):
@@ -34,7 +37,7 @@ class TrainConfig:
     strategy: StrategyName = "none"
     # What to train: a task module (a FILE.py path or a dotted module name) defining build_model() and
     # train_dataset(input_context, batch_size); the default is the built-in MNIST task.
-    task: str = "hpc_train.tasks.mnist"
+    task: str = BUILTIN_TASK
     # The built-in MNIST task's settings (model, data_dir, train_images, validation_images).
     model: Literal["cnn", "deep"] = "cnn"
     optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
@@ -139,6 +142,15 @@ def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def applying_settings(config: TrainConfig) -> dict[str, Any]:
+    """The settings that apply to this run's task (metrics.json): the built-in task's own left out for another."""
+    settings = to_dict(config)
+    if config.task != BUILTIN_TASK:
+        for name in BUILTIN_TASK_SETTINGS:
+            del settings[name]
+    return settings
 
 
 def _read_yaml(path: Path) -> Mapping[str, Any]:

@@ -99,3 +99,13 @@ def test_a_relative_task_file_is_found_from_the_yaml_file_or_the_current_folder(
     assert load_config("project/config.yaml").task == str(tmp_path / "project" / "my_task.py")
     assert load_config(None, ["task=other/t.py"]).task == str(tmp_path / "other" / "t.py")
     assert load_config(None, ["task=my_package.task"]).task == "my_package.task"  # a dotted module stays as given
+
+
+def test_metrics_list_only_the_settings_that_apply_to_the_task() -> None:
+    from hpc_train.config import BUILTIN_TASK_SETTINGS, applying_settings
+
+    builtin = applying_settings(TrainConfig())
+    assert all(name in builtin for name in BUILTIN_TASK_SETTINGS)
+    mine = applying_settings(TrainConfig(task="my_task.py", epochs=3))
+    assert not any(name in mine for name in BUILTIN_TASK_SETTINGS)
+    assert mine["task"] == "my_task.py" and mine["epochs"] == 3 and mine["learning_rate"] == 0.001

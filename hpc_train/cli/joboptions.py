@@ -30,7 +30,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     parser.add_argument("--home", default=None, metavar="DIR",
                         help="what the job activates: a project root (its env/activate.sh) or a virtual "
-                             "environment (its bin/activate); default: this checkout, else this environment")
+                             "environment (its bin/activate); default: render, this checkout, else this "
+                             "environment; submit, this very Python")
 
 
 def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str]
@@ -46,6 +47,10 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str
                    container=args.container, signal_seconds=args.signal_seconds)
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides])
     _check_task_file(train.task)
+    if args.home is not None:
+        from hpc_train.jobs.render import activation_script
+
+        activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     home = args.home or default_home()
     return spec, train, home
 

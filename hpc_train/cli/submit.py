@@ -38,17 +38,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from hpc_train.errors import HpcTrainError
     from hpc_train.jobs import submit
 
     spec, train, _ = job_request(args)
     if args.hold:
         spec = replace(spec, hold=True)
+    if args.local and args.home:
+        raise HpcTrainError("--home with --local: --local runs the ranks here, in this environment; drop --home")
     if args.dry_run:
-        print(submit.submission_script(spec), end="")
+        print(submit.submission_script(spec, home=args.home), end="")
         return 0
     if args.local:
         return submit.run_locally(spec, train, command=args.command)
-    record = submit.submit(spec, train, command=args.command)
+    record = submit.submit(spec, train, command=args.command, home=args.home)
     print(record.job_id)
     print(f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} nodes, {record.what}); folder "
           f"{record.folder}; follow it with: hpc-train logs {record.job_id} --follow", flush=True)

@@ -17,6 +17,7 @@ from string import Template
 import yaml
 
 from hpc_train.config import TrainConfig, to_dict
+from hpc_train.errors import HpcTrainError
 from hpc_train.jobs.spec import JobSpec
 
 
@@ -34,6 +35,18 @@ def directives(spec: JobSpec) -> dict[str, str | int | bool]:
         "signal": f"USR1@{spec.signal_seconds}" if spec.signal_seconds else None,
     }
     return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def activation_script(home: str) -> Path:
+    """What a job sources to get hpc-train's environment from `home` (--home): a checkout's env/activate.sh, or a
+    virtual environment's bin/activate; one line when it is neither."""
+    folder = Path(home).expanduser()
+    for script in (folder / "env" / "activate.sh", folder / "bin" / "activate"):
+        if script.is_file():
+            return script.resolve()
+    raise HpcTrainError(f"--home {home}: neither {folder / 'env' / 'activate.sh'} (a checkout of hpc-train, after "
+                        f"env/setup.sh) nor {folder / 'bin' / 'activate'} (a virtual environment) is there; give the "
+                        "project root or the environment the job should use")
 
 
 def kill_on_bad_exit(spec: JobSpec) -> int:

@@ -23,14 +23,22 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.jobs.epilogue import shell_lines
 from hpc_train.jobs.folders import RUNS, JobRecord
-from hpc_train.jobs.render import job_config, kill_on_bad_exit
+from hpc_train.jobs.render import activation_script, job_config, kill_on_bad_exit
 from hpc_train.jobs.spec import JobSpec, time_minutes
 
-def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
-    """A submitit SlurmExecutor for the request: folder runs/NAME-%j, one process per task."""
+def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None) -> Any:
+    """A submitit SlurmExecutor for the request: folder runs/NAME-%j, one process per rank.
+
+    `home` (--home): the environment the job activates before its ranks start (a checkout's env/activate.sh, with
+    the site's modules, or a virtual environment); its python3 then runs them. None: this very Python.
+    """
     import submitit
 
     python = shlex.quote(sys.executable)
+    setup: list[str] = []
+    if home is not None:
+        setup = [f"source {shlex.quote(str(activation_script(home)))}"]
+        python = "python3"  # the activated environment's
     if spec.container:  # each task's Python runs inside the image, with the GPUs passed through
         python = f"apptainer exec --nv {shlex.quote(spec.container)} python3"
     executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=python)
@@ -48,6 +56,7 @@ def make_executor(spec: JobSpec, runs: Path = RUNS) -> Any:
         # The time-limit warning: submitit asks for USR2 this long before the end; the tasks checkpoint and
         # requeue the job (submitit's own requeueing is not used: the trainer's handlers replace it).
         signal_delay_s=spec.signal_seconds,
+        setup=setup,
         # As in the job scripts: a failed task ends a MultiWorkerMirrored step at once (see render).
         srun_args=[f"--kill-on-bad-exit={kill_on_bad_exit(spec)}", "--open-mode=append"],
         teardown=after_the_step(python, (runs / f"{spec.name}-%j").absolute(), spec.strategy),
@@ -61,19 +70,21 @@ def after_the_step(python: str, folder: Path, strategy: str) -> list[str]:
     `folder` is the job folder with submitit's %j for the job id; every other character reaches the shell quoted.
     """
     before, _, after = str(folder).partition("%j")
-    return shell_lines(python, f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(after)}', strategy)
+    return shell_lines(python, f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(after) if after else ""}', strategy)
 
 
-def submission_script(spec: JobSpec, runs: Path = RUNS) -> str:
+def submission_script(spec: JobSpec, runs: Path = RUNS, home: str | None = None) -> str:
     """The sbatch script submit would submit (submitit renders it the same way when it submits)."""
-    executor = make_executor(spec, runs)
+    executor = make_executor(spec, runs, home)
     return executor._make_submission_file_text(executor._submitit_command_str, uid="dry-run")
 
 
-def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> JobRecord:
+def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
+           home: str | None = None) -> JobRecord:
     """Submit; return the job's record, its folder holding the script and the settings.
 
-    `command`: the user's own command for every task (under the bootstrap) instead of the trainer.
+    `command`: the user's own command for every rank (under the bootstrap) instead of the trainer;
+    `home`: the environment the job activates (see make_executor).
     """
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): add --local to run the job's tasks on this machine, "
@@ -83,7 +94,7 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
 
     check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     config = job_config(spec, train)
-    executor = make_executor(spec, runs)
+    executor = make_executor(spec, runs, home)
     try:
         if command:
             job = executor.submit(command_task, list(command), spec.strategy, spec.num_ps, config.max_requeues)

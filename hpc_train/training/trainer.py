@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hpc_train.config import TrainConfig, to_dict
+from hpc_train.config import TrainConfig, applying_settings
 from hpc_train.errors import HpcTrainError
 from hpc_train.training.cluster import RankInfo, lost_peers, prepare_rank
 from hpc_train.training.memory import keep_freed_memory
@@ -384,7 +384,7 @@ def _summary(config: TrainConfig, rank: RankInfo, replicas: int, global_batch: i
     return {"strategy": config.strategy, "task": config.task, "world_size": max(1, sum(map(len, rank.cluster.values()))),
             "workers": max(1, rank.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
             "global_batch": global_batch, "steps_per_epoch": steps, "tensorflow": tf_version,
-            "tf_keras": tf_keras.__version__, "config": to_dict(config)}
+            "tf_keras": tf_keras.__version__, "config": applying_settings(config)}
 
 
 def weights_digest(weights: list[Any]) -> str:

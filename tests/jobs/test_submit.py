@@ -211,3 +211,19 @@ def test_a_parameter_server_job_whose_chief_finished_ends_completed_despite_a_de
     assert ("a task of the step failed (exit 137), but the chief finished training" in result.stderr) == (
         finished and code != 0)
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_home_is_what_the_submitted_job_activates_or_is_refused_in_one_line(tmp_path: Path) -> None:
+    venv = tmp_path / "my env; touch PWNED"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "activate").write_text("# a virtual environment's\n")
+    shown = hpc_train("submit", "--nodes", "2", "--home", str(venv), "--dry-run", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"source {shlex.quote(str(venv / 'bin' / 'activate'))}\n" in shown.stdout
+    assert "--open-mode=append python3 -u -m submitit.core._submit" in shown.stdout  # the activated Python
+    missing = hpc_train("submit", "--nodes", "2", "--home", str(tmp_path / "nothing"), "--dry-run", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert f"--home {tmp_path / 'nothing'}: neither" in missing.stderr
+    local = hpc_train("submit", "--nodes", "2", "--home", str(venv), "--local", cwd=tmp_path)
+    assert local.returncode == 2 and "--home with --local" in local.stderr
+    assert not list(tmp_path.rglob("PWNED"))

@@ -31,6 +31,7 @@ def test_a_user_task_stops_mid_epoch_and_resumes_to_the_uninterrupted_weights(tm
     assert re.search(r"^hpc-train: done: final_val_loss \d\.\d{4}, final_val_mae \d\.\d{4}; model ", out, re.M), out
     whole = metrics(tmp_path / "whole")
     assert [epoch["epoch"] for epoch in whole["epochs"]] == [1, 2] and whole["task"] == TASK
+    assert "data_dir" not in whole["config"] and whole["config"]["epochs"] == 2  # MNIST's settings are not its
     assert whole["totals"]["final_val_loss"] < 0.5 * whole["epochs"][0]["loss"]  # it learned
 
     run = Watched(start(tmp_path / "run", *SETTINGS))
