@@ -11,8 +11,14 @@ number). Skipping reads the skipped batches; a `train_dataset` with a
 returns the endless stream after that many batches; called without, one epoch
 (the built-in MNIST task does).
 
-Every task checks its datasets before training, the same way on every task, so
+Every rank checks its datasets before training, the same way on every rank, so
 a wrong one fails the whole job at once, naming the function and the fix.
+
+Each pipeline's one-epoch dataset is built once per process to count the
+steps and check the model's input (`EpochDatasets`). The training stream is
+built afresh for each stretch of training: a dataset object iterated again
+would continue its seeded reshuffle where the last iteration left it, and the
+resumed order would no longer be the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -50,6 +56,20 @@ class Pipelines:
     def steps(self, fewest_batches: int) -> int:
         """Steps in which every pipeline reads `fewest_batches` batches."""
         return fewest_batches // self.local_replicas * (self.count if self.take_turns else 1)
+
+
+class EpochDatasets:
+    """One task function's one-epoch dataset per input pipeline, built (and checked) once, when first asked for."""
+
+    def __init__(self, task: TaskModule, config: Any, function: str) -> None:
+        self.task, self.config, self.function = task, config, function
+        self._built: dict[tuple[int, int, int], tf.data.Dataset] = {}
+
+    def get(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+        key = (context.input_pipeline_id, context.num_input_pipelines, context.num_replicas_in_sync)
+        if key not in self._built:
+            self._built[key] = _dataset(self.task, self.function, self.config, context)
+        return self._built[key]
 
 
 def checked_dataset(task: TaskModule, function: str, dataset: Any, batch_size: int) -> tf.data.Dataset:
@@ -91,22 +111,25 @@ def check_model_fits(task: TaskModule, model: Any, dataset: tf.data.Dataset) -> 
                         f"but the model from build_model() takes {_shape(expected)}; make them agree")
 
 
-def epoch_steps(task: TaskModule, config: Any, pipelines: Pipelines) -> int:
+def epoch_steps(task: TaskModule, config: Any, pipelines: Pipelines, epochs: EpochDatasets | None = None) -> int:
     """Steps per epoch: `steps_per_epoch` if set, else the fewest batches any pipeline's epoch holds."""
     if config.steps_per_epoch:
         return config.steps_per_epoch
-    counts = [_batches(task, "train_dataset", config, context) for context in pipelines.contexts()]
+    epochs = epochs or EpochDatasets(task, config, "train_dataset")
+    counts = [_batches(epochs, context) for context in pipelines.contexts()]
     return _at_least_one(task, "train_dataset", pipelines.steps(_fewest(task, "train_dataset", counts,
                                                                         "steps_per_epoch")))
 
 
-def validation_steps(task: TaskModule, config: Any, pipelines: Pipelines) -> int | None:
-    """Validation steps per epoch (the same on every task), or None when the task has no validation data."""
+def validation_steps(task: TaskModule, config: Any, pipelines: Pipelines,
+                     epochs: EpochDatasets | None = None) -> int | None:
+    """Validation steps per epoch (the same on every rank), or None when the task has no validation data."""
     if not task.has("validation_dataset"):
         return None
     if config.validation_steps:
         return config.validation_steps
-    counts = [_batches(task, "validation_dataset", config, context) for context in pipelines.contexts()]
+    epochs = epochs or EpochDatasets(task, config, "validation_dataset")
+    counts = [_batches(epochs, context) for context in pipelines.contexts()]
     return _at_least_one(task, "validation_dataset", pipelines.steps(_fewest(task, "validation_dataset", counts,
                                                                              "validation_steps")))
 
@@ -148,12 +171,12 @@ def _dataset(task: TaskModule, function: str, config: Any, context: tf.distribut
     return checked_dataset(task, function, dataset, config.batch_size)
 
 
-def _batches(task: TaskModule, function: str, config: Any, context: tf.distribute.InputContext) -> int | None:
+def _batches(epochs: EpochDatasets, context: tf.distribute.InputContext) -> int | None:
     """Batches in one pipeline's epoch; None when endless or of unknown length."""
     # (A train_dataset that seeks by itself gives one epoch when called without skip_batches.)
-    count = int(_dataset(task, function, config, context).cardinality())
+    count = int(epochs.get(context).cardinality())
     if count == 0:
-        raise TaskError(f"{task.describe_call(function)} gave input pipeline {context.input_pipeline_id} of "
+        raise TaskError(f"{epochs.task.describe_call(epochs.function)} gave input pipeline {context.input_pipeline_id} of "
                         f"{context.num_input_pipelines} no batch; give it more data, or a smaller batch_size")
     return count if count > 0 else None
 

@@ -124,10 +124,12 @@ def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: Ru
     global_batch = config.batch_size * replicas
     # Checked the same way on every task, before any step: a task that cannot train fails them all at once.
     pipelines = inputs.Pipelines(max(1, rank.num_workers), replicas, config.strategy == "parameter_server")
-    steps = inputs.epoch_steps(user_task, config, pipelines)
+    # Each pipeline's epoch is built once to be counted and checked (the training stream is built per stretch).
+    training_epochs = inputs.EpochDatasets(user_task, config, "train_dataset")
+    steps = inputs.epoch_steps(user_task, config, pipelines, training_epochs)
     validation_steps = inputs.validation_steps(user_task, config, pipelines)
     model = _compiled_model(config, strategy, user_task, steps)
-    inputs.check_model_fits(user_task, model, inputs.training_fn(user_task, config, 0)(pipelines.contexts()[0]))
+    inputs.check_model_fits(user_task, model, training_epochs.get(pipelines.contexts()[0]))
     say(f"{config.strategy}: {_world(rank)}, {replicas} replica(s) in sync; batch {config.batch_size} per replica, "
         f"{global_batch} global; {steps} steps per epoch; {config.precision}")
     described = user_task.call("describe", config=config) if user_task.has("describe") else user_task.name

@@ -121,3 +121,31 @@ def test_a_summary_metrics_json_cannot_hold_is_refused_before_training(tmp_path:
     assert last.startswith(f"hpc-train train: error: task {tmp_path / 'broken_task.py'}: summary() returned what "
                            "metrics.json cannot hold (Object of type object is not JSON serializable)")
     assert "epoch 1/1" not in result.stdout
+
+
+def test_start_up_builds_each_dataset_once_and_trains_on_it(tmp_path: Path) -> None:
+    """Counting an epoch's steps and checking the model's input share one build; the stream is one more."""
+    calls = tmp_path / "calls"
+    counting = tmp_path / "counting_task.py"
+    counting.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(TASK).parent)!r})
+        import regression
+
+        build_model = regression.build_model
+
+        def train_dataset(input_context, batch_size):
+            with open({str(calls)!r}, "a") as out:
+                out.write("train\\n")
+            return regression.train_dataset(input_context, batch_size)
+
+        def validation_dataset(input_context, batch_size):
+            with open({str(calls)!r}, "a") as out:
+                out.write("validation\\n")
+            return regression.validation_dataset(input_context, batch_size)
+    """))
+    [(code, _, err)] = finish([start(tmp_path / "run", f"task={counting}", "epochs=2", "batch_size=64")])
+    assert code == 0, err[-3000:]
+    # train: one build counted and checked, one stream for the run's one stretch (there were three);
+    # validation: one counted, one for fit, whatever the epochs.
+    assert sorted(calls.read_text().split()) == ["train", "train", "validation", "validation"]
