@@ -11,7 +11,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -94,10 +93,9 @@ def pyplot():
 
 
 def slurm_reachable() -> bool:
-    try:
-        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    from hpc_train.jobs import slurm
+
+    return slurm.run(["sinfo", "-h"]).returncode == 0
 
 
 def require_slurm(name: str) -> bool:

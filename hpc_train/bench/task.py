@@ -12,7 +12,7 @@ process, as a user would run it:
   trainer's default, so both run the same kernels: the baseline) and with
   TensorFlow's own default;
 - `hpc-train train --task bench_task.py --set strategy=none`, defaults;
-- the same with each checkpoint save timed (`python -m hpc_train.bench.timed_saves`).
+- the same, its checkpoint saves read from metrics.json (`checkpoint_saves`: the trainer times each save).
 
 A round runs each once, in alternating order. A contestant's figure for a
 round is the median training examples/s of its epochs after the first (the
@@ -55,7 +55,7 @@ TIMED = "`hpc-train train --task`, saves timed"
 
 @dataclass(frozen=True)
 class Contestant:
-    program: str  # "plain" (plain_fit), "train" (hpc-train train) or "timed" (timed_saves)
+    program: str  # "plain" (plain_fit), "train" (hpc-train train) or "timed" (the same, its saves read)
     environment: tuple[tuple[str, str], ...] = ()
 
 
@@ -113,12 +113,11 @@ def one_run(contestant: Contestant, epochs: int, steps: int) -> Run:
                     f"epochs={epochs}", "--set", f"batch_size={BATCH_SIZE}"]
         if steps != STEPS_PER_EPOCH:
             settings += ["--set", f"steps_per_epoch={steps}"]
-        saves = Path(output) / "saves.json"
-        command = ([HPC_TRAIN, "train"] if contestant.program == "train" else
-                   [sys.executable, "-m", "hpc_train.bench.timed_saves", str(saves)])
-        subprocess.run([*command, *settings], capture_output=True, text=True, check=True, env=environment)
-        records = json.loads((Path(output) / "metrics.json").read_text())["epochs"]
-        timed = json.loads(saves.read_text())["saves"] if saves.exists() else []
+        subprocess.run([HPC_TRAIN, "train", *settings], capture_output=True, text=True, check=True, env=environment)
+        metrics = json.loads((Path(output) / "metrics.json").read_text())
+        records = metrics["epochs"]
+        # The trainer times every save itself (metrics.json's checkpoint_saves); the "timed" contestant reads them.
+        timed = metrics["checkpoint_saves"] if contestant.program == "timed" else []
         return Run([record["images_per_second"] for record in records],
                    [record["training_seconds"] for record in records], [save["seconds"] for save in timed])
 

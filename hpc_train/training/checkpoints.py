@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,9 @@ class StepSaver:
         self.manager = manager
         self.model = model
         self.saved: dict[int, str] = {}
+        # Each save's step and wall-clock seconds (metrics.json): the save is synchronous, so that is its whole
+        # cost to the training loop.
+        self.timings: list[dict[str, float]] = []
 
     def __call__(self) -> str:
         coordinator = getattr(self.model, "_cluster_coordinator", None)
@@ -71,5 +75,7 @@ class StepSaver:
             coordinator.join()
         step = int(self.model.optimizer.iterations.numpy())
         if step not in self.saved:
+            started = time.perf_counter()
             self.saved[step] = self.manager.save(checkpoint_number=step)
+            self.timings.append({"step": step, "seconds": round(time.perf_counter() - started, 4)})
         return self.saved[step]

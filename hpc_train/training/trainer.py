@@ -167,6 +167,7 @@ def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: Ru
         _leave_now(code, paths)
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
         raise _lost_contact(error, rank, paths) from None
+    report.summary["checkpoint_saves"] = save.timings  # this run's saves: step and seconds each
     _finish(model, config, rank, user_task, paths, report, say)
     return 0
 

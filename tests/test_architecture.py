@@ -1,0 +1,138 @@
+"""The layout's rules, checked on the source: no import cycles, no private names across modules, no import up
+the layers, and Slurm's commands run from one module (hpc_train/jobs/slurm.py)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hpc_train"
+SLURM_COMMANDS = {"sbatch", "srun", "scontrol", "squeue", "sacct", "scancel", "sinfo", "sacctmgr"}
+SLURM_OWNER = "hpc_train.jobs.slurm"
+# Modules that run a Slurm command as what they measure, not to talk to Slurm: bench submit times a raw sbatch.
+MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
+# Lower layers never import higher ones (lazy imports included). Entry points (cli, train, demo, __main__) may
+# import anything; the rest sit in these layers, lowest first.
+LAYERS = [
+    ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources"),
+    ("hpc_train.bootstrap",),
+    ("hpc_train.jobs.slurm", "hpc_train.jobs.spec", "hpc_train.jobs.requeue", "hpc_train.jobs.epilogue"),
+    ("hpc_train.training",),
+    ("hpc_train.tasks",),
+    ("hpc_train.jobs", "hpc_train.localslurm", "hpc_train.doctor"),
+    ("hpc_train.bench",),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, names) of every `import` and `from ... import` in the file, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+    return found
+
+
+def edges() -> dict[str, set[str]]:
+    """Module -> the hpc_train modules it imports (a `from package import module` counts as the module)."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        for module, names in imports(path):
+            if not module.startswith("hpc_train"):
+                continue
+            targets = [f"{module}.{item}" for item in names if f"{module}.{item}" in MODULES] or [module]
+            graph[name].update(target for target in targets if target in MODULES and target != name)
+    return graph
+
+
+def layer(name: str) -> int | None:
+    best = None
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if name == prefix or name.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def test_no_module_imports_another_that_imports_it_back() -> None:
+    graph = edges()
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join([*trail[trail.index(target):], target]))
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    # A package's __init__ importing its own modules is how a package offers its names, not a cycle.
+    cycles = [cycle for cycle in cycles if not all(part.startswith(cycle.split(" -> ")[0]) for part in
+                                                   cycle.split(" -> ")[1:])]
+    assert not cycles
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    crossing = [f"{name} takes {item} from {module}" for name, path in MODULES.items()
+                for module, names in imports(path) if module.startswith("hpc_train") and module != name
+                for item in names if item.startswith("_") and not item.startswith("__")]
+    attributes = []
+    for name, path in MODULES.items():
+        imported = {alias for module, names in imports(path) if module.startswith("hpc_train") for alias in names}
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and isinstance(node.value, ast.Name) and node.value.id in imported):
+                attributes.append(f"{name} uses {node.value.id}.{node.attr}")
+    assert not crossing and not attributes
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    upward = []
+    for name, targets in edges().items():
+        own = layer(name)
+        if own is None:
+            continue  # an entry point (cli, train, demo, __main__): it may use anything
+        upward += [f"{name} imports {target}" for target in targets
+                   if (other := layer(target)) is not None and other > own]
+    assert not upward
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - {SLURM_OWNER}))
+def test_only_the_slurm_module_runs_slurms_commands(name: str) -> None:
+    """A call given a list that starts with a Slurm command runs it from here, unless the call is slurm.run."""
+    own = []
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        first = node.args[0]
+        through_owner = (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                         and node.func.value.id == "slurm")
+        if (isinstance(first, ast.List) and first.elts and isinstance(first.elts[0], ast.Constant)
+                and first.elts[0].value in SLURM_COMMANDS - MEASURING.get(name, set()) and not through_owner):
+            own.append(f"line {node.lineno}: {first.elts[0].value}")
+    assert not own
+
+
+def test_the_layers_name_every_module_but_the_entry_points() -> None:
+    entry_points = {"hpc_train", "hpc_train.__main__", "hpc_train.train", "hpc_train.demo"}
+    unplaced = [name for name in MODULES if layer(name) is None and name not in entry_points
+                and not name.startswith("hpc_train.cli")]
+    assert not unplaced
