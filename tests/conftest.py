@@ -27,6 +27,13 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`-m quick`: every test that neither starts TensorFlow nor submits jobs to the local cluster."""
+    for item in items:
+        if not any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster")):
+            item.add_marker(pytest.mark.quick)
+
+
 @pytest.fixture
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     """os.environ without any Slurm, CUDA or TF_CONFIG variable of the machine running the tests."""
