@@ -3,7 +3,7 @@
 Checks, one line each, with the fix when one fails: Slurm answers (and which
 partition), accounting, GPUs per node, and a tiny 2-node step
 (hpc_train/doctor/step.py) in which TensorFlow imports with one version on
-every node, the tasks reach each other on the ports the bootstrap gives them,
+every node, the ranks reach each other on the ports the bootstrap gives them,
 and the data folder is readable there. The run passes only when all do.
 """
 
@@ -56,7 +56,7 @@ def accounting(env: Mapping[str, str]) -> Check:
 
 
 def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | None, data_dir: str | None) -> list[Check]:
-    """Judge the test step's reports (pure): TensorFlow, the ports between the tasks, the data folder."""
+    """Judge the test step's reports (pure): TensorFlow, the ports between the ranks, the data folder."""
     if len(reports) < nodes:
         return [Check("step", False, f"{len(reports)} of {nodes} tasks reported", "see the output above")]
     checks = []
@@ -86,7 +86,7 @@ def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | Non
 
 def run_step(env: Mapping[str, str], partition: Partition, nodes: int, data_dir: str | None,
              wait_seconds: int) -> tuple[list[dict], str]:
-    """The test step: one task per node; their reports, and srun's last words if it failed."""
+    """The test step: one rank per node; their reports, and srun's last words if it failed."""
     arguments = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}",
                  f"--immediate={wait_seconds}", "--time=5", "--job-name=hpc-train-doctor", "--kill-on-bad-exit=1",
                  sys.executable, "-m", "hpc_train.doctor.step", *(("--data-dir", data_dir) if data_dir else ())]

@@ -1,7 +1,7 @@
-"""One task of `hpc-train doctor`'s test step, run on a compute node: what a training task would need there.
+"""One rank of `hpc-train doctor`'s test step, run on a compute node: what a training rank would need there.
 
 It imports TensorFlow (and says which version), builds its TF_CONFIG from the
-step as the trainer does, meets the other tasks on the very ports the
+step as the trainer does, meets the other ranks on the very ports the
 bootstrap gives them (the trainer's start-up barrier), and checks that the data
 folder is readable. It prints one line, `HPC_TRAIN_DOCTOR {json}`, and exits 0.
 """

@@ -1,4 +1,10 @@
-"""The login-node side: what a job asks Slurm for, and the sbatch script that asks it.
+"""A job's life: what it asks Slurm for, how it is submitted and followed, and what its ranks run.
 
-Nothing here imports TensorFlow or the trainer: it runs where jobs are submitted.
+On the login node: `spec` (the request), `preflight` and `partitions` (can it
+run?), `render` (an sbatch script), `submit` (submitit) and `launch` (the local
+mock-Slurm backend beside it), `follow`, `pending` and `folders`. In the job:
+`task` (what each rank of a submitted job runs), `command` (a user's command,
+supervised), `requeue` and `epilogue` (what the batch script does after its
+step). `slurm` is the one module that runs Slurm's commands; everything else
+asks it. Nothing here imports TensorFlow at import time.
 """

@@ -1,12 +1,12 @@
-"""A user's own command as every task of a job: under the bootstrap, told of Slurm's signals, its exit the job's.
+"""A user's own command as every rank of a job: under the bootstrap, told of Slurm's signals, its exit the job's.
 
-Each task computes its place from the Slurm step (TF_CONFIG, GPU binding, a
+Each rank computes its place from the Slurm step (TF_CONFIG, GPU binding, a
 free port), says it in one line (`rank R is ROLE I at HOST:PORT, GPUs: G`),
 and runs the command as a child, so that it can pass signals on and act on the
 command's exit:
 
 - Slurm's time-limit warning reaches the command as SIGUSR1, whichever signal
-  the job asked for. Slurm signals every process of a task, the command
+  the job asked for. Slurm signals every process of a rank, the command
   included: the job scripts and `render` ask for USR1, which so reaches it
   directly; `submit` (submitit) asks for USR2, which the command is started
   ignoring and which is passed on to it as USR1. SIGTERM (preemption,
@@ -16,8 +16,8 @@ command's exit:
   later: rank 0 then requeues the job (`scontrol requeue`, at most
   `max_requeues` times), and the job runs the same command again, which resumes
   from what it saved.
-- Otherwise the task exits with the command's code (128 + N when a signal N
-  ended it), so a task that dies ends the step (`srun --kill-on-bad-exit=1`)
+- Otherwise the rank exits with the command's code (128 + N when a signal N
+  ended it), so a rank that dies ends the step (`srun --kill-on-bad-exit=1`)
   and the job is FAILED with that code.
 """
 
@@ -42,13 +42,13 @@ from hpc_train.exitcodes import EXIT_STOPPED
 # How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job.
 REQUEUE_GRACE_SECONDS = 10.0
 WARNINGS = (signal.SIGUSR1, signal.SIGUSR2)
-# Slurm (and hpc-train launch) signal every process of a task: these reach the command by themselves.
+# Slurm (and hpc-train launch) signal every process of a rank: these reach the command by themselves.
 REACHING_IT = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 
 
 @dataclass(frozen=True)
 class CommandJob:
-    """What every task of a command job runs, and how."""
+    """What every rank of a command job runs, and how."""
 
     command: tuple[str, ...]
     strategy: str = "multiworker"
@@ -73,7 +73,7 @@ def place(options: BootstrapOptions, environ: Mapping[str, str]) -> tuple[Layout
 
 
 def run_command(job: CommandJob, environ: Mapping[str, str] | None = None) -> int:
-    """Run the command as this task of the step; return the task's exit code."""
+    """Run the command as this rank of the step; return the rank's exit code."""
     layout, env = place(job.options(), os.environ if environ is None else environ)
     return supervise(job, env, is_first=layout.me.rank == 0)
 
@@ -146,7 +146,7 @@ def _say(message: str) -> None:
 
 
 def supervised_arguments(job: CommandJob) -> list[str]:
-    """hpc-train's arguments that run `job` as one task under the bootstrap (for srun, or for launch)."""
+    """hpc-train's arguments that run `job` as one rank under the bootstrap (for srun, or for launch)."""
     return ["bootstrap", "--supervise", "--strategy", job.strategy,
             *(("--num-ps", str(job.num_ps)) if job.strategy == "parameter_server" else ()),
             "--max-requeues", str(job.max_requeues), "--", *job.command]

@@ -1,13 +1,13 @@
-"""Mock Slurm: start a step's tasks on this machine with the variables srun would give them.
+"""Mock Slurm: start a step's ranks on this machine with the variables srun would give them.
 
-For machines without Slurm (laptops, CI without root): every task gets the
+For machines without Slurm (laptops, CI without root): every rank gets the
 step's node list, task counts, rank, local rank, node index, tasks per node and
 a job id, so the bootstrap and trainer run unchanged. "Nodes" are loopback
 addresses (127.0.0.1, 127.0.0.2, ...) unless named, so each has its own host
 name and all of them reach each other. Output is streamed with a rank prefix
-(as `srun --label`); when one task fails, the others are stopped at once
+(as `srun --label`); when one rank fails, the others are stopped at once
 (unless told otherwise, as `srun --kill-on-bad-exit=0`). Like srun, it passes
-USR1 and USR2 on to every task, and stops them all when it is itself stopped
+USR1 and USR2 on to every rank, and stops them all when it is itself stopped
 (TERM, Ctrl-C).
 """
 
@@ -82,7 +82,7 @@ class Step:
 
 
 def rank_environments(step: Step, base: Mapping[str, str]) -> list[dict[str, str]]:
-    """Every task's environment: `base` without Slurm variables, plus the step's as srun sets them."""
+    """Every rank's environment: `base` without Slurm variables, plus the step's as srun sets them."""
     clean = {name: value for name, value in base.items() if not name.startswith(("SLURM", "TF_CONFIG"))}
     nodelist = hostlist.collect_hostlist(list(step.nodes))
     if tuple(hostlist.expand_hostlist(nodelist)) != step.nodes:  # keep the given order
@@ -106,7 +106,7 @@ class _Terminated(Exception):
 
 def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = None,
            kill_on_bad_exit: bool = True) -> int:
-    """Run `command` as every task of `step`; return 0, or the first failing task's exit code."""
+    """Run `command` as every rank of `step`; return 0, or the first failing rank's exit code."""
     environments = rank_environments(step, os.environ if base is None else base)
     processes: list[subprocess.Popen[bytes]] = []
     try:
@@ -134,7 +134,7 @@ def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = 
 
 
 def _forward_signals(processes: list[subprocess.Popen[bytes]]) -> dict[int, object]:
-    """Pass USR1/USR2 on to every task (Slurm's warning before a time limit); TERM stops the launch."""
+    """Pass USR1/USR2 on to every rank (Slurm's warning before a time limit); TERM stops the launch."""
 
     def forward(signum: int, frame: object) -> None:
         for process in processes:
@@ -168,7 +168,7 @@ def _supervise(processes: list[subprocess.Popen[bytes]], kill_on_bad_exit: bool 
 
 
 def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM every task's process group, then SIGKILL what is left after a grace period."""
+    """SIGTERM every rank's process group, then SIGKILL what is left after a grace period."""
     for process in processes:
         _signal_group(process, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_SECONDS
@@ -192,7 +192,7 @@ _print_lock = threading.Lock()
 
 
 def _pump(source: IO[bytes] | None, target: IO[str], rank: int) -> threading.Thread:
-    """Copy a task's output line by line, prefixed by its rank, without mixing lines of different tasks."""
+    """Copy a rank's output line by line, prefixed by its rank, without mixing lines of different ranks."""
 
     def copy() -> None:
         if source is None:

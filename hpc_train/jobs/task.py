@@ -1,7 +1,7 @@
-"""What each task of a submitted job runs (through submitit): the trainer, writing into the job's folder.
+"""What each rank of a submitted job runs (through submitit): the trainer, writing into the job's folder.
 
 Kept free of TensorFlow at import time: the login node pickles a reference to
-`train_task`, and only the compute node imports the trainer. A task that stops
+`train_task`, and only the compute node imports the trainer. A rank that stops
 on a signal (to be requeued) ends its process there and then, so submitit
 records no result for a job that is not over.
 """
@@ -36,7 +36,7 @@ def train_task(settings: dict[str, Any]) -> int:
 
 
 def command_task(command: list[str], strategy: str, num_ps: int, max_requeues: int) -> int:
-    """Run the user's command as this task, under the bootstrap, in the directory the job was submitted from.
+    """Run the user's command as this rank, under the bootstrap, in the directory the job was submitted from.
 
     HPC_TRAIN_RUN_DIR names the job's folder (runs/NAME-JOBID), for the command's own checkpoints and outputs.
     A non-zero exit ends this process with the command's code: the step, and the job, end with it.

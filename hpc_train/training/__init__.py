@@ -1,10 +1,14 @@
-"""The shared trainer: one MNIST trainer for single, mirrored, multi-worker and parameter-server runs.
+"""The run loop: one trainer for single, mirrored, multi-worker and parameter-server runs, of any task module.
 
-Modules without TensorFlow: `cluster` (which task am I), `rendezvous` (the
-start-up barrier), `progress` (steps, epochs and the data position),
-`stopping` (signals), `requeue` and `runstate` (state.json). With TensorFlow,
-through tf-keras (Keras 3 cannot train under MultiWorkerMirroredStrategy or
-ParameterServerStrategy): `model`, `pipeline`, `strategy`, `servers` (ps and
-worker tasks of a parameter-server job), `callbacks` (progress, metrics,
-checkpoints, stopping at a step boundary), `checkpoints` and `trainer` (the run).
+It knows nothing of MNIST (that is hpc_train/tasks/mnist/, a task module like a
+user's). Modules without TensorFlow: `usertask` (loading and calling a task
+module), `cluster` (which rank am I), `rendezvous` (the start-up barrier),
+`progress` (steps, epochs and the data position), `stopping` (signals),
+`runstate` (state.json), `quiet` (the rank log's filter), `memory` and
+`threads`, `fit` (`hpc_train.fit`). With TensorFlow, through tf-keras (Keras 3
+cannot train under MultiWorkerMirroredStrategy or ParameterServerStrategy):
+`inputs` (a task's datasets), `strategy`, `metrics` (summed once per epoch),
+`servers` (ps and worker ranks of a parameter-server job), `callbacks`
+(progress, checkpoints, stopping at a step boundary), `checkpoints` and
+`trainer` (the run).
 """

@@ -126,7 +126,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
     least `last save's duration / share` seconds have passed since the last
     save (share 0.03: saves take at most about 3% of the time); the first and
     the last epoch are always saved, and so is every stop (StopAtStepBoundary).
-    `agree` makes the decision the job's (any task's "save"): every
+    `agree` makes the decision the job's (any rank's "save"): every
     MultiWorkerMirrored worker takes part in a save, so they must all make it.
     """
 
@@ -156,7 +156,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
 
 
 class StoppedEarly(Exception):
-    """Every task stopped at the same step boundary, after saving, because one was asked to."""
+    """Every rank stopped at the same step boundary, after saving, because one was asked to."""
 
     def __init__(self, kind: StopKind, checkpoint: str) -> None:
         super().__init__(f"stopped ({kind.name.lower()}) after saving {checkpoint}")
@@ -165,12 +165,12 @@ class StoppedEarly(Exception):
 
 
 class StopAtStepBoundary(keras.callbacks.Callback):
-    """After each call into TensorFlow (`steps_per_execution` steps), stop if any task was asked to.
+    """After each call into TensorFlow (`steps_per_execution` steps), stop if any rank was asked to.
 
-    `agree` turns this task's request into the job's (the strongest request of
-    any task): every task of a MultiWorkerMirrored job must stop after the same
+    `agree` turns this rank's request into the job's (the strongest request of
+    any rank): every rank of a MultiWorkerMirrored job must stop after the same
     step, or the others would wait for it in the next all-reduce. Then every
-    task saves, waits for the others to have saved, and leaves `fit` by raising
+    rank saves, waits for the others to have saved, and leaves `fit` by raising
     StoppedEarly: no validation, nothing counted as finished. An epoch whose
     last step is done ends first (validated, reported, saved), so that it
     counts; after the last epoch, finishing beats stopping. Keep this callback

@@ -1,9 +1,9 @@
-"""Which task this process is, decided before TensorFlow is imported.
+"""Which rank this process is, decided before TensorFlow is imported.
 
 Distributed strategies read TF_CONFIG. When it is not set, the bootstrap builds
-it (and this task's GPU binding) from the Slurm step, so that
+it (and this rank's GPU binding) from the Slurm step, so that
 `srun hpc-train train ...` needs no wrapper. Single-process strategies refuse a
-step of several tasks instead of training N copies into one output directory.
+step of several ranks instead of training N copies into one output directory.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ class RankInfo:
 
 SINGLE = RankInfo("worker", 0, {})
 
-# How TensorFlow's errors name a task: by device ("/job:ps/replica:0/task:0") or by gRPC address.
+# How TensorFlow's errors name a rank: by device ("/job:ps/replica:0/task:0") or by gRPC address.
 _DEVICE = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 _ADDRESS = re.compile(r"(?:ipv[46]:)?([\w.-]+:\d+)")
 
 
 def lost_peers(message: str, rank: RankInfo) -> list[str]:
-    """The tasks (other than this one) that a TensorFlow error message names, as "ps 0 at node2:20001".
+    """The ranks (other than this one) that a TensorFlow error message names, as "ps 0 at node2:20001".
 
     An address that could not be reached is the surest sign; device names
     ("/job:worker/replica:0/task:1") may only say where the failed step ran.
@@ -81,7 +81,7 @@ def _numeric(address: str) -> str:
         return address
 
 def prepare_rank(config: TrainConfig, environ: MutableMapping[str, str] | None = None) -> RankInfo:
-    """Find (or, under Slurm, build) this task's TF_CONFIG; return its place."""
+    """Find (or, under Slurm, build) this rank's TF_CONFIG; return its place."""
     env: MutableMapping[str, str] = os.environ if environ is None else environ
     if config.strategy not in DISTRIBUTED:
         _refuse_many_ranks(config, env)

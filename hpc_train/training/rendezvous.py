@@ -1,12 +1,12 @@
-"""Who is there: the tasks of a job meet before TensorFlow starts (or fail naming who is missing),
+"""Who is there: the ranks of a job meet before TensorFlow starts (or fail naming who is missing),
 and the chief can wait for the others to have left.
 
 TensorFlow waits for a missing peer for a very long time (a MultiWorkerMirrored
-task waited 28 minutes here, until cancelled). So before TensorFlow starts,
-every task checks in with the chief on the chief's own port, and the chief
+rank waited 28 minutes here, until cancelled). So before TensorFlow starts,
+every rank checks in with the chief on the chief's own port, and the chief
 answers "go" once all of them have, or, after `timeout` seconds, tells those
-that came who did not; every task then stops with an error naming the
-missing ones. A star, not all-to-all: one connection per task, so it scales
+that came who did not; every rank then stops with an error naming the
+missing ones. A star, not all-to-all: one connection per rank, so it scales
 with the job. The chief closes its port before TensorFlow's server takes it.
 """
 
@@ -27,12 +27,12 @@ VERDICT_GRACE_SECONDS = 30.0
 
 
 class PeersMissing(HpcTrainError):
-    """Some tasks of the job did not start (or cannot be reached) in time."""
+    """Some ranks of the job did not start (or cannot be reached) in time."""
 
 
 @dataclass(frozen=True)
 class Meeting:
-    """Who meets whom: every task by name ("worker 1"), the chief's name and address."""
+    """Who meets whom: every rank by name ("worker 1"), the chief's name and address."""
 
     me: str
     chief: str
@@ -47,7 +47,7 @@ class Meeting:
 
 
 def meet(rank: RankInfo, timeout: float) -> None:
-    """Return once every task of the job has started; raise PeersMissing after `timeout` seconds."""
+    """Return once every rank of the job has started; raise PeersMissing after `timeout` seconds."""
     meeting = Meeting.of(rank)
     if len(meeting.everyone) < 2:
         return
@@ -58,7 +58,7 @@ def meet(rank: RankInfo, timeout: float) -> None:
 
 
 def wait_for_departures(rank: RankInfo, timeout: float) -> list[str]:
-    """Wait until no other task's server answers (their processes have ended); return those still there.
+    """Wait until no other rank's server answers (their processes have ended); return those still there.
 
     The chief of a stopped MultiWorkerMirrored job waits so before it requeues
     the job, which would otherwise end the others with SIGTERM as they exit.
@@ -118,7 +118,7 @@ def _gather(meeting: Meeting, timeout: float) -> None:
 
 def _read_name(connection: socket.socket, selector: selectors.BaseSelector, expected: set[str],
                arrived: dict[str, socket.socket]) -> None:
-    """One check-in line: the task's name. Anything else is dropped."""
+    """One check-in line: the rank's name. Anything else is dropped."""
     selector.unregister(connection)
     connection.settimeout(RETRY_SECONDS * 5)
     try:
@@ -181,11 +181,11 @@ def _send_line(connection: socket.socket, line: str) -> None:
     try:
         connection.sendall(f"{line}\n".encode())
     except OSError:
-        pass  # that task is gone; it learns nothing, and fails on its own
+        pass  # that rank is gone; it learns nothing, and fails on its own
 
 
 def _allow_open_files(needed: int) -> None:
-    """The chief holds one connection per task: raise the soft open-files limit towards the hard one."""
+    """The chief holds one connection per rank: raise the soft open-files limit towards the hard one."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < needed:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(needed, hard),

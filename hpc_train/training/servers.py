@@ -1,6 +1,6 @@
-"""The ps and worker tasks of a parameter-server job: serve until the chief is done.
+"""The ps and worker ranks of a parameter-server job: serve until the chief is done.
 
-TensorFlow's own recipe (`server.join()`) never returns, so those tasks used to
+TensorFlow's own recipe (`server.join()`) never returns, so those ranks used to
 run until the job's time limit. Here each serves while it can see the chief: it
 waits for the chief's port to open, then exits 0 once the port has closed (the
 chief's process ended) for a few seconds in a row. Stop signals do not end a
@@ -24,7 +24,7 @@ GONE_AFTER_FAILED_POLLS = 3
 
 
 def serve_until_chief_leaves(rank: RankInfo, signals: StopSignals, startup_timeout: float = 600.0) -> int:
-    """Run this task's server; return an exit code when the chief is gone (0) or never came (1)."""
+    """Run this rank's server; return an exit code when the chief is gone (0) or never came (1)."""
     server = tf.distribute.Server(tf.train.ClusterSpec(rank.cluster), job_name=rank.type, task_index=rank.index,
                                   protocol="grpc", start=True)
     signals.install()  # after TensorFlow's, which would take SIGTERM for itself

@@ -6,7 +6,7 @@ MNIST one or a user's. The run loop knows nothing of any of them.
 Only the chief writes checkpoints, TensorBoard logs, the final model and
 metrics.json under `output_dir`. Other MultiWorkerMirrored workers take part in
 every save (a save may need all of them) but write into their own scratch
-directory, which is removed at the end. Parameter-server ps and worker tasks
+directory, which is removed at the end. Parameter-server ps and worker ranks
 run a server until the chief has finished, then exit 0.
 
 Nothing finished is lost: a checkpoint after every epoch, and one at the next
@@ -42,13 +42,13 @@ from hpc_train.training.stopping import StopKind, StopSignals
 from hpc_train.training.threads import size_inter_op_pool
 from hpc_train.training.usertask import TaskError, TaskModule, UserCodeError, load_task
 
-# How long the other tasks wait before exiting on a mistake in the task module, so the chief reports it first.
+# How long the other ranks wait before exiting on a mistake in the task module, so the chief reports it first.
 CHIEF_TELLS_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
 class RunPaths:
-    """Where this task writes: the output directory for the chief, scratch for the others."""
+    """Where this rank writes: the output directory for the chief, scratch for the others."""
 
     output: Path
     rank: RankInfo
@@ -61,7 +61,7 @@ class RunPaths:
 
     @property
     def checkpoints(self) -> Path:
-        return self.output / "checkpoints"  # every task restores from the chief's
+        return self.output / "checkpoints"  # every rank restores from the chief's
 
     def remove_scratch(self) -> None:
         if not self.rank.is_chief:
@@ -70,11 +70,11 @@ class RunPaths:
 
 
 def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
-    """Train as this task's role asks; return the process's exit code.
+    """Train as this rank's role asks; return the process's exit code.
 
     `user_task`: the task's functions, when given directly (hpc_train.fit); else `config.task` is imported.
     """
-    # First of all: Slurm's warning signal would otherwise end a task that is still starting.
+    # First of all: Slurm's warning signal would otherwise end a rank that is still starting.
     signals = StopSignals().install()
     if config.tune_malloc:
         keep_freed_memory()  # before TensorFlow allocates: 2x the images/s without oneDNN (memory.py)
@@ -83,7 +83,7 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
     try:
         return _run(config, rank, user_task, signals)
     except (TaskError, UserCodeError):
-        # Every task meets the same mistake in the task module at about the same moment, and the first to exit
+        # Every rank meets the same mistake in the task module at about the same moment, and the first to exit
         # makes srun end the others: let the chief, whose log people read, be the one that tells it.
         if rank.cluster and not rank.is_chief:
             time.sleep(CHIEF_TELLS_SECONDS)
@@ -91,7 +91,7 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
 
 
 def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, signals: StopSignals) -> int:
-    # Every task imports the task module before meeting the others: one that cannot be used fails them all at once.
+    # Every rank imports the task module before meeting the others: one that cannot be used fails them all at once.
     user_task = user_task or load_task(config.task)
     if rank.cluster:
         meet(rank, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
@@ -122,7 +122,7 @@ def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: Ru
     say = _printer(rank)
     replicas = strategy.num_replicas_in_sync
     global_batch = config.batch_size * replicas
-    # Checked the same way on every task, before any step: a task that cannot train fails them all at once.
+    # Checked the same way on every rank, before any step: a rank that cannot train fails them all at once.
     pipelines = inputs.Pipelines(max(1, rank.num_workers), replicas, config.strategy == "parameter_server")
     # Each pipeline's epoch is built once to be counted and checked (the training stream is built per stretch).
     training_epochs = inputs.EpochDatasets(user_task, config, "train_dataset")
@@ -244,7 +244,7 @@ def _callbacks(config: TrainConfig, rank: RankInfo, paths: RunPaths, signals: St
 
 
 def _lost_contact(error: Exception, rank: RankInfo, paths: RunPaths) -> HpcTrainError:
-    """One line for a task that died under us: who, and how to go on (a traceback says neither)."""
+    """One line for a rank that died under us: who, and how to go on (a traceback says neither)."""
     message = str(error)
     peers = lost_peers(message, rank)
     who = ", ".join(peers) if peers else "another task of the job"
@@ -256,7 +256,7 @@ def _lost_contact(error: Exception, rank: RankInfo, paths: RunPaths) -> HpcTrain
 
 def _stopped(stop: Any, config: TrainConfig, rank: RankInfo, progress: Progress, paths: RunPaths,
              signals: StopSignals, say: Any) -> int:
-    """Every task saved at the same step; the chief records it and requeues the job if it was warned."""
+    """Every rank saved at the same step; the chief records it and requeues the job if it was warned."""
     cause = signals.signal_name or "another task's stop request"
     _log(rank, f"stopped by {cause} {progress.describe()}; checkpoint {stop.checkpoint}")
     if not rank.is_chief:
@@ -293,7 +293,7 @@ def _leave_now(code: int, paths: RunPaths) -> NoReturn:
 def _let_workers_leave(rank: RankInfo, timeout: float = 30.0) -> None:
     """Requeueing ends the job's processes: let the other MultiWorkerMirrored workers exit first.
 
-    (Parameter-server tasks, on the contrary, wait for the chief to leave.)
+    (Parameter-server ranks, on the contrary, wait for the chief to leave.)
     """
     if rank.cluster and "chief" not in rank.cluster:
         staying = wait_for_departures(rank, timeout)
@@ -303,7 +303,7 @@ def _let_workers_leave(rank: RankInfo, timeout: float = 30.0) -> None:
 
 def _finish(model: Any, config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: RunPaths,
             report: Any, say: Any) -> None:
-    """Save the model (every task takes part), and on the chief record the task's final figures."""
+    """Save the model (every rank takes part), and on the chief record the task's final figures."""
     _save_model_atomically(model, paths.writes / "model.keras")
     _log(rank, f"finished; weights digest {weights_digest(model.get_weights())}")
     if rank.is_chief:
@@ -342,7 +342,7 @@ def _final_metrics(model: Any, config: TrainConfig, user_task: TaskModule, repor
 
 
 def _task_summary(user_task: TaskModule, config: TrainConfig) -> dict[str, Any]:
-    """The task's own fields for metrics.json (summary()), checked before any training, on every task."""
+    """The task's own fields for metrics.json (summary()), checked before any training, on every rank."""
     from hpc_train.training.usertask import TaskError
 
     if not user_task.has("summary"):
@@ -406,12 +406,12 @@ def _world(rank: RankInfo) -> str:
 
 
 def _log(rank: RankInfo, message: str) -> None:
-    """One line per task on stderr, for the job log (progress stays on the chief's stdout)."""
+    """One line per rank on stderr, for the job log (progress stays on the chief's stdout)."""
     print(f"hpc-train [{rank.type} {rank.index}]: {message}", file=sys.stderr, flush=True)
 
 
 def _printer(rank: RankInfo) -> Any:
-    """Progress goes to stdout on the chief only; other tasks stay quiet."""
+    """Progress goes to stdout on the chief only; other ranks stay quiet."""
     if rank.is_chief:
         return lambda line: print(f"hpc-train: {line}", flush=True)
     return lambda line: None

@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.bench import projection, scaling
-from hpc_train.bench.scaling import Result, Run, checks, efficiencies, job_script, plan
+from hpc_train.bench import projection
+from hpc_train.bench import scaling
+from hpc_train.bench.scaling import analysis, driver, runs, section
+from hpc_train.bench.scaling.analysis import checks, efficiencies
+from hpc_train.bench.scaling.driver import job_script
+from hpc_train.bench.scaling.runs import Result, Run, plan
+from hpc_train.errors import HpcTrainError
 
 HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "quoted" dir', "semi;colon && touch PWNED"]
 
@@ -43,7 +48,7 @@ def run_with_fake_tools(script_text: str, tmp_path: Path, procid: int) -> None:
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_a_job_script_passes_hostile_paths_verbatim_and_runs_nothing_else(hostile: str, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scaling, "HPC_TRAIN", str(tmp_path / "bin" / "hpc-train"))
+    monkeypatch.setattr(driver, "HPC_TRAIN", str(tmp_path / "bin" / "hpc-train"))
     data_dir, output = tmp_path / hostile / "data", tmp_path / hostile / "out"
     run_with_fake_tools(job_script(Run("multiworker", 2, 256), data_dir, output, cores=2), tmp_path, procid=1)
     argv = json.loads((tmp_path / "argv.1").read_text())
@@ -55,13 +60,13 @@ def test_a_job_script_passes_hostile_paths_verbatim_and_runs_nothing_else(hostil
 
 def test_independent_workers_train_alone_each_into_its_own_folder(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scaling, "HPC_TRAIN", str(tmp_path / "bin" / "hpc-train"))
+    monkeypatch.setattr(driver, "HPC_TRAIN", str(tmp_path / "bin" / "hpc-train"))
     output = tmp_path / "it's out"
-    run_with_fake_tools(job_script(Run(scaling.INDEPENDENT, 2, 64), tmp_path / "data", output, cores=2), tmp_path,
+    run_with_fake_tools(job_script(Run(runs.INDEPENDENT, 2, 64), tmp_path / "data", output, cores=2), tmp_path,
                         procid=0)
-    runs = [json.loads((tmp_path / f"argv.{rank}").read_text()) for rank in (0, 1)]  # one file each
-    assert [run[-1] for run in runs] == [f"output_dir={output}/task0", f"output_dir={output}/task1"]
-    assert all("strategy=none" in run for run in runs)
+    argvs = [json.loads((tmp_path / f"argv.{rank}").read_text()) for rank in (0, 1)]  # one file each
+    assert [run[-1] for run in argvs] == [f"output_dir={output}/task0", f"output_dir={output}/task1"]
+    assert all("strategy=none" in run for run in argvs)
     assert sorted((tmp_path / "cores").read_text().split()) == ["0", "1"]  # one core each
 
 
@@ -91,16 +96,16 @@ def test_each_repetition_runs_every_job_once_in_alternating_order() -> None:
 def test_efficiency_and_ceiling_pair_each_repetitions_runs() -> None:
     results = {Run("multiworker", 1, 64): [Result(1000.0, 0.9), Result(500.0, 0.9)],
                Run("multiworker", 2, 64): [Result(1800.0, 0.9), Result(1000.0, 0.9)],
-               Run(scaling.INDEPENDENT, 2, 64): [Result(1900.0, 0.9), Result(950.0, 0.9)]}
+               Run(runs.INDEPENDENT, 2, 64): [Result(1900.0, 0.9), Result(950.0, 0.9)]}
     assert efficiencies(results, 64) == pytest.approx([0.9, 1.0])
-    assert scaling.ceilings(results, 64) == pytest.approx([0.95, 0.95])
-    assert "reached 95% of twice one alone at 64 images" in scaling.machine_share(results, [64])
+    assert analysis.ceilings(results, 64) == pytest.approx([0.95, 0.95])
+    assert "reached 95% of twice one alone at 64 images" in analysis.machine_share(results, [64])
 
 
 def test_efficiency_near_the_goal_is_shown_to_a_tenth_of_a_point() -> None:
     results = {Run("multiworker", 1, 1024): [Result(1000.0, 0.9)], Run("multiworker", 2, 1024): [Result(1796.0, 0.9)],
-               Run(scaling.INDEPENDENT, 2, 1024): [Result(1940.0, 0.9)]}
-    (row,) = scaling.scaling_rows(results, [1024])
+               Run(runs.INDEPENDENT, 2, 1024): [Result(1940.0, 0.9)]}
+    (row,) = analysis.scaling_rows(results, [1024])
     assert row[5:9] == ("89.8%", "89.8-89.8%", "97.0%", "97.0-97.0%")  # not a rounded-up "90%"
 
 
@@ -111,22 +116,22 @@ def test_the_model_check_compares_step_seconds() -> None:
     one, two = checks(results, (64,), compute, link)
     assert (one.workers, one.measured, one.predicted) == (1, pytest.approx(0.1), pytest.approx(0.064))
     assert two.measured == pytest.approx(0.128)  # 128 images a step at 1,000 images/s
-    assert two.predicted == pytest.approx(0.064 + scaling.GRADIENT_BYTES / 1e9)
+    assert two.predicted == pytest.approx(0.064 + runs.GRADIENT_BYTES / 1e9)
 
 
 def test_a_jobs_figure_is_the_median_of_its_epochs_after_the_warm_up() -> None:
     epochs = [{"images_per_second": rate, "val_accuracy": 0.9} for rate in (100.0, 500.0, 900.0, 1000.0, 1100.0)]
     epochs[-1]["val_accuracy"] = 0.95
-    assert scaling.WARMUP_EPOCHS == 2  # the slow first and second epochs below are left out
-    assert scaling._result({"epochs": epochs}) == Result(1000.0, 0.95)
+    assert runs.WARMUP_EPOCHS == 2  # the slow first and second epochs below are left out
+    assert driver.result_of({"epochs": epochs}) == Result(1000.0, 0.95)
 
 
 def test_measurements_saved_are_read_back_whole(tmp_path: Path) -> None:
-    measured = scaling.Measured((64,), 1, {"workers": 2, "sizes": [1, 2], "seconds": [0.1, 0.2]},
+    measured = runs.Measured((64,), 1, {"workers": 2, "sizes": [1, 2], "seconds": [0.1, 0.2]},
                                 {Run("multiworker", 1, 64): [Result(1000.0, 0.97)],
                                  Run("parameter_server", 2, 64): [Result(1500.0, 0.96)]})
-    scaling.save(measured, tmp_path / "results.json")
-    assert scaling.load(tmp_path / "results.json") == measured
+    runs.save(measured, tmp_path / "results.json")
+    assert runs.load(tmp_path / "results.json") == measured
 
 
 def test_a_failed_job_is_one_error_naming_it_with_its_log_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -138,8 +143,8 @@ def test_a_failed_job_is_one_error_naming_it_with_its_log_shown(tmp_path: Path, 
     executable(bin_dir / "scontrol", 'echo "JobId=42 JobState=FAILED Reason=NonZeroExitCode"\n')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     (tmp_path / "slurm.out").write_text("hpc-train train: error: the data is gone\n")
-    with pytest.raises(scaling.HpcTrainError, match="benchmark job 42 did not complete"):
-        scaling.run_job("#!/bin/bash\n", tmp_path)
+    with pytest.raises(HpcTrainError, match="benchmark job 42 did not complete"):
+        driver.run_job("#!/bin/bash\n", tmp_path)
     assert "the data is gone" in capsys.readouterr().err
 
 
@@ -147,30 +152,30 @@ def test_a_failed_job_is_one_error_naming_it_with_its_log_shown(tmp_path: Path, 
 def test_a_job_script_leaves_its_end_marker_however_it_ends(exit_status: int, tmp_path: Path) -> None:
     output = tmp_path / "it's $(out)"
     output.mkdir()
-    script = "\n".join([*scaling.sbatch_header("t", 1, output), f"exit {exit_status}", ""])
+    script = "\n".join([*driver.sbatch_header("t", 1, output), f"exit {exit_status}", ""])
     finished = subprocess.run(["bash", "-c", script], cwd=tmp_path, timeout=30)
     assert finished.returncode == exit_status
-    assert (output / scaling.ENDED_MARKER).exists()
+    assert (output / driver.ENDED_MARKER).exists()
 
 
 def test_waiting_for_a_job_asks_squeue_seldom_while_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """squeue and slurmctld take CPU from the workers being measured: the marker, a stat, tells the end."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    marker = tmp_path / scaling.ENDED_MARKER
+    marker = tmp_path / driver.ENDED_MARKER
     executable(bin_dir / "sbatch", f'(sleep 2; touch "{marker}") >/dev/null 2>&1 &\necho "42;local"\n')
     executable(bin_dir / "squeue", f'echo call >> "{tmp_path / "squeue-calls"}"\n[[ -e "{marker}" ]] || echo 42\n')
     executable(bin_dir / "scontrol", 'echo "JobId=42 JobState=COMPLETED"\n')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    scaling.run_job("#!/bin/bash\n", tmp_path)
+    driver.run_job("#!/bin/bash\n", tmp_path)
     assert marker.exists()
     # Once as the job starts and once after its end: polling twice a second would have asked 4 times or more.
     assert len((tmp_path / "squeue-calls").read_text().split()) == 2
 
 
 def test_the_report_names_the_repetitions_it_was_measured_with() -> None:
-    assert scaling.reproducing_command(scaling.DEFAULT_REPETITIONS) == "hpc-train bench scaling"
-    assert scaling.reproducing_command(5) == "hpc-train bench scaling --repetitions 5"
+    assert section.reproducing_command(runs.DEFAULT_REPETITIONS) == "hpc-train bench scaling"
+    assert section.reproducing_command(5) == "hpc-train bench scaling --repetitions 5"
 
 
 def test_a_job_that_never_leaves_the_queue_is_cancelled_at_the_deadline(tmp_path: Path,
@@ -178,27 +183,27 @@ def test_a_job_that_never_leaves_the_queue_is_cancelled_at_the_deadline(tmp_path
     """Even after its script has ended (the marker is there), a job stuck in the queue does not hang the benchmark."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    executable(bin_dir / "sbatch", f'touch "{tmp_path / scaling.ENDED_MARKER}"\necho "42;local"\n')
+    executable(bin_dir / "sbatch", f'touch "{tmp_path / driver.ENDED_MARKER}"\necho "42;local"\n')
     executable(bin_dir / "squeue", "echo 42\n")  # stuck, say in COMPLETING
     executable(bin_dir / "scancel", f'echo "$1" > "{tmp_path / "cancelled"}"\n')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setattr(scaling, "JOB_TIMEOUT", 1)
-    with pytest.raises(scaling.HpcTrainError, match="benchmark job 42 ran past 1 s and was cancelled"):
-        scaling.run_job("#!/bin/bash\n", tmp_path)
+    with pytest.raises(HpcTrainError, match="benchmark job 42 ran past 1 s and was cancelled"):
+        driver.run_job("#!/bin/bash\n", tmp_path)
     assert (tmp_path / "cancelled").read_text().strip() == "42"
 
 
 @pytest.mark.parametrize("text", ["1024,x", "0", "64,,256", "-64"])
 def test_malformed_batches_are_refused_before_anything_runs(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(scaling, "require_slurm", lambda name: pytest.fail("measured before checking --batches"))
-    with pytest.raises(scaling.HpcTrainError, match=rf"--batches '{text}': expected per-worker batches, whole numbers"):
+    with pytest.raises(HpcTrainError, match=rf"--batches '{text}': expected per-worker batches, whole numbers"):
         scaling.main(["--batches", text])
 
 
 def test_one_batch_is_reported_without_the_projection_it_cannot_fit(capsys: pytest.CaptureFixture[str]) -> None:
     assert scaling.parse_batches("1024, 1024") == (1024,)
-    runs = {run: [Result(1000.0 * run.workers, 0.97)] for run in plan((1024,), 0)}
-    measured = scaling.Measured((1024,), 1, {"workers": 2, "sizes": [1e5, 1e6], "seconds": [0.001, 0.004]}, runs)
+    results = {run: [Result(1000.0 * run.workers, 0.97)] for run in plan((1024,), 0)}
+    measured = runs.Measured((1024,), 1, {"workers": 2, "sizes": [1e5, 1e6], "seconds": [0.001, 0.004]}, results)
     scaling.report(measured, write=False)
-    section = capsys.readouterr().out
-    assert "| 1024 |" in section and "No projection: it fits a line through the step times at two batches" in section
+    shown = capsys.readouterr().out
+    assert "| 1024 |" in shown and "No projection: it fits a line through the step times at two batches" in shown
