@@ -28,10 +28,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`-m quick`: every test that neither starts TensorFlow nor submits jobs to the local cluster."""
+    """`-m quick`: every test that neither starts TensorFlow nor submits jobs to the local cluster. A mock twin
+    (the same behaviour as an end-to-end test, on hpc-train's mock launch instead of Slurm) runs only where the
+    real local cluster cannot: the behaviour is tested once, on the real thing when there is one."""
+    from tests.e2e.jobs import local_cluster_possible
+
+    real_cluster = local_cluster_possible()
     for item in items:
         if not any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster")):
             item.add_marker(pytest.mark.quick)
+        twin = item.get_closest_marker("mock_twin")
+        if twin is not None and real_cluster:
+            item.add_marker(pytest.mark.skip(reason=f"tested on the real local Slurm by {twin.args[0]}"))
 
 
 @pytest.fixture

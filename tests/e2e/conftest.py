@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +10,7 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
+from tests.e2e.jobs import local_cluster_possible
 
 TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2],node[9-10]", cpus=4,
                             controller_port=7017)
@@ -19,10 +18,8 @@ TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2]
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    if os.geteuid() != 0:
-        pytest.skip("a local Slurm cluster needs root")
-    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
-        pytest.skip("no Slurm and no apt-get to install it")
+    if not local_cluster_possible():
+        pytest.skip("a local Slurm cluster needs root, and Slurm or apt-get to install it")
     was_running = all(control.status(TEST_CLUSTER).values())
     control.up(TEST_CLUSTER)
     yield TEST_CLUSTER

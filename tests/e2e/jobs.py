@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+def local_cluster_possible() -> bool:
+    """Whether the end-to-end tests can bring up their local Slurm here: root, and Slurm or apt-get to install it."""
+    return os.geteuid() == 0 and (shutil.which("slurmctld") is not None or shutil.which("apt-get") is not None)
+
 
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
 JOB_TIMEOUT = 300

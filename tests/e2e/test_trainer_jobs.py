@@ -312,4 +312,5 @@ def test_a_lost_parameter_server_fails_the_job_quickly_and_names_it(cluster: Loc
     state, _ = job.wait()
     assert state == "FAILED" and time.monotonic() - killed < 60, job.log()[-3000:]
     assert re.search(r"task 1: Killed", job.log())
-    assert re.search(r"^0: hpc-train train: error: lost contact with ps 0 at node\d+:\d+ ", job.log(), re.M)
+    assert re.search(r"^0: hpc-train train: error: lost contact with ps 0 at node\d+:\d+ \(.*\); the job cannot go on "
+                     r"without it: run it again to resume from the last checkpoint in \S+/checkpoints$", job.log(), re.M)
