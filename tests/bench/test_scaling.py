@@ -187,7 +187,7 @@ def test_a_job_that_never_leaves_the_queue_is_cancelled_at_the_deadline(tmp_path
     executable(bin_dir / "squeue", "echo 42\n")  # stuck, say in COMPLETING
     executable(bin_dir / "scancel", f'echo "$1" > "{tmp_path / "cancelled"}"\n')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setattr(scaling, "JOB_TIMEOUT", 1)
+    monkeypatch.setattr(driver, "JOB_TIMEOUT", 1)
     with pytest.raises(HpcTrainError, match="benchmark job 42 ran past 1 s and was cancelled"):
         driver.run_job("#!/bin/bash\n", tmp_path)
     assert (tmp_path / "cancelled").read_text().strip() == "42"
