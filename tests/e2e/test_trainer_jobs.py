@@ -262,9 +262,15 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
     assert "completed" in status.stdout and "no Slurm accounting here" in status.stdout
 
 
-def task_pid(job_id: str, rank: int) -> int | None:
-    """The pid of the Python process of one rank of a job."""
-    return rank_pid(job_id, rank, lambda comm, cmdline: comm.startswith(("python", "hpc-train")))
+def kill_rank(job: Job, rank: int) -> float:
+    """SIGKILL the Python process of one rank of a running job, as a crash would; when it happened. A rank not
+    found fails the test, and never leaves a long job behind to slow the rest of the suite."""
+    pid = rank_pid(job.id, rank, lambda comm, cmdline: comm.startswith(("python", "hpc-train")))
+    if pid is None:
+        subprocess.run(["scancel", job.id], env=job.env)
+        pytest.fail(f"rank {rank} of job {job.id} not found:\n{job.log()[-2000:]}")
+    os.kill(pid, 9)
+    return time.monotonic()
 
 
 def test_killing_one_worker_fails_the_whole_job_quickly_and_names_it(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -272,12 +278,7 @@ def test_killing_one_worker_fails_the_whole_job_quickly_and_names_it(cluster: Lo
     deadline = time.monotonic() + 180
     while "epoch 1/50" not in job.log() and time.monotonic() < deadline:  # training has begun on both
         time.sleep(0.5)
-    pid = task_pid(job.id, 1)
-    if pid is None:  # never leave a 50-epoch job behind to slow the rest of the suite
-        subprocess.run(["scancel", job.id], env=job.env)
-        pytest.fail(f"rank 1 of job {job.id} not found:\n{job.log()[-2000:]}")
-    os.kill(pid, 9)
-    killed = time.monotonic()
+    killed = kill_rank(job, 1)
     state, _ = job.wait()
     assert state == "FAILED" and time.monotonic() - killed < 60, job.log()[-2000:]
     assert re.search(r"task 1: Killed", job.log()), job.log()[-2000:]
@@ -286,11 +287,7 @@ def test_killing_one_worker_fails_the_whole_job_quickly_and_names_it(cluster: Lo
 def test_a_parameter_server_job_outlives_a_lost_worker(cluster: LocalCluster, tmp_path: Path) -> None:
     job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=3")
     job.wait_for_log("epoch 1/3")
-    pid = task_pid(job.id, 3)  # worker 1
-    if pid is None:
-        subprocess.run(["scancel", job.id], env=job.env)
-        pytest.fail(f"rank 3 of job {job.id} not found:\n{job.log()[-2000:]}")
-    os.kill(pid, 9)
+    kill_rank(job, 3)  # worker 1
     state, _ = job.wait()
     log = job.log()
     assert re.search(r"task 3: Killed", log) and "Worker /job:worker/replica:0/task:1 failed" in log, log[-3000:]
@@ -303,12 +300,7 @@ def test_a_parameter_server_job_outlives_a_lost_worker(cluster: LocalCluster, tm
 def test_a_lost_parameter_server_fails_the_job_quickly_and_names_it(cluster: LocalCluster, tmp_path: Path) -> None:
     job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=50")
     job.wait_for_log("epoch 1/50")
-    pid = task_pid(job.id, 1)  # ps 0
-    if pid is None:
-        subprocess.run(["scancel", job.id], env=job.env)
-        pytest.fail(f"rank 1 of job {job.id} not found:\n{job.log()[-2000:]}")
-    os.kill(pid, 9)
-    killed = time.monotonic()
+    killed = kill_rank(job, 1)  # ps 0
     state, _ = job.wait()
     assert state == "FAILED" and time.monotonic() - killed < 60, job.log()[-3000:]
     assert re.search(r"task 1: Killed", job.log())
