@@ -25,10 +25,9 @@ import signal
 import sys
 import tempfile
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 3 cannot fit under MultiWorkerMirroredStrategy
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras as keras  # noqa: E402
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
 
 EXIT_GO_ON_LATER = 75  # saved, not finished: hpc-train requeues a warned job, and this script resumes
 stop_signal = None  # the name of the signal that asked us to stop, if one did

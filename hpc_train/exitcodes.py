@@ -5,3 +5,5 @@ launcher and the job scripts read from one another."""
 EXIT_REFUSED = 2
 # Checkpointed and stopped (EX_TEMPFAIL): not finished, run it again to go on. A warned job requeues itself.
 EXIT_STOPPED = 75
+# TensorFlow's PreemptionCheckpointHandler, off Google Cloud, exits with 42 after saving on SIGTERM: the same ask.
+EXIT_TF_PREEMPTION = 42

@@ -25,13 +25,15 @@ def say_notes(layout: Layout) -> None:
         print(f"{PREFIX}: note: {note}", file=sys.stderr)
 
 
-def start_rank(options: BootstrapOptions, environ: Mapping[str, str]) -> tuple[Layout, dict[str, str]]:
+def start_rank(options: BootstrapOptions, environ: Mapping[str, str],
+               more: str = "") -> tuple[Layout, dict[str, str]]:
     """This rank's layout and the variables it exports (TF_CONFIG, its GPUs); its notes and its line said on
-    stderr, its port checked free (one line naming the holder's fix, rather than a hang in TensorFlow)."""
+    stderr (`more` appended to it), its port checked free (one line naming the fix, rather than a hang in
+    TensorFlow)."""
     layout = compute_layout(environ, options)
     say_notes(layout)
     ensure_port_free(layout.me.port, layout.me.host)
-    print(f"{PREFIX}: {describe_rank(layout)}", file=sys.stderr, flush=True)
+    print(f"{PREFIX}: {describe_rank(layout)}{', ' + more if more else ''}", file=sys.stderr, flush=True)
     return layout, rank_environment(layout)
 
 

@@ -35,6 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "SIGUSR1, and when it then exits 75 rank 0 requeues the job (see hpc-train submit --)")
     parser.add_argument("--max-requeues", type=int, default=5, metavar="N",
                         help="with --supervise: requeue the job at most N times (default 5)")
+    add_command_arguments(parser)
+
+
+def add_command_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a user's command (bootstrap, submit, render): its Keras and the signal its warning is."""
+    parser.add_argument("--keras", choices=("auto", "2", "3"), default="auto",
+                        help="what tf.keras is for the command: auto (default) tf-keras when it matches TensorFlow "
+                             "(TF_USE_LEGACY_KERAS=1: Keras 3 cannot fit under these strategies), else Keras 3 with "
+                             "a warning; 2: tf-keras or refuse; 3: Keras 3. A TF_USE_LEGACY_KERAS you set wins")
+    parser.add_argument("--command-signal", choices=("USR1", "TERM"), default="USR1",
+                        help="the signal Slurm's time-limit warning reaches the command as: USR1 (default), or TERM "
+                             "for TensorFlow's PreemptionCheckpointHandler (it saves and exits 42, which requeues)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,12 +71,16 @@ def run(args: argparse.Namespace) -> int:
         if args.print_all:
             print(format_table(layout))
         return 0
-    from hpc_train.jobs.command import CommandJob, place, supervise
+    from hpc_train.jobs.command import CommandJob, place, run_command
 
-    layout, env = place(options, os.environ)  # this task's TF_CONFIG and GPUs, its port checked, its line said
+    if args.command_signal != "USR1" and not args.supervise:
+        raise HpcTrainError("--command-signal applies with --supervise (hpc-train submit and render use it); without "
+                            "it the command is this process, and gets Slurm's signals as they are")
     if args.supervise:
-        job = CommandJob(tuple(args.command), args.strategy, options.num_ps, args.max_requeues)
-        return supervise(job, env, is_first=layout.me.rank == 0)
+        job = CommandJob(tuple(args.command), args.strategy, options.num_ps, args.max_requeues, args.keras,
+                         args.command_signal)
+        return run_command(job, options=options)
+    _, env, _ = place(options, os.environ, args.keras)  # its TF_CONFIG, GPUs and Keras, its port checked, its line
     return _exec(args.command, env)
 
 

@@ -28,6 +28,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
                         help="what to train: a task module (as hpc-train train --task); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    from hpc_train.cli.bootstrap import add_command_arguments
+
+    add_command_arguments(parser)
     parser.add_argument("--home", default=None, metavar="DIR",
                         help="what the job activates: a project root (its env/activate.sh) or a virtual "
                              "environment (its bin/activate); default: render, this checkout, else this "
@@ -44,7 +47,13 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str
                    cpu_tasks_per_node=args.ntasks_per_node, name=args.name, partition=args.partition,
                    account=args.account, qos=args.qos, time=args.time, mem=args.mem, constraint=args.constraint,
                    cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
-                   container=args.container, signal_seconds=args.signal_seconds)
+                   container=args.container, signal_seconds=args.signal_seconds, keras=args.keras,
+                   command_signal=args.command_signal)
+    if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
+        from hpc_train.errors import HpcTrainError
+
+        raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
+                            "uses tf-keras and checkpoints on USR1")
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides])
     _check_task_file(train.task)
     if args.home is not None:

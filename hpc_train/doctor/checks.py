@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hpc_train.bootstrap.keras import keras_problem
 from hpc_train.doctor.step import MARK
 from hpc_train.errors import HpcTrainError
 from hpc_train.jobs import slurm
@@ -70,6 +71,7 @@ def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | Non
                             f"{local_tensorflow or 'none'}", "use one environment on every node (a shared venv)"))
     else:
         checks.append(Check("tensorflow", True, f"{versions[0]} on {len(reports)} nodes"))
+        checks.append(keras_check(reports))
     unreachable = [r["peers_error"] for r in reports if "peers_error" in r]
     if unreachable:
         checks.append(Check("ports", False, unreachable[0], "let the nodes reach each other on ports 16384-32767 "
@@ -82,6 +84,17 @@ def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | Non
                             f"{data_dir} readable on every node", "put the data where the nodes see it (a shared "
                             "file system), e.g. hpc-train data fetch --dest DIR on a login node"))
     return checks
+
+
+def keras_check(reports: Sequence[dict]) -> Check:
+    """tf-keras of TensorFlow's minor version on every node: what a command's tf.keras is under these strategies."""
+    problems = sorted({f"{r['node']}: {problem}" for r in reports
+                       if (problem := keras_problem({"tensorflow": r["tensorflow"], "tf-keras": r.get("tf_keras")}))})
+    if problems:
+        return Check("keras", False, problems[0], "install it in the environment the job uses; without it a "
+                     "command's tf.keras is Keras 3, which cannot fit under MultiWorkerMirrored")
+    return Check("keras", True, f"tf-keras {reports[0].get('tf_keras')} beside TensorFlow: a command's tf.keras works "
+                 "under every strategy")
 
 
 def run_step(env: Mapping[str, str], partition: Partition, nodes: int, data_dir: str | None,

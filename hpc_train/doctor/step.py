@@ -39,7 +39,9 @@ def _tensorflow() -> dict[str, Any]:
         import tensorflow as tf
     except Exception as error:  # any failure to import is the finding
         return {"tensorflow_error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
-    return {"tensorflow": tf.__version__, "python": sys.executable}
+    from hpc_train.bootstrap.keras import installed_versions
+
+    return {"tensorflow": tf.__version__, "python": sys.executable, "tf_keras": installed_versions()["tf-keras"]}
 
 
 def _peers(timeout: float) -> dict[str, Any]:

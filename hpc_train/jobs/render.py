@@ -92,5 +92,5 @@ def task_command(spec: JobSpec, config: TrainConfig, command: Sequence[str] | No
         return 'hpc-train train --config "$run_dir/config.yaml" --output-dir "$run_dir"'
     from hpc_train.jobs.command import CommandJob, supervised_arguments
 
-    job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues)
+    job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues, spec.keras, spec.command_signal)
     return shlex.join(["hpc-train", *supervised_arguments(job)])  # hpc-train from the job's environment

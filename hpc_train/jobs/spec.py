@@ -62,11 +62,17 @@ class JobSpec:
     hold: bool = False  # submitted held, released with scontrol release
     # Seconds before the time limit at which Slurm warns the tasks (they checkpoint and requeue); 0: no warning.
     signal_seconds: int = 120
+    # A user's command (submit -- COMMAND): what its tf.keras is, and the signal the warning reaches it as.
+    keras: Literal["auto", "2", "3"] = "auto"
+    command_signal: Literal["USR1", "TERM"] = "USR1"
 
     def __post_init__(self) -> None:
         _check_counts(self)
         _check_text(self)
         _check_gres(self)
+        if self.keras not in ("auto", "2", "3") or self.command_signal not in ("USR1", "TERM"):
+            raise JobSpecError(f"--keras {self.keras!r} --command-signal {self.command_signal!r}: expected auto, 2 "
+                               "or 3, and USR1 or TERM")
         if self.strategy == "parameter_server" and self.num_ps > self.num_tasks - 2:
             raise JobSpecError(
                 f"--num-ps {self.num_ps} needs at least {self.num_ps + 2} tasks (1 chief + {self.num_ps} ps + "

@@ -97,7 +97,8 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
     executor = make_executor(spec, runs, home)
     try:
         if command:
-            job = executor.submit(command_task, list(command), spec.strategy, spec.num_ps, config.max_requeues)
+            job = executor.submit(command_task, list(command), spec.strategy, spec.num_ps, config.max_requeues,
+                                  spec.keras, spec.command_signal)
         else:
             job = executor.submit(train_task, to_dict(config))
     except Exception as error:  # submitit wraps sbatch's own complaint
@@ -123,7 +124,8 @@ def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: S
     base = dict(os.environ)
     if command:
         base["HPC_TRAIN_RUN_DIR"] = str(folder.resolve())  # the tasks' only: this process's own stays as it was
-        job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues)
+        job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues, spec.keras,
+                         spec.command_signal)
         task_command = [sys.executable, "-m", "hpc_train", *supervised_arguments(job)]
     else:
         task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]

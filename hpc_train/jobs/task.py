@@ -35,7 +35,8 @@ def train_task(settings: dict[str, Any]) -> int:
     return code
 
 
-def command_task(command: list[str], strategy: str, num_ps: int, max_requeues: int) -> int:
+def command_task(command: list[str], strategy: str, num_ps: int, max_requeues: int, keras: str = "auto",
+                 command_signal: str = "USR1") -> int:
     """Run the user's command as this rank, under the bootstrap, in the directory the job was submitted from.
 
     HPC_TRAIN_RUN_DIR names the job's folder (runs/NAME-JOBID), for the command's own checkpoints and outputs.
@@ -50,7 +51,7 @@ def command_task(command: list[str], strategy: str, num_ps: int, max_requeues: i
 
     os.environ["HPC_TRAIN_RUN_DIR"] = str(Path(submitit.JobEnvironment().paths.folder).resolve())
     try:
-        code = run_command(CommandJob(tuple(command), strategy, num_ps, max_requeues))
+        code = run_command(CommandJob(tuple(command), strategy, num_ps, max_requeues, keras, command_signal))
     except HpcTrainError as error:
         code = report(error, "hpc-train submit")
     if code != 0:

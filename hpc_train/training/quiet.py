@@ -26,7 +26,7 @@ import atexit
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 SHOW_VARIABLE = "HPC_TRAIN_TF_STARTUP_LOGS"
 _ABSL = r"[IWE]\d{4} [\d:.]+ +\d+ "
@@ -41,6 +41,9 @@ NOISE = re.compile("|".join([
     r"compiler flags\.",
     _ABSL + r"port\.cc:\d+\] oneDNN custom operations are on\..*",
 ]))
+# How the NOISE lines begin: an absl prefix (a letter and 4 digits, perhaps still being written), or these words.
+_NOISE_START = re.compile(r"[IWE](\d{0,3}$|\d{4}( |$))")
+_NOISE_OPENINGS = ("WARNING: All log messages before absl::InitializeLog()", "To enable the following instructions: ")
 # Signals Slurm sends every process of a step; the filter must outlive the task to pass on its last words.
 _OUTLIVE = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
 
@@ -58,22 +61,27 @@ def wanted(environ: Mapping[str, str], tensorflow_imported: bool) -> bool:
 class _Filter:
     """This process's filter: its pid, the stderr it writes to (kept, to come back to), and whether it has ended."""
 
-    def __init__(self, pid: int, original_stderr: int) -> None:
+    def __init__(self, pid: int, original_stderr: int, reports: int) -> None:
         self.pid = pid
         self.original_stderr = original_stderr
+        self.reports = reports  # where the filter says which watched lines it saw (a byte each: the index)
         self.ended = threading.Event()
         self.draining = False
 
 
 _filter: _Filter | None = None  # this process's filter, until drained
+_seen: set[int] = set()  # the watched lines the last drained filter saw
 
 
-def filter_stderr() -> None:
-    """Route this process's stderr (fd 2, inherited by children) through a filter process; call before TensorFlow."""
+def filter_stderr(watch: Sequence[re.Pattern[str]] = ()) -> None:
+    """Route this process's stderr (fd 2, inherited by children) through a filter process; call before TensorFlow.
+
+    `watch`: lines to look out for (a known error); after `drain`, `seen()` tells which of them passed."""
     global _filter
     if not wanted(os.environ, "tensorflow" in sys.modules):
         return
     read_end, write_end = os.pipe()
+    reports_read, reports_write = os.pipe()
     sys.stderr.flush()
     original = os.dup(2)
     os.set_inheritable(original, False)
@@ -81,15 +89,17 @@ def filter_stderr() -> None:
     if pid == 0:  # the filter: no threads yet, nothing of TensorFlow
         try:
             os.close(write_end)
+            os.close(reports_read)
             for signum in _OUTLIVE:
                 signal.signal(signum, signal.SIG_IGN)
-            _copy_without_noise(read_end, 2)
+            _copy_without_noise(read_end, 2, watch, reports_write)
         finally:
             os._exit(0)  # never back into the caller's code, whatever happened
     os.close(read_end)
+    os.close(reports_write)
     os.dup2(write_end, 2)
     os.close(write_end)
-    _filter = _Filter(pid, original)
+    _filter = _Filter(pid, original, reports_read)
     threading.Thread(target=_watch, args=(_filter,), name="hpc-train stderr filter", daemon=True).start()
     atexit.register(drain)
 
@@ -120,19 +130,56 @@ def drain(timeout: float = 2.0) -> None:
     sys.stderr.flush()
     os.dup2(running.original_stderr, 2)  # our end of the pipe closed; a child still holding it keeps the filter
     running.ended.wait(timeout)  # going: hence the bounded wait
+    os.set_blocking(running.reports, False)
+    try:
+        _seen.update(os.read(running.reports, 4096))
+    except BlockingIOError:
+        pass
 
 
-def _copy_without_noise(source: int, target: int) -> None:
-    """Copy whole lines from `source` to `target` until end of file, leaving out the noise."""
-    pending = b""
+def seen() -> set[int]:
+    """The indexes of the watched lines (filter_stderr's `watch`) that went through the drained filter."""
+    return set(_seen)
+
+
+def _copy_without_noise(source: int, target: int, watch: Sequence[re.Pattern[str]] = (), reports: int = -1) -> None:
+    """Copy `source` to `target` until end of file, leaving out the noise; say on `reports` which watched lines
+    passed. Whole lines are judged; a part of a line that cannot become noise (a `\r` progress bar, a prompt)
+    is passed on at once rather than held until its newline."""
+    pending = b""  # the current line's bytes not written yet
+    written = b""  # the current line's bytes written already (it cannot be noise: they were judged so)
     while chunk := os.read(source, 65536):
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
-        kept = [line + b"\n" for line in lines if not is_noise(line.decode("utf-8", "replace"))]
+        kept = []
+        for line in lines:
+            whole = (written + line).decode("utf-8", "replace")
+            if written or not is_noise(whole):
+                kept.append(line + b"\n")
+                _report(whole, watch, reports)
+            written = b""
+        if pending and (written or not _may_become_noise(pending.decode("utf-8", "replace"))):
+            kept.append(pending)
+            written, pending = written + pending, b""
         if kept:
             _write_all(target, b"".join(kept))
     if pending:
         _write_all(target, pending)
+
+
+def _may_become_noise(fragment: str) -> bool:
+    """Whether the start of a line, its end not yet read, could still turn out to be one of the NOISE lines."""
+    return bool(_NOISE_START.match(fragment)) or any(start.startswith(fragment) or fragment.startswith(start)
+                                                     for start in _NOISE_OPENINGS)
+
+
+def _report(line: str, watch: Sequence[re.Pattern[str]], reports: int) -> None:
+    for index, pattern in enumerate(watch):
+        if pattern.search(line):
+            try:
+                os.write(reports, bytes([index]))
+            except OSError:
+                pass  # nobody listens any more: the line itself went through
 
 
 def _write_all(target: int, data: bytes) -> None:

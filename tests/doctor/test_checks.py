@@ -9,14 +9,26 @@ from pathlib import Path
 
 from hpc_train.doctor.checks import step_checks
 
-TWO_GOOD = [{"node": "node1", "tensorflow": "2.21.0", "address": "node1:16400", "data": "/d: 3 entries"},
-            {"node": "node2", "tensorflow": "2.21.0", "address": "node2:16401", "data": "/d: 3 entries"}]
+TWO_GOOD = [{"node": "node1", "tensorflow": "2.21.0", "tf_keras": "2.21.0", "address": "node1:16400",
+             "data": "/d: 3 entries"},
+            {"node": "node2", "tensorflow": "2.21.0", "tf_keras": "2.21.0", "address": "node2:16401",
+             "data": "/d: 3 entries"}]
 
 
 def test_a_healthy_step_passes_every_check() -> None:
     checks = step_checks(TWO_GOOD, 2, "2.21.0", "/d")
-    assert [(check.name, check.passed) for check in checks] == [("tensorflow", True), ("ports", True), ("data", True)]
-    assert checks[1].line() == "ok    ports: tasks reached each other at node1:16400, node2:16401"
+    assert [(check.name, check.passed) for check in checks] == [("tensorflow", True), ("keras", True), ("ports", True),
+                                                                ("data", True)]
+    assert checks[2].line() == "ok    ports: tasks reached each other at node1:16400, node2:16401"
+
+
+def test_tf_keras_missing_or_of_another_version_is_a_failed_line_with_the_pip_command() -> None:
+    for tf_keras, said in ((None, "node2: tf-keras is not installed, so tf.keras is Keras 3"),
+                           ("2.20.1", "node2: tf-keras 2.20.1 does not match TensorFlow 2.21.0")):
+        reports = [TWO_GOOD[0], {**TWO_GOOD[1], "tf_keras": tf_keras}]
+        [keras] = [check for check in step_checks(reports, 2, "2.21.0", None) if check.name == "keras"]
+        assert not keras.passed and keras.line().startswith(f"FAIL  keras: {said}")
+        assert "pip install tf-keras~=2.21.0" in keras.line()
 
 
 def test_each_problem_is_one_failed_line_with_its_fix() -> None:

@@ -30,8 +30,22 @@ def cluster() -> Iterator[LocalCluster]:
 @pytest.fixture(autouse=True)
 def no_job_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     """After each end-to-end test, cancel what it left in the queue: a test that failed half-way must not leave
-    jobs holding the nodes while the next tests wait for them."""
+    jobs holding the nodes while the next tests wait for them. A module whose jobs run side by side, submitted
+    once for several tests (`SHARED_JOBS = True`), is cleaned up after its last test instead."""
     yield
+    if getattr(request.module, "SHARED_JOBS", False):
+        return
+    cancel_every_job(request)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_shared_job_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if getattr(request.module, "SHARED_JOBS", False):
+        cancel_every_job(request)
+
+
+def cancel_every_job(request: pytest.FixtureRequest) -> None:
     if "cluster" in request.fixturenames and all(control.status(TEST_CLUSTER).values()):
         env = control.slurm_env(TEST_CLUSTER)
         queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True).stdout.split()

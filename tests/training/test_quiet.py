@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -141,3 +142,58 @@ def test_a_filter_that_dies_leaves_the_tasks_stderr_reaching_the_log() -> None:
     assert shown[0] == "before the filter died"
     assert "stopped; this rank's stderr goes to its log unfiltered from here" in shown[1]
     assert shown[2:] == ["after the filter died", "from Python too"]
+
+
+def test_a_line_still_being_written_is_passed_on_at_once_unless_it_may_be_noise() -> None:
+    from hpc_train.training.quiet import _copy_without_noise
+
+    source, sink = os.pipe()
+    into, out = os.pipe()
+    copier = threading.Thread(target=_copy_without_noise, args=(source, out, [re.compile("Attempt to convert")], -1),
+                              daemon=True)
+    copier.start()
+    os.write(sink, b"\r 3/10 [=====>....]")  # a progress bar, no newline yet: it must show now
+    assert _read_for(into, 2.0) == b"\r 3/10 [=====>....]"
+    os.write(sink, b"\nI0000 00:00:1795426515.986455    4268 cudart_stub.cc:31] Could not find cuda dri")
+    assert _read_for(into, 0.3) == b"\n"  # the bar's line ends; the next may be noise: held until its end is read
+    os.write(sink, b"vers on your machine, GPU will not be used.\nValueError: Attempt to con")
+    os.write(sink, b"vert a value (PerReplica:{})\n")
+    os.close(sink)
+    copier.join(timeout=10)
+    os.close(out)
+    assert _read_for(into, 2.0) == b"ValueError: Attempt to convert a value (PerReplica:{})\n"
+
+
+def _read_for(fd: int, seconds: float) -> bytes:
+    """What arrives on `fd` within `seconds` (a non-blocking poll)."""
+    os.set_blocking(fd, False)
+    got, deadline = b"", time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            time.sleep(0.02)
+            continue
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+WATCHED = textwrap.dedent("""
+    import os, re, sys
+    from hpc_train.training import quiet
+    quiet.filter_stderr([re.compile("reset_states"), re.compile("Attempt to convert")])
+    os.write(2, b"AttributeError: 'SparseCategoricalAccuracy' object has no attribute 'reset_sta")
+    os.write(2, b"tes'\\n")
+    quiet.drain()
+    print(sorted(quiet.seen()))
+""")
+
+
+def test_the_filter_says_which_watched_lines_went_through() -> None:
+    result = subprocess.run([sys.executable, "-c", WATCHED], env={**without_slurm(), "SLURM_PROCID": "0"},
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[0]"
+    assert "has no attribute 'reset_states'" in result.stderr
