@@ -91,9 +91,10 @@ def place(options: BootstrapOptions, environ: Mapping[str, str],
     choice = choose_keras(keras, environ, installed_versions())
     layout, variables = start_rank(options, environ, f"Keras: {choice.description}" if choice.description else "")
     env = {**environ, **variables, **choice.variables}
-    for note in (choice.problem, gpu_driver_note(env)):
-        if note:
-            print(f"{PREFIX}: {'warning: ' if note is choice.problem else ''}{note}", file=sys.stderr, flush=True)
+    if choice.problem:
+        print(f"{PREFIX}: warning: {choice.problem}", file=sys.stderr, flush=True)
+    if note := gpu_driver_note(env):
+        print(f"{PREFIX}: {note}", file=sys.stderr, flush=True)
     return layout, env, choice
 
 
@@ -112,10 +113,11 @@ def run_command(job: CommandJob, environ: Mapping[str, str] | None = None,
 def explain_failure(choice: KerasChoice) -> None:
     """After a failed command: if it met one of Keras 3's known failures, end the log with why and what to do."""
     quiet.drain()  # every line of the command has gone through the filter, which says what it saw
+    if choice.legacy:
+        return  # tf-keras was tf.keras: the same words are not Keras 3's failure
+    tensorflow = installed_versions().get("tensorflow")
     for seen in sorted(quiet.seen()):
-        if not choice.legacy:
-            print(failure_hint(seen, choice.description, installed_versions().get("tensorflow")), file=sys.stderr,
-                  flush=True)
+        print(failure_hint(seen, choice.description, tensorflow), file=sys.stderr, flush=True)
 
 
 def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
