@@ -42,7 +42,7 @@ run_step() {
   local code=0
   wait_passing_signals $! || code=$?
   if [ "$code" -ne 0 ]; then  # the job's exit code: hpc-train's one epilogue decides (hpc_train/jobs/epilogue.py)
-    python3 -m hpc_train.jobs.epilogue "$code" "$out" "$strategy" && code=0
+    hpc-train epilogue "$code" "$out" "$strategy" && code=0
   fi
   return "$code"
 }

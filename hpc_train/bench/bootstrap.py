@@ -40,13 +40,13 @@ def step_environment(num_tasks: int) -> dict[str, str]:
 
 def time_layout(num_tasks: int, repetitions: int) -> list[float]:
     """Seconds for what one task does at start: compute the layout and its exported variables."""
-    from hpc_train.bootstrap import compute_layout, task_environment
+    from hpc_train.bootstrap import compute_layout, rank_environment
 
     env = step_environment(num_tasks)
     samples = []
     for _ in range(repetitions):
         start = time.perf_counter()
-        task_environment(compute_layout(env))
+        rank_environment(compute_layout(env))
         samples.append(time.perf_counter() - start)
     return samples
 

@@ -94,6 +94,10 @@ class Layout:
         """The old name of `ranks`, kept for scripts written against it."""
         return self.ranks
 
+    def task(self, rank: int) -> Rank:
+        """The old name of `rank_at`, kept for scripts written against it."""
+        return self.rank_at(rank)
+
     def cluster(self) -> dict[str, list[str]]:
         """The cluster spec: role -> addresses ordered by index (chief, ps, worker)."""
         addresses = list(map("{}:{}".format, self.hosts, self.ports))

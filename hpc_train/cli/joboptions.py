@@ -56,10 +56,6 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str
                             "uses tf-keras and checkpoints on USR1")
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides])
     _check_task_file(train.task)
-    if args.home is not None:
-        from hpc_train.jobs.render import activation_script
-
-        activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     home = args.home or default_home()
     return spec, train, home
 

@@ -46,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
         spec = replace(spec, hold=True)
     if args.local and args.home:
         raise HpcTrainError("--home with --local: --local runs the ranks here, in this environment; drop --home")
+    if args.home is not None:  # (render may name a folder of another machine: its script copes with none there)
+        from hpc_train.jobs.render import activation_script
+
+        activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     if args.dry_run:
         print(submit.submission_script(spec, home=args.home), end="")
         return 0

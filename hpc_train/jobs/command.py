@@ -112,7 +112,9 @@ def run_command(job: CommandJob, environ: Mapping[str, str] | None = None,
 
 def explain_failure(choice: KerasChoice) -> None:
     """After a failed command: if it met one of Keras 3's known failures, end the log with why and what to do."""
-    quiet.drain()  # every line of the command has gone through the filter, which says what it saw
+    # Every line of the command through the filter first, which says what it saw: the hint comes last. (The
+    # process ends right after: a longer wait than at a plain exit costs nothing when the filter is quick.)
+    quiet.drain(timeout=10.0)
     if choice.legacy:
         return  # tf-keras was tf.keras: the same words are not Keras 3's failure
     tensorflow = installed_versions().get("tensorflow")

@@ -1,12 +1,11 @@
 """What a job's batch script does once its step has ended with a failure: decide the job's exit code.
 
 Written once, here, and called by every batch script hpc-train makes or
-ships (slurm/step.sh, templates/job.sbatch, submit's submitit script) as
-
-    python -m hpc_train.jobs.epilogue STEP_EXIT_CODE RUN_DIR STRATEGY
-
-only when the step failed (a step that succeeded needs no decision, and no
-Python start). Its exit 0 turns the job into a success; any other exit leaves
+ships: slurm/step.sh and templates/job.sbatch as `hpc-train epilogue
+STEP_EXIT_CODE RUN_DIR STRATEGY` (the hpc-train their ranks run), submit's
+submitit script as `PYTHON -m hpc_train.jobs.epilogue ...` (the Python that
+runs its ranks); only when the step failed (a step that succeeded needs no
+decision, and no Python start). Its exit 0 turns the job into a success; any other exit leaves
 the step's code as the job's, so an epilogue that cannot even start (no
 Python, no hpc-train where the batch script runs) changes nothing. It decides:
 

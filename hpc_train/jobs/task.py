@@ -55,7 +55,9 @@ def command_task(command: list[str], strategy: str, num_ps: int, max_requeues: i
     except HpcTrainError as error:
         code = report(error, "hpc-train submit")
     if code != 0:
+        from hpc_train.training.quiet import drain
+
         sys.stdout.flush()
-        sys.stderr.flush()
+        drain()  # os._exit skips atexit: the rank log's filter gets the last lines (the error) now
         os._exit(code)  # not an exception: submitit would turn it into exit code 1 and a traceback
     return code

@@ -44,6 +44,8 @@ NOISE = re.compile("|".join([
 # How the NOISE lines begin: an absl prefix (a letter and 4 digits, perhaps still being written), or these words.
 _NOISE_START = re.compile(r"[IWE](\d{0,3}$|\d{4}( |$))")
 _NOISE_OPENINGS = ("WARNING: All log messages before absl::InitializeLog()", "To enable the following instructions: ")
+# How much of a line already passed on is kept to match the watched patterns against.
+_WATCHED_TAIL = 4096
 # Signals Slurm sends every process of a step; the filter must outlive the task to pass on its last words.
 _OUTLIVE = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
 
@@ -144,23 +146,25 @@ def seen() -> set[int]:
 
 def _copy_without_noise(source: int, target: int, watch: Sequence[re.Pattern[str]] = (), reports: int = -1) -> None:
     """Copy `source` to `target` until end of file, leaving out the noise; say on `reports` which watched lines
-    passed. Whole lines are judged; a part of a line that cannot become noise (a `\r` progress bar, a prompt)
-    is passed on at once rather than held until its newline."""
+    passed (each once). Whole lines are judged; a part of a line that cannot become noise (a `\r` progress bar, a
+    prompt) is passed on at once rather than held until its newline."""
     pending = b""  # the current line's bytes not written yet
-    written = b""  # the current line's bytes written already (it cannot be noise: they were judged so)
+    passed = False  # part of the current line was written already: it cannot be noise
+    tail = b""  # the end of what was written of it, for the watched patterns (bounded: a progress bar never ends)
+    reported: set[int] = set()
     while chunk := os.read(source, 65536):
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
         kept = []
         for line in lines:
-            whole = (written + line).decode("utf-8", "replace")
-            if written or not is_noise(whole):
+            whole = (tail + line).decode("utf-8", "replace")
+            if passed or not is_noise(whole):
                 kept.append(line + b"\n")
-                _report(whole, watch, reports)
-            written = b""
-        if pending and (written or not _may_become_noise(pending.decode("utf-8", "replace"))):
+                _report(whole, watch, reports, reported)
+            passed, tail = False, b""
+        if pending and (passed or not _may_become_noise(pending.decode("utf-8", "replace"))):
             kept.append(pending)
-            written, pending = written + pending, b""
+            passed, tail, pending = True, (tail + pending)[-_WATCHED_TAIL:], b""
         if kept:
             _write_all(target, b"".join(kept))
     if pending:
@@ -173,9 +177,11 @@ def _may_become_noise(fragment: str) -> bool:
                                                      for start in _NOISE_OPENINGS)
 
 
-def _report(line: str, watch: Sequence[re.Pattern[str]], reports: int) -> None:
+def _report(line: str, watch: Sequence[re.Pattern[str]], reports: int, reported: set[int]) -> None:
+    """Say once on `reports` that watched line `index` passed: a byte each, so the pipe never fills."""
     for index, pattern in enumerate(watch):
-        if pattern.search(line):
+        if index not in reported and pattern.search(line):
+            reported.add(index)
             try:
                 os.write(reports, bytes([index]))
             except OSError:

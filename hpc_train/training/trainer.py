@@ -12,7 +12,7 @@ run a server until the chief has finished, then exit 0.
 Nothing finished is lost: a checkpoint after every epoch, and one at the next
 step boundary when Slurm warns of the time limit (USR1, USR2) or stops the job
 (TERM). A warned job requeues itself and resumes at that very step, with the
-batch that was next (progress.py, pipeline.py). The chief keeps `state.json`
+batch that was next (progress.py, and the task's own seeking, as tasks/mnist/pipeline.py does). The chief keeps `state.json`
 saying whether the run is running, stopped, requeued or finished.
 """
 
@@ -130,6 +130,7 @@ def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: Ru
     validation_steps = inputs.validation_steps(user_task, config, pipelines)
     model = _compiled_model(config, strategy, user_task, steps)
     inputs.check_model_fits(user_task, model, training_epochs.get(pipelines.contexts()[0]))
+    del training_epochs  # every pipeline's epoch, counted and checked: not held while training
     say(f"{config.strategy}: {_world(rank)}, {replicas} replica(s) in sync; batch {config.batch_size} per replica, "
         f"{global_batch} global; {steps} steps per epoch; {config.precision}")
     described = user_task.call("describe", config=config) if user_task.has("describe") else user_task.name

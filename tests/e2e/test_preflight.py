@@ -58,6 +58,7 @@ def test_doctor_passes_on_a_working_cluster(cluster: LocalCluster, tmp_path: Pat
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert [line.split(":")[0].split()[-1] for line in lines if line.startswith("ok")] == [
-        "slurm", "accounting", "gpus", "tensorflow", "ports", "data"]
+        "slurm", "accounting", "gpus", "tensorflow", "keras", "ports", "data"]
+    assert any(line.startswith("ok    keras: tf-keras 2.") for line in lines)  # a command's tf.keras works there
     assert "ok    slurm: answers; partition debug (default): 4 nodes" in lines
     assert "ok    gpus: 2 per node (GRES)" in lines

@@ -77,7 +77,7 @@ def test_a_requeued_user_task_resumes_to_the_weights_of_an_uninterrupted_run(clu
         assert time.monotonic() < deadline and job.state()[0] not in FINAL_STATES, job.log(0, "err")[-3000:]
         time.sleep(0.3)
     # submitit's warning (what it asks Slurm to send before the time limit): save at a step boundary mid-epoch,
-    # requeue itself, resume. (Slurm's own requeue, SIGTERM, is tested with MNIST in test_e2e.py.)
+    # requeue itself, resume. (Slurm's own requeue, SIGTERM, is tested with MNIST in test_trainer_jobs.py.)
     time.sleep(0.5)  # about half an epoch: into epoch 2
     subprocess.run(["scancel", "--signal=USR2", job.id], env=job.env, check=True)
     assert whole.wait() == ("COMPLETED", "0:0"), whole.log(0, "err")[-3000:]

@@ -55,3 +55,14 @@ def test_the_shell_lines_run_it_only_after_a_failure(python: str, finished: bool
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == expected, result.stderr
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_the_batch_scripts_run_it_as_a_hidden_hpc_train_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.cli import main as cli
+
+    (tmp_path / "state.json").write_text('{"state": "finished"}')
+    assert cli(["epilogue", "137", str(tmp_path), "parameter_server"]) == 0
+    assert cli(["epilogue", "137", str(tmp_path), "multiworker"]) == 137
+    assert "but the chief finished training" in capsys.readouterr().err
+    cli_help = subprocess.run([sys.executable, "-m", "hpc_train", "--help"], capture_output=True, text=True)
+    assert "epilogue" not in cli_help.stdout  # not for people

@@ -81,3 +81,33 @@ def test_once_scontrol_and_squeue_forgot_the_job_sacct_answers(tmp_path: Path) -
     sacct.write_text(f"#!/bin/sh\ncat <<'END'\n{rows}END\n")
     sacct.chmod(0o755)
     assert job_state("42", env) == ("COMPLETED", "0:0")
+
+
+def test_list_asks_squeue_once_and_sacct_once_for_the_jobs_squeue_no_longer_holds(tmp_path: Path) -> None:
+    from hpc_train.jobs.follow import job_states
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    scripts = {  # each records its arguments; squeue holds 11 and 12 (-t all: finished ones too), sacct knows 13
+        "squeue": f'#!/bin/sh\necho "squeue $*" >> "{calls}"\necho "11 RUNNING"\necho "12 COMPLETED"\n',
+        "sacct": f'#!/bin/sh\necho "sacct $*" >> "{calls}"\necho "13|FAILED|3:0|00:00:05|node[1-2]"\n',
+        "scontrol": f'#!/bin/sh\necho "scontrol $*" >> "{calls}"\n',
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    assert job_states(["11", "12", "13", "14"], env) == {"11": "RUNNING", "12": "COMPLETED", "13": "FAILED",
+                                                          "14": "UNKNOWN"}
+    asked = calls.read_text().splitlines()
+    assert asked == ["squeue -h -t all -j 11,12,13,14 -o %i %T",
+                     "sacct -j 13,14 -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList"]
+
+
+def test_sacct_rows_of_several_jobs_are_read_job_by_job() -> None:
+    from hpc_train.jobs.follow import parse_sacct_jobs
+
+    rows = "7|REQUEUED|0:0|00:00:01|node1\n8|FAILED|3:0|00:00:00|node[3-4]\n7|COMPLETED|0:0|00:00:09|node[1-2]\n"
+    assert parse_sacct_jobs(rows) == {"7": Accounted("COMPLETED", "0:0", "00:00:09", 1, "node[1-2]"),
+                                      "8": Accounted("FAILED", "3:0", "00:00:00", 0, "node[3-4]")}

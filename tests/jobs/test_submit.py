@@ -124,6 +124,15 @@ def test_status_uses_sacct_where_there_is_accounting(tmp_path: Path) -> None:
     assert "completed, exit 0:0 [sacct]" in result.stdout and "elapsed: 00:01:02" in result.stdout
 
 
+def test_status_of_a_job_only_sacct_remembers_shows_its_nodes(tmp_path: Path) -> None:
+    bin_dir = mock_slurm(tmp_path / "bin", accounting=True)
+    hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=bin_dir)
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
+    result = hpc_train("status", "4242", cwd=tmp_path, bin_dir=bin_dir)
+    assert "completed, exit 0:0 [sacct]" in result.stdout
+    assert "nodes:   node[1-2] (2 tasks, multiworker)" in result.stdout  # sacct's NodeList, once scontrol forgot it
+
+
 def test_logs_list_and_cancel(tmp_path: Path) -> None:
     bin_dir = mock_slurm(tmp_path / "bin", job_state="COMPLETED")
     hpc_train("submit", "--nodes", "2", "--name", "a b", cwd=tmp_path, bin_dir=bin_dir)

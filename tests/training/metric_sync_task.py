@@ -5,7 +5,7 @@
 The learning rate is 0, so the model never changes: worker 0's labels are its
 own predictions (accuracy 1), worker 1's are right for every other image
 (accuracy 0.5). Prints one JSON line: the per-batch logs this worker's
-callbacks saw, and the epoch's logs (training and validation). For test_model.py.
+callbacks saw, and the epoch's logs (training and validation). For test_metrics.py.
 """
 
 from __future__ import annotations
