@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if args.print_all:
             print(format_table(layout))
         return 0
-    from hpc_train.jobs.command import CommandJob, place, run_command
+    from hpc_train.jobs.command import CommandJob, keras_for, place, run_command
 
     if args.command_signal != "USR1" and not args.supervise:
         raise HpcTrainError("--command-signal applies with --supervise (hpc-train submit and render use it); without "
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         job = CommandJob(tuple(args.command), args.strategy, options.num_ps, args.max_requeues, args.keras,
                          args.command_signal)
         return run_command(job, options=options)
-    _, env, _ = place(options, os.environ, args.keras)  # its TF_CONFIG, GPUs and Keras, its port checked, its line
+    _, env = place(options, os.environ, keras_for(args.keras, os.environ))  # TF_CONFIG, GPUs, Keras, port, its line
     return _exec(args.command, env)
 
 

@@ -86,40 +86,40 @@ class CommandJob:
 
 
 def place(options: BootstrapOptions, environ: Mapping[str, str],
-          keras: str = "auto") -> tuple[Layout, dict[str, str], KerasChoice]:
-    """This rank's layout, the environment its command gets and its Keras; its port checked free; its line said."""
-    choice = choose_keras(keras, environ, installed_versions())
+          choice: KerasChoice) -> tuple[Layout, dict[str, str]]:
+    """This rank's layout and the environment its command gets, its Keras chosen; its port checked free; its line
+    said."""
     layout, variables = start_rank(options, environ, f"Keras: {choice.description}" if choice.description else "")
     env = {**environ, **variables, **choice.variables}
     if choice.problem:
         print(f"{PREFIX}: warning: {choice.problem}", file=sys.stderr, flush=True)
     if note := gpu_driver_note(env):
         print(f"{PREFIX}: {note}", file=sys.stderr, flush=True)
-    return layout, env, choice
+    return layout, env
+
+
+def keras_for(job_keras: str, environ: Mapping[str, str]) -> KerasChoice:
+    """What the command's tf.keras is, from --keras, the environment and the packages installed."""
+    return choose_keras(job_keras, environ, installed_versions())
 
 
 def run_command(job: CommandJob, environ: Mapping[str, str] | None = None,
                 options: BootstrapOptions | None = None) -> int:
     """Run the command as this rank of the step, its stderr cleaned of TensorFlow's start-up noise; return the
-    rank's exit code. `options`: the bootstrap's, when more than the job's strategy (a --port-base)."""
-    quiet.filter_stderr([pattern for pattern, _ in KNOWN_FAILURES])
-    layout, env, choice = place(options or job.options(), os.environ if environ is None else environ, job.keras)
+    rank's exit code. `options`: the bootstrap's, when more than the job's strategy (a --port-base).
+
+    Under Keras 3 the filter also watches for Keras 3's known failures: a command that fails with one has its
+    log end, after its last line, with one line saying why and what to do."""
+    environ = os.environ if environ is None else environ
+    choice = keras_for(job.keras, environ)
+    tensorflow = installed_versions().get("tensorflow")
+    quiet.filter_stderr([] if choice.legacy else [(pattern, failure_hint(index, choice.description, tensorflow))
+                                                  for index, (pattern, _) in enumerate(KNOWN_FAILURES)])
+    layout, env = place(options or job.options(), environ, choice)
     code = supervise(job, env, is_first=layout.me.rank == 0)
     if code != 0:
-        explain_failure(choice)
+        quiet.say_failed()
     return code
-
-
-def explain_failure(choice: KerasChoice) -> None:
-    """After a failed command: if it met one of Keras 3's known failures, end the log with why and what to do."""
-    # Every line of the command through the filter first, which says what it saw: the hint comes last. (The
-    # process ends right after: a longer wait than at a plain exit costs nothing when the filter is quick.)
-    quiet.drain(timeout=10.0)
-    if choice.legacy:
-        return  # tf-keras was tf.keras: the same words are not Keras 3's failure
-    tensorflow = installed_versions().get("tensorflow")
-    for seen in sorted(quiet.seen()):
-        print(failure_hint(seen, choice.description, tensorflow), file=sys.stderr, flush=True)
 
 
 def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:

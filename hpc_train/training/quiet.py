@@ -63,27 +63,29 @@ def wanted(environ: Mapping[str, str], tensorflow_imported: bool) -> bool:
 class _Filter:
     """This process's filter: its pid, the stderr it writes to (kept, to come back to), and whether it has ended."""
 
-    def __init__(self, pid: int, original_stderr: int, reports: int) -> None:
+    def __init__(self, pid: int, original_stderr: int) -> None:
         self.pid = pid
         self.original_stderr = original_stderr
-        self.reports = reports  # where the filter says which watched lines it saw (a byte each: the index)
         self.ended = threading.Event()
         self.draining = False
 
 
 _filter: _Filter | None = None  # this process's filter, until drained
-_seen: set[int] = set()  # the watched lines the last drained filter saw
+# A line this process writes into its own filter to say "the command failed" (a NUL first: no program's output).
+FAILED = b"\x00hpc-train: the command failed"
+
+Watched = Sequence[tuple[re.Pattern[str], str]]  # a line to look out for, and what to add at the end if it came
 
 
-def filter_stderr(watch: Sequence[re.Pattern[str]] = ()) -> None:
+def filter_stderr(watch: Watched = ()) -> None:
     """Route this process's stderr (fd 2, inherited by children) through a filter process; call before TensorFlow.
 
-    `watch`: lines to look out for (a known error); after `drain`, `seen()` tells which of them passed."""
+    `watch`: (pattern, words) pairs: when a line matching a pattern went through and `say_failed()` was called,
+    the filter ends the stream with those words, after every line of the command, once each."""
     global _filter
     if not wanted(os.environ, "tensorflow" in sys.modules):
         return
     read_end, write_end = os.pipe()
-    reports_read, reports_write = os.pipe()
     sys.stderr.flush()
     original = os.dup(2)
     os.set_inheritable(original, False)
@@ -91,19 +93,24 @@ def filter_stderr(watch: Sequence[re.Pattern[str]] = ()) -> None:
     if pid == 0:  # the filter: no threads yet, nothing of TensorFlow
         try:
             os.close(write_end)
-            os.close(reports_read)
             for signum in _OUTLIVE:
                 signal.signal(signum, signal.SIG_IGN)
-            _copy_without_noise(read_end, 2, watch, reports_write)
+            _copy_without_noise(read_end, 2, watch)
         finally:
             os._exit(0)  # never back into the caller's code, whatever happened
     os.close(read_end)
-    os.close(reports_write)
     os.dup2(write_end, 2)
     os.close(write_end)
-    _filter = _Filter(pid, original, reports_read)
+    _filter = _Filter(pid, original)
     threading.Thread(target=_watch, args=(_filter,), name="hpc-train stderr filter", daemon=True).start()
     atexit.register(drain)
+
+
+def say_failed() -> None:
+    """Tell this process's filter that the command failed: it adds the words of the watched lines it saw."""
+    if _filter is not None:
+        sys.stderr.flush()
+        os.write(2, FAILED + b"\n")
 
 
 def _watch(running: _Filter) -> None:
@@ -132,35 +139,30 @@ def drain(timeout: float = 2.0) -> None:
     sys.stderr.flush()
     os.dup2(running.original_stderr, 2)  # our end of the pipe closed; a child still holding it keeps the filter
     running.ended.wait(timeout)  # going: hence the bounded wait
-    os.set_blocking(running.reports, False)
-    try:
-        _seen.update(os.read(running.reports, 4096))
-    except BlockingIOError:
-        pass
 
 
-def seen() -> set[int]:
-    """The indexes of the watched lines (filter_stderr's `watch`) that went through the drained filter."""
-    return set(_seen)
-
-
-def _copy_without_noise(source: int, target: int, watch: Sequence[re.Pattern[str]] = (), reports: int = -1) -> None:
-    """Copy `source` to `target` until end of file, leaving out the noise; say on `reports` which watched lines
-    passed (each once). Whole lines are judged; a part of a line that cannot become noise (a `\r` progress bar, a
-    prompt) is passed on at once rather than held until its newline."""
+def _copy_without_noise(source: int, target: int, watch: Watched = ()) -> None:
+    """Copy `source` to `target` until end of file, leaving out the noise; at the end, after a FAILED line, the
+    words of the watched lines that passed. Whole lines are judged; a part of a line that cannot become noise
+    (a `\r` progress bar, a prompt) is passed on at once rather than held until its newline."""
     pending = b""  # the current line's bytes not written yet
     passed = False  # part of the current line was written already: it cannot be noise
     tail = b""  # the end of what was written of it, for the watched patterns (bounded: a progress bar never ends)
-    reported: set[int] = set()
+    seen: set[int] = set()
+    failed = False
     while chunk := os.read(source, 65536):
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
         kept = []
         for line in lines:
+            if line.endswith(FAILED):  # said by the supervising process (after the command's last line, if partial)
+                failed, line = True, line[:-len(FAILED)]
+                if not line and not passed:
+                    continue
             whole = (tail + line).decode("utf-8", "replace")
             if passed or not is_noise(whole):
                 kept.append(line + b"\n")
-                _report(whole, watch, reports, reported)
+                seen.update(index for index, (pattern, _) in enumerate(watch) if pattern.search(whole))
             passed, tail = False, b""
         if pending and (passed or not _may_become_noise(pending.decode("utf-8", "replace"))):
             kept.append(pending)
@@ -169,23 +171,16 @@ def _copy_without_noise(source: int, target: int, watch: Sequence[re.Pattern[str
             _write_all(target, b"".join(kept))
     if pending:
         _write_all(target, pending)
+    if failed and seen:
+        if pending or passed:
+            _write_all(target, b"\n")  # the words on a line of their own
+        _write_all(target, b"".join(watch[index][1].encode() + b"\n" for index in sorted(seen)))
 
 
 def _may_become_noise(fragment: str) -> bool:
     """Whether the start of a line, its end not yet read, could still turn out to be one of the NOISE lines."""
     return bool(_NOISE_START.match(fragment)) or any(start.startswith(fragment) or fragment.startswith(start)
                                                      for start in _NOISE_OPENINGS)
-
-
-def _report(line: str, watch: Sequence[re.Pattern[str]], reports: int, reported: set[int]) -> None:
-    """Say once on `reports` that watched line `index` passed: a byte each, so the pipe never fills."""
-    for index, pattern in enumerate(watch):
-        if index not in reported and pattern.search(line):
-            reported.add(index)
-            try:
-                os.write(reports, bytes([index]))
-            except OSError:
-                pass  # nobody listens any more: the line itself went through
 
 
 def _write_all(target: int, data: bytes) -> None:

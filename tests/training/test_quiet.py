@@ -149,7 +149,7 @@ def test_a_line_still_being_written_is_passed_on_at_once_unless_it_may_be_noise(
 
     source, sink = os.pipe()
     into, out = os.pipe()
-    copier = threading.Thread(target=_copy_without_noise, args=(source, out, [re.compile("Attempt to convert")], -1),
+    copier = threading.Thread(target=_copy_without_noise, args=(source, out, [(re.compile("Attempt"), "hint")]),
                               daemon=True)
     copier.start()
     os.write(sink, b"\r 3/10 [=====>....]")  # a progress bar, no newline yet: it must show now
@@ -183,17 +183,20 @@ def _read_for(fd: int, seconds: float) -> bytes:
 WATCHED = textwrap.dedent("""
     import os, re, sys
     from hpc_train.training import quiet
-    quiet.filter_stderr([re.compile("reset_states"), re.compile("Attempt to convert")])
+    quiet.filter_stderr([(re.compile("reset_states"), "hint: reset_state"), (re.compile("PerReplica"), "hint: fit")])
     os.write(2, b"AttributeError: 'SparseCategoricalAccuracy' object has no attribute 'reset_sta")
-    os.write(2, b"tes'\\n")
-    quiet.drain()
-    print(sorted(quiet.seen()))
+    os.write(2, b"tes'\\nthe traceback's last line\\n")
+    if sys.argv[1] == "failed":
+        quiet.say_failed()
 """)
 
 
-def test_the_filter_says_which_watched_lines_went_through() -> None:
-    result = subprocess.run([sys.executable, "-c", WATCHED], env={**without_slurm(), "SLURM_PROCID": "0"},
+@pytest.mark.parametrize("ending", ["failed", "succeeded"])
+def test_after_a_failure_the_filter_ends_the_log_with_the_words_of_the_watched_lines_it_saw(ending: str) -> None:
+    result = subprocess.run([sys.executable, "-c", WATCHED, ending], env={**without_slurm(), "SLURM_PROCID": "0"},
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[0]"
-    assert "has no attribute 'reset_states'" in result.stderr
+    shown = result.stderr.splitlines()
+    assert shown[:2] == ["AttributeError: 'SparseCategoricalAccuracy' object has no attribute 'reset_states'",
+                         "the traceback's last line"]
+    assert shown[2:] == (["hint: reset_state"] if ending == "failed" else [])  # last, once; never the other's
