@@ -61,7 +61,9 @@ def launch(tmp_path: Path, *command: str, tasks: int = 2, command_signal: str = 
     scontrol = bin_dir / "scontrol"  # records a requeue instead of asking a controller
     scontrol.write_text(f'#!/bin/bash\necho "$@" >> "{tmp_path / "scontrol.calls"}"\n')
     scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
-    environment = {**without_slurm(), "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
+    # (This process may have set TF_USE_LEGACY_KERAS itself, importing hpc-train's trainer: not the user's choice.)
+    inherited = {name: value for name, value in without_slurm().items() if name != "TF_USE_LEGACY_KERAS"}
+    environment = {**inherited, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
     arguments = supervised_arguments(CommandJob(tuple(command), max_requeues=2, command_signal=command_signal,
                                                 keras=keras))
     return subprocess.Popen([sys.executable, "-m", "hpc_train", "launch", "--nodes", str(tasks), "--",
