@@ -75,8 +75,15 @@ class TrainConfig:
     # the last save's duration / share seconds have passed since it (the first and last epoch, and every
     # stop, always are); 0: after every epoch.
     checkpoint_share: float = 0.03
+    # Also save at a step boundary this often, so that a crash loses at most that much training; empty: as often
+    # as checkpoint_share allows (the last save's duration / share), from 1 to at most 15 minutes apart; 0: only
+    # at epoch ends.
+    checkpoint_minutes: float | None = None
     # Times a job stopped by Slurm's warning signal requeues itself (scontrol requeue); 0: never.
     max_requeues: int = 5
+    # Times a job whose step failed (a task died, hung or lost a peer; a node lost) is retried on other nodes,
+    # resuming from its last checkpoint; 0: never. Counted apart from max_requeues.
+    max_retries: int = 3
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -103,8 +110,9 @@ def _check_ranges(config: TrainConfig) -> None:
                           f"{config.checkpoint_share!r}")
     if not config.learning_rate > 0:
         raise ConfigError(f"learning_rate: must be more than 0, got {config.learning_rate!r}")
-    if config.max_requeues < 0:
-        raise ConfigError(f"max_requeues: must be 0 or more, got {config.max_requeues!r}")
+    for name in ("max_requeues", "max_retries", "checkpoint_minutes"):
+        if (getattr(config, name) or 0) < 0:
+            raise ConfigError(f"{name}: must be 0 or more, got {getattr(config, name)!r}")
     if config.validation_images < 1:
         raise ConfigError(f"validation_images: must be 1 or more, got {config.validation_images!r}")
 

@@ -7,3 +7,7 @@ EXIT_REFUSED = 2
 EXIT_STOPPED = 75
 # TensorFlow's PreemptionCheckpointHandler, off Google Cloud, exits with 42 after saving on SIGTERM: the same ask.
 EXIT_TF_PREEMPTION = 42
+# A rank lost contact with a peer that died or froze (EX_UNAVAILABLE): the job may go on after a retry without it.
+EXIT_LOST_PEER = 69
+# The prologue's "the job ends here": its retries are spent (any other failure of the prologue changes nothing).
+EXIT_RETRIES_SPENT = 3

@@ -12,7 +12,10 @@
 # Failures: under multiworker one failed task ends the step (--kill-on-bad-exit=1),
 # since its peers would wait for it in the next all-reduce; under parameter_server
 # the chief carries on without a lost worker, so the step is not killed for one,
-# and a job whose training finished ends as completed, with a warning.
+# and a job whose training finished ends as completed, with a warning. A task that
+# died (a signal), hung or lost a peer, or a node lost, is retried: the job requeues
+# itself without the node to blame and resumes from its last checkpoint
+# (--set max_retries=N, default 3; 0: never). A task's own error is not retried.
 # Time limits: the tasks checkpoint and requeue the job when Slurm's warning
 # signal (#SBATCH --signal=USR1@120) reaches them; if it reaches this shell instead
 # (--signal=B:USR1@..., scancel --batch --signal=USR1), it is passed on to them.
@@ -38,10 +41,16 @@ run_step() {
   fi
   mkdir -p "$out"
   echo "hpc-train: job $job${SLURM_RESTART_COUNT:+ (restart $SLURM_RESTART_COUNT)} on ${SLURM_JOB_NODELIST:-this machine}; results in $out"
+  if [ -n "${SLURM_JOB_ID:-}" ]; then  # how this attempt came about (hpc_train/jobs/prologue.py)
+    trap '' TERM  # 3: retries spent, the job ends; 4: requeued itself off a node that failed (SIGTERM follows)
+    hpc-train prologue "$out" || case $? in 3) return 1 ;; 4) exit 0 ;; esac
+    trap - TERM
+  fi
   "${launch[@]}" hpc-train train --output-dir "$out" "${data[@]}" "$@" &
   local code=0
   wait_passing_signals $! || code=$?
-  if [ "$code" -ne 0 ]; then  # the job's exit code: hpc-train's one epilogue decides (hpc_train/jobs/epilogue.py)
+  if [ "$code" -ne 0 ]; then  # retried on healthy nodes, or the job's exit code decided (hpc_train/jobs/epilogue.py)
+    trap '' TERM  # a retry requeues the job: this shell and the epilogue outlive the SIGTERM that follows
     hpc-train epilogue "$code" "$out" "$strategy" && code=0
   fi
   return "$code"

@@ -20,7 +20,8 @@ MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
 LAYERS = [
     ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources"),
     ("hpc_train.bootstrap",),
-    ("hpc_train.jobs.slurm", "hpc_train.jobs.spec", "hpc_train.jobs.requeue", "hpc_train.jobs.epilogue"),
+    ("hpc_train.jobs.slurm", "hpc_train.jobs.spec", "hpc_train.jobs.requeue", "hpc_train.jobs.epilogue",
+     "hpc_train.jobs.runstate", "hpc_train.jobs.attempts", "hpc_train.jobs.failures", "hpc_train.jobs.retry"),
     ("hpc_train.training",),
     ("hpc_train.tasks",),
     ("hpc_train.jobs", "hpc_train.localslurm", "hpc_train.doctor"),

@@ -39,8 +39,9 @@ SUBCOMMANDS = {
     "data": ("data", "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"),
     "bench": ("bench", "measure speed against baselines; figures into BENCHMARKS.md"),
 }
-# Run by the batch scripts hpc-train writes and ships after a failed step, not by people: not in --help.
-EPILOGUE = "epilogue"
+# Run by the batch scripts hpc-train writes and ships, before their step and after a failed one, not by people:
+# not in --help.
+HIDDEN = ("prologue", "epilogue")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -100,10 +101,8 @@ TAKE_A_COMMAND = ("bootstrap", "launch", "submit", "render")
 
 def main(argv: Sequence[str] | None = None) -> int:
     options, command = split_command(sys.argv[1:] if argv is None else argv)
-    if options[:1] == [EPILOGUE] and command is None:  # `hpc-train epilogue STEP_EXIT_CODE RUN_DIR STRATEGY`
-        from hpc_train.jobs.epilogue import main as epilogue
-
-        return epilogue(options[1:])
+    if options[:1] and options[0] in HIDDEN and command is None:  # `hpc-train epilogue STEP_EXIT_CODE RUN_DIR ...`
+        return importlib.import_module(f"hpc_train.jobs.{options[0]}").main(options[1:])
     selected = next((option for option in options if not option.startswith("-")), None)
     parser = build_parser(selected)
     args = parser.parse_args(options)

@@ -24,6 +24,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signal-seconds", type=int, default=120, metavar="S",
                         help="warn the tasks S seconds before the time limit: they checkpoint and requeue the job "
                              "(default 120; 0: no warning)")
+    parser.add_argument("--max-retries", type=int, default=None, metavar="N",
+                        help="retry a job whose step failed (a task died, hung or lost a peer; a node lost) up to N "
+                             "times on other nodes, resuming from its last checkpoint (default 3; 0: never; same as "
+                             "--set max_retries=N)")
+    parser.add_argument("--retry-exit-codes", default=None, metavar="C,...",
+                        help="your command's exit codes worth a retry (any other exit is its own verdict)")
     parser.add_argument("--config", default=None, metavar="FILE.yaml", help="training settings (hpc-train train)")
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
                         help="what to train: a task module (as hpc-train train --task); default: the built-in MNIST")
@@ -48,16 +54,33 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str
                    account=args.account, qos=args.qos, time=args.time, mem=args.mem, constraint=args.constraint,
                    cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
                    container=args.container, signal_seconds=args.signal_seconds, keras=args.keras,
-                   command_signal=args.command_signal)
-    if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
-        from hpc_train.errors import HpcTrainError
+                   command_signal=args.command_signal, retry_exit_codes=exit_codes(args.retry_exit_codes))
+    from hpc_train.errors import HpcTrainError
 
+    if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
         raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
                             "uses tf-keras and checkpoints on USR1")
-    train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides])
+    if args.retry_exit_codes is not None and not args.command:
+        raise HpcTrainError("--retry-exit-codes applies to your own command after --; the trainer's failures "
+                            "worth a retry are known to it")
+    retries = [f"max_retries={args.max_retries}"] if args.max_retries is not None else []
+    train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries])
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home
+
+
+def exit_codes(text: str | None) -> tuple[int, ...]:
+    """--retry-exit-codes 3,17 as (3, 17); one line for what is not a list of exit codes."""
+    if text is None:
+        return ()
+    from hpc_train.jobs.spec import JobSpecError
+
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise JobSpecError(f"--retry-exit-codes {text!r}: expected exit codes from 1 to 255, comma-separated "
+                           "(e.g. 3,17)")
+    return tuple(int(part) for part in parts)
 
 
 def _check_task_file(task: str) -> None:

@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
 from hpc_train.bootstrap import BootstrapOptions
@@ -49,6 +50,7 @@ from hpc_train.bootstrap.layout import Layout
 from hpc_train.bootstrap.startup import PREFIX, gpu_driver_note, start_rank
 from hpc_train.errors import HpcTrainError
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
+from hpc_train.jobs import attempts
 from hpc_train.jobs.requeue import plan_requeue, requeue
 from hpc_train.training import quiet
 
@@ -115,8 +117,13 @@ def run_command(job: CommandJob, environ: Mapping[str, str] | None = None,
     tensorflow = installed_versions().get("tensorflow")
     quiet.filter_stderr([] if choice.legacy else [(pattern, failure_hint(index, choice.description, tensorflow))
                                                   for index, (pattern, _) in enumerate(KNOWN_FAILURES)])
-    layout, env = place(options or job.options(), environ, choice)
-    code = supervise(job, env, is_first=layout.me.rank == 0)
+    try:
+        layout, env = place(options or job.options(), environ, choice)
+        code = supervise(job, env, is_first=layout.me.rank == 0)
+    except HpcTrainError as error:  # hpc-train's own refusal (a bad Slurm step, a command not found): not retried
+        if environ.get("HPC_TRAIN_RUN_DIR"):
+            attempts.note_failure(environ["HPC_TRAIN_RUN_DIR"], "refused", str(error), environ=environ)
+        raise
     if code != 0:
         quiet.say_failed()
     return code
@@ -136,7 +143,10 @@ def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
     except OSError as error:  # not executable, no #! line, ...
         raise HpcTrainError(f"cannot run {job.command[0]!r}: {error.strerror}; check the command after --") from None
     relay.child = child
-    code = exit_code(child.wait())
+    returncode = child.wait()
+    code = exit_code(returncode)
+    if code != 0 and env.get("HPC_TRAIN_RUN_DIR") and not (code in GO_ON_LATER and relay.warned):
+        note_exit(env["HPC_TRAIN_RUN_DIR"], returncode, env)
     if code in GO_ON_LATER and relay.warned:
         if is_first:
             _requeue(job, env, code)
@@ -147,18 +157,31 @@ def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
     return code
 
 
+def note_exit(run_dir: str, returncode: int, env: Mapping[str, str]) -> None:
+    """The rank's note on how its command failed, for the epilogue: a signal (worth a retry) or its own exit code."""
+    if returncode < 0:
+        name = signal.strsignal(-returncode) or f"signal {-returncode}"
+        attempts.note_failure(run_dir, "signal", f"the command was ended by {name}", environ=env, signal=name)
+    else:
+        attempts.note_failure(run_dir, "exit", f"the command exited with {returncode}", environ=env, code=returncode)
+
+
 def exit_code(returncode: int) -> int:
     """A process's exit status as a shell reports it: 128 + N when signal N ended it."""
     return 128 - returncode if returncode < 0 else returncode
 
 
 def _requeue(job: CommandJob, env: Mapping[str, str], code: int) -> None:
-    plan = plan_requeue(env, job.max_requeues)
+    run_dir = Path(env["HPC_TRAIN_RUN_DIR"]) if env.get("HPC_TRAIN_RUN_DIR") else None
+    plan = plan_requeue(env, job.max_requeues, attempts.requeues_done(attempts.history(run_dir)) if run_dir else None)
     if plan.job_id is None:
         _say(f"the command stopped to go on later (exit {code}); not requeued: {plan.reason}")
         return
     problem = requeue(plan.job_id)
     if problem is None:
+        if run_dir is not None:
+            restarts = env.get("SLURM_RESTART_COUNT", "0")
+            attempts.record(run_dir, attempts.requeue_entry(int(restarts) + 1 if restarts.isdigit() else 1))
         _say(f"the command stopped to go on later (exit {code}); requeued job {plan.job_id} ({plan.reason}): "
              "it runs the command again")
     else:

@@ -83,7 +83,16 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
         task_command=task_command(spec, config, command),
         kill_on_bad_exit=kill_on_bad_exit(spec),
         strategy=shlex.quote(spec.strategy),
+        prologue_options=f" --max-retries {config.max_retries}",
+        epilogue_options="".join(f" {shlex.quote(option)}" for option in retry_options(spec, config, command)),
     )
+
+
+def retry_options(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> list[str]:
+    """The epilogue's options for this job: how often to retry, and which exits of a user's command to retry."""
+    from hpc_train.jobs.epilogue import options_for
+
+    return options_for(config.max_retries, spec.retry_exit_codes, bool(command))
 
 
 def task_command(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> str:

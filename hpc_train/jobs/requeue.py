@@ -3,8 +3,10 @@
 The chief asks once every task has saved its part of the checkpoint and is
 about to exit, so nothing is lost when Slurm ends this run of the job; the
 requeued job starts the same batch script again, in the same job id and run
-folder, and the trainer resumes from the checkpoint. SLURM_RESTART_COUNT
-(how often Slurm has restarted the job, for any reason) bounds the loop.
+folder, and the trainer resumes from the checkpoint. The requeues recorded in
+the run's history (attempts.py) bound the loop: retries after a failure are
+counted apart (max_retries). Without a history, SLURM_RESTART_COUNT (every
+restart, for any reason) does.
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ class RequeuePlan:
     reason: str
 
 
-def plan_requeue(environ: Mapping[str, str], max_requeues: int) -> RequeuePlan:
-    """Requeue this job, or why not: not a Slurm batch job, or restarted `max_requeues` times already."""
+def plan_requeue(environ: Mapping[str, str], max_requeues: int, requeues_done: int | None = None) -> RequeuePlan:
+    """Requeue this job, or why not: not a Slurm batch job, or requeued `max_requeues` times already
+    (`requeues_done`: for the time limit, as the run's history says; None: every restart counts)."""
     job_id = environ.get("SLURM_JOB_ID", "")
     if not job_id:
         return RequeuePlan(None, "not a Slurm job: run the same command again to resume")
     restarts_text = environ.get("SLURM_RESTART_COUNT", "0") or "0"
     restarts = int(restarts_text) if restarts_text.isdigit() else 0
+    if requeues_done is not None:
+        restarts = requeues_done
     if max_requeues < 1:
         return RequeuePlan(None, f"max_requeues is {max_requeues}: resubmit the job to resume")
     if restarts >= max_requeues:
-        return RequeuePlan(None, f"job {job_id} has been restarted {restarts} time(s), max_requeues is "
+        return RequeuePlan(None, f"job {job_id} has been requeued {restarts} time(s), max_requeues is "
                                  f"{max_requeues}: resubmit it to resume, or raise max_requeues")
     return RequeuePlan(job_id, f"requeue {restarts + 1} of at most {max_requeues}")
 

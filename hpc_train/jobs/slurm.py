@@ -126,9 +126,15 @@ def update_node(name: str, env: Mapping[str, str], **settings: str) -> subproces
                env)
 
 
-def node_states(env: Mapping[str, str]) -> dict[str, str]:
-    """Node name -> its state as sinfo gives it (idle, alloc, down*, drain, ...)."""
-    result = run(["sinfo", "-h", "-N", "-o", "%N %t"], env)
+def update_job(job_id: str, env: Mapping[str, str], **settings: str) -> subprocess.CompletedProcess[str]:
+    """`scontrol update JobId=J Key=Value ...` (ExcNodeList=..., refused by Slurm while the job runs)."""
+    return run(["scontrol", "update", f"JobId={job_id}", *(f"{key}={value}" for key, value in settings.items())],
+               env)
+
+
+def node_states(env: Mapping[str, str], partition: str | None = None) -> dict[str, str]:
+    """Node name -> its state as sinfo gives it (idle, alloc, down*, drain, ...), of one partition if named."""
+    result = run(["sinfo", "-h", "-N", *(("-p", partition) if partition else ()), "-o", "%N %t"], env)
     return dict(line.split(None, 1) for line in result.stdout.splitlines() if len(line.split()) == 2)
 
 

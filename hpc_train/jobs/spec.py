@@ -65,6 +65,8 @@ class JobSpec:
     # A user's command (submit -- COMMAND): what its tf.keras is, and the signal the warning reaches it as.
     keras: Literal["auto", "2", "3"] = "auto"
     command_signal: Literal["USR1", "TERM"] = "USR1"
+    # A user's command: its exit codes that are worth a retry (any other plain exit is the command's own verdict).
+    retry_exit_codes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _check_counts(self)
@@ -73,6 +75,10 @@ class JobSpec:
         if self.keras not in ("auto", "2", "3") or self.command_signal not in ("USR1", "TERM"):
             raise JobSpecError(f"--keras {self.keras!r} --command-signal {self.command_signal!r}: expected auto, 2 "
                                "or 3, and USR1 or TERM")
+        if any(isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255
+               for code in self.retry_exit_codes):
+            raise JobSpecError(f"--retry-exit-codes {','.join(map(str, self.retry_exit_codes))}: exit codes are "
+                               "whole numbers from 1 to 255, comma-separated (e.g. 3,17)")
         if self.strategy == "parameter_server" and self.num_ps > self.num_tasks - 2:
             raise JobSpecError(
                 f"--num-ps {self.num_ps} needs at least {self.num_ps + 2} tasks (1 chief + {self.num_ps} ps + "

@@ -23,14 +23,17 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.jobs.epilogue import shell_lines
 from hpc_train.jobs.folders import RUNS, JobRecord
-from hpc_train.jobs.render import activation_script, job_config, kill_on_bad_exit
+from hpc_train.jobs.prologue import shell_line as prologue_line
+from hpc_train.jobs.render import activation_script, job_config, kill_on_bad_exit, retry_options
 from hpc_train.jobs.spec import JobSpec, time_minutes
 
-def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None) -> Any:
+def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None, config: TrainConfig | None = None,
+                  command: Sequence[str] | None = None) -> Any:
     """A submitit SlurmExecutor for the request: folder runs/NAME-%j, one process per rank.
 
     `home` (--home): the environment the job activates before its ranks start (a checkout's env/activate.sh, with
     the site's modules, or a virtual environment); its python3 then runs them. None: this very Python.
+    `config` and `command`: what the job runs, for its retries (max_retries; a command's exits worth a retry).
     """
     import submitit
 
@@ -41,6 +44,9 @@ def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None) -> 
         python = "python3"  # the activated environment's
     if spec.container:  # each task's Python runs inside the image, with the GPUs passed through
         python = f"apptainer exec --nv {shlex.quote(spec.container)} python3"
+    folder = (runs / f"{spec.name}-%j").absolute()
+    config = config or TrainConfig()
+    setup += before_the_step(python, folder, config.max_retries)
     executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=python)
     extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", spec.exclusive), ("hold", spec.hold),
                                                              ("requeue", True)) if wanted}
@@ -59,23 +65,35 @@ def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None) -> 
         setup=setup,
         # As in the job scripts: a failed task ends a MultiWorkerMirrored step at once (see render).
         srun_args=[f"--kill-on-bad-exit={kill_on_bad_exit(spec)}", "--open-mode=append"],
-        teardown=after_the_step(python, (runs / f"{spec.name}-%j").absolute(), spec.strategy),
+        teardown=after_the_step(python, folder, spec.strategy, retry_options(spec, config, command)),
     )
     return executor
 
 
-def after_the_step(python: str, folder: Path, strategy: str) -> list[str]:
-    """The batch script's lines after srun: the job's exit code decided by the one epilogue (epilogue.py).
-
-    `folder` is the job folder with submitit's %j for the job id; every other character reaches the shell quoted.
-    """
+def job_folder_word(folder: Path) -> str:
+    """The job folder, with submitit's %j for the job id, as one shell word: every other character quoted."""
     before, _, after = str(folder).partition("%j")
-    return shell_lines(python, f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(after) if after else ""}', strategy)
+    return f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(after) if after else ""}'
 
 
-def submission_script(spec: JobSpec, runs: Path = RUNS, home: str | None = None) -> str:
+def before_the_step(python: str, folder: Path, max_retries: int) -> list[str]:
+    """The batch script's lines before srun: the attempt's start line (where the epilogue reads this attempt's
+    srun lines from), then the prologue (prologue.py), which ends the job once its retries are spent."""
+    return ['echo "hpc-train: job $SLURM_JOB_ID${SLURM_RESTART_COUNT:+ (restart $SLURM_RESTART_COUNT)} on '
+            '$SLURM_JOB_NODELIST" >&2',
+            prologue_line(python, job_folder_word(folder), max_retries)]
+
+
+def after_the_step(python: str, folder: Path, strategy: str, options: Sequence[str] = ()) -> list[str]:
+    """The batch script's lines after srun: a retry, or the job's exit code, decided by the one epilogue
+    (epilogue.py). `folder` is the job folder with submitit's %j for the job id."""
+    return shell_lines(python, job_folder_word(folder), strategy, options)
+
+
+def submission_script(spec: JobSpec, runs: Path = RUNS, home: str | None = None, config: TrainConfig | None = None,
+                      command: Sequence[str] | None = None) -> str:
     """The sbatch script submit would submit (submitit renders it the same way when it submits)."""
-    executor = make_executor(spec, runs, home)
+    executor = make_executor(spec, runs, home, config, command)
     return executor._make_submission_file_text(executor._submitit_command_str, uid="dry-run")
 
 
@@ -94,7 +112,7 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
 
     check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     config = job_config(spec, train)
-    executor = make_executor(spec, runs, home)
+    executor = make_executor(spec, runs, home, config, command)
     try:
         if command:
             job = executor.submit(command_task, list(command), spec.strategy, spec.num_ps, config.max_requeues,

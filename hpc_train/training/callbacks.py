@@ -15,7 +15,7 @@ from typing import Any
 
 from hpc_train.training.clock import seconds_since_process_start
 from hpc_train.training.keras import keras, tf
-from hpc_train.training.runstate import write_json_atomically
+from hpc_train.jobs.runstate import write_json_atomically
 from hpc_train.training.stopping import StopKind
 
 
@@ -74,7 +74,7 @@ class EpochReport(keras.callbacks.Callback):
         images = sum(record.get("images", 0) for record in self.epochs)
         summary_totals = {"epochs": len(self.epochs), "seconds": round(seconds, 3), "images": images,
                           "images_per_second": round(images / training_seconds, 1) if training_seconds else None,
-                          **(totals or {})}
+                          **_failure_totals(self.summary.get("failures")), **(totals or {})}
         write_json_atomically(self.metrics_path, {**self.summary, "epochs": self.epochs, "totals": summary_totals})
 
     def _earlier_epochs(self) -> list[dict[str, Any]]:
@@ -86,6 +86,14 @@ class EpochReport(keras.callbacks.Callback):
             print(f"hpc-train: warning: {self.metrics_path} is unreadable; starting its epoch list afresh",
                   file=sys.stderr)
             return []
+
+
+def _failure_totals(failures: Any) -> dict[str, Any]:
+    """The failures a retried run went through, and the time they cost (from each failure's last checkpoint to
+    training again), for metrics.json's totals."""
+    if not isinstance(failures, dict):
+        return {}
+    return {"failures": failures.get("count", 0), "seconds_lost_to_failures": failures.get("seconds_lost", 0.0)}
 
 
 def _figures(logs: dict[str, Any]) -> dict[str, float]:
@@ -165,7 +173,7 @@ class StoppedEarly(Exception):
 
 
 class StopAtStepBoundary(keras.callbacks.Callback):
-    """After each call into TensorFlow (`steps_per_execution` steps), stop if any rank was asked to.
+    """After each call into TensorFlow (`steps_per_execution` steps), stop if any rank was asked to; save if due.
 
     `agree` turns this rank's request into the job's (the strongest request of
     any rank): every rank of a MultiWorkerMirrored job must stop after the same
@@ -175,33 +183,59 @@ class StopAtStepBoundary(keras.callbacks.Callback):
     last step is done ends first (validated, reported, saved), so that it
     counts; after the last epoch, finishing beats stopping. Keep this callback
     after the checkpoint and report callbacks: its epoch end comes after theirs.
+
+    The same agreement carries `save_due` (checkpoint_minutes): a timed save at
+    a step boundary, by every rank together, so that a crash loses at most that
+    much training, and the run resumes there exactly.
     """
 
     def __init__(self, requested: Callable[[], StopKind | None],
-                 agree: Callable[[StopKind | None], StopKind | None], save: Callable[[], str],
-                 total_epochs: int) -> None:
+                 agree: Callable[[StopKind | None, bool], tuple[StopKind | None, bool]], save: Callable[[], str],
+                 total_epochs: int, save_due: Callable[[], bool] = lambda: False) -> None:
         super().__init__()
         self._supports_tf_logs = True  # it ignores the logs, so it may run under ParameterServerStrategy
         self.requested = requested
         self.agree = agree
         self.save = save
         self.total_epochs = total_epochs
+        self.save_due = save_due
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if batch + 1 < self.params["steps"]:  # `batch`: the last step of this call, counted from 0
-            self._stop_if_asked()
+            self._stop_if_asked(self.save_due())
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if epoch + 1 < self.total_epochs:
-            self._stop_if_asked()
+            self._stop_if_asked(False)  # the epoch's own checkpoint is EpochCheckpoint's
 
-    def _stop_if_asked(self) -> None:
-        kind = self.agree(self.requested())
+    def _stop_if_asked(self, save_due: bool) -> None:
+        kind, save = self.agree(self.requested(), save_due)
         if kind is None:
+            if save:
+                self.save()
             return
         checkpoint = self.save()
-        self.agree(None)  # a barrier: nobody exits (and so ends the step) before everyone has saved
+        self.agree(None, False)  # a barrier: nobody exits (and so ends the step) before everyone has saved
         raise StoppedEarly(kind, checkpoint)
+
+
+class ProgressBeat(keras.callbacks.Callback):
+    """On the chief: the global step, every few seconds, into the run folder, for the steps a failure makes the
+    run redo (attempts.py)."""
+
+    def __init__(self, write: Callable[[int], None], step: Callable[[], int], every: float = 1.0) -> None:
+        super().__init__()
+        self._supports_tf_logs = True  # ignores the logs: allowed under ParameterServerStrategy
+        self.write = write
+        self.step = step
+        self.every = every
+        self._last = 0.0
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.every:
+            self._last = now
+            self.write(self.step())
 
 
 def any_rank(strategy: tf.distribute.Strategy) -> Callable[[bool], bool]:
@@ -212,21 +246,24 @@ def any_rank(strategy: tf.distribute.Strategy) -> Callable[[bool], bool]:
     return lambda wanted: bool(total(tf.constant(float(wanted))).numpy() > 0)
 
 
-def agreement(strategy: tf.distribute.Strategy) -> Callable[[StopKind | None], StopKind | None]:
-    """The job-wide stop request from this rank's own: one tiny all-reduce under MultiWorkerMirrored.
+def agreement(strategy: tf.distribute.Strategy) -> Callable[[StopKind | None, bool],
+                                                             tuple[StopKind | None, bool]]:
+    """The job-wide stop request and save decision from this rank's own: one tiny all-reduce under
+    MultiWorkerMirrored (a stop is the strongest any rank asks for; a save, if any rank finds it due).
 
     In one process (or on the chief of a parameter-server job, the only rank
     that runs the training loop) this rank's own request is the job's.
     """
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return lambda kind: kind
-    # Summing one-hot requests over every replica: a kind is wanted when its sum is above 0.
+        return lambda kind, save: (kind, save)
+    # Summing one-hot requests over every replica: a kind is wanted when its sum is above 0; the save flag last.
     strongest = _summed_over_ranks(strategy)
 
-    def agree(kind: StopKind | None) -> StopKind | None:
-        local = [float(kind is member) for member in StopKind]
-        wanted = [member for member, count in zip(StopKind, strongest(tf.constant(local)).numpy()) if count > 0]
-        return max(wanted) if wanted else None
+    def agree(kind: StopKind | None, save: bool) -> tuple[StopKind | None, bool]:
+        local = [float(kind is member) for member in StopKind] + [float(save)]
+        *counts, saves = strongest(tf.constant(local)).numpy()
+        wanted = [member for member, count in zip(StopKind, counts) if count > 0]
+        return (max(wanted) if wanted else None), bool(saves > 0)
 
     return agree
 

@@ -68,6 +68,7 @@ class StepSaver:
         # Each save's step and wall-clock seconds (metrics.json): the save is synchronous, so that is its whole
         # cost to the training loop.
         self.timings: list[dict[str, float]] = []
+        self.last_end = time.perf_counter()  # when the last save ended (or this run's training began)
 
     def __call__(self) -> str:
         coordinator = getattr(self.model, "_cluster_coordinator", None)
@@ -77,5 +78,29 @@ class StepSaver:
         if step not in self.saved:
             started = time.perf_counter()
             self.saved[step] = self.manager.save(checkpoint_number=step)
-            self.timings.append({"step": step, "seconds": round(time.perf_counter() - started, 4)})
+            self.last_end = time.perf_counter()
+            self.timings.append({"step": step, "seconds": round(self.last_end - started, 4)})
         return self.saved[step]
+
+    @property
+    def last_seconds(self) -> float | None:
+        return self.timings[-1]["seconds"] if self.timings else None
+
+
+# Timed saves (checkpoint_minutes empty): as often as the share of time for saves allows, within these bounds.
+AUTO_SAVE_SECONDS = (60.0, 900.0)
+
+
+def save_interval(minutes: float | None, share: float, last_seconds: float | None) -> float:
+    """Seconds between timed saves at step boundaries (pure): `minutes` if set (0: none, only epoch ends); else
+    the last save's duration / share, from 1 to 15 minutes."""
+    if minutes is not None:
+        return minutes * 60 if minutes > 0 else float("inf")
+    least, most = AUTO_SAVE_SECONDS
+    budget = last_seconds / share if share and last_seconds else least
+    return min(most, max(least, budget))
+
+
+def timed_save_due(saver: StepSaver, minutes: float | None, share: float) -> Any:
+    """Whether a step boundary is due for a save now, as a function of nothing (for StopAtStepBoundary)."""
+    return lambda: time.perf_counter() - saver.last_end >= save_interval(minutes, share, saver.last_seconds)

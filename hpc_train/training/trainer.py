@@ -34,16 +34,28 @@ from hpc_train.training.cluster import RankInfo, lost_peers, prepare_rank
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.progress import Progress, remaining_stretches
 from hpc_train.training.quiet import drain
-from hpc_train.training.rendezvous import meet, wait_for_departures
+from hpc_train.training.rendezvous import PeersMissing, meet, wait_for_departures
+from hpc_train.jobs import attempts
 from hpc_train.jobs.requeue import plan_requeue, requeue
-from hpc_train.training.runstate import layout_changes, read_state, write_state
-from hpc_train.exitcodes import EXIT_STOPPED
+from hpc_train.jobs.runstate import layout_changes, read_state, write_state
+from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
 from hpc_train.training.stopping import StopKind, StopSignals
 from hpc_train.training.threads import size_inter_op_pool
 from hpc_train.training.usertask import TaskError, TaskModule, UserCodeError, load_task
 
 # How long the other ranks wait before exiting on a mistake in the task module, so the chief reports it first.
 CHIEF_TELLS_SECONDS = 3.0
+
+
+class LostContact(HpcTrainError):
+    """A peer died or froze under us: worth a retry on other nodes (not a refusal: its own exit code)."""
+
+    exit_code = EXIT_LOST_PEER
+
+    def __init__(self, message: str, lost: str, hosts: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.lost = lost  # "worker 1", "ps 0"
+        self.hosts = hosts  # where they ran: the nodes to blame
 
 
 @dataclass(frozen=True)
@@ -82,11 +94,21 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
     size_inter_op_pool(config.inter_op_threads, config.strategy)  # before TensorFlow starts (threads.py)
     try:
         return _run(config, rank, user_task, signals)
-    except (TaskError, UserCodeError):
+    except (TaskError, UserCodeError) as error:
+        attempts.note_failure(config.output_dir, "task_error", str(error))  # would fail again: never retried
         # Every rank meets the same mistake in the task module at about the same moment, and the first to exit
         # makes srun end the others: let the chief, whose log people read, be the one that tells it.
         if rank.cluster and not rank.is_chief:
             time.sleep(CHIEF_TELLS_SECONDS)
+        raise
+    except LostContact as error:
+        attempts.note_failure(config.output_dir, "lost_peer", str(error), error.hosts, lost=error.lost)
+        raise
+    except PeersMissing as error:
+        attempts.note_failure(config.output_dir, "lost_peer", str(error), lost="a peer at start")
+        raise
+    except HpcTrainError as error:
+        attempts.note_failure(config.output_dir, "refused", str(error))
         raise
 
 
@@ -146,7 +168,7 @@ def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: Ru
         layout = {"workers": max(1, rank.num_workers), "replicas": replicas, "per_replica_batch": config.batch_size,
                   "steps_per_epoch": steps, "task": config.task, **task_summary, "seed": config.seed}
         _note_layout_changes(paths.output, layout, progress)
-        write_state(paths.output, "running", **_position(progress), layout=layout)
+        write_state(paths.output, "running", **_position(progress), layout=layout, max_retries=config.max_retries)
     report = EpochReport(paths.output / "metrics.json" if rank.is_chief else None, global_batch, config.epochs,
                          {**_summary(config, rank, replicas, global_batch, steps, tf.__version__), **task_summary},
                          say)
@@ -227,32 +249,55 @@ def _resume(checkpoint: Any, model: Any, paths: RunPaths, steps: int, say: Any) 
 def _callbacks(config: TrainConfig, rank: RankInfo, paths: RunPaths, signals: StopSignals, strategy: Any,
                save: Any, report: Any) -> list[Any]:
     """The report, checkpoints, TensorBoard (chief), then the stop check, whose epoch end comes last."""
-    from hpc_train.training.callbacks import EpochCheckpoint, FirstSteps, StopAtStepBoundary, agreement, any_rank
+    from hpc_train.training.callbacks import (EpochCheckpoint, FirstSteps, ProgressBeat, StopAtStepBoundary,
+                                              agreement, any_rank)
+    from hpc_train.training.checkpoints import timed_save_due
     from hpc_train.training.keras import keras
 
     def started(seconds: float) -> None:
         report.summary["first_steps_after_seconds"] = round(seconds, 2)  # metrics.json: this run's start-up
         if rank.is_chief:
             report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
+            report.summary["failures"] = _count_failure_cost(paths.output)
 
     # The report first: its epoch's training time then leaves out the save, with validation or without.
     callbacks: list[Any] = [FirstSteps(started), report,
                             EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
     if rank.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(paths.output / "tensorboard"), write_graph=False))
-    callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs))
+        callbacks.append(ProgressBeat(lambda step: attempts.write_progress(paths.output, step),
+                                      lambda: int(save.model.optimizer.iterations.numpy())))
+    callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs,
+                                        timed_save_due(save, config.checkpoint_minutes, config.checkpoint_share)))
     return callbacks
 
 
-def _lost_contact(error: Exception, rank: RankInfo, paths: RunPaths) -> HpcTrainError:
+def _count_failure_cost(output: Path) -> dict[str, Any]:
+    """Once a retried run trains again: what its last failure cost (from the checkpoint it resumed from to now),
+    into the history; and every failure's count and cost so far, for metrics.json."""
+    history = attempts.history(output)
+    last = history[-1] if history else {}
+    if last.get("action") in ("retried", "requeued by Slurm") and "resumed_at" not in last:
+        now = time.time()
+        since = last.get("checkpoint_time") or last.get("time") or now
+        attempts.update_last(output, resumed_at=round(now, 3), seconds_lost=round(max(0.0, now - since), 1))
+        history = attempts.history(output)
+    failures = [attempt for attempt in history if attempt.get("action") in ("retried", "requeued by Slurm", "failed")]
+    return {"count": len(failures),
+            "seconds_lost": round(sum(attempt.get("seconds_lost", 0) for attempt in failures), 1)}
+
+
+def _lost_contact(error: Exception, rank: RankInfo, paths: RunPaths) -> LostContact:
     """One line for a rank that died under us: who, and how to go on (a traceback says neither)."""
     message = str(error)
     peers = lost_peers(message, rank)
     who = ", ".join(peers) if peers else "another task of the job"
     detail = next((line.strip() for line in message.splitlines() if "UNAVAILABLE" in line or "aborted" in line),
                   message.strip().splitlines()[0] if message.strip() else type(error).__name__)
-    return HpcTrainError(f"lost contact with {who} ({detail[:160]}); the job cannot go on without it: run it "
-                         f"again to resume from the last checkpoint in {paths.checkpoints}")
+    return LostContact(f"lost contact with {who} ({detail[:160]}); the job cannot go on without it: it is retried "
+                       f"on other nodes if it may be, else run it again to resume from the last checkpoint in "
+                       f"{paths.checkpoints}", ", ".join(peer.split(" at ")[0] for peer in peers) or "a peer",
+                       tuple(dict.fromkeys(peer.split(" at ")[1].rsplit(":", 1)[0] for peer in peers)))
 
 
 def _stopped(stop: Any, config: TrainConfig, rank: RankInfo, progress: Progress, paths: RunPaths,
@@ -264,12 +309,14 @@ def _stopped(stop: Any, config: TrainConfig, rank: RankInfo, progress: Progress,
         return 0  # not an error: a non-zero exit could make srun kill the chief before it is done
     details = {**_position(progress), "signal": cause, "checkpoint": stop.checkpoint}
     if stop.kind is StopKind.WARNING:
-        plan = plan_requeue(os.environ, config.max_requeues)
+        plan = plan_requeue(os.environ, config.max_requeues, attempts.requeues_done(attempts.history(paths.output)))
         if plan.job_id is not None:
             write_state(paths.output, "requeued", **details)
             _let_workers_leave(rank)
             problem = requeue(plan.job_id)
             if problem is None:
+                attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0) + 1
+                attempts.record(paths.output, attempts.requeue_entry(attempt, progress.global_step))
                 say(f"stopped {progress.describe()} and saved {stop.checkpoint}; requeued job {plan.job_id} "
                     f"({plan.reason}): it resumes from there")
                 return 0

@@ -37,7 +37,7 @@ def test_a_missing_or_damaged_state_file_reads_as_nothing(tmp_path: Path) -> Non
 
 def test_wrong_arguments_are_one_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["x", "dir"]) == 2
-    assert capsys.readouterr().err.startswith("usage: python -m hpc_train.jobs.epilogue")
+    assert capsys.readouterr().err.startswith("usage: hpc-train epilogue STEP_EXIT_CODE RUN_DIR STRATEGY")
 
 
 @pytest.mark.parametrize("python, finished, expected", [

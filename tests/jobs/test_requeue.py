@@ -15,7 +15,7 @@ from hpc_train.jobs.requeue import plan_requeue, requeue
     ({"SLURM_JOB_ID": "42"}, 5, "42", "requeue 1 of at most 5"),
     ({"SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": "4"}, 5, "42", "requeue 5 of at most 5"),
     ({"SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": "5"}, 5, None,
-     "job 42 has been restarted 5 time(s), max_requeues is 5: resubmit it to resume, or raise max_requeues"),
+     "job 42 has been requeued 5 time(s), max_requeues is 5: resubmit it to resume, or raise max_requeues"),
     ({"SLURM_JOB_ID": "42"}, 0, None, "max_requeues is 0: resubmit the job to resume"),
     ({}, 5, None, "not a Slurm job: run the same command again to resume"),
 ])

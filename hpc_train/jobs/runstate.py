@@ -4,7 +4,9 @@ It says whether the run is running, stopped (with its checkpoint, and why),
 requeued or finished, so that people, `hpc-train status` and job scripts can
 tell a finished run from one to resume. The input layout it records lets a
 resumed run notice that the data order cannot continue exactly (more workers,
-another batch size). No TensorFlow here.
+another batch size). Its `attempts` (the job's history of failures and retries,
+attempts.py) are the batch script's, and outlive every state the chief writes.
+No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 STATE_FILE = "state.json"
 STATES = ("running", "stopped", "requeued", "finished")
+# Kept from the file when the chief writes a new state: the batch script's (prologue.py, epilogue.py).
+CARRIED = ("attempts", "attempt")
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
@@ -30,7 +34,9 @@ def write_json_atomically(path: Path, value: Any) -> None:
 def write_state(output: Path, state: str, **details: Any) -> None:
     if state not in STATES:
         raise ValueError(f"unknown run state {state!r}")
-    write_json_atomically(output / STATE_FILE, {"state": state, "time": round(time.time(), 3), **details})
+    earlier = read_state(output)
+    carried = {key: earlier[key] for key in CARRIED if key in earlier}
+    write_json_atomically(output / STATE_FILE, {"state": state, "time": round(time.time(), 3), **details, **carried})
 
 
 def read_state(output: Path) -> dict[str, Any]:

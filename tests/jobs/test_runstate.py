@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.training.runstate import layout_changes, read_state, write_state
+from hpc_train.jobs.runstate import layout_changes, read_state, write_state
 
 
 def test_the_state_is_written_whole_and_read_back(tmp_path: Path) -> None:
