@@ -11,6 +11,8 @@
 # - Data and software: as in slurm/mnist_2node.sh (HPC_TRAIN_DATA_DIR, env/setup.sh, env/site.sh).
 # - Time limit: 2 minutes before it Slurm sends USR1; the job checkpoints, requeues itself
 #   (--set max_requeues=N, default 5) and resumes at that step; the log keeps every run (append).
+# - Failures: a task that dies, hangs or loses a peer, or a node lost: the job requeues itself
+#   without that node and resumes from its last checkpoint (--set max_retries=N, default 3; 0: never).
 # Log: slurm-mnist-mirrored-<jobid>.out here. Results: runs/mnist-mirrored-<jobid>/.
 #
 #SBATCH --job-name=mnist-mirrored

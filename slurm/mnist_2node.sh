@@ -15,6 +15,8 @@
 #   Submit from the project root, or set HPC_TRAIN_HOME to it (results go where you submit).
 # - Time limit: 2 minutes before it Slurm sends USR1; the job checkpoints, requeues itself
 #   (--set max_requeues=N, default 5) and resumes at that step; the log keeps every run (append).
+# - Failures: a task that dies, hangs or loses a peer, or a node lost: the job requeues itself
+#   without that node and resumes from its last checkpoint (--set max_retries=N, default 3; 0: never).
 # Log: slurm-mnist-2node-<jobid>.out here. Results: runs/mnist-2node-<jobid>/.
 #
 #SBATCH --job-name=mnist-2node

@@ -6,11 +6,19 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=20, metavar="N")
+
+
+def retries_of(folder: Path) -> int:
+    """How often the job was retried after a failure (its history in state.json)."""
+    from hpc_train.jobs import attempts
+
+    return attempts.retries_used(attempts.history(folder))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,9 +33,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # Two calls to Slurm whatever the number of jobs: one squeue, one sacct for those it no longer queues.
     states = job_states([record.job_id for record in records if not record.is_local], dict(os.environ))
-    print(f"{'JOBID':<12} {'NAME':<24} {'STATE':<12} {'SUBMITTED':<17} FOLDER")
+    print(f"{'JOBID':<12} {'NAME':<24} {'STATE':<22} {'SUBMITTED':<17} FOLDER")
     for record in records:
         state = "local" if record.is_local else states[record.job_id]
-        print(f"{record.job_id:<12} {record.name[:24]:<24} {state.lower():<12} {record.submitted_text:<17} "
+        retries = retries_of(Path(record.folder))
+        state = f"{state} ({retries} {'retry' if retries == 1 else 'retries'})" if retries else state
+        print(f"{record.job_id:<12} {record.name[:24]:<24} {state.lower():<22} {record.submitted_text:<17} "
               f"{record.folder}")
     return 0

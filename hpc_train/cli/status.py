@@ -8,11 +8,34 @@ Reads sacct where Slurm keeps accounting; elsewhere scontrol or squeue, and says
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", nargs="?", default=None, metavar="JOBID", help="default: the newest job here")
+
+
+def attempt_lines(folder: Path) -> list[str]:
+    """The job's history of failures, retries and requeues (state.json's attempts), a line each."""
+    import yaml
+
+    from hpc_train.jobs import attempts
+    from hpc_train.jobs.epilogue import DEFAULT_MAX_RETRIES
+    from hpc_train.jobs.runstate import read_state
+
+    history = attempts.history(folder)
+    if not history:
+        return []
+    max_retries = read_state(folder).get("max_retries")
+    if max_retries is None:
+        try:
+            max_retries = (yaml.safe_load((folder / "config.yaml").read_text()) or {}).get("max_retries")
+        except (OSError, yaml.YAMLError, AttributeError):
+            pass
+    total = int(max_retries if isinstance(max_retries, int) else DEFAULT_MAX_RETRIES) + 1
+    return [attempts.describe(attempt, int(attempt.get("attempt", number + 1)), total)
+            for number, attempt in enumerate(history)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"  runs:    {record.what}")
     if requeues:
         print(f"  again:   requeued {requeues} time{'s' if requeues > 1 else ''}")
+    for line in attempt_lines(Path(record.folder)):
+        print(f"  history: {line}")
     if state.upper() == "PENDING" and info.get("Reason"):
         from hpc_train.jobs.pending import reason_in_words
 

@@ -4,7 +4,9 @@ On the login node: `spec` (the request), `preflight` and `partitions` (can it
 run?), `render` (an sbatch script), `submit` (submitit) and `launch` (the local
 mock-Slurm backend beside it), `follow`, `pending` and `folders`. In the job:
 `task` (what each rank of a submitted job runs), `command` (a user's command,
-supervised), `requeue` and `epilogue` (what the batch script does after its
-step). `slurm` is the one module that runs Slurm's commands; everything else
+supervised), `requeue`, `runstate` (state.json) and `attempts` (its history
+of failures), `failures` and `retry` (why a step failed, and retrying it on
+healthy nodes), `prologue` and `epilogue` (what the batch script does before
+its step and after a failed one). `slurm` is the one module that runs Slurm's commands; everything else
 asks it. Nothing here imports TensorFlow at import time.
 """

@@ -50,6 +50,7 @@ def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None, con
     executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=python)
     extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", spec.exclusive), ("hold", spec.hold),
                                                              ("requeue", True)) if wanted}
+    extra["open_mode"] = "append"  # a requeued or retried job keeps every attempt in its log
     if spec.gres:
         extra["gres"] = spec.gres
     executor.update_parameters(

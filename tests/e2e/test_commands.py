@@ -70,22 +70,59 @@ def command_pid(job_id: str, rank: int, marker: str) -> int | None:
     return rank_pid(job_id, rank, lambda comm, cmdline: marker.encode() in cmdline)
 
 
-def test_a_command_killed_on_one_node_fails_the_job_within_a_minute(cluster: LocalCluster, tmp_path: Path) -> None:
-    marker = "hpc-train-e2e-victim"
-    job = submit(cluster, tmp_path, "victim", "--", sys.executable, "-c", f"import time; time.sleep(300)  # {marker}")
+def kill_command(job: SubmittedJob, rank: int, marker: str) -> float:
+    """SIGKILL one rank's command (found by a marker in its command line); when it happened."""
     deadline = time.monotonic() + 120
     pid = None
     while pid is None and time.monotonic() < deadline and job.state()[0] not in FINAL_STATES:
-        pid = command_pid(job.id, 1, marker)
+        pid = command_pid(job.id, rank, marker)
         time.sleep(0.3)
     if pid is None:
         subprocess.run(["scancel", job.id], env=job.env)
-        pytest.fail(f"rank 1's command of job {job.id} not found:\n{job.log(1, 'err')}")
+        pytest.fail(f"rank {rank}'s command of job {job.id} not found:\n{job.log(rank, 'err')}")
     os.kill(pid, 9)
-    killed = time.monotonic()
+    return time.monotonic()
+
+
+def test_a_command_killed_on_one_node_fails_the_job_within_a_minute_without_retries(cluster: LocalCluster,
+                                                                                   tmp_path: Path) -> None:
+    marker = "hpc-train-e2e-victim"
+    job = submit(cluster, tmp_path, "victim", "--max-retries", "0", "--", sys.executable, "-c",
+                 f"import time; time.sleep(300)  # {marker}")
+    killed = kill_command(job, 1, marker)
     state, code = job.wait()
     assert state == "FAILED" and time.monotonic() - killed < 60, (state, code, job.log(0, "err"))
     assert "task 1: Exited with exit code 137" in job.log(0, "err") + job.log(1, "err")
+    assert "not retried: max_retries is 0" in job.log(0, "err")
+
+
+# Killed by a signal on its first run (as a crash would), done on the next.
+ONCE_KILLED = "import os, signal; os.environ.get('SLURM_RESTART_COUNT', '0') == '0' and os.kill(os.getpid(), 9); print('done')"
+
+
+def test_a_command_killed_by_a_signal_is_retried_on_other_nodes(cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, tmp_path, "crashy", "--", sys.executable, "-c", ONCE_KILLED)
+    assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")
+    said = job.log(0, "err")
+    assert re.search(r"attempt 2 of 4: retried after (node\d+) task \d was killed; \1(,node\d+)? excluded", said), said
+    shown = subprocess.run(["scontrol", "show", "job", job.id], env=job.env, capture_output=True, text=True).stdout
+    excluded = re.search(r"ExcNodeList=(\S+)", shown).group(1)
+    first, second = re.findall(r"hpc-train: job \d+(?: \(restart \d\))? on (\S+)", said)[:2]
+    assert excluded != "(null)" and not set(excluded.split(",")) & set(second.split(",")), (excluded, second)
+    assert "done" in job.log(0) and "done" in job.log(1)
+    history = json.loads((job.folder / "state.json").read_text())["attempts"]
+    assert [(entry["action"], entry["kind"]) for entry in history] == [("retried", "died")]
+    assert "history: attempt 2 of 4: retried after" in hpc_train(job, "status", job.id)
+    assert re.search(rf"^{job.id}\s.*\(1 retry\)", hpc_train(job, "list"), re.M)
+
+
+def test_a_command_that_keeps_failing_fails_once_its_retries_are_spent(cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, tmp_path, "doomed", "--max-retries", "1", "--", "sh", "-c", "kill -9 $$")
+    state, _ = job.wait()
+    said = job.log(0, "err")
+    assert state == "FAILED", said
+    assert re.search(r"attempt 2 of 2 failed: node\d+ task \d: Killed; retries exhausted \(1 of 1\)", said), said
+    assert re.search(r"2 failures: attempt 1: node\d+ task \d: Killed; attempt 2: node\d+ task \d: Killed", said)
 
 
 def test_a_warned_command_that_exits_75_is_requeued_and_runs_again(cluster: LocalCluster, tmp_path: Path) -> None:

@@ -137,6 +137,12 @@ def test_each_mistake_in_a_user_task_fails_every_task_at_once_and_says_what(clus
         # Every task meets it at once; the chief's log, the one people read, says it.
         said = [line for line in job.log(0, "err").splitlines() if line.startswith("hpc-train train: error:")]
         assert len(said) == 1 and re.match(r"hpc-train train: error: task .*" + message, said[0]), (name, said)
+        # What would fail again is never retried: one attempt, and the job's log says why not.
+        assert "Restarts=0" in subprocess.run(["scontrol", "show", "job", job.id], env=job.env, capture_output=True,
+                                              text=True).stdout
+        assert re.search(r"hpc-train: attempt 1 of 4 failed: node\d+ task \d: .*; not retried: (the task module "
+                         r"failed|hpc-train refused to go on), which a retry would do again", job.log(0, "err")), (
+            name, job.log(0, "err")[-2000:])
     assert time.monotonic() - started < 3 * 60  # six 2-node jobs on 4 nodes, each over in seconds
     traceback = jobs["raises"].log(0, "err")
     assert re.search(r"the task's own code only\):\n.*raises\.py\", line \d+, in build_model\n.*"
