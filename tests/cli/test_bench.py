@@ -17,7 +17,7 @@ def test_bench_help_lists_every_benchmark_without_importing_tensorflow() -> None
             "assert 'tensorflow' not in sys.modules, 'imported TensorFlow'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    for name in ("trainer", "startup", "scaling", "bootstrap", "submit", "all"):
+    for name in ("trainer", "startup", "scaling", "bootstrap", "submit", "faults", "all"):
         assert name in result.stdout
 
 
@@ -29,7 +29,7 @@ def test_a_report_without_measurements_is_one_line_and_exit_2(tmp_path: Path,
     assert "cannot read measurements" in err and "run `hpc-train bench scaling` first" in err
 
 
-@pytest.mark.parametrize("benchmark", ["scaling", "submit"])
+@pytest.mark.parametrize("benchmark", ["scaling", "submit", "faults"])
 def test_without_slurm_a_slurm_benchmark_says_how_to_get_one(benchmark: str, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
