@@ -33,7 +33,7 @@ def attempt_lines(folder: Path) -> list[str]:
             max_retries = (yaml.safe_load((folder / "config.yaml").read_text()) or {}).get("max_retries")
         except (OSError, yaml.YAMLError, AttributeError):
             pass
-    total = int(max_retries if isinstance(max_retries, int) else DEFAULT_MAX_RETRIES) + 1
+    total = attempts.attempts_allowed(history, int(max_retries if isinstance(max_retries, int) else DEFAULT_MAX_RETRIES))
     return [attempts.describe(attempt, int(attempt.get("attempt", number + 1)), total)
             for number, attempt in enumerate(history)]
 

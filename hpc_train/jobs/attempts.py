@@ -92,8 +92,20 @@ def retries_used(attempts: list[dict[str, Any]]) -> int:
 
 
 def requeues_done(attempts: list[dict[str, Any]]) -> int:
-    """Requeues for the time-limit warning (max_requeues counts these alone)."""
-    return sum(1 for attempt in attempts if attempt.get("action") == "requeued")
+    """Restarts that were not retries: requeues for the time-limit warning, and those Slurm made by itself
+    for no failure (max_requeues counts these)."""
+    return sum(1 for attempt in attempts if attempt.get("action") in ("requeued", "restarted"))
+
+
+def attempts_allowed(attempts: list[dict[str, Any]], max_retries: int) -> int:
+    """How many attempts the job may make as things stand: the first, one per retry allowed, and one per
+    restart that was not a retry (time-limit requeues)."""
+    return 1 + max(0, max_retries) + requeues_done(attempts)
+
+
+def failures(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries that are failures (retried, requeued by Slurm for a lost node, or final)."""
+    return [attempt for attempt in attempts if attempt.get("action") in ("retried", "requeued by Slurm", "failed")]
 
 
 def requeue_entry(attempt: int, global_step: int | None = None) -> dict[str, Any]:

@@ -136,10 +136,17 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
     notes = attempts.read_notes(run_dir)
     if not job_id or not slurm.available("scontrol"):
         failure = diagnose(code, "", notes, (), command, retry_exit_codes)
-        _say(f"failed: {failure.cause}; not retried: not a Slurm batch job, run it again to resume")
+        why = ("not a Slurm batch job, run it again to resume" if not job_id else "scontrol is not found here (a "
+               "container without Slurm's commands?): resubmit it to resume")
+        _say(f"failed: {failure.cause}; not retried: {why}")
         attempts.clear_notes(run_dir)
         return code
     job = slurm.show_job(job_id, env)
+    if job.get("JobState", "RUNNING") != "RUNNING":  # Slurm requeued, cancelled or ended it: not ours to retry
+        _say(f"the step failed (exit {code}) and the job is already {job['JobState']} (Slurm's doing): "
+             "not retried here")
+        attempts.clear_notes(run_dir)
+        return code
     nodes = expand_nodes(job.get("NodeList", ""))
     states = slurm.node_states(env, job.get("Partition") or None)
     usable, lost = usable_and_lost(states)
@@ -147,11 +154,12 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
                        retry_exit_codes)
     history = attempts.history(run_dir)
     used = attempts.retries_used(history)
+    needed = job.get("NumNodes", "1").split("-")[0]
     plan = plan_retry(failure, used, max_retries, expand_nodes(job.get("ExcNodeList", "")), usable if states else None,
-                      len(nodes) or int(job.get("NumNodes", "1").split("-")[0] or 1))
+                      len(nodes) or (int(needed) if needed.isdigit() else 1))
     entry = _entry(failure, plan, run_dir, job, env)
     attempt = int(env.get("SLURM_RESTART_COUNT", "0") or 0) + 1
-    total = max_retries + 1 if max_retries >= 0 else None
+    total = attempts.attempts_allowed(history, max_retries)
     if plan.retry:
         problem = requeue_excluding(job_id, plan.exclude, env)
         if problem is not None and problem.startswith("scontrol requeue"):
@@ -203,7 +211,7 @@ def newest_checkpoint(folder: Path) -> tuple[int | None, float | None]:
 
 
 def _say_each_failure(history: list[dict[str, Any]]) -> None:
-    failures = [attempt for attempt in history if attempt.get("cause") and attempt.get("action") != "requeued"]
+    failures = attempts.failures(history)
     if len(failures) > 1:
         _say(f"{len(failures)} failures: " + "; ".join(
             f"attempt {attempt.get('attempt', number + 1)}: {attempt['cause']}"

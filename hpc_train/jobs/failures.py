@@ -31,7 +31,9 @@ from hpc_train.exitcodes import EXIT_LOST_PEER
 # exit code 2".
 _TASK_END = re.compile(r"^srun: error: (?P<node>[^\s:]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+?)\s*$", re.M)
 _EXITED = re.compile(r"^Exited with exit code (\d+)$")
-_OUT_OF_MEMORY = re.compile(r"Out Of Memory|oom-kill event|OUT_OF_MEMORY", re.I)
+# Slurm's own words for a task it killed for its memory (not TensorFlow's allocator warnings in a rank's output).
+_OUT_OF_MEMORY = re.compile(r"^(?:srun: error: \S+: tasks? [\d,\-]+: Out Of Memory|slurmstepd\S*: error: Detected "
+                            r"\d+ oom.kill event)", re.M)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def diagnose(step_code: int, log: str, notes: Sequence[dict[str, Any]], down: Co
         return stopping
     ends = task_ends(log)
     if _OUT_OF_MEMORY.search(log):
-        where = next((f"{end.node} task {end.task}" for end in ends if _OUT_OF_MEMORY.search(end.what)), "a task")
+        where = next((f"{end.node} task {end.task}" for end in ends if end.what == "Out Of Memory"), "a task")
         return Failure("out_of_memory", f"{where}: Out Of Memory", f"{where} ran out of memory", retryable=False,
                        why_not="Slurm killed it for using more memory than the job asked for, which a retry would "
                                "use again: ask for more (--mem), or use less (a smaller batch_size)")
@@ -105,7 +107,7 @@ def diagnose(step_code: int, log: str, notes: Sequence[dict[str, Any]], down: Co
     if note is not None and note.get("kind") == "signal":
         return _died(first.node, first.task, str(note.get("signal", "killed by a signal")))
     code = first.exit_code if first.exit_code is not None else int(note.get("code", step_code)) if note else step_code
-    return _exited(first.node, first.task, code, command, retry_exit_codes)
+    return _exited(first.node, first.task, code, command, retry_exit_codes, own_exit=note is not None)
 
 
 def _would_fail_again(notes: Sequence[dict[str, Any]]) -> Failure | None:
@@ -134,13 +136,14 @@ def _lost_peer(note: dict[str, Any]) -> Failure:
     return Failure("lost_peer", cause, cause, nodes)
 
 
-def _exited(node: str, task: int, code: int, command: bool, retry_exit_codes: Collection[int]) -> Failure:
+def _exited(node: str, task: int, code: int, command: bool, retry_exit_codes: Collection[int],
+            own_exit: bool = False) -> Failure:
     where = f"{node} task {task}"
     if code in retry_exit_codes:
         return Failure("exit", f"{where}: exit {code}", f"{where} exited with {code} (--retry-exit-codes)", (node,))
     if code == EXIT_LOST_PEER and not command:  # the trainer lost a peer but could not leave its note
         return Failure("lost_peer", "a peer stopped answering", "a peer stopped answering")
-    if code >= 128:  # no note, so no supervisor: the shell's way of saying a signal ended it
+    if code >= 128 and not own_exit:  # no note, so no supervisor: the shell's way of saying a signal ended it
         return _died(node, task, f"signal {code - 128}")
     fix = ("list it in --retry-exit-codes to retry it" if command
            else "see its log; fix the cause, then resubmit (the run resumes from its last checkpoint)")

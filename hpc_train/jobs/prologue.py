@@ -76,7 +76,7 @@ def _move_off(job_id: str, job: dict[str, str], down: list[str], usable: set[str
     problem = requeue_excluding(job_id, exclude, env)
     if problem is not None:
         _say(f"warning: could not move the job off {', '.join(down)}: {problem}")
-        return None if problem.startswith("scontrol requeue") else ",".join(exclude)
+        return None if problem.startswith("scontrol requeue") else ""  # requeued, but nothing excluded
     return ",".join(exclude)
 
 
@@ -113,16 +113,17 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
         if step is not None:
             entry["checkpoint_step"], entry["checkpoint_time"] = step, saved
         here = set(expand_nodes(env.get("SLURM_JOB_NODELIST", "")))
-        if set(down) & here and max_retries > 0:  # Slurm put the job back on the node that failed: move it off
+        spent = entry["action"] == "requeued by Slurm" and attempts.retries_used([*history, entry]) > max_retries
+        if set(down) & here and max_retries > 0 and not spent:  # Slurm put the job back on the failed node: move
             moved = _move_off(env["SLURM_JOB_ID"], job, down, usable, len(here), env)
             if moved is not None:
-                attempts.record(run_dir, {**entry, "excluded": down, "restarts": 2})
+                attempts.record(run_dir, {**entry, "excluded": down if moved else [], "restarts": 2})
                 _say(f"{', '.join(sorted(set(down) & here))} failed in attempt {restarts} and Slurm started "
                      f"attempt {restarts + 1} there again: requeued without it")
                 return EXIT_MOVED
         attempts.record(run_dir, entry)
         history = [*history, entry]
-    total = max_retries + 1
+    total = attempts.attempts_allowed(history, max_retries)
     if history and history[-1].get("action") in RESTARTS and history[-1].get("action") != "requeued":
         last = history[-1]
         _say(attempts.describe(last, restarts, total))
@@ -130,7 +131,9 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
             _say(f"retries exhausted ({max_retries} of {max_retries}): the job ends here; resubmit it to resume")
             return EXIT_RETRIES_SPENT
     state = read_state(run_dir)
-    write_json_atomically(run_dir / STATE_FILE, {**state, "attempt": {
+    # The last attempt's "stopped" or "requeued" is over: this attempt starts (a finished run stays finished).
+    fresh = {"state": "starting"} if state.get("state") in ("stopped", "requeued", "running") else {}
+    write_json_atomically(run_dir / STATE_FILE, {**state, **fresh, "attempt": {
         "number": restarts + 1, "nodes": env.get("SLURM_JOB_NODELIST", ""), "started": round(time.time(), 3)}})
     return 0
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 STATE_FILE = "state.json"
-STATES = ("running", "stopped", "requeued", "finished")
+STATES = ("starting", "running", "stopped", "requeued", "finished")
 # Kept from the file when the chief writes a new state: the batch script's (prologue.py, epilogue.py).
-CARRIED = ("attempts", "attempt")
+CARRIED = ("attempts", "attempt", "max_retries")
 
 
 def write_json_atomically(path: Path, value: Any) -> None:

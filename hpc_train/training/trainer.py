@@ -282,7 +282,7 @@ def _count_failure_cost(output: Path) -> dict[str, Any]:
         since = last.get("checkpoint_time") or last.get("time") or now
         attempts.update_last(output, resumed_at=round(now, 3), seconds_lost=round(max(0.0, now - since), 1))
         history = attempts.history(output)
-    failures = [attempt for attempt in history if attempt.get("action") in ("retried", "requeued by Slurm", "failed")]
+    failures = attempts.failures(history)
     return {"count": len(failures),
             "seconds_lost": round(sum(attempt.get("seconds_lost", 0) for attempt in failures), 1)}
 

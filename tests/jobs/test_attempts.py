@@ -43,3 +43,9 @@ def test_each_attempt_reads_as_one_line() -> None:
                                                  "excluded; resumed at step 1,240 (37 steps redone)")
     failed = {"action": "failed", "cause": "node2 task 1: Killed", "why": "retries exhausted (3 of 3)"}
     assert attempts.describe(failed, 4, 4) == "attempt 4 of 4 failed: node2 task 1: Killed; retries exhausted (3 of 3)"
+
+
+def test_time_limit_requeues_add_attempts_retries_do_not() -> None:
+    history = [{"action": "requeued"}, {"action": "retried"}, {"action": "restarted"}, {"action": "failed"}]
+    assert attempts.attempts_allowed(history, 3) == 1 + 3 + 2
+    assert [entry["action"] for entry in attempts.failures(history)] == ["retried", "failed"]

@@ -68,13 +68,14 @@ def test_the_batch_scripts_run_it_as_a_hidden_hpc_train_verb(tmp_path: Path, cap
     assert "epilogue" not in cli_help.stdout  # not for people
 
 
-def fake_slurm(bin_dir: Path, log: Path, node_states: str = "node1 idle\nnode2 idle\nnode3 idle\nnode4 idle") -> Path:
+def fake_slurm(bin_dir: Path, log: Path, node_states: str = "node1 idle\nnode2 idle\nnode3 idle\nnode4 idle",
+               job_state: str = "RUNNING") -> Path:
     """scontrol and sinfo as a 4-node cluster shows them for job 42 on node[1-2]; every call noted in calls."""
     bin_dir.mkdir()
     calls = bin_dir / "calls"
     (bin_dir / "scontrol").write_text(
         f'#!/bin/sh\necho "scontrol $*" >> "{calls}"\n'
-        f'if [ "$1" = show ]; then echo "JobId=42 JobState=RUNNING NodeList=node[1-2] NumNodes=2 '
+        f'if [ "$1" = show ]; then echo "JobId=42 JobState={job_state} NodeList=node[1-2] NumNodes=2 '
         f'ExcNodeList=(null) Partition=debug StdErr={log} StdOut={log}"; fi\n')
     (bin_dir / "sinfo").write_text(f'#!/bin/sh\nprintf "{node_states}\\n"\n')
     for tool in ("scontrol", "sinfo"):
@@ -82,7 +83,8 @@ def fake_slurm(bin_dir: Path, log: Path, node_states: str = "node1 idle\nnode2 i
     return calls
 
 
-def run_epilogue(tmp_path: Path, log_text: str, notes: list[dict], *options: str) -> tuple[int, str, str, Path]:
+def run_epilogue(tmp_path: Path, log_text: str, notes: list[dict], *options: str,
+                 job_state: str = "RUNNING") -> tuple[int, str, str, dict]:
     import json
     import os
 
@@ -97,14 +99,14 @@ def run_epilogue(tmp_path: Path, log_text: str, notes: list[dict], *options: str
     for note in notes:
         attempts.note_failure(run_dir, note.pop("kind"), "", environ={"SLURM_PROCID": str(note.pop("rank")),
                                                                       "SLURMD_NODENAME": "node1"}, **note)
-    calls = fake_slurm(tmp_path / "bin", log)
+    calls = fake_slurm(tmp_path / "bin", log, job_state=job_state)
     script = "\n".join(["(exit 137)", *shell_lines(shlex.quote(sys.executable), shlex.quote(str(run_dir)),
                                                    "multiworker", options)])
     env = {**without_slurm(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "42",
            "SLURM_RESTART_COUNT": "1"}
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert not list(tmp_path.rglob("PWNED")) and not list((run_dir / ".failures").glob("*.json"))
-    state = json.loads((run_dir / "state.json").read_text())
+    state = json.loads((run_dir / "state.json").read_text()) if (run_dir / "state.json").exists() else {}
     return result.returncode, result.stderr, calls.read_text() if calls.exists() else "", state
 
 
@@ -125,3 +127,10 @@ def test_a_failure_that_would_repeat_is_not_retried_and_its_code_stands(tmp_path
     assert code == 137 and "requeue" not in calls
     assert "attempt 2 of 6 failed: node1 task 0: the task module failed; not retried: the task module failed" in said
     assert state["attempts"][0]["action"] == "failed"
+
+
+def test_a_job_slurm_is_already_requeuing_or_ending_is_left_to_slurm(tmp_path: Path) -> None:
+    code, said, calls, state = run_epilogue(tmp_path, "srun: error: node2: task 1: Killed\n", [],
+                                            job_state="COMPLETING")
+    assert code == 137 and "requeue" not in calls and "attempts" not in state
+    assert "the job is already COMPLETING (Slurm's doing): not retried here" in said

@@ -75,3 +75,11 @@ def test_without_srun_the_notes_alone_tell_and_without_anything_the_code() -> No
     assert diagnose(69, "", [LOST_WORKER_1], ()).blame == ("node2",)
     assert diagnose(137, "", [], ()).retryable and diagnose(137, "", [], ()).blame == ()
     assert not diagnose(1, "", [], ()).retryable
+
+
+def test_a_commands_own_high_exit_code_is_its_verdict_and_tensorflows_memory_words_are_not_slurms() -> None:
+    note = {"rank": 0, "node": "node1", "kind": "exit", "code": 255}
+    assert not diagnose(255, "srun: error: node1: task 0: Exited with exit code 255\n", [note], (), command=True).retryable
+    log = ("0: W tensorflow/core/common_runtime/bfc_allocator.cc: Allocator ran out of memory trying to allocate\n"
+           "srun: error: node2: task 1: Killed\n")
+    assert diagnose(137, log, [], ()).kind == "died"

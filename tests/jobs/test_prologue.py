@@ -63,3 +63,16 @@ def test_a_prologue_that_cannot_start_changes_nothing(tmp_path: Path) -> None:
     script = "\n".join(["set -e", shell_line("/no/such/python3", "dir"), "echo the step runs"])
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0 and "the step runs" in result.stdout
+
+
+def test_a_new_attempt_is_starting_not_the_last_ones_requeued(tmp_path: Path) -> None:
+    import json
+
+    from hpc_train.jobs.prologue import before_the_step
+    from hpc_train.jobs.runstate import write_state
+
+    write_state(tmp_path, "requeued", global_step=40, max_retries=1)
+    attempts.record(tmp_path, attempts.requeue_entry(1, 40))
+    assert before_the_step(tmp_path, {"SLURM_RESTART_COUNT": "1", "SLURM_JOB_NODELIST": "n[1-2]"}, None) == 0
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert (state["state"], state["max_retries"], state["attempt"]["number"]) == ("starting", 1, 2)

@@ -47,3 +47,29 @@ def test_short_epochs_are_saved_so_that_saves_take_at_most_the_share() -> None:
 def test_share_zero_saves_every_epoch_and_any_task_wanting_a_save_makes_all_save() -> None:
     assert saved_epochs(epoch_seconds=1, save_seconds=0.5, share=0.0) == list(range(1, 11))
     assert saved_epochs(epoch_seconds=1, save_seconds=0.5, share=0.03, agree=lambda wanted: True) == list(range(1, 11))
+
+
+def test_timed_saves_are_as_often_as_asked_or_as_the_share_allows_within_1_to_15_minutes() -> None:
+    from hpc_train.training.checkpoints import save_interval
+
+    assert save_interval(0.5, 0.03, 2.0) == 30  # checkpoint_minutes set: exactly that
+    assert save_interval(0, 0.03, 2.0) == float("inf")  # 0: epoch ends only
+    assert save_interval(None, 0.03, None) == 60  # no save measured yet
+    assert save_interval(None, 0.03, 0.05) == 60  # a cheap save: at most once a minute
+    assert save_interval(None, 0.03, 6.0) == pytest.approx(200)  # 6 s / 3%
+    assert save_interval(None, 0.03, 60.0) == 900  # never more than 15 minutes apart
+
+
+def test_a_timed_save_is_made_at_a_step_boundary_by_every_rank_and_training_goes_on() -> None:
+    from hpc_train.training.callbacks import StopAtStepBoundary
+
+    saves, agreed = [], []
+
+    def agree(kind, save):  # type: ignore[no-untyped-def]
+        agreed.append((kind, save))
+        return kind, save or len(agreed) == 1  # mid-epoch, another rank found a save due
+    callback = StopAtStepBoundary(lambda: None, agree, lambda: saves.append(1) or "ckpt", 3, save_due=lambda: False)
+    callback.params = {"steps": 62}
+    callback.on_train_batch_end(31)  # mid-epoch: saved, not stopped
+    callback.on_epoch_end(0)  # the epoch's own save is EpochCheckpoint's: not asked for here
+    assert len(saves) == 1 and agreed == [(None, False), (None, False)]
