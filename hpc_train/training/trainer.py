@@ -358,6 +358,7 @@ def _finish(model: Any, config: TrainConfig, rank: RankInfo, user_task: TaskModu
         final = _final_metrics(model, config, user_task, report)
         report.write(final)
         write_state(paths.output, "finished", epochs=config.epochs, **final)
+        (paths.output / attempts.PROGRESS_FILE).unlink(missing_ok=True)  # for a failure's steps redone: none now
         shown = ", ".join(f"{name} {value:.4f}" if isinstance(value, float) else f"{name} {value}"
                           for name, value in final.items())
         say(f"done{': ' + shown if shown else ''}; model {paths.output / 'model.keras'}, "
