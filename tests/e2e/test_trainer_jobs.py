@@ -347,8 +347,9 @@ def test_a_lost_parameter_server_is_retried_and_the_job_completes(cluster: Local
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     log = job.log()
     assert re.search(r"task 1: Killed", log)
-    assert re.search(r"^0: hpc-train train: error: lost contact with ps 0 at node\d+:\d+ \(.*\); the job cannot go on "
-                     r"without it: it is retried on other nodes", log, re.M), log[-3000:]
+    # (Not always at the start of a line: TensorFlow's threads may leave theirs unfinished on the same stream.)
+    assert re.search(r"hpc-train train: error: lost contact with ps 0 at node\d+:\d+ \(.*\); the job cannot go on "
+                     r"without it: it is retried on other nodes", log), log[-3000:]
     assert re.search(r"hpc-train: attempt 2 of 4: retried after node\d+ task 1 was killed; node\d+ excluded", log)
     assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3, 4]
     assert job.run_state()["state"] == "finished" and job.metrics()["totals"]["final_val_accuracy"] >= 0.9
