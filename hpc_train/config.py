@@ -117,10 +117,21 @@ def _check_ranges(config: TrainConfig) -> None:
         raise ConfigError(f"validation_images: must be 1 or more, got {config.validation_images!r}")
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Defaults, then the YAML file, then each `key=value` override, in that order."""
+# A job's YAML may hold a sweep (render and submit run it as a job array, jobs/sweep.py), not a setting.
+SWEEP_KEY = "sweep"
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), sweep_allowed: bool = False
+                ) -> TrainConfig:
+    """Defaults, then the YAML file, then each `key=value` override, in that order. `sweep_allowed`: a `sweep:`
+    section in the file is left to the caller (read_sweep), not refused."""
     values: dict[str, Any] = dict(_read_yaml(Path(path))) if path is not None else {}
     source = str(path) if path is not None else "the defaults"
+    if SWEEP_KEY in values:
+        if not sweep_allowed:
+            raise ConfigError(f"{path}: a sweep runs as a job array: use it with hpc-train render or submit, or "
+                              "drop its 'sweep:' section to train once")
+        del values[SWEEP_KEY]
     _refuse_unknown(values, source)
     if path is not None:
         values = _task_path_from(Path(path).parent, values)
@@ -129,6 +140,17 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         _refuse_unknown({key: text}, "--set")
         values[key] = _override_value(key, text)
     return TrainConfig(**_task_path_from(Path.cwd(), _coerce_numbers(values)))
+
+
+def read_sweep(path: str | Path | None) -> Any:
+    """The YAML file's `sweep:` section, or None."""
+    return None if path is None else _read_yaml(Path(path)).get(SWEEP_KEY)
+
+
+def setting_value(key: str, text: str, source: str = "--set") -> Any:
+    """One setting's value from its text, as `--set key=text` reads it (a known key; a number field's number)."""
+    _refuse_unknown({key: text}, source)
+    return _coerce_numbers({key: _override_value(key, text)})[key]
 
 
 def _task_path_from(folder: Path, values: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 
@@ -31,6 +32,11 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-exit-codes", default=None, metavar="C,...",
                         help="your command's exit codes worth a retry (any other exit is its own verdict)")
     parser.add_argument("--config", default=None, metavar="FILE.yaml", help="training settings (hpc-train train)")
+    parser.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+                        help="one job array: an element (a whole job) per combination of the values (repeatable; "
+                             "any --set key; {KEY} in your command becomes the value); or the YAML's sweep:")
+    parser.add_argument("--max-parallel", type=int, default=None, metavar="K",
+                        help="at most K elements of a sweep run at once (Slurm's --array=...%%K)")
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
                         help="what to train: a task module (as hpc-train train --task); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
@@ -64,10 +70,39 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str
         raise HpcTrainError("--retry-exit-codes applies to your own command after --; the trainer's failures "
                             "worth a retry are known to it")
     retries = [f"max_retries={args.max_retries}"] if args.max_retries is not None else []
-    train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries])
+    train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries],
+                        sweep_allowed=True)
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home
+
+
+def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
+    """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked; None for one job."""
+    from hpc_train.config import read_sweep
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.jobs import slurm
+    from hpc_train.jobs.sweep import JOB_KEYS, check, from_yaml, grid, grid_axes, substitute
+
+    section = read_sweep(args.config)
+    if args.sweep and section is not None:
+        raise HpcTrainError(f"--sweep and the sweep: section of {args.config}: give one of them")
+    if not args.sweep and section is None:
+        if args.max_parallel is not None:
+            raise HpcTrainError("--max-parallel applies to a sweep: add --sweep KEY=V1,V2,...")
+        return None
+    sweep = grid(grid_axes(args.sweep)) if args.sweep else from_yaml(section)
+    for key in sweep.keys:
+        if key in JOB_KEYS:
+            raise HpcTrainError(f"--sweep {key}: {JOB_KEYS[key]}")
+    if args.max_parallel is not None and args.max_parallel < 1:
+        raise HpcTrainError(f"--max-parallel {args.max_parallel}: must be 1 or more")
+    limit = slurm.config_value("MaxArraySize", dict(os.environ)) if slurm.available("scontrol") else None
+    check(sweep, train, int(limit) if limit and limit.isdigit() else None)
+    for values in sweep.elements:
+        if args.command:
+            substitute(args.command, values)  # a {KEY} no sweep key defines is refused now
+    return sweep
 
 
 def exit_codes(text: str | None) -> tuple[int, ...]:

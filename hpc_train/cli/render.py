@@ -2,6 +2,7 @@
 
     hpc-train render --nodes 4 --gpus-per-node 2 --config job.yaml -o job.sbatch
     hpc-train render --nodes 2 -o job.sbatch -- python train.py    # your own script on every task
+    hpc-train render --nodes 2 --sweep learning_rate=0.01,0.001 --sweep seed=1,2 --max-parallel 2 -o sweep.sbatch
     sbatch job.sbatch
 
 The request is checked first (impossible ones are refused). Every value reaches
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hpc_train.cli.joboptions import add_job_arguments, job_request
+from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_request
 
 
 
@@ -29,7 +30,14 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.jobs.render import render_script
 
     spec, train, home = job_request(args)
-    script = render_script(spec, train, home, command=args.command)
+    sweep = sweep_request(args, train)
+    script = render_script(spec, train, home, command=args.command, sweep=sweep, max_parallel=args.max_parallel)
+    if sweep is not None:
+        from hpc_train.jobs.sweep import table
+
+        print(f"hpc-train render: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s) "
+              f"(runs/{spec.name}-ARRAYID_INDEX/):", file=sys.stderr)
+        print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
     if args.output is None:
         sys.stdout.write(script)
     else:

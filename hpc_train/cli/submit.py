@@ -38,10 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
     from hpc_train.jobs import submit
 
     spec, train, _ = job_request(args)
+    if args.sweep or args.max_parallel is not None or read_sweep(args.config) is not None:
+        raise HpcTrainError("submit does not run sweeps yet: write the job array with hpc-train render --sweep ... "
+                            "-o sweep.sbatch, then sbatch sweep.sbatch")
     if args.hold:
         spec = replace(spec, hold=True)
     if args.local and args.home:

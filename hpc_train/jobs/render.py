@@ -19,6 +19,7 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.jobs.spec import JobSpec
+from hpc_train.jobs.sweep import Sweep
 
 
 
@@ -61,12 +62,19 @@ def job_config(spec: JobSpec, train: TrainConfig) -> TrainConfig:
 
 
 def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = "runs",
-                  template: Path | None = None, command: Sequence[str] | None = None) -> str:
+                  template: Path | None = None, command: Sequence[str] | None = None,
+                  sweep: Sweep | None = None, max_parallel: int | None = None) -> str:
     """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
-    `command`: the user's own command for every task, instead of the trainer."""
+    `command`: the user's own command for every task, instead of the trainer; `sweep`: one job array, an element
+    per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
+    running at once."""
     config = job_config(spec, train)
+    wanted = directives(spec)
+    if sweep is not None:
+        wanted = {**wanted, "array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
+                  "output": "slurm-%x-%A_%a.out"}
     lines = [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
-             for name, value in directives(spec).items()]
+             for name, value in sorted(wanted.items())]
     launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
     from hpc_train.resources import resource
 
@@ -76,16 +84,44 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
         directives="\n".join(lines),
         home=shlex.quote(home),
         runs_dir=shlex.quote(runs_dir),
-        # A quoted here-document: the shell expands nothing in it, whatever the values hold.
-        config_yaml=yaml.safe_dump(to_dict(config), sort_keys=False),
+        run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
+        '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
+        config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
         num_tasks=spec.num_tasks,
         launcher=launcher,
-        task_command=task_command(spec, config, command),
+        task_command=task_command(spec, config, command) if sweep is None or not command else
+        '"${element_command[@]}"',
         kill_on_bad_exit=kill_on_bad_exit(spec),
         strategy=shlex.quote(spec.strategy),
         prologue_options=f" --max-retries {config.max_retries}",
         epilogue_options="".join(f" {shlex.quote(option)}" for option in retry_options(spec, config, command)),
     )
+
+
+def config_lines(config: TrainConfig) -> str:
+    """The job's settings into its run folder: a quoted here-document, in which the shell expands nothing."""
+    return f"cat > \"$run_dir/config.yaml\" <<'HPC_TRAIN_CONFIG'\n{yaml.safe_dump(to_dict(config), sort_keys=False)}" \
+           "HPC_TRAIN_CONFIG"
+
+
+def sweep_lines(spec: JobSpec, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
+    """Each array element's settings (and command, `{KEY}` replaced), chosen by SLURM_ARRAY_TASK_ID; its values
+    exported as HPC_TRAIN_SWEEP_<KEY>, its index as HPC_TRAIN_TRIAL."""
+    from hpc_train.config import replace as with_values
+    from hpc_train.jobs.sweep import substitute, value_text
+
+    lines = ['export HPC_TRAIN_TRIAL="$SLURM_ARRAY_TASK_ID"', 'case "$SLURM_ARRAY_TASK_ID" in']
+    for index, values in enumerate(sweep.elements):
+        exports = " ".join(f"HPC_TRAIN_SWEEP_{key.upper()}={shlex.quote(value_text(value))}"
+                           for key, value in values.items())
+        lines += [f"{index})", f"  export {exports}"]
+        if command:
+            words = task_command(spec, config, substitute(command, values))
+            lines.append(f"  element_command=({words})")
+        lines += [config_lines(with_values(config, **values)), "  ;;"]
+    lines += [f'*) echo "hpc-train: array task $SLURM_ARRAY_TASK_ID is not an element of this sweep '
+              f'(0-{len(sweep) - 1})" >&2; exit 2 ;;', "esac"]
+    return "\n".join(lines)
 
 
 def retry_options(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> list[str]:

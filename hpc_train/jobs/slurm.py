@@ -62,6 +62,15 @@ def show_job(job_id: str, env: Mapping[str, str]) -> dict[str, str]:
     return fields(run(["scontrol", "show", "job", "-o", job_id], env).stdout)
 
 
+def config_value(name: str, env: Mapping[str, str], timeout: float = 10) -> str | None:
+    """One value of the controller's configuration (`scontrol show config`: MaxArraySize, ...), None if unknown."""
+    for line in run(["scontrol", "show", "config"], env, timeout=timeout).stdout.splitlines():
+        key, equals, value = line.partition("=")
+        if equals and key.strip() == name:
+            return value.strip()
+    return None
+
+
 def show(kind: str, env: Mapping[str, str], timeout: float = 20) -> subprocess.CompletedProcess[str]:
     """`scontrol show KIND -o` (partition, node, ...): one record per line."""
     return run(["scontrol", "show", kind, "-o"], env, timeout=timeout)

@@ -132,3 +132,39 @@ def test_the_hand_written_scripts_pass_the_warning_on_too(tmp_path: Path) -> Non
     assert job.returncode == 75
     args = record.read_text().split()
     assert args[:3] == ["USR1", "--label", "--kill-on-bad-exit=0"]  # parameter server: a lost worker is survived
+
+
+@pytest.mark.parametrize("hostile", HOSTILE[:3])
+def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(hostile: str, tmp_path: Path) -> None:
+    from hpc_train.jobs.sweep import grid, grid_axes
+
+    mock_srun(tmp_path / "bin")
+    (tmp_path / "bin" / "hpc-train").write_text(  # the supervised command's words, and the element's variables
+        '#!/bin/bash\nprintf "%s\\n" "$@" > "$TRAIN_ARGS"\nenv | grep ^HPC_TRAIN_ | sort > "$TRAIN_ARGS.env"\n')
+    sweep = grid(grid_axes(["learning_rate=0.01,0.001", "seed=1,2"]))
+    command = ["python", f"{hostile}.py", "--lr={learning_rate}", "--seed", "{seed}"]
+    script = tmp_path / "sweep.sbatch"
+    script.write_text(render_script(JobSpec(nodes=2, name="sw"), TrainConfig(data_dir=hostile), str(tmp_path),
+                                    command=command, sweep=sweep, max_parallel=2))
+    text = script.read_text()
+    assert "#SBATCH --array=0-3%2\n" in text and "#SBATCH --output=slurm-%x-%A_%a.out\n" in text
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "12",
+           "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_NAME": "sw",
+           "SLURM_JOB_NODELIST": "n[1-2]", "SRUN_ARGS": str(tmp_path / "srun.args"),
+           "TRAIN_ARGS": str(tmp_path / "train.args")}
+    result = subprocess.run(["bash", str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not list(tmp_path.rglob("PWNED"))
+    run_dir = work / "runs" / "sw-10_2"  # element 2: learning_rate 0.001, seed 1
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert (config["learning_rate"], config["seed"], config["data_dir"]) == (0.001, 1, hostile)
+    words = (tmp_path / "train.args").read_text().splitlines()
+    assert words[words.index("--") + 1:] == ["python", f"{hostile}.py", "--lr=0.001", "--seed", "1"]
+    assert (tmp_path / "train.args.env").read_text().count("HPC_TRAIN_SWEEP_") == 2
+    assert "HPC_TRAIN_SWEEP_LEARNING_RATE=0.001\n" in (tmp_path / "train.args.env").read_text()
+    assert "HPC_TRAIN_TRIAL=2\n" in (tmp_path / "train.args.env").read_text()
+    outside = subprocess.run(["bash", str(script)], cwd=work, env={**env, "SLURM_ARRAY_TASK_ID": "4"},
+                             capture_output=True, text=True, timeout=60)
+    assert outside.returncode == 2 and "not an element of this sweep (0-3)" in outside.stderr

@@ -1,0 +1,180 @@
+"""A sweep: the settings of many runs of one job, as a grid or a random search (pure: values in, elements out).
+
+Groundwork for `--sweep` and YAML `sweep:` (issue 18): what each element of a
+Slurm job array will run, refused before anything is queued when it cannot
+be: an unknown key, a value of the wrong type or out of range, an empty list,
+a key given twice, more elements than the site's MaxArraySize, or a `{KEY}`
+in a command that no sweep key defines.
+
+- Grid: `KEY=V1,V2,...` per key; every combination, the first key slowest.
+- Random: `trials` draws from a `space` of `loguniform(a, b)`, `uniform(a, b)`,
+  `randint(a, b)` (both ends included) or `choice(v1, v2, ...)`, seeded: the
+  same seed gives the same trials.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from hpc_train.config import ConfigError, TrainConfig, setting_value, to_dict
+
+_DISTRIBUTION = re.compile(r"^\s*(loguniform|uniform|randint|choice)\s*\((.*)\)\s*$", re.S)
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+# Settings a sweep cannot vary: the job's request, or its run folder, decides them.
+JOB_KEYS = {"strategy": "the strategy is the job's (--strategy), the same for every element: sweep it as "
+                        "separate jobs",
+            "num_ps": "the ps count is the job's (--num-ps): sweep it as separate jobs",
+            "output_dir": "each element writes its own run folder (runs/NAME-ARRAYID_I/)"}
+
+
+class SweepError(ConfigError):
+    """A sweep that cannot run as given."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    keys: tuple[str, ...]
+    elements: tuple[dict[str, Any], ...]
+
+    def __len__(self) -> int:
+        return len(self.elements)
+
+
+def grid_axes(options: Sequence[str]) -> dict[str, list[Any]]:
+    """`--sweep KEY=V1,V2,...` options as key -> typed values, in the order given."""
+    axes: dict[str, list[Any]] = {}
+    for option in options:
+        key, equals, text = option.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise SweepError(f"--sweep {option!r}: expected KEY=V1,V2,... (e.g. --sweep learning_rate=0.01,0.001)")
+        if key in axes:
+            raise SweepError(f"--sweep {key}: given twice; list all its values in one --sweep {key}=V1,V2,...")
+        values = [part.strip() for part in text.split(",") if part.strip()]
+        if not values:
+            raise SweepError(f"--sweep {key}=: no values; give at least one, e.g. --sweep {key}=V1,V2")
+        axes[key] = [setting_value(key, value, f"--sweep {key}") for value in values]
+    return axes
+
+
+def grid(axes: Mapping[str, Sequence[Any]]) -> Sweep:
+    """Every combination of the axes' values, the first key varying slowest."""
+    keys = tuple(axes)
+    return Sweep(keys, tuple(dict(zip(keys, values)) for values in itertools.product(*axes.values())))
+
+
+def random_search(space: Mapping[str, str], trials: int, seed: int) -> Sweep:
+    """`trials` elements drawn from the space's distributions with this seed."""
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise SweepError(f"sweep random trials: {trials!r}; give a whole number of 1 or more")
+    if not space:
+        raise SweepError("sweep random space: empty; give at least one KEY: loguniform(a, b) (or uniform, randint, "
+                         "choice)")
+    draws = {key: _distribution(key, text) for key, text in space.items()}
+    rng = random.Random(seed)
+    return Sweep(tuple(space), tuple({key: draw(rng) for key, draw in draws.items()} for _ in range(trials)))
+
+
+def _distribution(key: str, text: Any) -> Any:
+    match = _DISTRIBUTION.match(str(text))
+    if match is None:
+        raise SweepError(f"sweep random space {key}: {text!r}; expected loguniform(a, b), uniform(a, b), randint(a, b) "
+                         "or choice(v1, v2, ...)")
+    kind, arguments = match.groups()
+    try:
+        values = [_number(value) for value in yaml.safe_load(f"[{arguments}]")]
+    except (yaml.YAMLError, TypeError):
+        values = None
+    if not values:
+        raise SweepError(f"sweep random space {key}: {text!r} has no values")
+    if kind == "choice":
+        return lambda rng: rng.choice(values)
+    if len(values) != 2 or not all(isinstance(value, (int, float)) for value in values) or values[0] >= values[1]:
+        raise SweepError(f"sweep random space {key}: {text!r}; {kind} takes two numbers, low < high")
+    low, high = values
+    if kind == "loguniform":
+        if low <= 0:
+            raise SweepError(f"sweep random space {key}: {text!r}; loguniform needs 0 < low < high")
+        return lambda rng: math.exp(rng.uniform(math.log(low), math.log(high)))
+    if kind == "randint":
+        return lambda rng: rng.randint(int(low), int(high))
+    return lambda rng: rng.uniform(low, high)
+
+
+def _number(value: Any) -> Any:
+    """YAML 1.1 reads `1e-4` as text: the number it means."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def from_yaml(section: Any) -> Sweep:
+    """The YAML `sweep:` section: `grid: {KEY: [V1, V2]}` or `random: {trials: N, seed: S, space: {...}}`."""
+    if not isinstance(section, Mapping) or len(section) != 1 or next(iter(section)) not in ("grid", "random"):
+        raise SweepError("sweep: expected either 'grid: {KEY: [V1, V2, ...]}' or 'random: {trials: N, seed: S, "
+                         "space: {KEY: loguniform(a, b)}}'")
+    (kind, body), = section.items()
+    if kind == "grid":
+        if not isinstance(body, Mapping) or not body:
+            raise SweepError("sweep grid: expected KEY: [V1, V2, ...] lines")
+        return grid(grid_axes([f"{key}={','.join(map(str, _as_list(key, values)))}" for key, values in body.items()]))
+    if not isinstance(body, Mapping) or not isinstance(body.get("space"), Mapping):
+        raise SweepError("sweep random: expected trials: N, seed: S and space: {KEY: distribution}")
+    return random_search(body["space"], body.get("trials", 0), int(body.get("seed", 0)))
+
+
+def _as_list(key: str, values: Any) -> list[Any]:
+    if not isinstance(values, list) or not values:
+        raise SweepError(f"sweep grid {key}: expected a list of values, e.g. {key}: [0.01, 0.001]")
+    return values
+
+
+def check(sweep: Sweep, base: TrainConfig, max_array_size: int | None = None) -> list[TrainConfig]:
+    """Every element's whole config, each checked as a config is (types, ranges); one line for the first that
+    fails, naming the element and the key."""
+    if max_array_size is not None and len(sweep) > max_array_size:
+        raise SweepError(f"the sweep has {len(sweep)} elements, more than this site's MaxArraySize ({max_array_size}); "
+                         "sweep fewer values, or split it into several sweeps")
+    configs = []
+    for index, values in enumerate(sweep.elements):
+        try:
+            configs.append(TrainConfig(**{**to_dict(base), **values}))
+        except ConfigError as error:
+            shown = ", ".join(f"{key}={value}" for key, value in values.items())
+            raise SweepError(f"sweep element {index} ({shown}): {error}") from None
+    return configs
+
+
+def substitute(command: Sequence[str], values: Mapping[str, Any]) -> list[str]:
+    """The command with each `{KEY}` replaced by the element's value; a `{KEY}` no sweep key defines is refused."""
+    missing = sorted({key for word in command for key in _PLACEHOLDER.findall(word)} - set(values))
+    if missing:
+        raise SweepError(f"the command uses {', '.join('{' + key + '}' for key in missing)}, which no --sweep "
+                         "defines; add --sweep KEY=V1,V2 for it, or write it out")
+    return [_PLACEHOLDER.sub(lambda match: value_text(values[match.group(1)]), word) for word in command]
+
+
+def value_text(value: Any) -> str:
+    """A swept value as a command and the environment get it: floats to 6 significant digits."""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def table(sweep: Sweep) -> list[str]:
+    """The elements as `--dry-run` shows them: a header, then a row per element, columns aligned."""
+    rows = [("INDEX", *sweep.keys)] + [(str(index), *(value_text(values[key]) for key in sweep.keys))
+                                       for index, values in enumerate(sweep.elements)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]

@@ -1,0 +1,39 @@
+"""`--sweep` and `--max-parallel` on render (submit: not yet), and a YAML sweep: each bad sweep refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.running import run_main
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--sweep", "lerning_rate=0.1"], "unknown key 'lerning_rate' in --sweep lerning_rate"),
+    (["--sweep", "epochs=1,0"], "sweep element 1 (epochs=0): epochs: must be 1 or more"),
+    (["--sweep", "strategy=multiworker"], "--sweep strategy: the strategy is the job's"),
+    (["--sweep", "seed=1", "--max-parallel", "0"], "--max-parallel 0: must be 1 or more"),
+    (["--max-parallel", "2"], "--max-parallel applies to a sweep"),
+    (["--sweep", "seed=1,2", "--", "python", "t.py", "--lr={learning_rate}"], "uses {learning_rate}, which no --sweep"),
+])
+def test_a_bad_sweep_is_one_line_and_nothing_is_written(args: list[str], said: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "sweep.sbatch"
+    code, _, err = run_main(["render", "--nodes", "2", "-o", str(output), *args], capsys)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not output.exists()
+
+
+def test_a_yaml_sweep_renders_one_array_and_shows_its_elements(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text("epochs: 2\nsweep:\n  random: {trials: 3, seed: 1, space: {learning_rate: 'loguniform(1e-4, 1e-2)'}}\n")
+    output = tmp_path / "sweep.sbatch"
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(config), "-o", str(output)], capsys)
+    assert code == 0, err
+    assert "a sweep of 3 elements" in err and "INDEX  learning_rate" in err
+    assert "#SBATCH --array=0-2\n" in output.read_text() and output.read_text().count("epochs: 2\n") == 3
+    code, _, err = run_main(["train", "--config", str(config)], capsys)
+    assert code == 2 and "a sweep runs as a job array" in err
+    code, _, err = run_main(["submit", "--nodes", "1", "--config", str(config), "--dry-run"], capsys)
+    assert code == 2 and "submit does not run sweeps yet" in err and len(err.strip().splitlines()) == 1
