@@ -14,6 +14,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=20, metavar="N")
 
 
+def sweep_counts(record, env: dict[str, str]) -> str:  # noqa: ANN001
+    """A sweep's elements by state, in one word each: "2 completed, 1 running, 1 pending"."""
+    from collections import Counter
+
+    from hpc_train.jobs.follow import element_states
+
+    counts = Counter(state.lower() for state in element_states(record.job_id, len(record.elements or []), env).values())
+    return f"sweep: {', '.join(f'{count} {state}' for state, count in counts.most_common())}"
+
+
 def retries_of(folder: Path) -> int:
     """How often the job was retried after a failure (its history in state.json)."""
     from hpc_train.jobs import attempts
@@ -27,12 +37,15 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.jobs.follow import job_states
     from hpc_train.jobs.folders import all_records
 
-    records = all_records()[:args.limit]
+    records = [record for record in all_records() if not record.is_element][:args.limit]
     if not records:
         print("no jobs in runs/ here")
         return 0
-    # Two calls to Slurm whatever the number of jobs: one squeue, one sacct for those it no longer queues.
-    states = job_states([record.job_id for record in records if not record.is_local], dict(os.environ))
+    # Two calls to Slurm whatever the number of jobs (one squeue, one sacct for those it no longer queues), and
+    # one squeue per sweep.
+    env = dict(os.environ)
+    states = job_states([record.job_id for record in records if not record.is_local and not record.is_sweep], env)
+    states.update({record.job_id: sweep_counts(record, env) for record in records if record.is_sweep})
     print(f"{'JOBID':<12} {'NAME':<24} {'STATE':<22} {'SUBMITTED':<17} FOLDER")
     for record in records:
         state = "local" if record.is_local else states[record.job_id]

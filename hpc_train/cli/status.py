@@ -38,6 +38,51 @@ def attempt_lines(folder: Path) -> list[str]:
             for number, attempt in enumerate(history)]
 
 
+def element_progress(folder: Path) -> tuple[str, str, int]:
+    """(epoch, last validation figure, retries) of a sweep element's run folder, "-" for what it has not yet."""
+    import json
+
+    from hpc_train.jobs import attempts
+
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text())
+    except (OSError, ValueError):
+        metrics = {}
+    epochs = metrics.get("epochs") or []
+    total = (metrics.get("config") or {}).get("epochs")
+    epoch = f"{len(epochs)}/{total}" if epochs and total else (str(len(epochs)) if epochs else "-")
+    last = epochs[-1] if epochs else {}
+    name = next((key for key in ("val_accuracy", "val_loss") if key in last),
+                next((key for key in last if key.startswith("val_")), None))
+    figure = f"{name} {last[name]:.4f}" if name and isinstance(last.get(name), (int, float)) else "-"
+    return epoch, figure, attempts.retries_used(attempts.history(folder))
+
+
+def sweep_lines(record, states: dict[int, str]) -> list[str]:  # noqa: ANN001
+    """A sweep as status shows it: the counts, then a row per element (its values, state, epoch, figure, retries)."""
+    from collections import Counter
+
+    from hpc_train.jobs.sweep import Sweep, table
+
+    elements = record.elements or []
+    more = [["STATE", "EPOCH", "LAST VALIDATION", "RETRIES"]]
+    for index in range(len(elements)):
+        epoch, figure, retries = element_progress(Path(f"{record.folder}_{index}"))
+        more.append([states.get(index, "UNKNOWN").lower(), epoch, figure, str(retries)])
+    counts = Counter(state.lower() for state in states.values())
+    shown = ", ".join(f"{count} {state}" for state, count in counts.most_common())
+    rows = table(Sweep(tuple(elements[0]) if elements else (), tuple(elements)), more)
+    return [f"sweep {record.job_id} ({record.name}): {len(elements)} elements: {shown}", *(f"  {row}" for row in rows),
+            f"  folders: {record.folder}_INDEX/ (hpc-train logs {record.job_id}_INDEX)"]
+
+
+def _sweep_status(record, env: dict[str, str]) -> int:  # noqa: ANN001
+    from hpc_train.jobs.follow import element_states
+
+    print("\n".join(sweep_lines(record, element_states(record.job_id, len(record.elements or []), env))))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import os
 
@@ -46,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
     record = find_record(args.job)
     env = dict(os.environ)
+    if record.is_sweep:
+        return _sweep_status(record, env)
     accounted = accounted_state(record.job_id, env)
     info = job_info(record.job_id, env)
     if accounted is not None:

@@ -6,6 +6,7 @@
     hpc-train submit ... --dry-run                               # print the sbatch script, submit nothing
     hpc-train submit ... --local                                 # no Slurm: tasks run here (mock launcher)
     hpc-train submit --nodes 2 -- python train.py --epochs 3     # your own script on every task
+    hpc-train submit --nodes 2 --sweep learning_rate=0.01,0.001 --sweep seed=1,2 --max-parallel 2  # a job array
 
 The request is checked before anything is submitted. The job's folder is
 runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
@@ -18,13 +19,20 @@ bootstrap and HPC_TRAIN_RUN_DIR naming the job's folder. Slurm's time-limit
 warning reaches it as SIGUSR1 (--signal-seconds before the end); a command that
 then saves and exits 75 has the job requeued (max_requeues), to run again and
 resume. The job's exit is the command's; a task that dies ends the job.
+
+With `--sweep KEY=V1,V2,...` (repeatable: every combination) or the YAML's
+`sweep:` (a grid, or a random search), one sbatch submits one job array: each
+element is a whole job with its own values, run folder runs/NAME-ARRAYID_I/,
+retries and resume; `{KEY}` in a command becomes the element's value.
+`hpc-train status ARRAYID` shows a row per element; `logs ARRAYID_I`,
+`cancel ARRAYID` (or ARRAYID_I) and `list` know sweeps too.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from hpc_train.cli.joboptions import add_job_arguments, job_request
+from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_request
 
 
 
@@ -38,14 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
     from hpc_train.jobs import submit
 
-    spec, train, _ = job_request(args)
-    if args.sweep or args.max_parallel is not None or read_sweep(args.config) is not None:
-        raise HpcTrainError("submit does not run sweeps yet: write the job array with hpc-train render --sweep ... "
-                            "-o sweep.sbatch, then sbatch sweep.sbatch")
+    spec, train, home = job_request(args)
+    sweep = sweep_request(args, train)
+    if sweep is not None:
+        return _submit_sweep(args, spec, train, sweep, home)
     if args.hold:
         spec = replace(spec, hold=True)
     if args.local and args.home:
@@ -63,4 +70,30 @@ def run(args: argparse.Namespace) -> int:
     print(record.job_id)
     print(f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} nodes, {record.what}); folder "
           f"{record.folder}; follow it with: hpc-train logs {record.job_id} --follow", flush=True)
+    return 0
+
+
+def _submit_sweep(args: argparse.Namespace, spec, train, sweep, home: str) -> int:  # noqa: ANN001
+    """One sbatch of one job array; --dry-run shows the elements and the script instead."""
+    import sys
+
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.jobs import submit
+    from hpc_train.jobs.sweep import table
+
+    if args.local:
+        raise HpcTrainError("--local with a sweep: a sweep runs as a Slurm job array; drop --local (hpc-train "
+                            "cluster up gives a local Slurm)")
+    print(f"hpc-train submit: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s):",
+          file=sys.stderr if not args.dry_run else sys.stdout)
+    rows = "\n".join(f"  {row}" for row in table(sweep))
+    if args.dry_run:
+        print(rows)
+        print(submit.sweep_script(spec, train, sweep, args.max_parallel, home, command=args.command), end="")
+        return 0
+    print(rows, file=sys.stderr)
+    record = submit.submit_sweep(spec, train, sweep, args.max_parallel, home, command=args.command)
+    print(record.job_id)
+    print(f"hpc-train submit: sweep {record.job_id} ({len(sweep)} elements, runs/{record.name}-{record.job_id}_I/); "
+          f"follow it with: hpc-train status {record.job_id}", flush=True)
     return 0

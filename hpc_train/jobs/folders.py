@@ -25,6 +25,10 @@ class JobRecord:
     submitted: float  # seconds since the epoch
     # The user's own command every task ran (submit -- COMMAND); None: the trainer.
     command: list[str] | None = None
+    # A sweep (one job array): its array id, on the sweep's own record and on each element's ("ARRAYID_I").
+    sweep: str | None = None
+    # On the sweep's own record: each element's values, by index.
+    elements: list[dict] | None = None
 
     def write(self) -> None:
         Path(self.folder).mkdir(parents=True, exist_ok=True)
@@ -36,6 +40,15 @@ class JobRecord:
         import shlex
 
         return shlex.join(self.command) if self.command else "hpc-train train"
+
+    @property
+    def is_sweep(self) -> bool:
+        """The record of a whole sweep (its elements have their own)."""
+        return self.sweep is not None and self.job_id == self.sweep
+
+    @property
+    def is_element(self) -> bool:
+        return self.sweep is not None and self.job_id != self.sweep
 
     @property
     def is_local(self) -> bool:
@@ -72,5 +85,8 @@ def find_record(job_id: str | None, runs: Path = RUNS) -> JobRecord:
 
 
 def rank_log(record: JobRecord, rank: int, stream: str = "out") -> Path:
-    """submitit's per-rank log: JOBID_RANK_log.out (stdout) or .err (stderr)."""
+    """A rank's log: submitit's JOBID_RANK_log.out (stdout) or .err (stderr); a sweep element's (a rendered
+    script's), logs/rank-RANK.out, stdout and stderr together."""
+    if record.is_element:
+        return Path(record.folder) / "logs" / f"rank-{rank}.out" if stream == "out" else Path("/nonexistent")
     return Path(record.folder) / f"{record.job_id}_{rank}_log.{stream}"

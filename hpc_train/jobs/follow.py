@@ -125,3 +125,34 @@ def _show_new_progress(log: Path, already: int, show: Callable[[str], None]) -> 
         if match:
             show(match.group(1))
     return len(complete)
+
+
+_ARRAY_ELEMENT = re.compile(r"^(\d+)_(?:(\d+)|\[([\d,\-]+)(?:%\d+)?\])$")
+
+
+def parse_array_states(text: str, array_id: str) -> dict[int, str]:
+    """Element index -> state from `squeue -o '%i %T'` lines of one array ("12_0 RUNNING", "12_[2-3%2] PENDING")."""
+    states: dict[int, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        match = _ARRAY_ELEMENT.match(parts[0]) if len(parts) == 2 else None
+        if match is None or match.group(1) != array_id:
+            continue
+        if match.group(2) is not None:
+            states[int(match.group(2))] = parts[1]
+            continue
+        for span in match.group(3).split(","):
+            first, _, last = span.partition("-")
+            for index in range(int(first), int(last or first) + 1):
+                states[index] = parts[1]
+    return states
+
+
+def element_states(array_id: str, count: int, env: Mapping[str, str]) -> dict[int, str]:
+    """Each element's state: from squeue while Slurm holds it, else from sacct, else "unknown"."""
+    states = parse_array_states(slurm.array_states(array_id, env), array_id)
+    missing = [f"{array_id}_{index}" for index in range(count) if index not in states]
+    if missing:
+        for job_id, accounted in accounted_states(missing, env).items():
+            states[int(job_id.rsplit("_", 1)[1])] = accounted.state.split()[0]
+    return {index: states.get(index, "UNKNOWN") for index in range(count)}

@@ -87,6 +87,12 @@ def queued_states(job_ids: Iterable[str], env: Mapping[str, str]) -> dict[str, s
     return {job: state.strip() for job, state in states.items() if job in wanted}
 
 
+def array_states(array_id: str, env: Mapping[str, str]) -> str:
+    """`squeue -t all -j ARRAYID -o '%i %T'`: a job array's elements as Slurm still holds them (pending ones
+    folded into one line, "12_[2-3%2] PENDING"); parsed by follow.parse_array_states."""
+    return run(["squeue", "-h", "-t", "all", "-j", array_id, "-o", "%i %T"], env).stdout
+
+
 def accounting(job_ids: Iterable[str], env: Mapping[str, str]) -> str | None:
     """sacct's rows for the given jobs, every run of each (-D), oldest first: one call.
 

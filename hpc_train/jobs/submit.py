@@ -26,6 +26,7 @@ from hpc_train.jobs.folders import RUNS, JobRecord
 from hpc_train.jobs.prologue import shell_line as prologue_line
 from hpc_train.jobs.render import activation_script, job_config, kill_on_bad_exit, retry_options
 from hpc_train.jobs.spec import JobSpec, time_minutes
+from hpc_train.jobs.sweep import Sweep
 
 def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None, config: TrainConfig | None = None,
                   command: Sequence[str] | None = None) -> Any:
@@ -126,6 +127,45 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
     record = JobRecord(job.job_id, spec.name, str(runs / f"{spec.name}-{job.job_id}"), spec.nodes, spec.num_tasks,
                        spec.strategy, time.time(), list(command) if command else None)
     _write_folder(record, config)
+    return record
+
+
+def sweep_script(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
+                 runs: Path = RUNS, command: Sequence[str] | None = None) -> str:
+    """The job array's script: templates/job.sbatch rendered with every element (render --sweep's)."""
+    from hpc_train.jobs.render import render_script
+
+    return render_script(spec, train, home, runs_dir=str(runs.absolute()), command=command, sweep=sweep,
+                         max_parallel=max_parallel)
+
+
+def submit_sweep(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
+                 runs: Path = RUNS, command: Sequence[str] | None = None) -> JobRecord:
+    """Submit a sweep as one job array (one sbatch); its record, and one per element (runs/NAME-ARRAYID_I/)."""
+    if shutil.which("sbatch") is None:
+        raise HpcTrainError("no Slurm here (sbatch not found): a sweep runs as a job array; start a local cluster "
+                            "with hpc-train cluster up")
+    from hpc_train.jobs import slurm
+    from hpc_train.jobs.preflight import check_request
+
+    check_request(spec, os.environ)
+    runs.mkdir(parents=True, exist_ok=True)
+    script = runs / f".{spec.name}-sweep-{os.getpid()}.sbatch"
+    script.write_text(sweep_script(spec, train, sweep, max_parallel, home, runs, command))
+    try:
+        array_id = slurm.submit_script(str(script), os.environ)
+    finally:
+        text = script.read_text()
+        script.unlink()
+    now = time.time()
+    record = JobRecord(array_id, spec.name, str(runs / f"{spec.name}-{array_id}"), spec.nodes, spec.num_tasks,
+                       spec.strategy, now, list(command) if command else None, sweep=array_id,
+                       elements=[dict(values) for values in sweep.elements])
+    record.write()
+    (Path(record.folder) / "sweep.sbatch").write_text(text)
+    for index in range(len(sweep)):
+        JobRecord(f"{array_id}_{index}", spec.name, str(runs / f"{spec.name}-{array_id}_{index}"), spec.nodes,
+                  spec.num_tasks, spec.strategy, now, record.command, sweep=array_id).write()
     return record
 
 

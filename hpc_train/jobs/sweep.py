@@ -172,9 +172,11 @@ def value_text(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def table(sweep: Sweep) -> list[str]:
-    """The elements as `--dry-run` shows them: a header, then a row per element, columns aligned."""
-    rows = [("INDEX", *sweep.keys)] + [(str(index), *(value_text(values[key]) for key in sweep.keys))
+def table(sweep: Sweep, more: Sequence[Sequence[str]] = ()) -> list[str]:
+    """The elements as `--dry-run` and `status` show them: a header, then a row per element, columns aligned;
+    `more`: extra columns, their header first, then a row per element."""
+    rows = [["INDEX", *sweep.keys]] + [[str(index), *(value_text(values[key]) for key in sweep.keys)]
                                        for index, values in enumerate(sweep.elements)]
+    rows = [[*row, *extra] for row, extra in zip(rows, more)] if more else rows
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
