@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "logs": ("logs", "print (or follow) a job's log for one rank"),
     "cancel": ("cancel", "cancel a job"),
     "list": ("listing", "list recent jobs from the job folders here"),
+    "report": ("reporting", "compare a sweep's runs: sorted by the objective, the best named, a CSV and a plot"),
     "render": ("render", "write a standalone sbatch script for a training job"),
     "init": ("init", "write a starter project: a task module, its settings and an sbatch script"),
     "train": ("train", "train a task, MNIST or your own (none, mirrored, multiworker or parameter_server)"),

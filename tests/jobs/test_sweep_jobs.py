@@ -73,3 +73,25 @@ def test_a_sweep_is_one_array_whose_elements_are_followed_one_by_one(tmp_path: P
     assert hpc_train("logs", "4242_0", "--rank", "1", cwd=tmp_path, bin_dir=bin_dir).stdout == "element 0, rank 1\n"
     assert hpc_train("cancel", "4242_2", cwd=tmp_path, bin_dir=bin_dir).returncode == 0
     assert (bin_dir / "cancelled").read_text().split() == ["4242_2"]
+
+
+def test_report_ranks_the_elements_by_the_objective_and_writes_a_csv_and_a_plot(tmp_path: Path) -> None:
+    bin_dir = mock_array_slurm(tmp_path / "bin")
+    submitted = hpc_train("submit", "--nodes", "1", "--name", "sw", "--sweep", "learning_rate=0.1,0.01,0.001",
+                          cwd=tmp_path, bin_dir=bin_dir)
+    assert submitted.returncode == 0, submitted.stderr
+    for index, accuracies in enumerate(([0.80, 0.85], [0.90, 0.97], [0.88, 0.93])):
+        (tmp_path / "runs" / f"sw-4242_{index}" / "metrics.json").write_text(json.dumps({"epochs": [
+            {"epoch": epoch + 1, "val_accuracy": value, "val_loss": 1 - value} for epoch, value in enumerate(accuracies)]}))
+    report = hpc_train("report", "4242", cwd=tmp_path, bin_dir=bin_dir)
+    assert report.returncode == 0, report.stderr
+    lines = report.stdout.splitlines()
+    assert [line.split()[:3] for line in lines[1:4]] == [["1", "1", "0.01"], ["2", "2", "0.001"], ["3", "0", "0.1"]]
+    assert "best (highest val_accuracy): element 1: learning_rate=0.01: val_accuracy 0.9700" in report.stdout
+    by_loss = hpc_train("report", "4242", "--objective", "val_loss", cwd=tmp_path, bin_dir=bin_dir).stdout
+    assert "best (lowest val_loss): element 1" in by_loss
+    csv_rows = (tmp_path / "runs" / "sw-4242" / "sweep.csv").read_text().splitlines()
+    assert csv_rows[0] == "index,learning_rate,state,epochs,val_accuracy,val_loss" and csv_rows[1].startswith("1,0.01,")
+    assert (tmp_path / "runs" / "sw-4242" / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    missing = hpc_train("report", "4242", "--objective", "val_auc", cwd=tmp_path, bin_dir=bin_dir)
+    assert missing.returncode == 2 and "no run has val_auc yet" in missing.stderr
