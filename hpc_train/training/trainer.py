@@ -265,11 +265,30 @@ def _callbacks(config: TrainConfig, rank: RankInfo, paths: RunPaths, signals: St
                             EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
     if rank.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(paths.output / "tensorboard"), write_graph=False))
+        if swept := swept_values(config, os.environ):
+            _write_hparams(paths.output / "tensorboard", swept, os.environ.get("HPC_TRAIN_TRIAL"))
         callbacks.append(ProgressBeat(lambda step: attempts.write_progress(paths.output, step),
                                       lambda: int(save.model.optimizer.iterations.numpy())))
     callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs,
                                         timed_save_due(save, config.checkpoint_minutes, config.checkpoint_share)))
     return callbacks
+
+
+def swept_values(config: TrainConfig, environ: Any) -> dict[str, Any]:
+    """This run's swept settings, when it is an element of a sweep (HPC_TRAIN_SWEEP_<KEY>, set by its script)."""
+    keys = [name[len("HPC_TRAIN_SWEEP_"):].lower() for name in environ if name.startswith("HPC_TRAIN_SWEEP_")]
+    values = {key: getattr(config, key) for key in sorted(keys) if hasattr(config, key)}
+    return {key: value for key, value in values.items() if isinstance(value, (bool, int, float, str))}
+
+
+def _write_hparams(logdir: Path, values: dict[str, Any], trial: str | None) -> None:
+    """TensorBoard's HParams summary of this element: `tensorboard --logdir runs/` compares a sweep in its view."""
+    from tensorboard.plugins.hparams import api as hp
+
+    from hpc_train.training.keras import tf
+
+    with tf.summary.create_file_writer(str(logdir)).as_default():
+        hp.hparams(values, trial_id=trial)
 
 
 def _count_failure_cost(output: Path) -> dict[str, Any]:

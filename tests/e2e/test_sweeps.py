@@ -18,7 +18,20 @@ from tests.fake_slurm import without_slurm
 
 pytestmark = pytest.mark.slurm_cluster
 ROOT = Path(__file__).resolve().parents[2]
-SAYS = "import os; print('seed', {seed}, os.environ['HPC_TRAIN_SWEEP_SEED'], os.environ['HPC_TRAIN_TRIAL'])"
+# Says its values; the element with seed 2 fails (its values make its training fail), alone.
+SAYS = ("import os, sys; print('seed', {seed}, os.environ['HPC_TRAIN_SWEEP_SEED'], os.environ['HPC_TRAIN_TRIAL']); "
+        "sys.exit(3 if {seed} == 2 else 0)")
+
+
+def wait_for_elements(array: str, count: int, env: dict[str, str]) -> tuple[dict[int, str], int]:
+    """Each element's final state, and the most that ran at once."""
+    deadline, most_running = time.monotonic() + JOB_TIMEOUT, 0
+    while True:
+        states = element_states(array, count, env)
+        most_running = max(most_running, list(states.values()).count("RUNNING"))
+        if all(state in FINAL_STATES for state in states.values()) or time.monotonic() > deadline:
+            return states, most_running
+        time.sleep(0.2)
 
 
 def test_a_command_sweep_runs_each_element_with_its_values_at_most_k_at_once(cluster: LocalCluster,
@@ -29,17 +42,32 @@ def test_a_command_sweep_runs_each_element_with_its_values_at_most_k_at_once(clu
                                capture_output=True, text=True, timeout=120)
     assert submitted.returncode == 0, submitted.stderr
     array = submitted.stdout.splitlines()[0]
-    deadline, most_running = time.monotonic() + JOB_TIMEOUT, 0
-    while True:
-        states = element_states(array, 3, env)
-        most_running = max(most_running, list(states.values()).count("RUNNING"))
-        if all(state in FINAL_STATES for state in states.values()) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert states == {0: "COMPLETED", 1: "COMPLETED", 2: "COMPLETED"}, states
+    states, most_running = wait_for_elements(array, 3, env)
+    assert states == {0: "COMPLETED", 1: "FAILED", 2: "COMPLETED"}, states
     assert most_running <= 2
     for index, seed in enumerate((1, 2, 3)):
         log = (tmp_path / "runs" / f"sw-{array}_{index}" / "logs" / "rank-0.out").read_text()
         assert f"seed {seed} {seed} {index}" in log, log
     status = subprocess.run(["hpc-train", "status", array], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert status.stdout.splitlines()[0] == f"sweep {array} (sw): 3 elements: 3 completed", status.stdout
+    assert status.stdout.splitlines()[0] == f"sweep {array} (sw): 3 elements: 2 completed, 1 failed", status.stdout
+
+
+def test_a_random_search_from_yaml_runs_its_trials_with_their_drawn_values(cluster: LocalCluster,
+                                                                           tmp_path: Path) -> None:
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    config = tmp_path / "sweep.yaml"
+    config.write_text("sweep:\n  random:\n    trials: 3\n    seed: 5\n    space:\n"
+                      "      learning_rate: loguniform(1e-4, 1e-1)\n")
+    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "1", "--name", "rs", "--config", str(config), "--",
+                                sys.executable, "-c", "print('lr', {learning_rate})"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    array = submitted.stdout.splitlines()[0]
+    states, _ = wait_for_elements(array, 3, env)
+    assert set(states.values()) == {"COMPLETED"}, states
+    from hpc_train.jobs.sweep import random_search, value_text
+
+    drawn = random_search({"learning_rate": "loguniform(1e-4, 1e-1)"}, 3, 5).elements
+    for index, values in enumerate(drawn):
+        log = (tmp_path / "runs" / f"rs-{array}_{index}" / "logs" / "rank-0.out").read_text()
+        assert f"lr {value_text(values['learning_rate'])}" in log, log

@@ -108,3 +108,25 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path
     assert f"resuming after epoch 1 (step 31) from {tmp_path / 'checkpoints' / 'ckpt-31'}" in out
     assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [2, 3]  # no epoch skipped
     assert [epoch["epoch"] for epoch in metrics(tmp_path)["epochs"]] == [1, 2, 3]
+
+
+def test_an_element_of_a_sweep_writes_its_values_for_tensorboards_hparams_view(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.fake_slurm import without_slurm
+    from tests.mnist_data import shared_mnist
+
+    env = {**without_slurm(), "HPC_TRAIN_SWEEP_LEARNING_RATE": "0.003", "HPC_TRAIN_TRIAL": "1"}
+    result = subprocess.run([sys.executable, "-m", "hpc_train.train", "--data-dir", str(shared_mnist()), "--output-dir",
+                             str(tmp_path), "--set", "epochs=1", "--set", "train_images=512", "--set",
+                             "learning_rate=0.003"], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    plugin = events.PluginTagToContent("hparams")
+    [content] = plugin.values()
+    assert b"learning_rate" in content and os.path.isdir(tmp_path / "tensorboard" / "validation")
