@@ -81,6 +81,12 @@ class TrainConfig:
     checkpoint_minutes: float | None = None
     # Times a job stopped by Slurm's warning signal requeues itself (scontrol requeue); 0: never.
     max_requeues: int = 5
+    # In a sweep: stop an element whose objective ranks in the worse half at epochs 1, 2, 4, 8, ...
+    # (asynchronous successive halving); none: never.
+    prune: Literal["none", "halving"] = "none"
+    # What pruning (and hpc-train report) compares: a figure of the epochs' logs; empty: val_accuracy where there
+    # is one, else val_loss. A loss (or error) is minimised, anything else maximised.
+    objective: str | None = None
     # Times a job whose step failed (a task died, hung or lost a peer; a node lost) is retried on other nodes,
     # resuming from its last checkpoint; 0: never. Counted apart from max_requeues.
     max_retries: int = 3

@@ -9,18 +9,19 @@
     hpc-train bench bootstrap    # layout from 1 to 32,768 tasks; CLI start vs `python -c pass`
     hpc-train bench submit       # submit -> running vs a raw sbatch, on the Slurm SLURM_CONF names
     hpc-train bench faults       # a task killed at a random step, healed by a retry, vs the run uninterrupted
+    hpc-train bench sweeps       # 8 trials as one job array vs 8 submits; the wall time --prune halving saves
     hpc-train bench all          # each of the above in turn
     hpc-train bench NAME --help  # its options (repetitions, --quick)
 
 Each compares side by side in one run, repeating and reporting medians with
-min-max. `scaling`, `submit` and `faults` need Slurm (`hpc-train cluster up`).
+min-max. `scaling`, `submit`, `faults` and `sweeps` need Slurm (`hpc-train cluster up`).
 """
 
 from __future__ import annotations
 
 import argparse
 
-BENCHMARKS = ("trainer", "task", "startup", "scaling", "bootstrap", "submit", "faults")
+BENCHMARKS = ("trainer", "task", "startup", "scaling", "bootstrap", "submit", "faults", "sweeps")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

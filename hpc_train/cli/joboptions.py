@@ -35,6 +35,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                         help="one job array: an element (a whole job) per combination of the values (repeatable; "
                              "any --set key; {KEY} in your command becomes the value); or the YAML's sweep:")
+    parser.add_argument("--prune", choices=("none", "halving"), default=None,
+                        help="halving: an element of a sweep whose objective ranks in the worse half at epochs 1, 2, "
+                             "4, 8, ... stops itself, its checkpoint kept (same as --set prune=halving)")
     parser.add_argument("--max-parallel", type=int, default=None, metavar="K",
                         help="at most K elements of a sweep run at once (Slurm's --array=...%%K)")
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
@@ -70,6 +73,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str
         raise HpcTrainError("--retry-exit-codes applies to your own command after --; the trainer's failures "
                             "worth a retry are known to it")
     retries = [f"max_retries={args.max_retries}"] if args.max_retries is not None else []
+    retries += [f"prune={args.prune}"] if args.prune is not None else []
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries],
                         sweep_allowed=True)
     _check_task_file(train.task)
@@ -88,8 +92,9 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     if args.sweep and section is not None:
         raise HpcTrainError(f"--sweep and the sweep: section of {args.config}: give one of them")
     if not args.sweep and section is None:
-        if args.max_parallel is not None:
-            raise HpcTrainError("--max-parallel applies to a sweep: add --sweep KEY=V1,V2,...")
+        if args.max_parallel is not None or train.prune != "none":
+            raise HpcTrainError(f"{'--max-parallel' if args.max_parallel is not None else '--prune'} applies to a "
+                                "sweep: add --sweep KEY=V1,V2,...")
         return None
     sweep = grid(grid_axes(args.sweep)) if args.sweep else from_yaml(section)
     for key in sweep.keys:

@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
+    from hpc_train.cli.status import pruned_or
     from hpc_train.jobs import compare
     from hpc_train.jobs.follow import element_states, job_state
     from hpc_train.jobs.folders import find_record
@@ -32,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     if record.is_sweep:
         values = record.elements or []
         states = element_states(record.job_id, len(values), env)
-        elements = [compare.Element(index, element, states.get(index, "UNKNOWN"),
+        elements = [compare.Element(index, element, pruned_or(states.get(index, "UNKNOWN"),
+                                                              Path(f"{record.folder}_{index}")),
                                     compare.read_epochs(Path(f"{record.folder}_{index}")))
                     for index, element in enumerate(values)]
         keys = list(values[0]) if values else []

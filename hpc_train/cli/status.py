@@ -58,6 +58,14 @@ def element_progress(folder: Path) -> tuple[str, str, int]:
     return epoch, figure, attempts.retries_used(attempts.history(folder))
 
 
+def pruned_or(state: str, folder: Path) -> str:
+    """Slurm's state of a sweep element, or "pruned@E" when it stopped itself at epoch E (state.json)."""
+    from hpc_train.jobs.runstate import read_state
+
+    run = read_state(folder)
+    return f"pruned@{run.get('epoch')}" if run.get("state") == "pruned" else state.lower()
+
+
 def sweep_lines(record, states: dict[int, str]) -> list[str]:  # noqa: ANN001
     """A sweep as status shows it: the counts, then a row per element (its values, state, epoch, figure, retries)."""
     from collections import Counter
@@ -67,9 +75,10 @@ def sweep_lines(record, states: dict[int, str]) -> list[str]:  # noqa: ANN001
     elements = record.elements or []
     more = [["STATE", "EPOCH", "LAST VALIDATION", "RETRIES"]]
     for index in range(len(elements)):
-        epoch, figure, retries = element_progress(Path(f"{record.folder}_{index}"))
-        more.append([states.get(index, "UNKNOWN").lower(), epoch, figure, str(retries)])
-    counts = Counter(state.lower() for state in states.values())
+        folder = Path(f"{record.folder}_{index}")
+        epoch, figure, retries = element_progress(folder)
+        more.append([pruned_or(states.get(index, "UNKNOWN"), folder), epoch, figure, str(retries)])
+    counts = Counter(row[0].split("@")[0] for row in more[1:])
     shown = ", ".join(f"{count} {state}" for state, count in counts.most_common())
     rows = table(Sweep(tuple(elements[0]) if elements else (), tuple(elements)), more)
     return [f"sweep {record.job_id} ({record.name}): {len(elements)} elements: {shown}", *(f"  {row}" for row in rows),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 STATE_FILE = "state.json"
-STATES = ("starting", "running", "stopped", "requeued", "finished")
+STATES = ("starting", "running", "stopped", "requeued", "finished", "pruned")
 # Kept from the file when the chief writes a new state: the batch script's (prologue.py, epilogue.py).
 CARRIED = ("attempts", "attempt", "max_retries")
 

@@ -219,6 +219,41 @@ class StopAtStepBoundary(keras.callbacks.Callback):
         raise StoppedEarly(kind, checkpoint)
 
 
+class Pruned(Exception):
+    """Every rank saved and stopped: this sweep element ranks in the worse half at a rung (pruning.py)."""
+
+    def __init__(self, epoch: int, checkpoint: str, reason: str) -> None:
+        super().__init__(f"pruned after epoch {epoch}: {reason}")
+        self.epoch = epoch
+        self.checkpoint = checkpoint
+        self.reason = reason
+
+
+class PruneAtRungs(keras.callbacks.Callback):
+    """At the end of epochs 1, 2, 4, 8, ... (not the last), ask `decide` (the chief's verdict; others say no);
+    the job's answer (`agree`) stops every rank after a save. Keep it after the report (metrics.json) and the
+    checkpoint callbacks."""
+
+    def __init__(self, decide: Callable[[int, dict[str, Any]], str | None], agree: Callable[[bool], bool],
+                 save: Callable[[], str], total_epochs: int) -> None:
+        super().__init__()
+        self.decide = decide
+        self.agree = agree
+        self.save = save
+        self.total_epochs = total_epochs
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        from hpc_train.training.pruning import is_rung
+
+        if not is_rung(epoch + 1) or epoch + 1 >= self.total_epochs:
+            return
+        reason = self.decide(epoch + 1, dict(logs or {}))
+        if self.agree(reason is not None):
+            checkpoint = self.save()
+            self.agree(False)  # a barrier: nobody exits before everyone has saved
+            raise Pruned(epoch + 1, checkpoint, reason or "another rank's verdict")
+
+
 class ProgressBeat(keras.callbacks.Callback):
     """On the chief: the global step, every few seconds, into the run folder, for the steps a failure makes the
     run redo (attempts.py)."""

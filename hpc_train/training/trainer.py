@@ -130,7 +130,7 @@ def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, sign
 
 def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: RunPaths, signals: StopSignals) -> int:
     from hpc_train.training import inputs
-    from hpc_train.training.callbacks import EpochReport, StoppedEarly
+    from hpc_train.training.callbacks import EpochReport, Pruned, StoppedEarly
     from hpc_train.training.checkpoints import StepSaver
     from hpc_train.training.keras import tf
     from hpc_train.training.strategy import gpus_unused_note, make_strategy
@@ -188,6 +188,14 @@ def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: Ru
         code = _stopped(stop, config, rank, Progress(int(model.optimizer.iterations.numpy()), steps), paths,
                         signals, say)
         _leave_now(code, paths)
+    except Pruned as pruned:
+        if rank.is_chief:
+            write_state(paths.output, "pruned", epoch=pruned.epoch, reason=pruned.reason,
+                        checkpoint=pruned.checkpoint, **_position(Progress(int(model.optimizer.iterations.numpy()),
+                                                                           steps)))
+            say(f"pruned after epoch {pruned.epoch}/{config.epochs}: {pruned.reason}; checkpoint {pruned.checkpoint} "
+                "kept; its nodes go to the elements still waiting")
+        _leave_now(0, paths)
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
         raise _lost_contact(error, rank, paths) from None
     report.summary["checkpoint_saves"] = save.timings  # this run's saves: step and seconds each
@@ -249,8 +257,8 @@ def _resume(checkpoint: Any, model: Any, paths: RunPaths, steps: int, say: Any) 
 def _callbacks(config: TrainConfig, rank: RankInfo, paths: RunPaths, signals: StopSignals, strategy: Any,
                save: Any, report: Any) -> list[Any]:
     """The report, checkpoints, TensorBoard (chief), then the stop check, whose epoch end comes last."""
-    from hpc_train.training.callbacks import (EpochCheckpoint, FirstSteps, ProgressBeat, StopAtStepBoundary,
-                                              agreement, any_rank)
+    from hpc_train.training.callbacks import (EpochCheckpoint, FirstSteps, ProgressBeat, PruneAtRungs,
+                                              StopAtStepBoundary, agreement, any_rank)
     from hpc_train.training.checkpoints import timed_save_due
     from hpc_train.training.keras import keras
 
@@ -269,9 +277,27 @@ def _callbacks(config: TrainConfig, rank: RankInfo, paths: RunPaths, signals: St
             _write_hparams(paths.output / "tensorboard", swept, os.environ.get("HPC_TRAIN_TRIAL"))
         callbacks.append(ProgressBeat(lambda step: attempts.write_progress(paths.output, step),
                                       lambda: int(save.model.optimizer.iterations.numpy())))
+    if config.prune == "halving":
+        callbacks.append(PruneAtRungs(_pruning_verdict(config, rank, paths), any_rank(strategy), save, config.epochs))
     callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs,
                                         timed_save_due(save, config.checkpoint_minutes, config.checkpoint_share)))
     return callbacks
+
+
+def _pruning_verdict(config: TrainConfig, rank: RankInfo, paths: RunPaths) -> Any:
+    """The chief's verdict at a rung: why this sweep element is pruned, or None (the other ranks: None)."""
+    from hpc_train.training.pruning import objective_name, verdict
+
+    def decide(epoch: int, logs: dict[str, Any]) -> str | None:
+        if not rank.is_chief:
+            return None
+        objective = objective_name(config.objective, logs)
+        own = logs.get(objective)
+        prune, reached = verdict(paths.output, epoch, objective, float(own) if own is not None else None)
+        return (f"{objective} {float(own):.4f} ranks in the worse half of the {reached} elements at epoch {epoch}"
+                if prune else None)
+
+    return decide
 
 
 def swept_values(config: TrainConfig, environ: Any) -> dict[str, Any]:
