@@ -1,4 +1,5 @@
-"""`--sweep` and `--max-parallel` on render (submit: not yet), and a YAML sweep: each bad sweep refused in one line."""
+"""`--sweep`, `--max-parallel` and `--prune` on render and submit, and a YAML sweep: each bad sweep refused in one
+line."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.cli.running import run_main
     (["--sweep", "strategy=multiworker"], "--sweep strategy: the strategy is the job's"),
     (["--sweep", "seed=1", "--max-parallel", "0"], "--max-parallel 0: must be 1 or more"),
     (["--max-parallel", "2"], "--max-parallel applies to a sweep"),
+    (["--prune", "halving"], "--prune applies to a sweep"),
     (["--sweep", "seed=1,2", "--", "python", "t.py", "--lr={learning_rate}"], "uses {learning_rate}, which no --sweep"),
 ])
 def test_a_bad_sweep_is_one_line_and_nothing_is_written(args: list[str], said: str, tmp_path: Path,
@@ -35,5 +37,5 @@ def test_a_yaml_sweep_renders_one_array_and_shows_its_elements(tmp_path: Path, c
     assert "#SBATCH --array=0-2\n" in output.read_text() and output.read_text().count("epochs: 2\n") == 3
     code, _, err = run_main(["train", "--config", str(config)], capsys)
     assert code == 2 and "a sweep runs as a job array" in err
-    code, _, err = run_main(["submit", "--nodes", "1", "--config", str(config), "--dry-run"], capsys)
-    assert code == 2 and "submit does not run sweeps yet" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_main(["submit", "--nodes", "1", "--config", str(config), "--dry-run"], capsys)
+    assert code == 0 and "a sweep of 3 elements" in out and "#SBATCH --array=0-2\n" in out, err
