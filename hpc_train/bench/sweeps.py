@@ -82,8 +82,10 @@ def _best(folders: list[Path]) -> float | None:
 def run_variant(variant: str, rates: list[float], epochs: int, data: Path, env: dict[str, str]) -> Timing:
     with tempfile.TemporaryDirectory(prefix="hpc-train-bench-sweeps-") as folder:
         workdir = Path(folder)
-        common = ["--nodes", "1", "--name", "bs", "--set", f"epochs={epochs}", "--set", f"data_dir={data}",
-                  "--set", "train_images=2000"]
+        # A node each (the local cluster's nodes have 4 CPUs): 4 trials at once, the others wait, as on a busy
+        # cluster; a pruned trial gives its node to a waiting one.
+        common = ["--nodes", "1", "--cpus-per-task", "4", "--name", "bs", "--set", f"epochs={epochs}",
+                  "--set", f"data_dir={data}", "--set", "train_images=2000"]
         started = time.monotonic()
         if variant == VARIANTS[1]:
             jobs = [_submit([*common, "--set", f"learning_rate={rate}"], workdir, env) for rate in rates]
@@ -137,7 +139,8 @@ def render(results: dict[str, list[Timing]], trials: int, epochs: int) -> str:
         "",
         f"Machine: {machine()}; Slurm: the local cluster (`hpc-train cluster up`, 4 nodes on this machine). "
         f"Command: `{command_line('sweeps')}`: {len(results[VARIANTS[0]])} repetition(s) of {trials} trials, "
-        f"1-node MNIST jobs of {epochs} epochs on 2,000 images, learning rates from 1e-5 to 1e-2 on a log scale; "
+        f"1-node MNIST jobs (a node each) of {epochs} epochs on 2,000 images, learning rates from 1e-5 to 1e-2 on a "
+        "log scale; "
         "the variants in alternating order.",
         "",
         *table(header, rows),
@@ -145,14 +148,17 @@ def render(results: dict[str, list[Timing]], trials: int, epochs: int) -> str:
         f"Pruning (successive halving at epochs 1, 2, 4, ...) ended the sweep in {pruned_wall / sweep_wall:.0%} of "
         "the unpruned sweep's wall time; the best trial is never pruned by one that is worse, so the best accuracy "
         "stays. One sbatch submits the whole array, where separate submits pay a Python start and a submission "
-        "each; once submitted, Slurm's scheduler starts them alike.",
+        "each; after that, when the last trial starts and when all end is the scheduler's and the training's, and "
+        "differs here by run-to-run noise (one repetition: measure more with --repetitions N). Each trial takes a "
+        "whole node (4 CPUs), so 4 run at once and the others wait: what pruning frees is a node for a waiting "
+        "trial.",
     ])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = arguments("sweeps", __doc__, repetitions=1)
     parser.add_argument("--trials", type=int, default=8)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     args = parser.parse_args(argv)
     if not require_slurm("sweeps"):

@@ -45,12 +45,12 @@ def test_an_element_is_compared_with_its_own_sweeps_elements_that_reached_the_ep
 def test_an_element_that_learns_worse_prunes_itself_and_keeps_its_checkpoint(tmp_path: Path) -> None:
     from tests.training.runs import finish, start
 
-    settings = ("epochs=3", "train_images=1024", "validation_images=512", "prune=halving")
+    settings = ("epochs=2", "train_images=1024", "validation_images=512", "prune=halving")
     [(code, _, err)] = finish([start(tmp_path / "sw-7_0", *settings, "learning_rate=0.002")])
     assert code == 0, err[-2000:]
     [(code, out, err)] = finish([start(tmp_path / "sw-7_1", *settings, "learning_rate=0.000001")])
     assert code == 0, err[-2000:]
-    assert "hpc-train: pruned after epoch 1/3: val_accuracy" in out and "ranks in the worse half of the 2" in out
+    assert "hpc-train: pruned after epoch 1/2: val_accuracy" in out and "ranks in the worse half of the 2" in out
     state = json.loads((tmp_path / "sw-7_1" / "state.json").read_text())
     assert (state["state"], state["epoch"]) == ("pruned", 1) and Path(state["checkpoint"] + ".index").is_file()
     assert [epoch["epoch"] for epoch in json.loads((tmp_path / "sw-7_1" / "metrics.json").read_text())["epochs"]] == [1]
