@@ -7,6 +7,7 @@ mock-Slurm backend beside it), `follow`, `pending` and `folders`. In the job:
 supervised), `requeue`, `runstate` (state.json) and `attempts` (its history
 of failures), `failures` and `retry` (why a step failed, and retrying it on
 healthy nodes), `prologue` and `epilogue` (what the batch script does before
-its step and after a failed one). `slurm` is the one module that runs Slurm's commands; everything else
+its step and after a failed one), `sweep` and `compare` (a sweep's elements, and
+ranking their runs). `slurm` is the one module that runs Slurm's commands; everything else
 asks it. Nothing here imports TensorFlow at import time.
 """

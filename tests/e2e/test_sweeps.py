@@ -102,3 +102,31 @@ def test_a_trainer_grid_runs_every_element_and_one_requeued_mid_epoch_resumes_ex
     assert values == [(0.002,), (0.001,), (0.002,), (0.001,)]
     digests = [re.findall(r"finished; weights digest (\w+)", (run / "logs" / "rank-0.out").read_text()) for run in runs]
     assert "requeued job" in log.read_text() and digests[2] == digests[0] and digests[1] != digests[0], digests
+
+
+@pytest.mark.tensorflow
+def test_pruning_stops_the_element_that_learns_worse_and_the_report_shows_where(cluster: LocalCluster,
+                                                                                tmp_path: Path) -> None:
+    import json
+
+    from tests.mnist_data import shared_mnist
+
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    # One at a time: element 1 (a learning rate far too small) reaches epoch 1 after element 0 got there.
+    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "1", "--name", "pr", "--sweep",
+                                "learning_rate=0.002,0.000001", "--max-parallel", "1", "--prune", "halving",
+                                "--set", "epochs=3", "--set", "train_images=1000", "--set", f"data_dir={shared_mnist()}"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    array = submitted.stdout.splitlines()[0]
+    states, _ = wait_for_elements(array, 2, env)
+    assert states == {0: "COMPLETED", 1: "COMPLETED"}, states
+    runs = [tmp_path / "runs" / f"pr-{array}_{index}" for index in range(2)]
+    assert json.loads((runs[0] / "state.json").read_text())["state"] == "finished"
+    pruned = json.loads((runs[1] / "state.json").read_text())
+    assert (pruned["state"], pruned["epoch"]) == ("pruned", 1) and Path(pruned["checkpoint"] + ".index").is_file()
+    status = subprocess.run(["hpc-train", "status", array], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert f"sweep {array} (pr): 2 elements: 1 completed, 1 pruned" in status.stdout, status.stdout
+    report = subprocess.run(["hpc-train", "report", array], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "best (highest val_accuracy): element 0: learning_rate=0.002" in report.stdout, report.stdout + report.stderr
+    assert "pruned@1" in report.stdout and (tmp_path / "runs" / f"pr-{array}" / "sweep.png").is_file()
