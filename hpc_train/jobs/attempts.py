@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hpc_train.jobs.runstate import read_state, write_json_atomically, STATE_FILE
+from hpc_train.jobs.runstate import STATE_FILE, read_json_object, read_state, write_json_atomically
 
 NOTES = ".failures"
 # The chief's last step and when (at most every few seconds): how many steps a failure makes the run redo.
@@ -126,11 +126,7 @@ def write_progress(run_dir: Path, global_step: int) -> None:
 
 
 def read_progress(run_dir: Path) -> dict[str, Any]:
-    try:
-        value = json.loads((run_dir / PROGRESS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return read_json_object(run_dir / PROGRESS_FILE)
 
 
 def describe(attempt: dict[str, Any], failed: int, total: int | None = None) -> str:

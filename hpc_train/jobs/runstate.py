@@ -39,13 +39,18 @@ def write_state(output: Path, state: str, **details: Any) -> None:
     write_json_atomically(output / STATE_FILE, {"state": state, "time": round(time.time(), 3), **details, **carried})
 
 
-def read_state(output: Path) -> dict[str, Any]:
-    """The last state written, or {} when there is none (or it cannot be read)."""
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from a file, or {} when there is none, or it cannot be read, or it is not an object."""
     try:
-        value = json.loads((output / STATE_FILE).read_text())
+        value = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def read_state(output: Path) -> dict[str, Any]:
+    """The last state written, or {} when there is none (or it cannot be read)."""
+    return read_json_object(output / STATE_FILE)
 
 
 def layout_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
