@@ -8,13 +8,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+TYPE_CHECKING = False  # (typing itself costs start-up)
+if TYPE_CHECKING:
+    from hpc_train.jobs.folders import JobRecord
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=20, metavar="N")
 
 
-def sweep_counts(record, env: dict[str, str]) -> str:  # noqa: ANN001
+def sweep_counts(record: JobRecord, env: dict[str, str]) -> str:
     """A sweep's elements by state, in one word each: "2 completed, 1 running, 1 pending"."""
     from collections import Counter
 

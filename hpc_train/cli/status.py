@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+TYPE_CHECKING = False  # (typing itself costs start-up)
+if TYPE_CHECKING:
+    from hpc_train.jobs.folders import JobRecord
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +70,7 @@ def pruned_or(state: str, folder: Path) -> str:
     return f"pruned@{run.get('epoch')}" if run.get("state") == "pruned" else state.lower()
 
 
-def sweep_lines(record, states: dict[int, str]) -> list[str]:  # noqa: ANN001
+def sweep_lines(record: JobRecord, states: dict[int, str]) -> list[str]:
     """A sweep as status shows it: the counts, then a row per element (its values, state, epoch, figure, retries)."""
     from collections import Counter
 
@@ -85,7 +89,7 @@ def sweep_lines(record, states: dict[int, str]) -> list[str]:  # noqa: ANN001
             f"  folders: {record.folder}_INDEX/ (hpc-train logs {record.job_id}_INDEX)"]
 
 
-def _sweep_status(record, env: dict[str, str]) -> int:  # noqa: ANN001
+def _sweep_status(record: JobRecord, env: dict[str, str]) -> int:
     from hpc_train.jobs.follow import element_states
 
     print("\n".join(sweep_lines(record, element_states(record.job_id, len(record.elements or []), env))))

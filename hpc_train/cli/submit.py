@@ -34,6 +34,12 @@ import argparse
 
 from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_request
 
+TYPE_CHECKING = False  # (typing itself costs start-up)
+if TYPE_CHECKING:
+    from hpc_train.config import TrainConfig
+    from hpc_train.jobs.spec import JobSpec
+    from hpc_train.jobs.sweep import Sweep
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _submit_sweep(args: argparse.Namespace, spec, train, sweep, home: str) -> int:  # noqa: ANN001
+def _submit_sweep(args: argparse.Namespace, spec: JobSpec, train: TrainConfig, sweep: Sweep, home: str) -> int:
     """One sbatch of one job array; --dry-run shows the elements and the script instead."""
     import sys
 
@@ -84,15 +90,14 @@ def _submit_sweep(args: argparse.Namespace, spec, train, sweep, home: str) -> in
     if args.local:
         raise HpcTrainError("--local with a sweep: a sweep runs as a Slurm job array; drop --local (hpc-train "
                             "cluster up gives a local Slurm)")
-    print(f"hpc-train submit: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s):",
-          file=sys.stderr if not args.dry_run else sys.stdout)
-    rows = "\n".join(f"  {row}" for row in table(sweep))
+    shown = "\n".join([f"hpc-train submit: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s):",
+                       *(f"  {row}" for row in table(sweep))])
     if args.dry_run:
-        print(rows)
+        print(shown)
         print(submit.sweep_script(spec, train, sweep, args.max_parallel, home, command=args.command), end="")
         return 0
-    print(rows, file=sys.stderr)
     record = submit.submit_sweep(spec, train, sweep, args.max_parallel, home, command=args.command)
+    print(shown, file=sys.stderr)  # once submitted: a refusal stays one line
     print(record.job_id)
     print(f"hpc-train submit: sweep {record.job_id} ({len(sweep)} elements, runs/{record.name}-{record.job_id}_I/); "
           f"follow it with: hpc-train status {record.job_id}", flush=True)

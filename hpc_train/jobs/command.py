@@ -51,7 +51,7 @@ from hpc_train.bootstrap.startup import PREFIX, gpu_driver_note, start_rank
 from hpc_train.errors import HpcTrainError
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.jobs import attempts
-from hpc_train.jobs.requeue import plan_requeue, requeue
+from hpc_train.jobs.requeue import plan_requeue, requeue, restart_count
 from hpc_train.training import quiet
 
 # How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job.
@@ -180,8 +180,7 @@ def _requeue(job: CommandJob, env: Mapping[str, str], code: int) -> None:
     problem = requeue(plan.job_id)
     if problem is None:
         if run_dir is not None:
-            restarts = env.get("SLURM_RESTART_COUNT", "0")
-            attempts.record(run_dir, attempts.requeue_entry(int(restarts) + 1 if restarts.isdigit() else 1))
+            attempts.record(run_dir, attempts.requeue_entry(restart_count(env) + 1))
         _say(f"the command stopped to go on later (exit {code}); requeued job {plan.job_id} ({plan.reason}): "
              "it runs the command again")
     else:

@@ -37,6 +37,7 @@ from typing import Any
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.jobs import attempts, slurm
 from hpc_train.jobs.failures import Failure, diagnose
+from hpc_train.jobs.requeue import restart_count
 from hpc_train.jobs.retry import RetryPlan, plan_retry, requeue_excluding, usable_and_lost
 from hpc_train.jobs.runstate import read_state
 
@@ -158,7 +159,7 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
     plan = plan_retry(failure, used, max_retries, expand_nodes(job.get("ExcNodeList", "")), usable if states else None,
                       len(nodes) or (int(needed) if needed.isdigit() else 1))
     entry = _entry(failure, plan, run_dir, job, env)
-    attempt = int(env.get("SLURM_RESTART_COUNT", "0") or 0) + 1
+    attempt = entry["attempt"]
     total = attempts.attempts_allowed(history, max_retries)
     if plan.retry:
         problem = requeue_excluding(job_id, plan.exclude, env)
@@ -181,7 +182,7 @@ def _entry(failure: Failure, plan: RetryPlan, run_dir: Path, job: dict[str, str]
     checkpoint_step, checkpoint_time = newest_checkpoint(run_dir / "checkpoints")
     last_step = attempts.read_progress(run_dir).get("global_step")  # this attempt's: the prologue removed the last
     entry: dict[str, Any] = {
-        "time": round(time.time(), 3), "attempt": int(env.get("SLURM_RESTART_COUNT", "0") or 0) + 1,
+        "time": round(time.time(), 3), "attempt": restart_count(env) + 1,
         "nodes": job.get("NodeList", ""), "kind": failure.kind, "cause": failure.cause, "after": failure.after,
         "action": "retried" if plan.retry else "failed", "excluded": list(plan.added),
     }

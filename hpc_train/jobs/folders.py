@@ -87,6 +87,6 @@ def find_record(job_id: str | None, runs: Path = RUNS) -> JobRecord:
 def rank_log(record: JobRecord, rank: int, stream: str = "out") -> Path:
     """A rank's log: submitit's JOBID_RANK_log.out (stdout) or .err (stderr); a sweep element's (a rendered
     script's), logs/rank-RANK.out, stdout and stderr together."""
-    if record.is_element:
-        return Path(record.folder) / "logs" / f"rank-{rank}.out" if stream == "out" else Path("/nonexistent")
+    if record.is_element:  # the rendered script writes stdout and stderr into .out: there is never an .err
+        return Path(record.folder) / "logs" / f"rank-{rank}.{stream}"
     return Path(record.folder) / f"{record.job_id}_{rank}_log.{stream}"

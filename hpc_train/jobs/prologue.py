@@ -29,6 +29,7 @@ EXIT_MOVED = 4
 from hpc_train.jobs import attempts, slurm
 from hpc_train.jobs.epilogue import (DEFAULT_MAX_RETRIES, PREFIX, QuietParser, expand_nodes, log_tail,
                                      newest_checkpoint)
+from hpc_train.jobs.requeue import restart_count
 from hpc_train.jobs.retry import requeue_excluding, usable_and_lost
 from hpc_train.jobs.runstate import STATE_FILE, read_state, write_json_atomically
 
@@ -99,7 +100,7 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
     state = read_state(run_dir)
     if max_retries is None:
         max_retries = int(state.get("max_retries", DEFAULT_MAX_RETRIES))
-    restarts = int(env.get("SLURM_RESTART_COUNT", "0") or 0) if env.get("SLURM_RESTART_COUNT", "").isdigit() else 0
+    restarts = restart_count(env)
     history = attempts.history(run_dir)
     if unexplained_restarts(restarts, history) and env.get("SLURM_JOB_ID"):
         last_nodes = expand_nodes(state.get("attempt", {}).get("nodes", "")) if isinstance(

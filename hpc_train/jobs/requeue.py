@@ -23,16 +23,19 @@ class RequeuePlan:
     reason: str
 
 
+def restart_count(environ: Mapping[str, str]) -> int:
+    """How often Slurm has restarted this job (SLURM_RESTART_COUNT; 0 when unset or not a number)."""
+    text = environ.get("SLURM_RESTART_COUNT", "0")
+    return int(text) if text.isdigit() else 0
+
+
 def plan_requeue(environ: Mapping[str, str], max_requeues: int, requeues_done: int | None = None) -> RequeuePlan:
     """Requeue this job, or why not: not a Slurm batch job, or requeued `max_requeues` times already
     (`requeues_done`: for the time limit, as the run's history says; None: every restart counts)."""
     job_id = environ.get("SLURM_JOB_ID", "")
     if not job_id:
         return RequeuePlan(None, "not a Slurm job: run the same command again to resume")
-    restarts_text = environ.get("SLURM_RESTART_COUNT", "0") or "0"
-    restarts = int(restarts_text) if restarts_text.isdigit() else 0
-    if requeues_done is not None:
-        restarts = requeues_done
+    restarts = restart_count(environ) if requeues_done is None else requeues_done
     if max_requeues < 1:
         return RequeuePlan(None, f"max_requeues is {max_requeues}: resubmit the job to resume")
     if restarts >= max_requeues:

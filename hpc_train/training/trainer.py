@@ -36,7 +36,7 @@ from hpc_train.training.progress import Progress, remaining_stretches
 from hpc_train.training.quiet import drain
 from hpc_train.training.rendezvous import PeersMissing, meet, wait_for_departures
 from hpc_train.jobs import attempts
-from hpc_train.jobs.requeue import plan_requeue, requeue
+from hpc_train.jobs.requeue import plan_requeue, requeue, restart_count
 from hpc_train.jobs.runstate import layout_changes, read_state, write_state
 from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
 from hpc_train.training.stopping import StopKind, StopSignals
@@ -360,8 +360,8 @@ def _stopped(stop: Any, config: TrainConfig, rank: RankInfo, progress: Progress,
             _let_workers_leave(rank)
             problem = requeue(plan.job_id)
             if problem is None:
-                attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0) + 1
-                attempts.record(paths.output, attempts.requeue_entry(attempt, progress.global_step))
+                attempts.record(paths.output, attempts.requeue_entry(restart_count(os.environ) + 1,
+                                                                     progress.global_step))
                 say(f"stopped {progress.describe()} and saved {stop.checkpoint}; requeued job {plan.job_id} "
                     f"({plan.reason}): it resumes from there")
                 return 0

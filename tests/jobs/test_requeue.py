@@ -48,3 +48,9 @@ def test_a_refused_requeue_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_without_scontrol_there_is_no_requeue(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert requeue("42") == "scontrol not found"
+
+
+def test_the_restart_count_is_slurms_or_0() -> None:
+    from hpc_train.jobs.requeue import restart_count
+
+    assert [restart_count(env) for env in ({}, {"SLURM_RESTART_COUNT": "3"}, {"SLURM_RESTART_COUNT": "x"})] == [0, 3, 0]

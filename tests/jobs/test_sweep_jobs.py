@@ -95,3 +95,14 @@ def test_report_ranks_the_elements_by_the_objective_and_writes_a_csv_and_a_plot(
     assert (tmp_path / "runs" / "sw-4242" / "sweep.png").read_bytes()[:4] == b"\x89PNG"
     missing = hpc_train("report", "4242", "--objective", "val_auc", cwd=tmp_path, bin_dir=bin_dir)
     assert missing.returncode == 2 and "no run has val_auc yet" in missing.stderr
+
+
+def test_without_slurm_a_sweep_is_one_line_saying_how_to_get_one(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "submit", "--nodes", "1", "--sweep", "seed=1,2"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**without_slurm(), "PATH": str(empty)})
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "a sweep runs as a job array; start a local cluster with hpc-train cluster up" in result.stderr
+    assert not (tmp_path / "runs").exists()
