@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.jobs import slurm
-from hpc_train.jobs.follow import follow, job_info
+from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.follow import follow, job_info
 
 
 def report(job_id: str, state: str, code: str, log: Path, started: float) -> int:

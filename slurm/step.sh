@@ -41,7 +41,7 @@ run_step() {
   fi
   mkdir -p "$out"
   echo "hpc-train: job $job${SLURM_RESTART_COUNT:+ (restart $SLURM_RESTART_COUNT)} on ${SLURM_JOB_NODELIST:-this machine}; results in $out"
-  if [ -n "${SLURM_JOB_ID:-}" ]; then  # how this attempt came about (hpc_train/jobs/prologue.py)
+  if [ -n "${SLURM_JOB_ID:-}" ]; then  # how this attempt came about (hpc_train/injob/prologue.py)
     trap '' TERM  # 3: retries spent, the job ends; 4: requeued itself off a node that failed (SIGTERM follows)
     hpc-train prologue "$out" || case $? in 3) return 1 ;; 4) exit 0 ;; esac
     trap - TERM
@@ -49,7 +49,7 @@ run_step() {
   "${launch[@]}" hpc-train train --output-dir "$out" "${data[@]}" "$@" &
   local code=0
   wait_passing_signals $! || code=$?
-  if [ "$code" -ne 0 ]; then  # retried on healthy nodes, or the job's exit code decided (hpc_train/jobs/epilogue.py)
+  if [ "$code" -ne 0 ]; then  # retried on healthy nodes, or the job's exit code decided (hpc_train/injob/epilogue.py)
     trap '' TERM  # a retry requeues the job: this shell and the epilogue outlive the SIGTERM that follows
     hpc-train epilogue "$code" "$out" "$strategy" && code=0
   fi

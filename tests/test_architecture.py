@@ -1,5 +1,5 @@
 """The layout's rules, checked on the source: no import cycles, no private names across modules, no import up
-the layers, and Slurm's commands run from one module (hpc_train/jobs/slurm.py)."""
+the layers, and Slurm's commands run from one module (hpc_train/slurm/commands.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.jobs.slurm import COMMANDS
+from hpc_train.slurm.commands import COMMANDS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hpc_train"
 SLURM_COMMANDS = set(COMMANDS)
-SLURM_OWNER = "hpc_train.jobs.slurm"
+SLURM_OWNER = "hpc_train.slurm.commands"
 # Modules that run a Slurm command as what they measure, not to talk to Slurm: bench submit times a raw sbatch.
 MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
 # Lower layers never import higher ones (lazy imports included). Entry points (cli, train, demo, __main__) may
@@ -20,11 +20,12 @@ MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
 LAYERS = [
     ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources"),
     ("hpc_train.bootstrap",),
-    ("hpc_train.jobs.slurm", "hpc_train.jobs.spec", "hpc_train.jobs.requeue", "hpc_train.jobs.epilogue",
-     "hpc_train.jobs.runstate", "hpc_train.jobs.attempts", "hpc_train.jobs.failures", "hpc_train.jobs.retry"),
+    ("hpc_train.slurm",),
+    ("hpc_train.runs",),
+    ("hpc_train.injob.requeue", "hpc_train.injob.failures", "hpc_train.injob.retry", "hpc_train.injob.epilogue"),
     ("hpc_train.training",),
     ("hpc_train.tasks",),
-    ("hpc_train.jobs", "hpc_train.localslurm", "hpc_train.doctor"),
+    ("hpc_train.injob", "hpc_train.login", "hpc_train.localslurm", "hpc_train.doctor"),
     ("hpc_train.bench",),
 ]
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from hpc_train.bench.report import (DEFAULT_DATA, ROOT, arguments, command_line, figure, machine, progress, publish,
                                     pyplot, require_slurm, spread, table)
 from hpc_train.errors import HpcTrainError
-from hpc_train.jobs import slurm
+from hpc_train.slurm import commands as slurm
 
 RESUME_GOAL_SECONDS = 45.0
 GOODPUT_GOAL = 0.80

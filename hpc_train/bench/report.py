@@ -93,7 +93,7 @@ def pyplot():
 
 
 def slurm_reachable() -> bool:
-    from hpc_train.jobs import slurm
+    from hpc_train.slurm import commands as slurm
 
     return slurm.run(["sinfo", "-h"]).returncode == 0
 

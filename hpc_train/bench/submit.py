@@ -23,7 +23,7 @@ from pathlib import Path
 from hpc_train.bench.report import (HPC_TRAIN, arguments, command_line, interleaved, machine, publish, require_slurm,
                                     spread, summary, table)
 from hpc_train.errors import HpcTrainError
-from hpc_train.jobs import slurm
+from hpc_train.slurm import commands as slurm
 
 GOAL = 2.0
 POLL_SECONDS = 0.02
@@ -122,7 +122,7 @@ def render(samples: dict[str, list[float]]) -> str:
         "",
         "What `submit` adds to sbatch is Python's start, importing submitit (most of it asyncio, which submitit "
         "imports), checking the request and writing the job folder; it never imports TensorFlow (tested in "
-        "tests/jobs/test_submit.py). A local sbatch answers in milliseconds, less than Python takes to start, "
+        "tests/login/test_submission.py). A local sbatch answers in milliseconds, less than Python takes to start, "
         "so the command alone cannot come within 2x of it; from submission to a running job, the scheduler's "
         "own latency dominates, as it does on a production cluster.",
     ])

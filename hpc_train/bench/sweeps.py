@@ -29,8 +29,8 @@ from pathlib import Path
 from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, arguments, command_line, machine, progress, publish,
                                     require_slurm, spread, table)
 from hpc_train.errors import HpcTrainError
-from hpc_train.jobs import slurm
-from hpc_train.jobs.follow import FINAL_STATES, parse_array_states
+from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.follow import FINAL_STATES, parse_array_states
 
 TIMEOUT = 1800.0
 VARIANTS = ("one sweep (job array)", "separate submits", "one sweep, --prune halving")

@@ -103,7 +103,7 @@ TAKE_A_COMMAND = ("bootstrap", "launch", "submit", "render")
 def main(argv: Sequence[str] | None = None) -> int:
     options, command = split_command(sys.argv[1:] if argv is None else argv)
     if options[:1] and options[0] in HIDDEN and command is None:  # `hpc-train epilogue STEP_EXIT_CODE RUN_DIR ...`
-        return importlib.import_module(f"hpc_train.jobs.{options[0]}").main(options[1:])
+        return importlib.import_module(f"hpc_train.injob.{options[0]}").main(options[1:])
     selected = next((option for option in options if not option.startswith("-")), None)
     parser = build_parser(selected)
     args = parser.parse_args(options)

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if args.print_all:
             print(format_table(layout))
         return 0
-    from hpc_train.jobs.command import CommandJob, keras_for, place, run_command
+    from hpc_train.injob.supervisor import CommandJob, keras_for, place, run_command
 
     if args.command_signal != "USR1" and not args.supervise:
         raise HpcTrainError("--command-signal applies with --supervise (hpc-train submit and render use it); without "

@@ -17,8 +17,8 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.jobs import slurm
-    from hpc_train.jobs.folders import find_record
+    from hpc_train.slurm import commands as slurm
+    from hpc_train.runs.folders import find_record
 
     record = find_record(args.job)
     problem = slurm.cancel([record.job_id], os.environ)

@@ -27,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.cli.joboptions import default_home
     from hpc_train.config import load_config
     from hpc_train.errors import HpcTrainError
-    from hpc_train.jobs.render import render_script
-    from hpc_train.jobs.spec import JobSpec
+    from hpc_train.login.script import render_script
+    from hpc_train.login.request import JobSpec
     from hpc_train.resources import resource
 
     folder = Path(args.directory)

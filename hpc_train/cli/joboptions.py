@@ -55,7 +55,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str]
     """Validate the options into (JobSpec, TrainConfig, home); raises HpcTrainError with one line."""
     from hpc_train.config import load_config
-    from hpc_train.jobs.spec import JobSpec
+    from hpc_train.login.request import JobSpec
 
     spec = JobSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, strategy=args.strategy,
                    num_ps=args.num_ps, one_task_per_node=args.one_task_per_node,
@@ -85,8 +85,8 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked; None for one job."""
     from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
-    from hpc_train.jobs import slurm
-    from hpc_train.jobs.sweep import JOB_KEYS, check, from_yaml, grid, grid_axes, substitute
+    from hpc_train.slurm import commands as slurm
+    from hpc_train.login.sweep import JOB_KEYS, check, from_yaml, grid, grid_axes, substitute
 
     section = read_sweep(args.config)
     if args.sweep and section is not None:
@@ -114,7 +114,7 @@ def exit_codes(text: str | None) -> tuple[int, ...]:
     """--retry-exit-codes 3,17 as (3, 17); one line for what is not a list of exit codes."""
     if text is None:
         return ()
-    from hpc_train.jobs.spec import JobSpecError
+    from hpc_train.login.request import JobSpecError
 
     parts = [part.strip() for part in text.split(",")]
     if not all(part.isdigit() for part in parts):

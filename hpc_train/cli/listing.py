@@ -10,7 +10,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
-    from hpc_train.jobs.folders import JobRecord
+    from hpc_train.runs.folders import JobRecord
 
 
 
@@ -22,7 +22,7 @@ def sweep_counts(record: JobRecord, env: dict[str, str]) -> str:
     """A sweep's elements by state, in one word each: "2 completed, 1 running, 1 pending"."""
     from collections import Counter
 
-    from hpc_train.jobs.follow import element_states
+    from hpc_train.slurm.follow import element_states
 
     counts = Counter(state.lower() for state in element_states(record.job_id, len(record.elements or []), env).values())
     return f"sweep: {', '.join(f'{count} {state}' for state, count in counts.most_common())}"
@@ -30,7 +30,7 @@ def sweep_counts(record: JobRecord, env: dict[str, str]) -> str:
 
 def retries_of(folder: Path) -> int:
     """How often the job was retried after a failure (its history in state.json)."""
-    from hpc_train.jobs import attempts
+    from hpc_train.runs import attempts
 
     return attempts.retries_used(attempts.history(folder))
 
@@ -38,8 +38,8 @@ def retries_of(folder: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from hpc_train.jobs.follow import job_states
-    from hpc_train.jobs.folders import all_records
+    from hpc_train.slurm.follow import job_states
+    from hpc_train.runs.folders import all_records
 
     records = [record for record in all_records() if not record.is_element][:args.limit]
     if not records:

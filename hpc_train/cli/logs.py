@@ -21,8 +21,8 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.jobs.follow import FINAL_STATES, job_state
-    from hpc_train.jobs.folders import find_record, rank_log
+    from hpc_train.slurm.follow import FINAL_STATES, job_state
+    from hpc_train.runs.folders import find_record, rank_log
 
     record = find_record(args.job)
     if not 0 <= args.rank < record.tasks:

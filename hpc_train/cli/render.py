@@ -27,13 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hpc_train.jobs.render import render_script
+    from hpc_train.login.script import render_script
 
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
     script = render_script(spec, train, home, command=args.command, sweep=sweep, max_parallel=args.max_parallel)
     if sweep is not None:
-        from hpc_train.jobs.sweep import table
+        from hpc_train.login.sweep import table
 
         print(f"hpc-train render: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s) "
               f"(runs/{spec.name}-ARRAYID_INDEX/):", file=sys.stderr)

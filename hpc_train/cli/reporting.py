@@ -24,9 +24,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hpc_train.cli.status import pruned_or
-    from hpc_train.jobs import compare
-    from hpc_train.jobs.follow import element_states, job_state
-    from hpc_train.jobs.folders import find_record
+    from hpc_train.runs import compare
+    from hpc_train.slurm.follow import element_states, job_state
+    from hpc_train.runs.folders import find_record
 
     record = find_record(args.job)
     env = dict(os.environ)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
-    from hpc_train.jobs.folders import JobRecord
+    from hpc_train.runs.folders import JobRecord
 
 
 
@@ -24,9 +24,9 @@ def attempt_lines(folder: Path) -> list[str]:
     """The job's history of failures, retries and requeues (state.json's attempts), a line each."""
     import yaml
 
-    from hpc_train.jobs import attempts
-    from hpc_train.jobs.epilogue import DEFAULT_MAX_RETRIES
-    from hpc_train.jobs.runstate import read_state
+    from hpc_train.runs import attempts
+    from hpc_train.injob.epilogue import DEFAULT_MAX_RETRIES
+    from hpc_train.runs.state import read_state
 
     history = attempts.history(folder)
     if not history:
@@ -46,7 +46,7 @@ def element_progress(folder: Path) -> tuple[str, str, int]:
     """(epoch, last validation figure, retries) of a sweep element's run folder, "-" for what it has not yet."""
     import json
 
-    from hpc_train.jobs import attempts
+    from hpc_train.runs import attempts
 
     try:
         metrics = json.loads((folder / "metrics.json").read_text())
@@ -64,7 +64,7 @@ def element_progress(folder: Path) -> tuple[str, str, int]:
 
 def pruned_or(state: str, folder: Path) -> str:
     """Slurm's state of a sweep element, or "pruned@E" when it stopped itself at epoch E (state.json)."""
-    from hpc_train.jobs.runstate import read_state
+    from hpc_train.runs.state import read_state
 
     run = read_state(folder)
     return f"pruned@{run.get('epoch')}" if run.get("state") == "pruned" else state.lower()
@@ -74,7 +74,7 @@ def sweep_lines(record: JobRecord, states: dict[int, str]) -> list[str]:
     """A sweep as status shows it: the counts, then a row per element (its values, state, epoch, figure, retries)."""
     from collections import Counter
 
-    from hpc_train.jobs.sweep import Sweep, table
+    from hpc_train.login.sweep import Sweep, table
 
     elements = record.elements or []
     more = [["STATE", "EPOCH", "LAST VALIDATION", "RETRIES"]]
@@ -90,7 +90,7 @@ def sweep_lines(record: JobRecord, states: dict[int, str]) -> list[str]:
 
 
 def _sweep_status(record: JobRecord, env: dict[str, str]) -> int:
-    from hpc_train.jobs.follow import element_states
+    from hpc_train.slurm.follow import element_states
 
     print("\n".join(sweep_lines(record, element_states(record.job_id, len(record.elements or []), env))))
     return 0
@@ -99,8 +99,8 @@ def _sweep_status(record: JobRecord, env: dict[str, str]) -> int:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from hpc_train.jobs.follow import FINAL_STATES, PROGRESS, accounted_state, job_info, job_state
-    from hpc_train.jobs.folders import find_record, rank_log
+    from hpc_train.slurm.follow import FINAL_STATES, PROGRESS, accounted_state, job_info, job_state
+    from hpc_train.runs.folders import find_record, rank_log
 
     record = find_record(args.job)
     env = dict(os.environ)
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     for line in attempt_lines(Path(record.folder)):
         print(f"  history: {line}")
     if state.upper() == "PENDING" and info.get("Reason"):
-        from hpc_train.jobs.pending import reason_in_words
+        from hpc_train.slurm.pending import reason_in_words
 
         print(f"  waiting: {reason_in_words(info['Reason'])}")
     print(f"  elapsed: {elapsed}")

@@ -37,8 +37,8 @@ from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_reque
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.config import TrainConfig
-    from hpc_train.jobs.spec import JobSpec
-    from hpc_train.jobs.sweep import Sweep
+    from hpc_train.login.request import JobSpec
+    from hpc_train.login.sweep import Sweep
 
 
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.jobs import submit
+    from hpc_train.login import submission as submit
 
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.local and args.home:
         raise HpcTrainError("--home with --local: --local runs the ranks here, in this environment; drop --home")
     if args.home is not None:  # (render may name a folder of another machine: its script copes with none there)
-        from hpc_train.jobs.render import activation_script
+        from hpc_train.login.script import activation_script
 
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     if args.dry_run:
@@ -84,8 +84,8 @@ def _submit_sweep(args: argparse.Namespace, spec: JobSpec, train: TrainConfig, s
     import sys
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.jobs import submit
-    from hpc_train.jobs.sweep import table
+    from hpc_train.login import submission as submit
+    from hpc_train.login.sweep import table
 
     if args.local:
         raise HpcTrainError("--local with a sweep: a sweep runs as a Slurm job array; drop --local (hpc-train "

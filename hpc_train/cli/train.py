@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     shortcuts = [f"{key}={value}" for key, value in (("task", args.task), ("data_dir", args.data_dir),
                                                      ("output_dir", args.output_dir)) if value is not None]
     config = load_config(args.config, [*shortcuts, *args.overrides])
-    from hpc_train.training.quiet import filter_stderr
+    from hpc_train.training.stderr_filter import filter_stderr
 
     filter_stderr()  # a Slurm task's rank log without TensorFlow's CPU-node start-up noise
     from hpc_train.training.trainer import run as train

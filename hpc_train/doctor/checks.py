@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from hpc_train.bootstrap.keras import keras_problem
 from hpc_train.doctor.step import MARK
 from hpc_train.errors import HpcTrainError
-from hpc_train.jobs import slurm
-from hpc_train.jobs.partitions import Partition, find_partition, read_partitions
+from hpc_train.slurm import commands as slurm
+from hpc_train.login.partitions import Partition, find_partition, read_partitions
 
 
 @dataclass(frozen=True)

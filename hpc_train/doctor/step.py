@@ -47,7 +47,7 @@ def _tensorflow() -> dict[str, Any]:
 def _peers(timeout: float) -> dict[str, Any]:
     from hpc_train.bootstrap import BootstrapOptions, apply_to_environ
     from hpc_train.errors import HpcTrainError
-    from hpc_train.training.cluster import parse_tf_config
+    from hpc_train.training.rank import parse_tf_config
     from hpc_train.training.rendezvous import meet
 
     try:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.jobs import slurm
+from hpc_train.slurm import commands as slurm
 from hpc_train.localslurm import daemons
 from hpc_train.localslurm.spec import LocalCluster
 

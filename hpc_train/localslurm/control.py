@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.jobs import slurm
+from hpc_train.slurm import commands as slurm
 from hpc_train.localslurm import accounting, daemons, netns
 from hpc_train.localslurm.daemons import running_pid, slurm_env
 from hpc_train.localslurm.netns import HOSTS_FILE

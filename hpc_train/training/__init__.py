@@ -4,7 +4,7 @@ It knows nothing of MNIST (that is hpc_train/tasks/mnist/, a task module like a
 user's). Modules without TensorFlow: `usertask` (loading and calling a task
 module), `cluster` (which rank am I), `rendezvous` (the start-up barrier),
 `progress` (steps, epochs and the data position), `stopping` (signals),
-`quiet` (the rank log's filter), `memory` and
+`stderr_filter` (the rank log's filter), `memory` and
 `threads`, `fit` (`hpc_train.fit`). With TensorFlow, through tf-keras (Keras 3
 cannot train under MultiWorkerMirroredStrategy or ParameterServerStrategy):
 `inputs` (a task's datasets), `strategy`, `metrics` (summed once per epoch),

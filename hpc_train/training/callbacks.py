@@ -15,7 +15,7 @@ from typing import Any
 
 from hpc_train.training.clock import seconds_since_process_start
 from hpc_train.training.keras import keras, tf
-from hpc_train.jobs.runstate import write_json_atomically
+from hpc_train.runs.state import write_json_atomically
 from hpc_train.training.stopping import StopKind
 
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.training.cluster import RankInfo
+from hpc_train.training.rank import RankInfo
 
 RETRY_SECONDS = 0.2
 # Those who checked in hear the verdict a little after the chief's own deadline.

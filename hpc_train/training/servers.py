@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 
-from hpc_train.training.cluster import RankInfo
+from hpc_train.training.rank import RankInfo
 from hpc_train.training.keras import tf
 from hpc_train.training.rendezvous import reachable
 from hpc_train.training.stopping import StopSignals

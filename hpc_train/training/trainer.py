@@ -30,14 +30,14 @@ from typing import Any, NoReturn
 
 from hpc_train.config import TrainConfig, applying_settings
 from hpc_train.errors import HpcTrainError
-from hpc_train.training.cluster import RankInfo, lost_peers, prepare_rank
+from hpc_train.training.rank import RankInfo, lost_peers, prepare_rank
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.progress import Progress, remaining_stretches
-from hpc_train.training.quiet import drain
+from hpc_train.training.stderr_filter import drain
 from hpc_train.training.rendezvous import PeersMissing, meet, wait_for_departures
-from hpc_train.jobs import attempts
-from hpc_train.jobs.requeue import plan_requeue, requeue, restart_count
-from hpc_train.jobs.runstate import layout_changes, read_state, write_state
+from hpc_train.runs import attempts
+from hpc_train.injob.requeue import plan_requeue, requeue, restart_count
+from hpc_train.runs.state import layout_changes, read_state, write_state
 from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
 from hpc_train.training.stopping import StopKind, StopSignals
 from hpc_train.training.threads import size_inter_op_pool

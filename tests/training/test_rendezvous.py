@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from hpc_train.training.cluster import RankInfo
+from hpc_train.training.rank import RankInfo
 from hpc_train.training.rendezvous import Meeting, PeersMissing, meet, reachable, wait_for_departures
 from tests.net import free_port_block
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from hpc_train.bench.report import HPC_TRAIN, progress
 from hpc_train.bench.scaling.runs import EPOCHS, INDEPENDENT, WARMUP_EPOCHS, Result, Run, plan
 from hpc_train.errors import HpcTrainError
-from hpc_train.jobs import slurm
+from hpc_train.slurm import commands as slurm
 
 JOB_TIMEOUT = 600
 

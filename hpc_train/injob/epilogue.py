@@ -1,0 +1,254 @@
+"""What a job's batch script does once its step has ended with a failure: retry it on healthy nodes, or decide
+the job's exit code.
+
+Written once, here, and called by every batch script hpc-train makes or
+ships: slurm/step.sh and templates/job.sbatch as `hpc-train epilogue
+STEP_EXIT_CODE RUN_DIR STRATEGY [options]` (the hpc-train their ranks run),
+submit's submitit script as `PYTHON -m hpc_train.injob.epilogue ...` (the
+Python that runs its ranks); only when the step failed (a step that succeeded
+needs no decision, and no Python start). Its exit 0 turns the job into a
+success (or leaves it requeued); any other exit leaves the step's code as the
+job's, so an epilogue that cannot even start (no Python, no hpc-train where
+the batch script runs) changes nothing. It decides:
+
+- a parameter-server step whose chief finished training on the workers left
+  (state.json says "finished") did its work: the job ends as completed, with a
+  warning naming the step's failure;
+- a step that stopped to go on later (75, 42), or was stopped and requeued
+  for the time limit, is not this module's: its code stands;
+- otherwise, why the step failed (failures.py) and whether to retry
+  (retry.py): a retried job is requeued with the nodes to blame excluded, and
+  resumes from its last checkpoint; each failure goes into state.json's
+  `attempts` and the log, one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
+from hpc_train.runs import attempts
+from hpc_train.slurm import commands as slurm
+from hpc_train.injob.failures import Failure, diagnose
+from hpc_train.injob.requeue import restart_count
+from hpc_train.injob.retry import RetryPlan, plan_retry, requeue_excluding, usable_and_lost
+from hpc_train.runs.state import read_state
+
+# A job's failed step is retried this many times by default (--max-retries, max_retries).
+DEFAULT_MAX_RETRIES = 3
+# How much of the end of the job log is read for srun's lines on this attempt's tasks.
+LOG_TAIL_BYTES = 512 * 1024
+PREFIX = "hpc-train"
+
+
+def job_exit_code(step_code: int, strategy: str, run_state: dict) -> tuple[int, str | None]:
+    """The job's exit code after its step, and a warning to print, if any (pure)."""
+    if step_code != 0 and strategy == "parameter_server" and run_state.get("state") == "finished":
+        return 0, (f"a task of the step failed (exit {step_code}), but the chief finished training on the workers "
+                   "left and saved everything: the job ends as completed")
+    return step_code, None
+
+
+def not_for_retrying(step_code: int, run_state: dict) -> bool:
+    """A step that stopped to go on later, that the chief stopped and requeued itself, or whose run had finished
+    (a retry would find nothing to train): not a failure to retry."""
+    return (step_code in (EXIT_STOPPED, EXIT_TF_PREEMPTION)
+            or run_state.get("state") in ("stopped", "requeued", "finished"))
+
+
+def attempt_log(text: str, job_id: str) -> str:
+    """This attempt's part of a job log that keeps every attempt (appended): after its last start line."""
+    starts = [match.start() for match in re.finditer(rf"^{PREFIX}: job {re.escape(job_id)}\b", text, re.M)]
+    return text[starts[-1]:] if starts else text
+
+
+def shell_lines(python: str, run_dir: str, strategy: str, options: Sequence[str] = ()) -> list[str]:
+    """The batch script's lines right after its step (`$?` still the step's code): run the epilogue on a failure.
+
+    `python` is a command line (already quoted where it needs to be); `run_dir` is a shell word (quoted by the
+    caller, it may expand a variable); `strategy` and `options` are quoted here. SIGTERM is ignored from then on:
+    a retry requeues the job, which signals the batch script, and the epilogue has more to do after that.
+    """
+    extra = "".join(f" {shlex.quote(option)}" for option in options)
+    return [
+        "code=$?",
+        f'if [ "$code" -ne 0 ]; then trap "" TERM; {python} -m hpc_train.injob.epilogue "$code" {run_dir} '
+        f"{shlex.quote(strategy)}{extra} && code=0; fi",
+        'exit "$code"',
+    ]
+
+
+def options_for(max_retries: int | None, retry_exit_codes: Sequence[int] = (), command: bool = False) -> list[str]:
+    """The epilogue's options as a batch script passes them."""
+    return [*(("--max-retries", str(max_retries)) if max_retries is not None else ()),
+            *(("--retry-exit-codes", ",".join(map(str, retry_exit_codes))) if retry_exit_codes else ()),
+            *(("--command",) if command else ())]
+
+
+class QuietParser(argparse.ArgumentParser):
+    """A parser that raises ValueError on bad arguments (the caller prints one usage line), never exits itself."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ValueError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = QuietParser(prog="hpc-train epilogue", add_help=False)
+    parser.add_argument("code", type=int)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("strategy")
+    parser.add_argument("--max-retries", type=int, default=None)
+    parser.add_argument("--retry-exit-codes", default="")
+    parser.add_argument("--command", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    try:
+        args = _parser().parse_args(args_list)
+        retry_exit_codes = {int(code) for code in args.retry_exit_codes.split(",") if code.strip()}
+    except ValueError:
+        print("usage: hpc-train epilogue STEP_EXIT_CODE RUN_DIR STRATEGY [--max-retries N] "
+              "[--retry-exit-codes C,...] [--command]", file=sys.stderr)
+        return 2
+    run_state = read_state(args.run_dir)
+    code, warning = job_exit_code(args.code, args.strategy, run_state)
+    if warning:
+        _say(f"warning: {warning} ({args.run_dir})")
+    if code == 0 or not_for_retrying(code, run_state):
+        return code
+    max_retries = args.max_retries if args.max_retries is not None else run_state.get("max_retries",
+                                                                                      DEFAULT_MAX_RETRIES)
+    return after_failure(code, args.run_dir, os.environ, int(max_retries), retry_exit_codes, args.command)
+
+
+def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries: int,
+                  retry_exit_codes: set[int], command: bool) -> int:
+    """Diagnose, record, and retry or not; the job's exit code (0 once it is requeued for a retry)."""
+    job_id = env.get("SLURM_JOB_ID", "")
+    notes = attempts.read_notes(run_dir)
+    if not job_id or not slurm.available("scontrol"):
+        failure = diagnose(code, "", notes, (), command, retry_exit_codes)
+        why = ("not a Slurm batch job, run it again to resume" if not job_id else "scontrol is not found here (a "
+               "container without Slurm's commands?): resubmit it to resume")
+        _say(f"failed: {failure.cause}; not retried: {why}")
+        attempts.clear_notes(run_dir)
+        return code
+    job = slurm.show_job(job_id, env)
+    if job.get("JobState", "RUNNING") != "RUNNING":  # Slurm requeued, cancelled or ended it: not ours to retry
+        _say(f"the step failed (exit {code}) and the job is already {job['JobState']} (Slurm's doing): "
+             "not retried here")
+        attempts.clear_notes(run_dir)
+        return code
+    nodes = expand_nodes(job.get("NodeList", ""))
+    states = slurm.node_states(env, job.get("Partition") or None)
+    usable, lost = usable_and_lost(states)
+    failure = diagnose(code, attempt_log(log_tail(job), job_id), notes, sorted(lost & set(nodes)), command,
+                       retry_exit_codes)
+    history = attempts.history(run_dir)
+    used = attempts.retries_used(history)
+    needed = job.get("NumNodes", "1").split("-")[0]
+    plan = plan_retry(failure, used, max_retries, expand_nodes(job.get("ExcNodeList", "")), usable if states else None,
+                      len(nodes) or (int(needed) if needed.isdigit() else 1))
+    entry = _entry(failure, plan, run_dir, job, env)
+    attempt = entry["attempt"]
+    total = attempts.attempts_allowed(history, max_retries)
+    if plan.retry:
+        problem = requeue_excluding(job_id, plan.exclude, env)
+        if problem is not None and problem.startswith("scontrol requeue"):
+            entry = {**entry, "action": "failed", "why": f"not retried: {problem}"}
+    attempts.record(run_dir, entry)
+    attempts.clear_notes(run_dir)
+    if entry["action"] == "retried":
+        _say(attempts.describe(entry, attempt, total)
+             + (f" (warning: {problem})" if problem else "") + f"; job {job_id} requeued")
+        return 0
+    _say(attempts.describe(entry, attempt, total))
+    _say_each_failure([*history, entry])
+    return code
+
+
+def _entry(failure: Failure, plan: RetryPlan, run_dir: Path, job: dict[str, str],
+           env: Mapping[str, str]) -> dict[str, Any]:
+    """The attempt as state.json keeps it: when, where, why, what was done, and where the run resumes from."""
+    checkpoint_step, checkpoint_time = newest_checkpoint(run_dir / "checkpoints")
+    last_step = attempts.read_progress(run_dir).get("global_step")  # this attempt's: the prologue removed the last
+    entry: dict[str, Any] = {
+        "time": round(time.time(), 3), "attempt": restart_count(env) + 1,
+        "nodes": job.get("NodeList", ""), "kind": failure.kind, "cause": failure.cause, "after": failure.after,
+        "action": "retried" if plan.retry else "failed", "excluded": list(plan.added),
+    }
+    if plan.why:
+        entry["why"] = plan.why
+    if checkpoint_step is not None:
+        entry["checkpoint_step"], entry["checkpoint_time"] = checkpoint_step, checkpoint_time
+        if isinstance(last_step, int):  # (a beat from before the checkpoint: none redone that it knows of)
+            entry["steps_redone"] = max(0, last_step - checkpoint_step)
+    return entry
+
+
+def newest_checkpoint(folder: Path) -> tuple[int | None, float | None]:
+    """The step and time of the newest checkpoint in a run's checkpoints folder (TensorFlow's `ckpt-STEP.index`)."""
+    found = []
+    for index in folder.glob("ckpt-*.index"):
+        step = index.name[len("ckpt-"):-len(".index")]
+        if step.isdigit():
+            try:
+                found.append((int(step), index.stat().st_mtime))
+            except OSError:
+                continue
+    if not found:
+        return None, None
+    step, saved = max(found)
+    return step, round(saved, 3)
+
+
+def _say_each_failure(history: list[dict[str, Any]]) -> None:
+    failures = attempts.failures(history)
+    if len(failures) > 1:
+        _say(f"{len(failures)} failures: " + "; ".join(
+            f"attempt {attempt.get('attempt', number + 1)}: {attempt['cause']}"
+            for number, attempt in enumerate(failures)))
+
+
+def log_tail(job: dict[str, str]) -> str:
+    """The end of the job log, where srun said which task ended the step (StdErr, or StdOut when they are one)."""
+    for key in ("StdErr", "StdOut"):
+        path = job.get(key, "")
+        if not path or "%" in path:
+            continue
+        try:
+            with open(path, "rb") as log:
+                log.seek(max(0, os.fstat(log.fileno()).st_size - LOG_TAIL_BYTES))
+                return log.read().decode(errors="replace")
+        except OSError:
+            continue
+    return ""
+
+
+def expand_nodes(nodes: str) -> list[str]:
+    if not nodes or nodes == "(null)":
+        return []
+    import hostlist
+
+    try:
+        return list(hostlist.expand_hostlist(nodes))
+    except hostlist.BadHostlist:
+        return []
+
+
+def _say(message: str) -> None:
+    print(f"{PREFIX}: {message}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

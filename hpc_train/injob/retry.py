@@ -1,0 +1,92 @@
+"""Retrying a failed job on healthy nodes: the plan (pure), and asking Slurm for it.
+
+Slurm refuses to change a running job's excluded nodes ("no longer
+pending"), so the batch script requeues its own job first (`scontrol
+requeue`) and then, while the job waits to start again, adds the nodes to
+blame (`scontrol update JobId=J ExcNodeList=...`). The requeue sends the
+batch script SIGTERM, and SIGKILL KillWait seconds later: the script and this
+process ignore the first and are done long before the second.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from hpc_train.slurm import commands as slurm
+from hpc_train.injob.failures import Failure
+
+# sinfo's short states of a node that cannot take a job now (a trailing "*": not responding).
+_UNUSABLE = ("down", "drain", "drng", "drained", "fail", "failg", "maint", "unk", "futr", "inval", "powered_down",
+             "pow_dn", "powering_down")
+# Of those, the states of a node that is lost, not merely set aside.
+_LOST = ("down", "fail", "failg", "unk")
+
+
+@dataclass(frozen=True)
+class RetryPlan:
+    retry: bool
+    exclude: tuple[str, ...] = ()  # the job's excluded nodes for the next attempt: those before and the new ones
+    added: tuple[str, ...] = ()  # the nodes newly excluded
+    why: str = ""  # why not retried; or, retried, why a node to blame was not excluded
+
+
+def plan_retry(failure: Failure, retries_used: int, max_retries: int, excluded: Collection[str],
+               usable: Collection[str] | None, nodes_needed: int) -> RetryPlan:
+    """Whether to retry, and which nodes the job may no longer use (`usable`: the partition's nodes that can take
+    a job now, None when unknown). Never so many that the job could no longer be placed."""
+    if not failure.retryable:
+        return RetryPlan(False, why=f"not retried: {failure.why_not}")
+    if max_retries < 1:
+        return RetryPlan(False, why="not retried: max_retries is 0 (--max-retries N retries a failed job)")
+    if retries_used >= max_retries:
+        return RetryPlan(False, why=f"retries exhausted ({retries_used} of {max_retries}): resubmit it to resume, "
+                                    "or raise --max-retries")
+    before = tuple(sorted(excluded))
+    wanted = tuple(sorted({*before, *failure.blame}))
+    added = tuple(node for node in wanted if node not in before)
+    if usable is None or len(set(usable) - set(wanted)) >= nodes_needed:
+        return RetryPlan(True, wanted, added)
+    if added and len(set(usable) - set(before)) >= nodes_needed:
+        return RetryPlan(True, before, (), f"{', '.join(added)} not excluded: the job needs {nodes_needed} node(s) "
+                                           f"and the partition would have {len(set(usable) - set(wanted))} left")
+    return RetryPlan(True, (), (), f"no node excluded: the job needs {nodes_needed} node(s), "
+                                   f"and only {len(set(usable))} can take it now")
+
+
+def usable_and_lost(states: Mapping[str, str]) -> tuple[set[str], set[str]]:
+    """From sinfo's node states: the nodes that can take a job now, and those lost (down, failed, not responding)."""
+    usable, lost = set(), set()
+    for node, state in states.items():
+        base = state.rstrip("*~#!%$@^-+").lower()
+        if state.endswith("*") or base in _LOST:
+            lost.add(node)
+        elif base not in _UNUSABLE:
+            usable.add(node)
+    return usable, lost
+
+
+def requeue_excluding(job_id: str, exclude: tuple[str, ...], env: Mapping[str, str],
+                      timeout: float = 4.0) -> str | None:
+    """Requeue the job, then set its excluded nodes; None when both were done, else what went wrong.
+
+    Run from the job's own batch script: SIGTERM, which the requeue sends it, is ignored here.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    problem = slurm.requeue(job_id, env, timeout=30)
+    if problem is not None:
+        return f"scontrol requeue {job_id} failed ({problem})"
+    if not exclude:
+        return None
+    wanted = ",".join(exclude)
+    deadline = time.monotonic() + timeout
+    while True:  # the controller takes the update once the job is requeued (a moment after the requeue returns)
+        result = slurm.update_job(job_id, env, ExcNodeList=wanted)
+        if result.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if result.returncode != 0:
+        return f"requeued, but scontrol update ExcNodeList={wanted} failed ({slurm.last_words(result)})"
+    return None

@@ -1,0 +1,227 @@
+"""A user's own command as every rank of a job: under the bootstrap, told of Slurm's signals, its exit the job's.
+
+Each rank computes its place from the Slurm step (TF_CONFIG, GPU binding, a
+free port), says it in one line (`rank R is ROLE I at HOST:PORT, GPUs: G`),
+and runs the command as a child, so that it can pass signals on and act on the
+command's exit:
+
+- Slurm's time-limit warning reaches the command as SIGUSR1 (`--command-signal
+  USR1`, the default), whichever signal the job asked for. Slurm signals every
+  process of a rank, the command included: the job scripts and `render` ask
+  for USR1, which so reaches it directly; `submit` (submitit) asks for USR2,
+  which the command is started ignoring and which is passed on to it as USR1.
+  With `--command-signal TERM` the command is started ignoring both, and the
+  warning is passed on as SIGTERM, which TensorFlow's own
+  PreemptionCheckpointHandler watches. SIGTERM (preemption, `scontrol requeue`,
+  `scancel`, the time limit itself) reaches it directly too; this process
+  waits for the command, which decides what to do.
+- A command that saves after the warning and exits with 75 (EX_TEMPFAIL), or
+  with 42 (PreemptionCheckpointHandler's restart code), asks to go on later:
+  rank 0 then requeues the job (`scontrol requeue`, at most `max_requeues`
+  times), and the job runs the same command again, which resumes from what it
+  saved.
+- Otherwise the rank exits with the command's code (128 + N when a signal N
+  ended it), so a rank that dies ends the step (`srun --kill-on-bad-exit=1`)
+  and the job is FAILED with that code.
+
+The command's `tf.keras` is tf-keras (TF_USE_LEGACY_KERAS=1) when it fits this
+TensorFlow, unless the user set the variable or chose `--keras 3`
+(bootstrap/keras.py); the rank line says which. Its stderr goes through the
+rank log's filter of TensorFlow's start-up noise (training/stderr_filter.py), which
+also watches for Keras 3's known failures: a command that fails with one ends
+its log with a line saying why and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from hpc_train.bootstrap import BootstrapOptions
+from hpc_train.bootstrap.keras import KNOWN_FAILURES, KerasChoice, choose_keras, failure_hint, installed_versions
+from hpc_train.bootstrap.layout import Layout
+from hpc_train.bootstrap.startup import PREFIX, gpu_driver_note, start_rank
+from hpc_train.errors import HpcTrainError
+from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
+from hpc_train.runs import attempts
+from hpc_train.injob.requeue import plan_requeue, requeue, restart_count
+from hpc_train.training import stderr_filter
+
+# How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job.
+REQUEUE_GRACE_SECONDS = 10.0
+WARNINGS = (signal.SIGUSR1, signal.SIGUSR2)
+# Slurm (and hpc-train launch) signal every process of a rank: these reach the command by themselves.
+REACHING_IT = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
+# How the warning reaches the command: --command-signal USR1 (the default) or TERM (PreemptionCheckpointHandler's).
+COMMAND_SIGNALS = ("USR1", "TERM")
+# A command's exits that ask to go on later, after the warning: saved, not finished.
+GO_ON_LATER = (EXIT_STOPPED, EXIT_TF_PREEMPTION)
+
+
+@dataclass(frozen=True)
+class CommandJob:
+    """What every rank of a command job runs, and how."""
+
+    command: tuple[str, ...]
+    strategy: str = "multiworker"
+    num_ps: int = 1
+    max_requeues: int = 5
+    keras: str = "auto"  # what tf.keras is: auto (tf-keras when it fits), 2 (tf-keras, or refuse), 3 (Keras 3)
+    command_signal: str = "USR1"  # the signal the time-limit warning reaches the command as
+
+    def __post_init__(self) -> None:
+        if not self.command or not self.command[0]:
+            raise HpcTrainError("no command after --: give the command every rank runs, e.g. -- python train.py")
+        if self.command_signal not in COMMAND_SIGNALS:
+            raise HpcTrainError(f"--command-signal {self.command_signal!r}: expected {' or '.join(COMMAND_SIGNALS)}")
+        choose_keras(self.keras, {}, {})  # refuses an unknown --keras
+
+    def options(self) -> BootstrapOptions:
+        return BootstrapOptions(strategy=self.strategy, num_ps=self.num_ps)
+
+
+def place(options: BootstrapOptions, environ: Mapping[str, str],
+          choice: KerasChoice) -> tuple[Layout, dict[str, str]]:
+    """This rank's layout and the environment its command gets, its Keras chosen; its port checked free; its line
+    said."""
+    layout, variables = start_rank(options, environ, f"Keras: {choice.description}" if choice.description else "")
+    env = {**environ, **variables, **choice.variables}
+    if choice.problem:
+        print(f"{PREFIX}: warning: {choice.problem}", file=sys.stderr, flush=True)
+    if note := gpu_driver_note(env):
+        print(f"{PREFIX}: {note}", file=sys.stderr, flush=True)
+    return layout, env
+
+
+def keras_for(job_keras: str, environ: Mapping[str, str]) -> KerasChoice:
+    """What the command's tf.keras is, from --keras, the environment and the packages installed."""
+    return choose_keras(job_keras, environ, installed_versions())
+
+
+def run_command(job: CommandJob, environ: Mapping[str, str] | None = None,
+                options: BootstrapOptions | None = None) -> int:
+    """Run the command as this rank of the step, its stderr cleaned of TensorFlow's start-up noise; return the
+    rank's exit code. `options`: the bootstrap's, when more than the job's strategy (a --port-base).
+
+    Under Keras 3 the filter also watches for Keras 3's known failures: a command that fails with one has its
+    log end, after its last line, with one line saying why and what to do."""
+    environ = os.environ if environ is None else environ
+    choice = keras_for(job.keras, environ)
+    tensorflow = installed_versions().get("tensorflow")
+    stderr_filter.filter_stderr([] if choice.legacy else [(pattern, failure_hint(index, choice.description, tensorflow))
+                                                  for index, (pattern, _) in enumerate(KNOWN_FAILURES)])
+    try:
+        layout, env = place(options or job.options(), environ, choice)
+        code = supervise(job, env, is_first=layout.me.rank == 0)
+    except HpcTrainError as error:  # hpc-train's own refusal (a bad Slurm step, a command not found): not retried
+        if environ.get("HPC_TRAIN_RUN_DIR"):
+            attempts.note_failure(environ["HPC_TRAIN_RUN_DIR"], "refused", str(error), environ=environ)
+        raise
+    if code != 0:
+        stderr_filter.say_failed()
+    return code
+
+
+def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
+    """Start the command, pass signals on until it ends, requeue when it asked to; its exit code."""
+    relay = _Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
+    relay.install()
+    try:
+        # Started ignoring the warnings it is not to see (ignored signals stay ignored across exec): USR2, and
+        # USR1 too when the warning reaches it as TERM.
+        ignored = (signal.SIGUSR2,) if job.command_signal == "USR1" else (signal.SIGUSR1, signal.SIGUSR2)
+        child = subprocess.Popen(list(job.command), env=dict(env), preexec_fn=lambda: _ignore(ignored))
+    except FileNotFoundError:
+        raise HpcTrainError(f"command not found: {job.command[0]!r}; check the command after --") from None
+    except OSError as error:  # not executable, no #! line, ...
+        raise HpcTrainError(f"cannot run {job.command[0]!r}: {error.strerror}; check the command after --") from None
+    relay.child = child
+    returncode = child.wait()
+    code = exit_code(returncode)
+    if code != 0 and env.get("HPC_TRAIN_RUN_DIR") and not (code in GO_ON_LATER and relay.warned):
+        note_exit(env["HPC_TRAIN_RUN_DIR"], returncode, env)
+    if code in GO_ON_LATER and relay.warned:
+        if is_first:
+            _requeue(job, env, code)
+        else:
+            # A non-zero exit ends the step (--kill-on-bad-exit), signalling every process of rank 0 too,
+            # its `scontrol requeue` included: leave rank 0 the time to requeue first, which ends us anyway.
+            time.sleep(REQUEUE_GRACE_SECONDS)
+    return code
+
+
+def note_exit(run_dir: str, returncode: int, env: Mapping[str, str]) -> None:
+    """The rank's note on how its command failed, for the epilogue: a signal (worth a retry) or its own exit code."""
+    if returncode < 0:
+        name = signal.strsignal(-returncode) or f"signal {-returncode}"
+        attempts.note_failure(run_dir, "signal", f"the command was ended by {name}", environ=env, signal=name)
+    else:
+        attempts.note_failure(run_dir, "exit", f"the command exited with {returncode}", environ=env, code=returncode)
+
+
+def exit_code(returncode: int) -> int:
+    """A process's exit status as a shell reports it: 128 + N when signal N ended it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _requeue(job: CommandJob, env: Mapping[str, str], code: int) -> None:
+    run_dir = Path(env["HPC_TRAIN_RUN_DIR"]) if env.get("HPC_TRAIN_RUN_DIR") else None
+    plan = plan_requeue(env, job.max_requeues, attempts.requeues_done(attempts.history(run_dir)) if run_dir else None)
+    if plan.job_id is None:
+        _say(f"the command stopped to go on later (exit {code}); not requeued: {plan.reason}")
+        return
+    problem = requeue(plan.job_id)
+    if problem is None:
+        if run_dir is not None:
+            attempts.record(run_dir, attempts.requeue_entry(restart_count(env) + 1))
+        _say(f"the command stopped to go on later (exit {code}); requeued job {plan.job_id} ({plan.reason}): "
+             "it runs the command again")
+    else:
+        _say(f"scontrol requeue {plan.job_id} failed ({problem}); resubmit the job to go on")
+
+
+def _ignore(signals: tuple[signal.Signals, ...]) -> None:
+    for signum in signals:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+class _Relay:
+    """Signal handlers: note a warning, pass it on as the signal the command expects, and outlive the others."""
+
+    def __init__(self, warning_to_command: signal.Signals) -> None:
+        self.child: subprocess.Popen[bytes] | None = None
+        self.warned = False
+        self.warning_to_command = warning_to_command
+
+    def install(self) -> None:
+        for signum in {*WARNINGS, *REACHING_IT}:
+            signal.signal(signum, self._note)
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        if signum in WARNINGS:
+            self.warned = True
+        # USR1 reaches a USR1 command by itself (Slurm signals every process of the rank); the rest is passed on.
+        passes_on = signum in WARNINGS and not (signum == signal.SIGUSR1 == self.warning_to_command)
+        if passes_on and self.child is not None and self.child.poll() is None:
+            self.child.send_signal(self.warning_to_command)
+
+
+def _say(message: str) -> None:
+    print(f"hpc-train: {message}", file=sys.stderr, flush=True)
+
+
+def supervised_arguments(job: CommandJob) -> list[str]:
+    """hpc-train's arguments that run `job` as one rank under the bootstrap (for srun, or for launch)."""
+    return ["bootstrap", "--supervise", "--strategy", job.strategy,
+            *(("--num-ps", str(job.num_ps)) if job.strategy == "parameter_server" else ()),
+            "--max-requeues", str(job.max_requeues),
+            *(("--keras", job.keras) if job.keras != "auto" else ()),
+            *(("--command-signal", job.command_signal) if job.command_signal != "USR1" else ()),
+            "--", *job.command]

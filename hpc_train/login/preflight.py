@@ -1,0 +1,90 @@
+"""Never submit what cannot run: a request checked against the partition before it is submitted.
+
+Slurm accepts some requests that can never start (more time than the
+partition's MaxTime, more nodes than its MaxNodes where limits are not
+enforced at submission) and leaves them pending for ever; others it refuses
+with a message that names no option. Here the partition's limits are read
+(`scontrol show partition`, `scontrol show node`) and compared with the
+request (pure: `limit_problems`), then `sbatch --test-only` asks the scheduler
+itself. The first problem found stops the submission with one line naming the
+option, the limit and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from hpc_train.slurm import commands as slurm
+from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
+from hpc_train.login.request import JobSpec, JobSpecError, time_minutes
+
+
+def limit_problems(spec: JobSpec, partition: Partition) -> list[str]:
+    """What in the request the partition can never give, each as one line with its fix (pure)."""
+    problems = []
+    other = "or submit to another partition (--partition; sinfo lists them)"
+    if spec.nodes > partition.total_nodes:
+        problems.append(f"--nodes {spec.nodes}: partition {partition.name} has {partition.total_nodes} node(s) in all; "
+                        f"ask for at most {partition.total_nodes}, {other}")
+    elif partition.max_nodes is not None and spec.nodes > partition.max_nodes:
+        problems.append(f"--nodes {spec.nodes}: partition {partition.name} allows at most {partition.max_nodes} "
+                        f"node(s) per job (MaxNodes); ask for fewer, {other}")
+    if spec.gpus_per_node:
+        enough = sum(1 for gpus in partition.node_gpus if gpus >= spec.gpus_per_node)
+        if enough < spec.nodes:
+            most = max(partition.node_gpus, default=0)
+            problems.append(f"--gpus-per-node {spec.gpus_per_node}: partition {partition.name} has {enough} node(s) "
+                            f"with that many GPUs (at most {most} per node), {spec.nodes} asked for; ask for fewer "
+                            f"GPUs or nodes, {other}")
+    if spec.time and partition.max_minutes is not None:
+        if time_minutes(spec.time) > partition.max_minutes:
+            problems.append(f"--time {spec.time}: beyond partition {partition.name}'s time limit of "
+                            f"{format_minutes(partition.max_minutes)} (MaxTime); ask for less (the job checkpoints "
+                            f"and requeues itself at its limit), {other}")
+    return problems
+
+
+def check_request(spec: JobSpec, env: Mapping[str, str]) -> None:
+    """Raise JobSpecError naming the first thing the partition cannot give; return when Slurm would run it."""
+    partition = _partition(spec, env)
+    problems = limit_problems(spec, partition) if partition else []
+    if not problems:
+        refusal = test_only(spec, env)
+        problems = [refusal] if refusal else []
+    if problems:
+        raise JobSpecError(problems[0])
+
+
+def test_only(spec: JobSpec, env: Mapping[str, str]) -> str | None:
+    """`sbatch --test-only` with the request's options: None when the scheduler would run it, else why not."""
+    from hpc_train.login.script import directives
+
+    wanted = {name: value for name, value in directives(spec).items()
+              if name not in ("job-name", "output", "open-mode", "requeue", "signal")}
+    result = slurm.test_only(_options(wanted), env)
+    if result.returncode == 0:
+        return None
+    reason = re.sub(r"^(sbatch: error: |allocation failure: )", "", slurm.last_words(result, f"exit code "
+                                                                                          f"{result.returncode}"))
+    return f"Slurm would not run this request ({reason}): {' '.join(_options(wanted))}; ask for less (sinfo shows " \
+           "the partitions and their nodes)"
+
+
+def _partition(spec: JobSpec, env: Mapping[str, str]) -> Partition | None:
+    """The partition the job goes to; None when there is nothing to judge by (sbatch --test-only still asks the
+    scheduler). A controller that does not answer is one line now, not a minute's wait in sbatch."""
+    if not slurm.available("scontrol"):
+        return None
+    partitions = read_partitions(env)
+    if not partitions:
+        return None
+    chosen = find_partition(partitions, spec.partition)
+    if chosen is None and spec.partition is not None:
+        raise JobSpecError(f"--partition {spec.partition}: no such partition here; choose one of "
+                           f"{', '.join(partition.name for partition in partitions)}")
+    return chosen
+
+
+def _options(directives: Mapping[str, object]) -> list[str]:
+    return [f"--{name}" if value is True else f"--{name}={value}" for name, value in directives.items()]

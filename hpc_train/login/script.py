@@ -1,0 +1,141 @@
+"""Render a job's sbatch script from templates/job.sbatch (pure: values in, text out).
+
+Quoting happens here, at the render boundary: every value from the user reaches
+the script through `shlex.quote`. The few raw shell pieces are the template's
+own text. Directives are sorted, so a rendered script is deterministic and can
+be compared with a golden file.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from string import Template
+
+import yaml
+
+from hpc_train.config import TrainConfig, to_dict
+from hpc_train.errors import HpcTrainError
+from hpc_train.login.request import JobSpec
+from hpc_train.login.sweep import Sweep
+
+
+
+def directives(spec: JobSpec) -> dict[str, str | int | bool]:
+    """The #SBATCH options, name -> value (True: a bare flag); unset ones left out."""
+    values: dict[str, str | int | bool | None] = {
+        "job-name": spec.name, "nodes": spec.nodes, "ntasks-per-node": spec.tasks_per_node,
+        "gpus-per-node": spec.gpus_per_node or None, "cpus-per-task": spec.cpus_per_task,
+        "partition": spec.partition, "account": spec.account, "qos": spec.qos, "time": spec.time,
+        "mem": spec.mem, "constraint": spec.constraint, "gres": spec.gres, "exclusive": spec.exclusive or None,
+        "output": "slurm-%x-%j.out",
+        # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
+        "open-mode": "append", "requeue": True,
+        "signal": f"USR1@{spec.signal_seconds}" if spec.signal_seconds else None,
+    }
+    return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def activation_script(home: str) -> Path:
+    """What a job sources to get hpc-train's environment from `home` (--home): a checkout's env/activate.sh, or a
+    virtual environment's bin/activate; one line when it is neither."""
+    folder = Path(home).expanduser()
+    for script in (folder / "env" / "activate.sh", folder / "bin" / "activate"):
+        if script.is_file():
+            return script.resolve()
+    raise HpcTrainError(f"--home {home}: neither {folder / 'env' / 'activate.sh'} (a checkout of hpc-train, after "
+                        f"env/setup.sh) nor {folder / 'bin' / 'activate'} (a virtual environment) is there; give the "
+                        "project root or the environment the job should use")
+
+
+def kill_on_bad_exit(spec: JobSpec) -> int:
+    """srun's --kill-on-bad-exit: a lost MultiWorkerMirrored task stalls the rest, so it ends the step;
+    a parameter-server chief carries on without a lost worker, so that does not."""
+    return 0 if spec.strategy == "parameter_server" else 1
+
+
+def job_config(spec: JobSpec, train: TrainConfig) -> TrainConfig:
+    """The training config the job runs: its strategy and ps count come from the request."""
+    return replace(train, strategy=spec.strategy, num_ps=spec.num_ps)
+
+
+def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = "runs",
+                  template: Path | None = None, command: Sequence[str] | None = None,
+                  sweep: Sweep | None = None, max_parallel: int | None = None) -> str:
+    """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
+    `command`: the user's own command for every task, instead of the trainer; `sweep`: one job array, an element
+    per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
+    running at once."""
+    config = job_config(spec, train)
+    wanted = directives(spec)
+    if sweep is not None:
+        wanted = {**wanted, "array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
+                  "output": "slurm-%x-%A_%a.out"}
+    lines = [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
+             for name, value in sorted(wanted.items())]
+    launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
+    from hpc_train.resources import resource
+
+    return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
+        summary=f"{spec.nodes} node(s) x {spec.tasks_per_node} task(s), {spec.gpus_per_node} GPU(s) per node, "
+                f"{spec.strategy}",
+        directives="\n".join(lines),
+        home=shlex.quote(home),
+        runs_dir=shlex.quote(runs_dir),
+        run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
+        '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
+        config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
+        num_tasks=spec.num_tasks,
+        launcher=launcher,
+        task_command=task_command(spec, config, command) if sweep is None or not command else
+        '"${element_command[@]}"',
+        kill_on_bad_exit=kill_on_bad_exit(spec),
+        strategy=shlex.quote(spec.strategy),
+        prologue_options=f" --max-retries {config.max_retries}",
+        epilogue_options="".join(f" {shlex.quote(option)}" for option in retry_options(spec, config, command)),
+    )
+
+
+def config_lines(config: TrainConfig) -> str:
+    """The job's settings into its run folder: a quoted here-document, in which the shell expands nothing."""
+    return f"cat > \"$run_dir/config.yaml\" <<'HPC_TRAIN_CONFIG'\n{yaml.safe_dump(to_dict(config), sort_keys=False)}" \
+           "HPC_TRAIN_CONFIG"
+
+
+def sweep_lines(spec: JobSpec, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
+    """Each array element's settings (and command, `{KEY}` replaced), chosen by SLURM_ARRAY_TASK_ID; its values
+    exported as HPC_TRAIN_SWEEP_<KEY>, its index as HPC_TRAIN_TRIAL."""
+    from hpc_train.config import replace as with_values
+    from hpc_train.login.sweep import substitute, value_text
+
+    lines = ['export HPC_TRAIN_TRIAL="$SLURM_ARRAY_TASK_ID"', 'case "$SLURM_ARRAY_TASK_ID" in']
+    for index, values in enumerate(sweep.elements):
+        exports = " ".join(f"HPC_TRAIN_SWEEP_{key.upper()}={shlex.quote(value_text(value))}"
+                           for key, value in values.items())
+        lines += [f"{index})", f"  export {exports}"]
+        if command:
+            words = task_command(spec, config, substitute(command, values))
+            lines.append(f"  element_command=({words})")
+        lines += [config_lines(with_values(config, **values)), "  ;;"]
+    lines += [f'*) echo "hpc-train: array task $SLURM_ARRAY_TASK_ID is not an element of this sweep '
+              f'(0-{len(sweep) - 1})" >&2; exit 2 ;;', "esac"]
+    return "\n".join(lines)
+
+
+def retry_options(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> list[str]:
+    """The epilogue's options for this job: how often to retry, and which exits of a user's command to retry."""
+    from hpc_train.injob.epilogue import options_for
+
+    return options_for(config.max_retries, spec.retry_exit_codes, bool(command))
+
+
+def task_command(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> str:
+    """What srun starts on every task: the trainer, or the user's command supervised (quoted word by word)."""
+    if not command:
+        return 'hpc-train train --config "$run_dir/config.yaml" --output-dir "$run_dir"'
+    from hpc_train.injob.supervisor import CommandJob, supervised_arguments
+
+    job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues, spec.keras, spec.command_signal)
+    return shlex.join(["hpc-train", *supervised_arguments(job)])  # hpc-train from the job's environment

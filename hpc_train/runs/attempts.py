@@ -1,0 +1,155 @@
+"""A run's attempts: the notes a failing rank leaves, and the job's history of failures and retries.
+
+A rank that fails knowing why (it lost contact with a peer, the user's
+function raised, its command died of a signal) leaves a note in the run folder
+(`.failures/rank-R.json`) before it exits; a rank killed outright leaves none,
+and srun's own lines tell instead (failures.py). After a failed step the batch
+script's epilogue reads the notes, decides (retry.py), appends the attempt to
+state.json's `attempts` and removes the notes. The next attempt's prologue
+records a restart nobody explained (a node lost: Slurm requeued the job
+itself), and the resumed trainer adds when training went on and what the
+failure cost. Reading never raises: a missing or damaged file is no history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hpc_train.runs.state import STATE_FILE, read_json_object, read_state, write_json_atomically
+
+NOTES = ".failures"
+# The chief's last step and when (at most every few seconds): how many steps a failure makes the run redo.
+PROGRESS_FILE = ".progress.json"
+# Kinds of failure a rank can note; the first three are worth a retry, the last two would fail again.
+NOTE_KINDS = ("lost_peer", "signal", "exit", "task_error", "refused")
+
+
+def note_failure(run_dir: str | os.PathLike[str], kind: str, message: str, peers: tuple[str, ...] = (),
+                 environ: Mapping[str, str] | None = None, **details: Any) -> None:
+    """Leave this rank's note on why it fails. Never raises: a rank on its way out must not fail on its note.
+
+    `peers`: the hosts of the peers it lost contact with ("node2"), for the node to blame.
+    """
+    env = os.environ if environ is None else environ
+    rank = env.get("SLURM_PROCID", "0")
+    note = {"rank": int(rank) if rank.isdigit() else 0, "node": env.get("SLURMD_NODENAME") or socket.gethostname(),
+            "kind": kind, "message": message.strip()[:500], "peers": list(peers), "time": round(time.time(), 3),
+            **details}
+    try:
+        write_json_atomically(Path(run_dir) / NOTES / f"rank-{note['rank']}.json", note)
+    except OSError:
+        pass
+
+
+def read_notes(run_dir: Path) -> list[dict[str, Any]]:
+    """The notes this attempt's ranks left, by rank."""
+    notes = []
+    for path in sorted((run_dir / NOTES).glob("rank-*.json")):
+        try:
+            note = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(note, dict) and note.get("kind") in NOTE_KINDS:
+            notes.append(note)
+    return sorted(notes, key=lambda note: note.get("rank", 0))
+
+
+def clear_notes(run_dir: Path) -> None:
+    for path in (run_dir / NOTES).glob("rank-*.json"):
+        path.unlink(missing_ok=True)
+
+
+def history(run_dir: Path) -> list[dict[str, Any]]:
+    """The attempts recorded so far, oldest first."""
+    attempts = read_state(run_dir).get("attempts", [])
+    return [attempt for attempt in attempts if isinstance(attempt, dict)] if isinstance(attempts, list) else []
+
+
+def record(run_dir: Path, attempt: dict[str, Any]) -> None:
+    """Append an attempt to state.json's history, keeping whatever else the file says."""
+    state = read_state(run_dir)
+    write_json_atomically(run_dir / STATE_FILE, {**state, "attempts": [*history(run_dir), attempt]})
+
+
+def update_last(run_dir: Path, **fields: Any) -> None:
+    """Add fields to the newest attempt (the resumed run's `resumed_at`, `seconds_lost`)."""
+    state = read_state(run_dir)
+    attempts = history(run_dir)
+    if attempts:
+        attempts[-1] = {**attempts[-1], **fields}
+        write_json_atomically(run_dir / STATE_FILE, {**state, "attempts": attempts})
+
+
+def retries_used(attempts: list[dict[str, Any]]) -> int:
+    """Restarts that followed a failure (retried by hpc-train, or requeued by Slurm for a lost node)."""
+    return sum(1 for attempt in attempts if attempt.get("action") in ("retried", "requeued by Slurm"))
+
+
+def requeues_done(attempts: list[dict[str, Any]]) -> int:
+    """Restarts that were not retries: requeues for the time-limit warning, and those Slurm made by itself
+    for no failure (max_requeues counts these)."""
+    return sum(1 for attempt in attempts if attempt.get("action") in ("requeued", "restarted"))
+
+
+def attempts_allowed(attempts: list[dict[str, Any]], max_retries: int) -> int:
+    """How many attempts the job may make as things stand: the first, one per retry allowed, and one per
+    restart that was not a retry (time-limit requeues)."""
+    return 1 + max(0, max_retries) + requeues_done(attempts)
+
+
+def failures(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries that are failures (retried, requeued by Slurm for a lost node, or final)."""
+    return [attempt for attempt in attempts if attempt.get("action") in ("retried", "requeued by Slurm", "failed")]
+
+
+def requeue_entry(attempt: int, global_step: int | None = None) -> dict[str, Any]:
+    """The history's entry for a job that saved and requeued itself on the time-limit warning."""
+    entry: dict[str, Any] = {"time": round(time.time(), 3), "attempt": attempt, "kind": "time_limit",
+                             "cause": "the time-limit warning", "after": "the time-limit warning",
+                             "action": "requeued", "excluded": []}
+    if global_step is not None:
+        entry["checkpoint_step"] = global_step
+    return entry
+
+
+def write_progress(run_dir: Path, global_step: int) -> None:
+    try:
+        write_json_atomically(run_dir / PROGRESS_FILE, {"global_step": global_step, "time": round(time.time(), 3)})
+    except OSError:
+        pass
+
+
+def read_progress(run_dir: Path) -> dict[str, Any]:
+    return read_json_object(run_dir / PROGRESS_FILE)
+
+
+def describe(attempt: dict[str, Any], failed: int, total: int | None = None) -> str:
+    """A recorded failure (of attempt number `failed`) as `hpc-train status` and the log say it: "attempt 2 of 4:
+    retried after node2 task 1 was killed; node2 excluded; resumed at step 1,240 (37 steps redone)", or
+    "attempt 4 of 4 failed: node2 task 1: Killed; retries exhausted (3 of 3)"."""
+    out_of = f" of {total}" if total else ""
+    cause = attempt.get("cause", "an unknown failure")
+    if attempt.get("action") == "failed":
+        parts = [f"attempt {failed}{out_of} failed: {cause}"]
+    elif attempt.get("action") in ("restarted", "requeued"):
+        parts = [f"attempt {failed + 1}{out_of}: {attempt.get('after', cause)}"]
+    else:
+        how = "requeued by Slurm" if attempt.get("action") == "requeued by Slurm" else "retried"
+        parts = [f"attempt {failed + 1}{out_of}: {how} after {attempt.get('after', cause)}"]
+    if attempt.get("excluded"):
+        parts.append(f"{','.join(attempt['excluded'])} excluded")
+    if attempt.get("why"):
+        parts.append(str(attempt["why"]))
+    if isinstance(attempt.get("checkpoint_step"), int) and attempt.get("action") != "failed":
+        redone = attempt.get("steps_redone")
+        parts.append(f"resumed at step {attempt['checkpoint_step']:,}"
+                     + (f" ({redone:,} steps redone)" if isinstance(redone, int) else ""))
+    if isinstance(attempt.get("seconds_lost"), (int, float)):
+        parts.append(f"{attempt['seconds_lost']:.0f} s lost")
+    return "; ".join(parts)

@@ -1,0 +1,136 @@
+"""The one epilogue every batch script runs after a failed step: the job's exit code, decided once."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpc_train.injob.epilogue import job_exit_code, main, read_state, shell_lines
+
+FINISHED = {"state": "finished"}
+
+
+@pytest.mark.parametrize("code, strategy, state, expected", [
+    (137, "parameter_server", FINISHED, 0),  # a worker died after the chief finished: the work is done
+    (137, "parameter_server", {"state": "running"}, 137),
+    (137, "multiworker", FINISHED, 137),  # a lost MultiWorkerMirrored worker is never waved through
+    (0, "parameter_server", FINISHED, 0),
+    (2, "parameter_server", {}, 2),
+])
+def test_the_jobs_code_after_its_step(code: int, strategy: str, state: dict, expected: int) -> None:
+    final, warning = job_exit_code(code, strategy, state)
+    assert final == expected
+    assert (warning is not None) == (code != 0 and final == 0)
+
+
+def test_a_missing_or_damaged_state_file_reads_as_nothing(tmp_path: Path) -> None:
+    assert read_state(tmp_path) == {}
+    (tmp_path / "state.json").write_text("{half")
+    assert read_state(tmp_path) == {}
+    (tmp_path / "state.json").write_text("[1, 2]")
+    assert read_state(tmp_path) == {}
+
+
+def test_wrong_arguments_are_one_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["x", "dir"]) == 2
+    assert capsys.readouterr().err.startswith("usage: hpc-train epilogue STEP_EXIT_CODE RUN_DIR STRATEGY")
+
+
+@pytest.mark.parametrize("python, finished, expected", [
+    (shlex.quote(sys.executable), True, 0),
+    (shlex.quote(sys.executable), False, 137),
+    ("/no/such/python3", True, 137),  # an epilogue that cannot start changes nothing: the step's code stands
+])
+def test_the_shell_lines_run_it_only_after_a_failure(python: str, finished: bool, expected: int,
+                                                       tmp_path: Path) -> None:
+    run_dir = tmp_path / "run dir; touch PWNED"
+    run_dir.mkdir()
+    if finished:
+        (run_dir / "state.json").write_text('{"state": "finished"}')
+    script = "\n".join(["(exit 137)", *shell_lines(python, shlex.quote(str(run_dir)), "parameter_server")])
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == expected, result.stderr
+    assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_the_batch_scripts_run_it_as_a_hidden_hpc_train_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.cli import main as cli
+
+    (tmp_path / "state.json").write_text('{"state": "finished"}')
+    assert cli(["epilogue", "137", str(tmp_path), "parameter_server"]) == 0
+    assert cli(["epilogue", "137", str(tmp_path), "multiworker"]) == 137
+    assert "but the chief finished training" in capsys.readouterr().err
+    cli_help = subprocess.run([sys.executable, "-m", "hpc_train", "--help"], capture_output=True, text=True)
+    assert "epilogue" not in cli_help.stdout  # not for people
+
+
+def fake_slurm(bin_dir: Path, log: Path, node_states: str = "node1 idle\nnode2 idle\nnode3 idle\nnode4 idle",
+               job_state: str = "RUNNING") -> Path:
+    """scontrol and sinfo as a 4-node cluster shows them for job 42 on node[1-2]; every call noted in calls."""
+    bin_dir.mkdir()
+    calls = bin_dir / "calls"
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\necho "scontrol $*" >> "{calls}"\n'
+        f'if [ "$1" = show ]; then echo "JobId=42 JobState={job_state} NodeList=node[1-2] NumNodes=2 '
+        f'ExcNodeList=(null) Partition=debug StdErr={log} StdOut={log}"; fi\n')
+    (bin_dir / "sinfo").write_text(f'#!/bin/sh\nprintf "{node_states}\\n"\n')
+    for tool in ("scontrol", "sinfo"):
+        (bin_dir / tool).chmod(0o755)
+    return calls
+
+
+def run_epilogue(tmp_path: Path, log_text: str, notes: list[dict], *options: str,
+                 job_state: str = "RUNNING") -> tuple[int, str, str, dict]:
+    import json
+    import os
+
+    from hpc_train.runs import attempts
+    from tests.fake_slurm import without_slurm
+
+    run_dir = tmp_path / "run dir; touch PWNED"
+    run_dir.mkdir()
+    log = tmp_path / "slurm-x-42.out"
+    log.write_text("hpc-train: job 42 on node[1-0]\nsrun: error: node1: task 0: Exited with exit code 1\n"  # earlier
+                   "hpc-train: job 42 (restart 1) on node[1-2]\n" + log_text)
+    for note in notes:
+        attempts.note_failure(run_dir, note.pop("kind"), "", environ={"SLURM_PROCID": str(note.pop("rank")),
+                                                                      "SLURMD_NODENAME": "node1"}, **note)
+    calls = fake_slurm(tmp_path / "bin", log, job_state=job_state)
+    script = "\n".join(["(exit 137)", *shell_lines(shlex.quote(sys.executable), shlex.quote(str(run_dir)),
+                                                   "multiworker", options)])
+    env = {**without_slurm(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "42",
+           "SLURM_RESTART_COUNT": "1"}
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert not list(tmp_path.rglob("PWNED")) and not list((run_dir / ".failures").glob("*.json"))
+    state = json.loads((run_dir / "state.json").read_text()) if (run_dir / "state.json").exists() else {}
+    return result.returncode, result.stderr, calls.read_text() if calls.exists() else "", state
+
+
+def test_a_task_killed_requeues_the_job_without_its_node(tmp_path: Path) -> None:
+    code, said, calls, state = run_epilogue(tmp_path, "srun: error: node2: task 1: Killed\n"
+                                            "srun: error: node1: task 0: Terminated\n", [])
+    assert code == 0, said
+    assert "scontrol requeue 42\nscontrol update JobId=42 ExcNodeList=node2\n" in calls
+    assert "hpc-train: attempt 3 of 4: retried after node2 task 1 was killed; node2 excluded; job 42 requeued" in said
+    [entry] = state["attempts"]
+    assert (entry["attempt"], entry["cause"], entry["action"], entry["excluded"]) == (
+        2, "node2 task 1: Killed", "retried", ["node2"])
+
+
+def test_a_failure_that_would_repeat_is_not_retried_and_its_code_stands(tmp_path: Path) -> None:
+    code, said, calls, state = run_epilogue(tmp_path, "srun: error: node1: task 0: Exited with exit code 1\n",
+                                            [{"kind": "task_error", "rank": 0}], "--max-retries", "5")
+    assert code == 137 and "requeue" not in calls
+    assert "attempt 2 of 6 failed: node1 task 0: the task module failed; not retried: the task module failed" in said
+    assert state["attempts"][0]["action"] == "failed"
+
+
+def test_a_job_slurm_is_already_requeuing_or_ending_is_left_to_slurm(tmp_path: Path) -> None:
+    code, said, calls, state = run_epilogue(tmp_path, "srun: error: node2: task 1: Killed\n", [],
+                                            job_state="COMPLETING")
+    assert code == 137 and "requeue" not in calls and "attempts" not in state
+    assert "the job is already COMPLETING (Slurm's doing): not retried here" in said

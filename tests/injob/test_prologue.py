@@ -1,0 +1,78 @@
+"""Before each attempt: a restart nobody recorded is explained (a node lost), and spent retries end the job."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from hpc_train.runs import attempts
+from hpc_train.injob.prologue import (failed_nodes, previous_attempt_log, shell_line, slurms_restart,
+                                     unexplained_restarts)
+from tests.fake_slurm import without_slurm
+
+LOG = """hpc-train: job 12 on node[1-2]; results in runs/x-12
+srun: error: Node failure on node2
+hpc-train: job 12 (restart 1) on node[1-2]; results in runs/x-12
+"""
+
+
+def test_a_restart_is_unexplained_until_an_entry_accounts_for_it() -> None:
+    assert unexplained_restarts(1, []) == 1
+    assert unexplained_restarts(1, [{"action": "retried"}]) == 0
+    assert unexplained_restarts(3, [{"action": "requeued"}, {"action": "requeued by Slurm", "restarts": 2}]) == 0
+    assert unexplained_restarts(2, [{"action": "failed"}]) == 2
+
+
+def test_the_node_lost_in_the_last_attempt_is_found_in_its_log_or_by_its_state() -> None:
+    last = previous_attempt_log(LOG + "hpc-train: job 123 (restart 1)\n", "12")
+    assert "Node failure on node2" in last and "(restart 1)" not in last
+    assert failed_nodes(last, ["node1", "node2"], set()) == ["node2"]
+    assert failed_nodes("", ["node1", "node3"], {"node3", "node7"}) == ["node3"]
+    entry = slurms_restart(["node2"], 5.0)
+    assert (entry["action"], entry["cause"]) == ("requeued by Slurm", "node2 down")
+    assert slurms_restart([], 5.0)["action"] == "restarted"
+
+
+def run_line(tmp_path: Path, restarts: str, history: list[dict]) -> subprocess.CompletedProcess[str]:
+    run_dir = tmp_path / "run 'dir'; touch PWNED"
+    run_dir.mkdir(exist_ok=True)
+    for entry in history:
+        attempts.record(run_dir, entry)
+    script = "\n".join(["set -e", shell_line(shlex.quote(sys.executable), shlex.quote(str(run_dir)), 2),
+                        "echo the step runs"])
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          env={**without_slurm(), "SLURM_RESTART_COUNT": restarts})
+
+
+def test_the_job_goes_on_after_a_retry_and_ends_once_retries_are_spent(tmp_path: Path) -> None:
+    retried = {"action": "retried", "cause": "node2 task 1: Killed", "after": "node2 task 1 was killed",
+               "attempt": 1, "excluded": ["node2"]}
+    going_on = run_line(tmp_path, "1", [retried])
+    assert going_on.returncode == 0 and "the step runs" in going_on.stdout
+    assert "attempt 2 of 3: retried after node2 task 1 was killed; node2 excluded" in going_on.stderr
+    lost = {"action": "requeued by Slurm", "cause": "node3 down", "after": "node3 went down", "attempt": 2}
+    spent = run_line(tmp_path, "3", [retried, lost, lost])  # a third failure, with max_retries 2
+    assert spent.returncode == 1 and "the step runs" not in spent.stdout
+    assert "retries exhausted (2 of 2)" in spent.stderr
+    assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_a_prologue_that_cannot_start_changes_nothing(tmp_path: Path) -> None:
+    script = "\n".join(["set -e", shell_line("/no/such/python3", "dir"), "echo the step runs"])
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0 and "the step runs" in result.stdout
+
+
+def test_a_new_attempt_is_starting_not_the_last_ones_requeued(tmp_path: Path) -> None:
+    import json
+
+    from hpc_train.injob.prologue import before_the_step
+    from hpc_train.runs.state import write_state
+
+    write_state(tmp_path, "requeued", global_step=40, max_retries=1)
+    attempts.record(tmp_path, attempts.requeue_entry(1, 40))
+    assert before_the_step(tmp_path, {"SLURM_RESTART_COUNT": "1", "SLURM_JOB_NODELIST": "n[1-2]"}, None) == 0
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert (state["state"], state["max_retries"], state["attempt"]["number"]) == ("starting", 1, 2)

@@ -1,0 +1,56 @@
+"""Requeueing: when a stopped job may requeue itself, and asking a real (or fake) scontrol."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from hpc_train.injob.requeue import plan_requeue, requeue
+
+
+@pytest.mark.parametrize("environ, max_requeues, job_id, reason", [
+    ({"SLURM_JOB_ID": "42"}, 5, "42", "requeue 1 of at most 5"),
+    ({"SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": "4"}, 5, "42", "requeue 5 of at most 5"),
+    ({"SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": "5"}, 5, None,
+     "job 42 has been requeued 5 time(s), max_requeues is 5: resubmit it to resume, or raise max_requeues"),
+    ({"SLURM_JOB_ID": "42"}, 0, None, "max_requeues is 0: resubmit the job to resume"),
+    ({}, 5, None, "not a Slurm job: run the same command again to resume"),
+])
+def test_a_job_requeues_itself_a_bounded_number_of_times(environ: dict[str, str], max_requeues: int,
+                                                         job_id: str | None, reason: str) -> None:
+    plan = plan_requeue(environ, max_requeues)
+    assert (plan.job_id, plan.reason) == (job_id, reason)
+
+
+def fake_scontrol(bin_dir: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir.mkdir()
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\n{script}\n")
+    scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_requeue_asks_scontrol_for_this_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_scontrol(tmp_path / "bin", f'echo "$@" > {tmp_path / "args"}', monkeypatch)
+    assert requeue("42") is None
+    assert (tmp_path / "args").read_text() == "requeue 42\n"
+
+
+def test_a_refused_requeue_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_scontrol(tmp_path / "bin", 'echo "scontrol: error: Requested operation is presently disabled" >&2; exit 1',
+                  monkeypatch)
+    assert requeue("42") == "scontrol: error: Requested operation is presently disabled"
+
+
+def test_without_scontrol_there_is_no_requeue(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert requeue("42") == "scontrol not found"
+
+
+def test_the_restart_count_is_slurms_or_0() -> None:
+    from hpc_train.injob.requeue import restart_count
+
+    assert [restart_count(env) for env in ({}, {"SLURM_RESTART_COUNT": "3"}, {"SLURM_RESTART_COUNT": "x"})] == [0, 3, 0]

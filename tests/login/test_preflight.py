@@ -1,0 +1,53 @@
+"""Never submit what cannot run: the partition's limits against the request (pure), and on a real Slurm."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpc_train.slurm.pending import reason_in_words
+from hpc_train.login.partitions import Partition, node_gpus, parse_partitions
+from hpc_train.login.preflight import limit_problems
+from hpc_train.login.request import JobSpec
+
+PARTITIONS = (
+    "PartitionName=debug AllowGroups=ALL Default=YES MaxNodes=UNLIMITED MaxTime=UNLIMITED Nodes=node[1-4] "
+    "State=UP TotalCPUs=16 TotalNodes=4\n"
+    "PartitionName=gpu Default=NO MaxNodes=2 MaxTime=1-00:00:00 Nodes=gpu[9-10] TotalNodes=2\n"
+)
+NODES = ("NodeName=node1 Arch=x86_64 Gres=(null) State=IDLE\n"
+         "NodeName=gpu9 Gres=gpu:a100:4(S:0-1),mps:400 State=IDLE\n"
+         "NodeName=gpu10 Gres=gpu:2 State=MIXED\n")
+
+
+def test_partitions_and_their_gpus_are_read_from_scontrol() -> None:
+    assert node_gpus(NODES) == {"node1": 0, "gpu9": 4, "gpu10": 2}
+    debug, gpu = parse_partitions(PARTITIONS, NODES)
+    assert debug == Partition("debug", 4, None, None, (0, 0, 0, 0), default=True)
+    assert gpu == Partition("gpu", 2, 2, 24 * 60, (4, 2), default=False)
+
+
+@pytest.mark.parametrize("spec, expected", [
+    (JobSpec(nodes=100000), "--nodes 100000: partition gpu has 2 node(s) in all; ask for at most 2, or submit"),
+    (JobSpec(nodes=2, gpus_per_node=4), "--gpus-per-node 4: partition gpu has 1 node(s) with that many GPUs (at "
+                                        "most 4 per node), 2 asked for; ask for fewer GPUs or nodes"),
+    (JobSpec(nodes=1, time="2-00:00:00"), "--time 2-00:00:00: beyond partition gpu's time limit of 1-00:00:00 "
+                                          "(MaxTime); ask for less"),
+])
+def test_a_request_beyond_the_partition_is_named_with_its_limit(spec: JobSpec, expected: str) -> None:
+    [problem] = limit_problems(spec, parse_partitions(PARTITIONS, NODES)[1])
+    assert problem.startswith(expected) and "\n" not in problem
+
+
+def test_a_request_within_the_limits_has_no_problem() -> None:
+    gpu = parse_partitions(PARTITIONS, NODES)[1]
+    assert limit_problems(JobSpec(nodes=2, gpus_per_node=2, time="23:00:00"), gpu) == []
+    debug = parse_partitions(PARTITIONS, NODES)[0]
+    assert limit_problems(JobSpec(nodes=4, time="30-00:00:00"), debug) == []
+
+
+def test_pending_reasons_are_told_in_words() -> None:
+    assert reason_in_words("PartitionConfig").startswith("PartitionConfig: the request does not fit the partition")
+    assert "never start" in reason_in_words("(PartitionTimeLimit)")
+    assert reason_in_words("Resources") == "Resources: waiting for nodes to come free"
+    assert reason_in_words("QOSGrpGRES").startswith("QOSGrpGRES: a limit of your QOS or account")
+    assert reason_in_words("SomethingNew") == "SomethingNew"

@@ -1,0 +1,170 @@
+"""Rendered scripts: golden files, and hostile values run through a real shell."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpc_train.config import TrainConfig
+from hpc_train.login.script import render_script
+from hpc_train.login.request import JobSpec
+from tests.fake_slurm import waiting_srun
+
+GOLDEN = Path(__file__).with_name("golden")
+HOME = "/opt/hpc-train"
+CASES = {
+    "cpu_2_nodes": JobSpec(nodes=2),
+    "1_node_8_gpus": JobSpec(nodes=1, gpus_per_node=8, time="2:00:00", partition="gpu"),
+    "4_nodes_2_gpus": JobSpec(nodes=4, gpus_per_node=2, account="proj", qos="normal", cpus_per_task=8,
+                              mem="64G", constraint="a100", exclusive=True, gres="gpu:2"),
+    "parameter_server": JobSpec(nodes=2, gpus_per_node=2, strategy="parameter_server", num_ps=1, name="mnist-ps"),
+}
+HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "quoted" name', "semi;colon && touch PWNED"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_rendered_scripts_match_their_golden_files(case: str) -> None:
+    """Regenerate after an intended change with: UPDATE_GOLDEN=1 pytest tests/login/test_script.py"""
+    rendered = render_script(CASES[case], TrainConfig(), HOME)
+    golden = GOLDEN / f"{case}.sbatch"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(rendered)
+    assert rendered == golden.read_text()
+
+
+def mock_srun(bin_dir: Path) -> None:
+    """An srun that runs its command once, as rank 0, and records the arguments it got."""
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$SRUN_ARGS"\n'
+                    'while [[ "$1" == --* ]]; do shift; done\nexec "$@"\n')
+    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    apptainer = bin_dir / "apptainer"  # `apptainer exec --nv IMAGE CMD...`: record, then run CMD
+    apptainer.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$APPTAINER_ARGS"\nshift 3\nexec "$@"\n')
+    apptainer.chmod(apptainer.stat().st_mode | stat.S_IEXEC)
+    fake = bin_dir / "hpc-train"  # the trainer itself: record what it was asked to do
+    fake.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$TRAIN_ARGS"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
+    mock_srun(tmp_path / "bin")
+    spec = JobSpec(nodes=2, name=hostile.replace("/", ""), partition=hostile, account=hostile,
+                   container=f"/images/{hostile}.sif")
+    train = TrainConfig(data_dir=f"/data/{hostile}", output_dir=hostile)
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_script(spec, train, home=str(tmp_path / hostile)))
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": "n[1-2]", "SRUN_ARGS": str(tmp_path / "srun.args"),
+           "APPTAINER_ARGS": str(tmp_path / "apptainer.args"), "TRAIN_ARGS": str(tmp_path / "train.args")}
+    result = subprocess.run(["bash", str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not list(tmp_path.rglob("PWNED")), "a value was run as a command"
+    run_dir = work / "runs" / f"{spec.name}-7"
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["data_dir"] == f"/data/{hostile}"
+    assert (tmp_path / "apptainer.args").read_text().splitlines()[:3] == ["exec", "--nv", f"/images/{hostile}.sif"]
+    assert (tmp_path / "srun.args").read_text().splitlines()[:3] == [
+        "--kill-on-bad-exit=1", "--open-mode=append", f"--output=runs/{spec.name}-7/logs/rank-%t.out"]
+    train_args = (tmp_path / "train.args").read_text().splitlines()
+    assert train_args == ["train", "--config", f"runs/{spec.name}-7/config.yaml", "--output-dir",
+                          f"runs/{spec.name}-7"]
+
+
+@pytest.mark.parametrize("script, spec", [
+    ("mnist_2node.sh", JobSpec(nodes=2, name="mnist-2node", cpus_per_task=2, time="00:30:00")),
+    ("mnist_ps.sh", JobSpec(nodes=2, cpu_tasks_per_node=2, strategy="parameter_server", name="mnist-ps",
+                            cpus_per_task=1, time="00:30:00")),
+    ("mnist_1node_mirrored.sh", JobSpec(nodes=1, name="mnist-mirrored", cpus_per_task=2, time="00:30:00")),
+])
+def test_the_hand_written_scripts_ask_what_render_would(script: str, spec: JobSpec) -> None:
+    from hpc_train.login.script import directives
+
+    text = (Path(__file__).resolve().parents[2] / "slurm" / script).read_text()
+    active = dict(line.removeprefix("#SBATCH --").partition("=")[::2] for line in text.splitlines()
+                  if line.startswith("#SBATCH --"))
+    assert active == {name: "" if value is True else str(value) for name, value in directives(spec).items()}
+
+
+def run_until_ready(command: list[str], cwd: Path, env: dict[str, str], ready: Path) -> subprocess.Popen[str]:
+    job = subprocess.Popen(command, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline and job.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), job.communicate()[1]
+    return job
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2])
+def test_a_warning_sent_to_the_batch_shell_reaches_the_step(signum: int, tmp_path: Path) -> None:
+    """`sbatch --signal=B:USR1@...` or `scancel --batch --signal=USR1` signal the batch shell alone."""
+    record, ready = tmp_path / "signals", tmp_path / "ready"
+    waiting_srun(tmp_path / "bin", record, ready)
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_script(JobSpec(nodes=2), TrainConfig(), home=str(tmp_path)))
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NAME": "job", "SLURM_JOB_NODELIST": "n[1-2]"}
+    job = run_until_ready(["bash", str(script)], tmp_path, env, ready)
+    job.send_signal(signum)
+    job.communicate(timeout=30)
+    assert job.returncode == 75  # the step's own exit code
+    assert record.read_text().split()[0] == signal.Signals(signum).name[3:]
+
+
+def test_the_hand_written_scripts_pass_the_warning_on_too(tmp_path: Path) -> None:
+    record, ready = tmp_path / "signals", tmp_path / "ready"
+    waiting_srun(tmp_path / "bin", record, ready)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NAME": "mnist-ps", "SLURM_JOB_NODELIST": "n[1-2]", "HPC_TRAIN_HOME": str(root)}
+    job = run_until_ready(["bash", str(root / "slurm" / "mnist_ps.sh")], tmp_path, env, ready)
+    job.send_signal(signal.SIGUSR1)
+    job.communicate(timeout=30)
+    assert job.returncode == 75
+    args = record.read_text().split()
+    assert args[:3] == ["USR1", "--label", "--kill-on-bad-exit=0"]  # parameter server: a lost worker is survived
+
+
+@pytest.mark.parametrize("hostile", HOSTILE[:3])
+def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(hostile: str, tmp_path: Path) -> None:
+    from hpc_train.login.sweep import grid, grid_axes
+
+    mock_srun(tmp_path / "bin")
+    (tmp_path / "bin" / "hpc-train").write_text(  # the supervised command's words, and the element's variables
+        '#!/bin/bash\nprintf "%s\\n" "$@" > "$TRAIN_ARGS"\nenv | grep ^HPC_TRAIN_ | sort > "$TRAIN_ARGS.env"\n')
+    sweep = grid(grid_axes(["learning_rate=0.01,0.001", "seed=1,2"]))
+    command = ["python", f"{hostile}.py", "--lr={learning_rate}", "--seed", "{seed}"]
+    script = tmp_path / "sweep.sbatch"
+    script.write_text(render_script(JobSpec(nodes=2, name="sw"), TrainConfig(data_dir=hostile), str(tmp_path),
+                                    command=command, sweep=sweep, max_parallel=2))
+    text = script.read_text()
+    assert "#SBATCH --array=0-3%2\n" in text and "#SBATCH --output=slurm-%x-%A_%a.out\n" in text
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "12",
+           "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_NAME": "sw",
+           "SLURM_JOB_NODELIST": "n[1-2]", "SRUN_ARGS": str(tmp_path / "srun.args"),
+           "TRAIN_ARGS": str(tmp_path / "train.args")}
+    result = subprocess.run(["bash", str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not list(tmp_path.rglob("PWNED"))
+    run_dir = work / "runs" / "sw-10_2"  # element 2: learning_rate 0.001, seed 1
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert (config["learning_rate"], config["seed"], config["data_dir"]) == (0.001, 1, hostile)
+    words = (tmp_path / "train.args").read_text().splitlines()
+    assert words[words.index("--") + 1:] == ["python", f"{hostile}.py", "--lr=0.001", "--seed", "1"]
+    assert (tmp_path / "train.args.env").read_text().count("HPC_TRAIN_SWEEP_") == 2
+    assert "HPC_TRAIN_SWEEP_LEARNING_RATE=0.001\n" in (tmp_path / "train.args.env").read_text()
+    assert "HPC_TRAIN_TRIAL=2\n" in (tmp_path / "train.args.env").read_text()
+    outside = subprocess.run(["bash", str(script)], cwd=work, env={**env, "SLURM_ARRAY_TASK_ID": "4"},
+                             capture_output=True, text=True, timeout=60)
+    assert outside.returncode == 2 and "not an element of this sweep (0-3)" in outside.stderr

@@ -1,0 +1,33 @@
+"""state.json: written whole or not at all, read back, and compared across runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpc_train.runs.state import layout_changes, read_state, write_state
+
+
+def test_the_state_is_written_whole_and_read_back(tmp_path: Path) -> None:
+    write_state(tmp_path, "stopped", global_step=94, signal="SIGUSR1")
+    state = read_state(tmp_path)
+    assert (state["state"], state["global_step"], state["signal"]) == ("stopped", 94, "SIGUSR1")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["state.json"]  # no partial file left
+
+
+def test_a_missing_or_damaged_state_reads_as_none(tmp_path: Path) -> None:
+    assert read_state(tmp_path) == {}
+    (tmp_path / "state.json").write_text('{"state": "runn')
+    assert read_state(tmp_path) == {}
+
+
+def test_unknown_states_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        write_state(tmp_path, "paused")
+
+
+def test_layout_changes_name_what_differs() -> None:
+    before = {"workers": 2, "per_replica_batch": 64, "seed": 0}
+    assert layout_changes(before, {"workers": 4, "per_replica_batch": 64, "seed": 0}) == ["workers 2 -> 4"]
+    assert layout_changes({}, {"workers": 4}) == []
