@@ -162,6 +162,7 @@ def test_mnist_ps_trains_across_hosts(hosts_cluster: LocalCluster, tmp_path: Pat
 def test_a_requeued_job_resumes_across_hosts_and_completes(hosts_cluster: LocalCluster, tmp_path: Path) -> None:
     job = submit(hosts_cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=2")
     job.wait_for_log("epoch 1/2")
+    job.wait_for_a_checkpoint()  # the test is of resuming: the requeue must find something to resume from
     job.scontrol("requeue")
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     log = job.log()

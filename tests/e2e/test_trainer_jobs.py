@@ -75,12 +75,32 @@ class Job:
     def scontrol(self, *command: str) -> None:
         subprocess.run(["scontrol", *command, self.id], env=self.env, check=True)
 
+    def checkpoint_steps(self) -> list[int]:
+        """The global steps of the job's whole checkpoints (TensorFlow renames a checkpoint's .index into place
+        once it is complete)."""
+        return [int(path.name[len("ckpt-"):-len(".index")])
+                for path in (self.run_dir() / "checkpoints").glob("ckpt-*.index")] if self.started() else []
+
+    def started(self) -> bool:
+        return len(list(self.workdir.glob(f"runs/*-{self.id}"))) == 1
+
+    def wait_for_a_checkpoint(self, timeout: float = JOB_TIMEOUT) -> int:
+        """The step of the job's first whole checkpoint, once there is one: what a test that kills, stops or
+        requeues a rank waits for when it means the job to resume (a log line can come before the save, and a
+        loaded machine makes that window seconds long)."""
+        deadline = time.monotonic() + timeout
+        while not (steps := self.checkpoint_steps()):
+            if time.monotonic() > deadline or self.state()[0] in FINAL_STATES:
+                subprocess.run(["scancel", self.id], env=self.env)
+                pytest.fail(f"job {self.id} saved no checkpoint:\n{self.log()[-3000:]}")
+            time.sleep(0.3)
+        return max(steps)
+
     def wait_for_checkpoint_after(self, step: int, timeout: float = 60) -> Path:
         """The prefix of the newest checkpoint, once one past `step` is there and the job has stopped."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            steps = [int(path.name[len("ckpt-"):-len(".index")])
-                     for path in (self.run_dir() / "checkpoints").glob("ckpt-*.index")]
+            steps = self.checkpoint_steps()
             if steps and max(steps) > step and self.state()[0] == "PENDING":
                 return self.run_dir() / "checkpoints" / f"ckpt-{max(steps)}"
             time.sleep(0.3)
@@ -159,6 +179,7 @@ def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster
     # Epoch 1 ends with a checkpoint (step 62), epoch 2 usually not (checkpoint_share); a SIGTERM
     # once epoch 2 is reported is saved later: that newest checkpoint is damaged, the one before used.
     job.wait_for_log(f"epoch 2/{EPOCHS}")
+    assert job.wait_for_a_checkpoint() >= 62  # the older checkpoint the restart must fall back on
     job.scontrol("requeuehold")  # the tasks save on SIGTERM; the job waits, held
     newest = job.wait_for_checkpoint_after(62)
     older = max(int(path.name[len("ckpt-"):-len(".index")]) for path in newest.parent.glob("ckpt-*.index")
@@ -308,6 +329,7 @@ def test_a_killed_or_frozen_worker_is_retried_on_other_nodes_and_ends_as_if_neve
         signum: int, cause: str, cluster: LocalCluster, tmp_path: Path, uninterrupted: Job) -> None:
     job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, *OFTEN)
     job.wait_for_log(f"epoch 1/{EPOCHS}")
+    job.wait_for_a_checkpoint()  # what the retry resumes from
     node = rank_node(job, 1)
     kill_rank(job, 1, signum)  # 19: SIGSTOP, a hang (its peer's collective times out)
     assert_healed(job, uninterrupted, "retried", cause.format(node=node), node)
@@ -318,6 +340,7 @@ def test_a_node_lost_under_a_job_costs_a_restart_elsewhere(cluster: LocalCluster
                                                            uninterrupted: Job) -> None:
     job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, *OFTEN)
     job.wait_for_log(f"epoch 1/{EPOCHS}")
+    job.wait_for_a_checkpoint()  # what the restart elsewhere resumes from
     node = rank_node(job, 1)
     env = control.slurm_env(cluster)
     subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=e2e-lost-node"], env=env, check=True)
@@ -343,6 +366,7 @@ def test_a_parameter_server_job_outlives_a_lost_worker(cluster: LocalCluster, tm
 def test_a_lost_parameter_server_is_retried_and_the_job_completes(cluster: LocalCluster, tmp_path: Path) -> None:
     job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=4", *OFTEN)
     job.wait_for_log("epoch 1/4")
+    job.wait_for_a_checkpoint()  # what the retry resumes from
     kill_rank(job, 1)  # ps 0
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     log = job.log()
