@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 
 def main(argv=None) -> int:
@@ -30,19 +29,11 @@ def main(argv=None) -> int:
     import tf_keras as keras
 
     from hpc_train.bench import bench_task
+    from hpc_train.bench.epoch_timer import fit_timed
 
     model = bench_task.build_model()
     dataset = bench_task.train_dataset(tf.distribute.InputContext(), args.batch_size).repeat()
-    seconds: list[float] = []
-
-    class EpochTimer(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.started = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            seconds.append(time.perf_counter() - self.started)
-
-    model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, callbacks=[EpochTimer()])
+    seconds = fit_timed(model, dataset, keras, args.epochs, args.steps_per_epoch)
     examples = args.steps_per_epoch * args.batch_size
     print(json.dumps({"examples_per_second": [examples / value for value in seconds], "seconds": seconds}))
     return 0

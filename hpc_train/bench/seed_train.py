@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 BATCH_SIZE = 64
 
@@ -50,20 +49,12 @@ def main(argv=None) -> int:
         import tf_keras as keras
     else:
         import keras
+    from hpc_train.bench.epoch_timer import fit_timed
     from hpc_train.tasks.mnist.data import load_mnist  # the same images, read the same way
 
     splits = load_mnist(args.data_dir)
     model, dataset, steps = build(splits.train_images, splits.train_labels, keras)
-    seconds: list[float] = []
-
-    class EpochTimer(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.started = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            seconds.append(time.perf_counter() - self.started)
-
-    model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps, callbacks=[EpochTimer()])
+    seconds = fit_timed(model, dataset, keras, args.epochs, steps)
     print(json.dumps({"images_per_second": [steps * BATCH_SIZE / value for value in seconds]}))
     return 0
 
