@@ -8,29 +8,23 @@ Run by env/demo.sh after the environment and (if needed) the local cluster are u
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.runs.folders import folders_of
+from hpc_train.runs.metrics import read_metrics
+from hpc_train.runs.views import demo_lines
 from hpc_train.slurm import commands as slurm
 from hpc_train.slurm.follow import follow, job_info
 
 
 def report(job_id: str, state: str, code: str, log: Path, started: float) -> int:
-    runs = sorted(Path("runs").glob(f"*-{job_id}"))
-    print(f"\nhpc-train demo: job {job_id} {state.lower()} (exit {code or '?'}) after {time.monotonic() - started:.0f} s")
-    print(f"  log:     {log}")
-    if runs and (runs[0] / "metrics.json").is_file():
-        metrics = json.loads((runs[0] / "metrics.json").read_text())
-        totals = metrics["totals"]
-        print(f"  result:  validation accuracy {totals.get('final_val_accuracy', float('nan')):.4f} after "
-              f"{totals['epochs']} epochs on {metrics['world_size']} tasks ({metrics['strategy']}), "
-              f"{totals['seconds']:.1f} s of training at {totals['images_per_second']:.0f} images/s")
-        print(f"  model:   {runs[0] / 'model.keras'}")
-        print(f"  metrics: {runs[0] / 'metrics.json'}")
+    folder = next(iter(folders_of(job_id)), None)
+    metrics = read_metrics(folder) if folder is not None else {}
+    print("\n".join(demo_lines(job_id, state, code, log, time.monotonic() - started, folder, metrics)))
     return 0 if state == "COMPLETED" else 1
 
 

@@ -145,3 +145,47 @@ def test_the_layers_name_every_module_but_the_entry_points() -> None:
     unplaced = [name for name in MODULES if layer(name) is None and name not in entry_points
                 and not name.startswith("hpc_train.cli")]
     assert not unplaced
+
+
+METRICS_OWNER = "hpc_train.runs.metrics"
+# The trainer's modules still open metrics.json themselves: another change of issue 26 moves them onto
+# runs.metrics. Temporary: the lead empties this set (and deletes it) when the branches are merged.
+NOT_YET_MOVED = {"hpc_train.training.pruning", "hpc_train.training.trainer"}
+
+
+def names_of_the_metrics_file(source: str) -> list[int]:
+    """Lines where code names metrics.json as a file: a string, or an f-string's end, that is a file name or a
+    path ending in it ("metrics.json", "out/metrics.json", f"{folder}/metrics.json"). Prose that mentions the
+    file ("the figures (metrics.json) of ...") and docstrings are not a path to open."""
+    tree = ast.parse(source)
+    # Docstrings, and the parts of f-strings (an f-string is judged by its end, once).
+    skipped = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)} | {
+        id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    found = []
+    for node in ast.walk(tree):
+        text = node.values[-1] if isinstance(node, ast.JoinedStr) and node.values else node
+        if (isinstance(text, ast.Constant) and isinstance(text.value, str) and id(node) not in skipped
+                and text.value.endswith("metrics.json") and " " not in text.value):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_metrics_file_check_finds_a_path_to_metrics_json_and_leaves_prose_alone() -> None:
+    assert names_of_the_metrics_file(MODULES[METRICS_OWNER].read_text())  # METRICS_FILE = "metrics.json"
+    assert names_of_the_metrics_file('import json\nfigures = json.loads((folder / "metrics.json").read_text())\n')
+    assert names_of_the_metrics_file('path = f"{folder}/metrics.json"\n') == [1]
+    assert names_of_the_metrics_file('print(f"  metrics: {folder / \'metrics.json\'}")\n') == [1]
+    assert not names_of_the_metrics_file('"""Reads metrics.json"""\nhelp = "a figure of metrics.json\'s epochs"\n'
+                                         'error = f"no run has {name} yet (metrics.json after each epoch)"\n')
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - {METRICS_OWNER} - NOT_YET_MOVED))
+def test_only_the_metrics_module_names_the_metrics_file(name: str) -> None:
+    """metrics.json is written and read by hpc_train.runs.metrics alone: everything else asks it."""
+    assert not names_of_the_metrics_file(MODULES[name].read_text())
+
+
+def test_the_modules_not_yet_moved_onto_runs_metrics_are_still_there() -> None:
+    """The allowlist only shrinks: a module that no longer names metrics.json leaves it."""
+    still = {name for name in NOT_YET_MOVED if name in MODULES and names_of_the_metrics_file(MODULES[name].read_text())}
+    assert still == NOT_YET_MOVED

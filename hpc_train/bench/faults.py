@@ -18,7 +18,6 @@ Rewrites its section of BENCHMARKS.md and benchmarks/faults.png.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -34,6 +33,8 @@ from hpc_train.bench.report import (DEFAULT_DATA, ROOT, arguments, command_line,
                                     pyplot, require_slurm, spread, table)
 from hpc_train.errors import HpcTrainError
 from hpc_train.slurm import commands as slurm
+from hpc_train.runs import attempts
+from hpc_train.runs.metrics import read_metrics
 
 RESUME_GOAL_SECONDS = 45.0
 GOODPUT_GOAL = 0.80
@@ -114,10 +115,10 @@ def one_run(workdir: Path, epochs: int, env: dict[str, str], kill_within: float 
     wait_until(job, env, {"COMPLETED"})
     wall = time.monotonic() - running
     folder = run_dir(workdir, job)
-    training = json.loads((folder / "metrics.json").read_text())["totals"]["seconds"]
+    training = read_metrics(folder, strict=True)["totals"]["seconds"]
     if killed_at is None:
         return Run(wall, training)
-    history = json.loads((folder / "state.json").read_text()).get("attempts", [])
+    history = attempts.history(folder)
     healed = next((entry for entry in history if "resumed_at" in entry), None)
     if healed is None:
         raise HpcTrainError(f"job {job} completed without a recorded retry; see its log")

@@ -13,7 +13,6 @@ section of BENCHMARKS.md.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, arguments, command_line, interleaved, machine, publish,
                                     spread, summary, table)
+from hpc_train.runs.metrics import read_metrics
 
 BASELINE = '`python -c "import tensorflow"`'
 ONE_TASK = "`hpc-train train`, one task: first steps done"
@@ -45,7 +45,7 @@ def first_steps_seconds(data_dir: Path, tasks: int) -> float:
             train = [HPC_TRAIN, "launch", "--nodes", str(tasks), "--ntasks-per-node", "1", "--", *train, "--set",
                      "strategy=multiworker"]
         subprocess.run(train, check=True, capture_output=True)
-        return json.loads((Path(output) / "metrics.json").read_text())["first_steps_after_seconds"]
+        return read_metrics(Path(output), strict=True)["first_steps_after_seconds"]
 
 
 def contestants(data_dir: Path) -> dict[str, Callable[[], float]]:

@@ -16,7 +16,6 @@ BENCHMARKS.md.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -31,6 +30,7 @@ from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, arguments, command_
 from hpc_train.errors import HpcTrainError
 from hpc_train.slurm import commands as slurm
 from hpc_train.slurm.follow import FINAL_STATES, parse_array_states
+from hpc_train.runs import metrics
 
 TIMEOUT = 1800.0
 VARIANTS = ("one sweep (job array)", "separate submits", "one sweep, --prune halving")
@@ -70,10 +70,7 @@ def _states(jobs: list[str], env: dict[str, str]) -> list[str]:
 def _best(folders: list[Path]) -> float | None:
     finals = []
     for folder in folders:
-        try:
-            epochs = json.loads((folder / "metrics.json").read_text())["epochs"]
-        except (OSError, ValueError, KeyError):
-            continue
+        epochs = metrics.epochs(folder)
         if epochs and "val_accuracy" in epochs[-1]:
             finals.append(epochs[-1]["val_accuracy"])
     return max(finals) if finals else None

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from hpc_train.bench.report import (HPC_TRAIN, ROOT, command_line, figure, interleaved, machine, publish, pyplot,
                                     spread, summary, table)
+from hpc_train.runs.metrics import read_metrics
 
 PLOT = "task_throughput.png"
 SPEED_GOAL = 1.0  # the trainer at least as fast as the plain script
@@ -114,7 +115,7 @@ def one_run(contestant: Contestant, epochs: int, steps: int) -> Run:
         if steps != STEPS_PER_EPOCH:
             settings += ["--set", f"steps_per_epoch={steps}"]
         subprocess.run([HPC_TRAIN, "train", *settings], capture_output=True, text=True, check=True, env=environment)
-        metrics = json.loads((Path(output) / "metrics.json").read_text())
+        metrics = read_metrics(Path(output), strict=True)
         records = metrics["epochs"]
         # The trainer times every save itself (metrics.json's checkpoint_saves); the "timed" contestant reads them.
         timed = metrics["checkpoint_saves"] if contestant.program == "timed" else []

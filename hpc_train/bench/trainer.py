@@ -28,6 +28,7 @@ from pathlib import Path
 
 from hpc_train.bench.report import (DEFAULT_DATA, ROOT, command_line, figure, interleaved, machine, publish, pyplot,
                                     spread, summary, table)
+from hpc_train.runs.metrics import read_metrics
 
 PLOT = "trainer_throughput.png"
 GOAL = 1.7
@@ -64,8 +65,7 @@ def epoch_rates(contestant: Contestant, data_dir: Path, epochs: int) -> list[flo
         settings = [part for setting in (f"epochs={epochs}", *contestant.options) for part in ("--set", setting)]
         subprocess.run([sys.executable, "-m", "hpc_train.train", "--data-dir", str(data_dir), "--output-dir", output,
                         *settings], capture_output=True, text=True, check=True, env=environment)
-        return [epoch["images_per_second"] for epoch in json.loads((Path(output) / "metrics.json").read_text())[
-            "epochs"]]
+        return [epoch["images_per_second"] for epoch in read_metrics(Path(output), strict=True)["epochs"]]
 
 
 def measure(data_dir: Path, rounds: int, epochs: int,

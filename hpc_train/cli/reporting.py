@@ -23,25 +23,19 @@ def run(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from hpc_train.cli.status import pruned_or
-    from hpc_train.runs import compare
+    from hpc_train.runs import compare, views
+    from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.follow import element_states, job_state
-    from hpc_train.runs.folders import find_record
 
     record = find_record(args.job)
     env = dict(os.environ)
     if record.is_sweep:
-        values = record.elements or []
-        states = element_states(record.job_id, len(values), env)
-        elements = [compare.Element(index, element, pruned_or(states.get(index, "UNKNOWN"),
-                                                              Path(f"{record.folder}_{index}")),
-                                    compare.read_epochs(Path(f"{record.folder}_{index}")))
-                    for index, element in enumerate(values)]
-        keys = list(values[0]) if values else []
+        states = element_states(record.job_id, len(record.elements or []), env)
+        runs = [views.read_run(folder) for folder in element_folders(record)]
     else:
-        state = "local" if record.is_local else job_state(record.job_id, env)[0]
-        elements = [compare.Element(0, {}, state, compare.read_epochs(Path(record.folder)))]
-        keys = []
+        states = {0: "local" if record.is_local else job_state(record.job_id, env)[0]}
+        runs = [views.read_run(Path(record.folder))]
+    elements, keys = views.report_elements(record, runs, states), views.report_keys(record)
     objective = args.objective or compare.default_objective(elements)
     print("\n".join(compare.report_lines(elements, keys, objective)))
     if record.is_sweep:

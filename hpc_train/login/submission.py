@@ -22,7 +22,7 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.epilogue import shell_lines
-from hpc_train.runs.folders import RUNS, JobRecord
+from hpc_train.runs.folders import RUNS, JobRecord, element_records, run_folder
 from hpc_train.injob.prologue import shell_line as prologue_line
 from hpc_train.login.script import activation_script, job_config, kill_on_bad_exit, retry_options
 from hpc_train.login.request import JobSpec, time_minutes
@@ -124,7 +124,7 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
     except Exception as error:  # submitit wraps sbatch's own complaint
         message = str(error).strip().splitlines()
         raise HpcTrainError(f"sbatch refused the job: {message[-1] if message else error}") from None
-    record = JobRecord(job.job_id, spec.name, str(runs / f"{spec.name}-{job.job_id}"), spec.nodes, spec.num_tasks,
+    record = JobRecord(job.job_id, spec.name, str(run_folder(runs, spec.name, job.job_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, time.time(), list(command) if command else None)
     _write_folder(record, config)
     return record
@@ -158,14 +158,13 @@ def submit_sweep(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: 
         text = script.read_text()
         script.unlink()
     now = time.time()
-    record = JobRecord(array_id, spec.name, str(runs / f"{spec.name}-{array_id}"), spec.nodes, spec.num_tasks,
+    record = JobRecord(array_id, spec.name, str(run_folder(runs, spec.name, array_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, now, list(command) if command else None, sweep=array_id,
                        elements=[dict(values) for values in sweep.elements])
     record.write()
     (Path(record.folder) / "sweep.sbatch").write_text(text)
-    for index in range(len(sweep)):
-        JobRecord(f"{array_id}_{index}", spec.name, str(runs / f"{spec.name}-{array_id}_{index}"), spec.nodes,
-                  spec.num_tasks, spec.strategy, now, record.command, sweep=array_id).write()
+    for element in element_records(record):
+        element.write()
     return record
 
 
@@ -176,7 +175,7 @@ def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: S
 
     config = job_config(spec, train)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder = runs / f"{spec.name}-{job_id}"
+    folder = run_folder(runs, spec.name, job_id)
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
                        list(command) if command else None)
     _write_folder(record, replace(config, output_dir=str(folder)))

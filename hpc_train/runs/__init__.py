@@ -1,6 +1,9 @@
 """The run folders: their owner, on every side of a job.
 
-`folders` lays them out (`runs/NAME-JOBID/`, `job.json`, rank logs); `state` is `state.json`; `attempts` its
-history of attempts and the notes failing ranks leave; `compare` ranks a sweep's runs for `report`. The login
-side, the job and the trainer read and write a run folder through this package alone.
+`folders` lays them out and names them (`runs/NAME-JOBID/`, a sweep's elements `runs/NAME-ARRAYID_I/`,
+`job.json`, rank logs); `state` is `state.json`; `attempts` its history of attempts and the notes failing ranks
+leave; `metrics` is `metrics.json`, its one reader and writer; `objective` the one rule for what a sweep is
+compared by and which way is better; `compare` ranks a sweep's runs for `report`; `views` computes what
+`status`, `list`, `report` and the demo show (`columns` aligns their tables). The login side, the job and the
+trainer read and write a run folder through this package alone.
 """

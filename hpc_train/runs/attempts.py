@@ -67,7 +67,12 @@ def clear_notes(run_dir: Path) -> None:
 
 def history(run_dir: Path) -> list[dict[str, Any]]:
     """The attempts recorded so far, oldest first."""
-    attempts = read_state(run_dir).get("attempts", [])
+    return recorded(read_state(run_dir))
+
+
+def recorded(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The attempts a state.json already read records, oldest first."""
+    attempts = state.get("attempts", [])
     return [attempt for attempt in attempts if isinstance(attempt, dict)] if isinstance(attempts, list) else []
 
 

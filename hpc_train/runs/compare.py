@@ -2,15 +2,14 @@
 
 Each element's figures come from its run folder's metrics.json (the trainer
 writes it after every epoch): its last epoch's validation figures, and every
-epoch's for the curves. The objective's direction follows its name: a loss
-(or error) is minimised, anything else maximised.
+epoch's for the curves (runs/metrics.py reads it). The objective and its
+direction follow the one rule of runs/objective.py.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.runs import objective as rule
+from hpc_train.runs.columns import aligned, value_text
 
 
 @dataclass(frozen=True)
@@ -32,27 +33,14 @@ class Element:
         return float(figures[-1]) if figures else None
 
 
-def read_epochs(folder: Path) -> list[dict[str, Any]]:
-    try:
-        epochs = json.loads((folder / "metrics.json").read_text()).get("epochs", [])
-    except (OSError, ValueError, AttributeError):
-        return []
-    return [epoch for epoch in epochs if isinstance(epoch, dict)] if isinstance(epochs, list) else []
-
-
-def minimised(objective: str) -> bool:
-    return "loss" in objective or "error" in objective
-
-
 def default_objective(elements: Sequence[Element]) -> str:
-    """val_accuracy where the runs have it, else val_loss (the built-in task's, and most tasks')."""
-    names = {name for element in elements for epoch in element.epochs for name in epoch}
-    return "val_accuracy" if "val_accuracy" in names else "val_loss"
+    """The objective where none is asked: the rule's (runs/objective.py) for the figures the runs log."""
+    return rule.default_objective(name for element in elements for epoch in element.epochs for name in epoch)
 
 
 def ranked(elements: Sequence[Element], objective: str) -> list[Element]:
     """Best first by the objective; elements without it last, by index."""
-    sign = 1 if minimised(objective) else -1
+    sign = 1 if rule.minimised(objective) else -1
 
     def key(element: Element) -> tuple[int, float, int]:
         value = element.last(objective)
@@ -70,14 +58,12 @@ def report_lines(elements: Sequence[Element], keys: Sequence[str], objective: st
     order = ranked(elements, objective)
     for rank, element in enumerate(order, 1):
         value = element.last(objective)
-        rows.append([str(rank), str(element.index), *(_text(element.values.get(key)) for key in keys),
+        rows.append([str(rank), str(element.index), *(value_text(element.values.get(key)) for key in keys),
                      f"{value:.4f}" if value is not None else "-", str(len(element.epochs)), element.state.lower()])
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     best = order[0]
-    direction = "lowest" if minimised(objective) else "highest"
-    shown = ", ".join(f"{key}={_text(best.values.get(key))}" for key in keys)
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows] + [
-        f"best ({direction} {objective}): element {best.index}: {shown}: {objective} {best.last(objective):.4f}"]
+    shown = ", ".join(f"{key}={value_text(best.values.get(key))}" for key in keys)
+    return aligned(rows) + [f"best ({rule.direction(objective)} {objective}): element {best.index}: {shown}: "
+                            f"{objective} {best.last(objective):.4f}"]
 
 
 def csv_text(elements: Sequence[Element], keys: Sequence[str], objective: str) -> str:
@@ -125,6 +111,3 @@ def plot(elements: Sequence[Element], keys: Sequence[str], objective: str, path:
     plt.close(figure)
     return True
 
-
-def _text(value: Any) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else str(value)

@@ -1,11 +1,15 @@
 """Job folders: one per job, `runs/NAME-JOBID/`, holding the submitted script, the settings
-snapshot (config.yaml), `job.json`, the logs per rank, and the trainer's output."""
+snapshot (config.yaml), `job.json`, the logs per rank, and the trainer's output.
+
+A sweep is one job array: its own record in `runs/NAME-ARRAYID/` (the elements' values), and each element a
+job of its own, id `ARRAYID_I`, in `runs/NAME-ARRAYID_I/`. Those names are made here and nowhere else (the
+batch script's shell spells the same in login/script.py)."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
@@ -58,6 +62,37 @@ class JobRecord:
     @property
     def submitted_text(self) -> str:
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.submitted))
+
+
+def run_folder(runs: Path, name: str, job_id: str) -> Path:
+    """A job's folder, `runs/NAME-JOBID/` (an element's job id is `ARRAYID_I`)."""
+    return runs / f"{name}-{job_id}"
+
+
+def folders_of(job_id: str, runs: Path = RUNS) -> list[Path]:
+    """The folders of a job id, whatever the job's name (one, as a rule; none before it is recorded)."""
+    return sorted(runs.glob(run_folder(Path(), "*", job_id).name))
+
+
+def element_id(array_id: str, index: int | str) -> str:
+    """A sweep element's job id, as Slurm names an array's task: `ARRAYID_I` (`index` "INDEX": the pattern)."""
+    return f"{array_id}_{index}"
+
+
+def element_folder(sweep: JobRecord, index: int | str) -> Path:
+    """A sweep element's run folder, `runs/NAME-ARRAYID_I/`: the sweep's own, named by the element's id."""
+    return run_folder(Path(sweep.folder).parent, sweep.name, element_id(sweep.job_id, index))
+
+
+def element_folders(sweep: JobRecord) -> list[Path]:
+    """Every element's run folder, by index."""
+    return [element_folder(sweep, index) for index in range(len(sweep.elements or []))]
+
+
+def element_records(sweep: JobRecord) -> list[JobRecord]:
+    """The records of a sweep's elements, by index: each a job like the sweep's, with its own id and folder."""
+    return [replace(sweep, job_id=element_id(sweep.job_id, index), folder=str(element_folder(sweep, index)),
+                    elements=None) for index in range(len(sweep.elements or []))]
 
 
 def all_records(runs: Path = RUNS) -> list[JobRecord]:

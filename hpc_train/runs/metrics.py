@@ -52,7 +52,12 @@ def read_metrics(run_dir: Path, strict: bool = False) -> dict[str, Any]:
 
 def epochs(run_dir: Path) -> list[dict[str, Any]]:
     """The epochs trained so far, oldest first ([] before the first one ends)."""
-    found = read_metrics(run_dir).get("epochs", [])
+    return epochs_in(read_metrics(run_dir))
+
+
+def epochs_in(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The epochs of figures already read (`read_metrics`'s), oldest first."""
+    found = metrics.get("epochs", [])
     return [epoch for epoch in found if isinstance(epoch, dict)] if isinstance(found, list) else []
 
 

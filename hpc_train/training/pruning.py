@@ -15,7 +15,9 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+# The objective and its direction: the one rule (the trainer takes objective_name from here).
+from hpc_train.runs.objective import minimised, objective_name
 
 _ELEMENT = re.compile(r"^(?P<sweep>.+-\d+)_(?P<index>\d+)$")
 
@@ -23,15 +25,6 @@ _ELEMENT = re.compile(r"^(?P<sweep>.+-\d+)_(?P<index>\d+)$")
 def is_rung(epoch: int) -> bool:
     """Epochs 1, 2, 4, 8, ...: where an element may be pruned."""
     return epoch >= 1 and epoch & (epoch - 1) == 0
-
-
-def minimised(objective: str) -> bool:
-    return "loss" in objective or "error" in objective
-
-
-def objective_name(requested: str | None, logs: dict[str, Any]) -> str:
-    """The objective: as asked, else val_accuracy where the run logs it, else val_loss."""
-    return requested or ("val_accuracy" if "val_accuracy" in logs else "val_loss")
 
 
 def in_worse_half(own: float, others: Sequence[float], minimise: bool) -> bool:

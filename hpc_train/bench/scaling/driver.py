@@ -16,6 +16,7 @@ from hpc_train.bench.report import HPC_TRAIN, progress
 from hpc_train.bench.scaling.runs import EPOCHS, INDEPENDENT, WARMUP_EPOCHS, Result, Run, plan
 from hpc_train.errors import HpcTrainError
 from hpc_train.slurm import commands as slurm
+from hpc_train.runs.metrics import read_metrics
 
 JOB_TIMEOUT = 600
 
@@ -118,7 +119,7 @@ def train(run: Run, data_dir: Path, cores: int) -> Result:
         folder = Path(work)
         run_job(job_script(run, data_dir, folder, cores), folder)
         outputs = [folder / f"task{rank}" for rank in range(run.tasks)] if run.strategy == INDEPENDENT else [folder]
-        results = [result_of(json.loads((output / "metrics.json").read_text())) for output in outputs]
+        results = [result_of(read_metrics(output, strict=True)) for output in outputs]
     # Side by side, the tasks' images/s add up; the worst accuracy speaks for them.
     return Result(sum(result.images_per_second for result in results), min(result.accuracy for result in results))
 

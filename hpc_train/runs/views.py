@@ -1,0 +1,214 @@
+"""What `status`, `list`, `report` and the demo show of run folders: computed here, printed by the CLI.
+
+A view is a pure function from a job's record, what its folder holds (`RunFiles`: state.json, metrics.json,
+the retries allowed) and what Slurm says of it (passed in: the CLI asks Slurm) to the lines shown. Reading a
+folder (`read_run`, `chief_log`) is the edge; nothing here asks Slurm, and nothing imports the CLI.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpc_train.runs import attempts, compare
+from hpc_train.runs.columns import aligned, value_text
+from hpc_train.runs.folders import JobRecord, element_folder, element_id, rank_log
+from hpc_train.runs.metrics import epochs_in, metrics_path, read_metrics
+from hpc_train.runs.objective import default_objective
+from hpc_train.runs.state import read_state
+from hpc_train.slurm.follow import PROGRESS
+
+SWEEP_COLUMNS = ["STATE", "EPOCH", "LAST VALIDATION", "RETRIES"]
+LIST_HEADER = f"{'JOBID':<12} {'NAME':<24} {'STATE':<22} {'SUBMITTED':<17} FOLDER"
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """What a run folder says of its run, read once."""
+
+    state: Mapping[str, Any] = field(default_factory=dict)  # state.json
+    metrics: Mapping[str, Any] = field(default_factory=dict)  # metrics.json
+    max_retries: Any = None  # state.json's, else config.yaml's (read only for a run with a history); None: neither
+
+    @property
+    def epochs(self) -> list[dict[str, Any]]:
+        return epochs_in(self.metrics)
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return attempts.recorded(self.state)
+
+    @property
+    def retries(self) -> int:
+        return attempts.retries_used(self.history)
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    """What Slurm says of a job, as `status` asked it (sacct, else scontrol or squeue)."""
+
+    state: str
+    exit_code: str
+    elapsed: str
+    requeues: int
+    source: str  # where the state came from, in words
+    nodes: str = ""
+    waiting: str = ""  # why a pending job waits, in words
+    ended: bool = False
+
+
+def read_run(folder: Path) -> RunFiles:
+    """The run folder's state.json and metrics.json (empty where there are none) and the retries it allows."""
+    state = read_state(folder)
+    max_retries = state.get("max_retries")
+    if max_retries is None and attempts.recorded(state):
+        max_retries = settings_max_retries(folder)
+    return RunFiles(state, read_metrics(folder), max_retries)
+
+
+def settings_max_retries(folder: Path) -> Any:
+    """config.yaml's max_retries (the job's settings), None where it says none or cannot be read."""
+    import yaml
+
+    try:
+        return (yaml.safe_load((folder / "config.yaml").read_text()) or {}).get("max_retries")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+
+
+def chief_log(record: JobRecord) -> list[str] | None:
+    """The chief's (rank 0's) log, a line each; None before there is one."""
+    log = rank_log(record, 0)
+    return log.read_text(errors="replace").splitlines() if log.is_file() else None
+
+
+def history_lines(run: RunFiles, default_max_retries: int) -> list[str]:
+    """The job's history of failures, retries and requeues (state.json's attempts), a line each."""
+    history = run.history
+    if not history:
+        return []
+    allowed = run.max_retries if isinstance(run.max_retries, int) else default_max_retries
+    total = attempts.attempts_allowed(history, int(allowed))
+    return [attempts.describe(attempt, int(attempt.get("attempt", number + 1)), total)
+            for number, attempt in enumerate(history)]
+
+
+def last_progress(record: JobRecord, log: Sequence[str] | None) -> str:
+    """The trainer's last progress line; of a user's command, its last line (not submitit's own)."""
+    if log is None:
+        return "no progress yet"
+    lines = ([line for line in log if line.strip() and not line.startswith("submitit ")] if record.command
+             else [match.group(1) for match in map(PROGRESS.match, log) if match])
+    return lines[-1] if lines else "no progress yet"
+
+
+def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[str] | None,
+              default_max_retries: int) -> list[str]:
+    """`hpc-train status JOBID`: the state, nodes, command, requeues, history, wait, elapsed time, last line."""
+    exit_code = f", exit {slurm.exit_code}" if slurm.exit_code and slurm.ended else ""
+    lines = [f"job {record.job_id} ({record.name}): {slurm.state.lower()}{exit_code} [{slurm.source}]",
+             f"  nodes:   {slurm.nodes or 'none yet'} ({record.tasks} tasks, {record.strategy})",
+             f"  runs:    {record.what}"]
+    if slurm.requeues:
+        lines.append(f"  again:   requeued {slurm.requeues} time{'s' if slurm.requeues > 1 else ''}")
+    lines += [f"  history: {line}" for line in history_lines(run, default_max_retries)]
+    if slurm.waiting:
+        lines.append(f"  waiting: {slurm.waiting}")
+    return lines + [f"  elapsed: {slurm.elapsed}", f"  last:    {last_progress(record, log)}",
+                    f"  folder:  {record.folder}"]
+
+
+def shown_state(slurm_state: str, run: RunFiles) -> str:
+    """Slurm's state of a sweep element, or "pruned@E" when it stopped itself at epoch E (state.json)."""
+    return f"pruned@{run.state.get('epoch')}" if run.state.get("state") == "pruned" else slurm_state.lower()
+
+
+def last_validation(figures: Mapping[str, Any]) -> str:
+    """An epoch's objective (the default one) where it logs it, else its first validation figure; "-": none."""
+    name = default_objective(figures)
+    if name not in figures:
+        name = next((key for key in figures if key.startswith("val_")), None)
+    return f"{name} {figures[name]:.4f}" if name and isinstance(figures.get(name), (int, float)) else "-"
+
+
+def element_row(slurm_state: str, run: RunFiles) -> list[str]:
+    """A sweep element's state, epoch ("2/3"), last validation figure and retries; "-" for what it has not yet."""
+    epochs = run.epochs
+    total = (run.metrics.get("config") or {}).get("epochs")
+    epoch = f"{len(epochs)}/{total}" if epochs and total else (str(len(epochs)) if epochs else "-")
+    return [shown_state(slurm_state, run), epoch, last_validation(epochs[-1] if epochs else {}), str(run.retries)]
+
+
+def counts_text(states: Iterable[str]) -> str:
+    """States counted, the most frequent first: "2 pending, 1 completed, 1 running"."""
+    return ", ".join(f"{count} {state}" for state, count in Counter(states).most_common())
+
+
+def sweep_lines(record: JobRecord, runs: Sequence[RunFiles], states: Mapping[int, str]) -> list[str]:
+    """`hpc-train status ARRAYID`: the counts, then a row per element (its values, state, epoch, figure, retries).
+    `runs`: each element's folder, by index; `states`: Slurm's state of each element, by index."""
+    values = record.elements or []
+    keys = list(values[0]) if values else []
+    rows = [element_row(states.get(index, "UNKNOWN"), run) for index, run in enumerate(runs)]
+    table = aligned([["INDEX", *keys, *SWEEP_COLUMNS]] + [
+        [str(index), *(value_text(element[key]) for key in keys), *row]
+        for index, (element, row) in enumerate(zip(values, rows))])
+    counts = counts_text(row[0].split("@")[0] for row in rows)
+    return [f"sweep {record.job_id} ({record.name}): {len(values)} elements: {counts}", *(f"  {row}" for row in table),
+            f"  folders: {element_folder(record, 'INDEX')}/ (hpc-train logs {element_id(record.job_id, 'INDEX')})"]
+
+
+def listed(records: Iterable[JobRecord], limit: int) -> list[JobRecord]:
+    """The jobs `list` shows, newest first: a sweep once (its elements are in its counts)."""
+    return [record for record in records if not record.is_element][:limit]
+
+
+def sweep_counts(states: Mapping[int, str]) -> str:
+    """A sweep's elements by Slurm state, for `list`: "sweep: 2 completed, 1 running, 1 pending"."""
+    return f"sweep: {counts_text(state.lower() for state in states.values())}"
+
+
+def list_lines(records: Sequence[JobRecord], states: Mapping[str, str], runs: Mapping[str, RunFiles]) -> list[str]:
+    """`hpc-train list`: a row per job; `states`: Slurm's (or a sweep's counts), by job id, the local jobs aside."""
+    lines = [LIST_HEADER]
+    for record in records:
+        state = "local" if record.is_local else states[record.job_id]
+        retries = runs[record.job_id].retries
+        state = f"{state} ({retries} {'retry' if retries == 1 else 'retries'})" if retries else state
+        lines.append(f"{record.job_id:<12} {record.name[:24]:<24} {state.lower():<22} {record.submitted_text:<17} "
+                     f"{record.folder}")
+    return lines
+
+
+def report_elements(record: JobRecord, runs: Sequence[RunFiles], states: Mapping[int, str]) -> list[compare.Element]:
+    """What `report` compares: a sweep's elements (their values, shown state and epochs), or the one job's run
+    (`runs` and `states` with one entry, index 0)."""
+    if not record.is_sweep:
+        return [compare.Element(0, {}, states[0], runs[0].epochs)]
+    return [compare.Element(index, element, shown_state(states.get(index, "UNKNOWN"), run), run.epochs)
+            for index, (element, run) in enumerate(zip(record.elements or [], runs))]
+
+
+def report_keys(record: JobRecord) -> list[str]:
+    """The keys a sweep varies (none for one job)."""
+    values = (record.elements or []) if record.is_sweep else []
+    return list(values[0]) if values else []
+
+
+def demo_lines(job_id: str, state: str, code: str, log: Path, seconds: float, folder: Path | None,
+               metrics: Mapping[str, Any]) -> list[str]:
+    """The demo's ending: the job's state and log, then what it trained where its folder has figures
+    (`metrics`: its metrics.json, {} for none)."""
+    lines = [f"\nhpc-train demo: job {job_id} {state.lower()} (exit {code or '?'}) after {seconds:.0f} s",
+             f"  log:     {log}"]
+    if folder is None or not metrics:
+        return lines
+    totals = metrics["totals"]
+    return lines + [
+        f"  result:  validation accuracy {totals.get('final_val_accuracy', float('nan')):.4f} after "
+        f"{totals['epochs']} epochs on {metrics['world_size']} tasks ({metrics['strategy']}), "
+        f"{totals['seconds']:.1f} s of training at {totals['images_per_second']:.0f} images/s",
+        f"  model:   {folder / 'model.keras'}", f"  metrics: {metrics_path(folder)}"]

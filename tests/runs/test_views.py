@@ -1,0 +1,157 @@
+"""What status, list, report and the demo show, computed from a record, a run folder and Slurm's states alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hpc_train.runs import views
+from hpc_train.runs.folders import JobRecord, element_records
+from hpc_train.runs.views import RunFiles, SlurmView
+
+RETRIED = {"action": "retried", "attempt": 1, "after": "node2 task 1 was killed", "excluded": ["node2"]}
+
+
+def job(**fields: object) -> JobRecord:
+    base = dict(job_id="17", name="mnist", folder="runs/mnist-17", nodes=2, tasks=4, strategy="multiworker",
+                submitted=0.0)
+    return JobRecord(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def sweep(elements: list[dict]) -> JobRecord:
+    return job(job_id="42", name="sw", folder="runs/sw-42", sweep="42", elements=elements)
+
+
+def test_a_running_jobs_lines_name_its_state_nodes_command_history_and_last_progress_line() -> None:
+    slurm = SlurmView("RUNNING", "0:0", "00:02:05", 1, "sacct", nodes="node[1-2]")
+    run = RunFiles(state={"attempts": [RETRIED]}, max_retries=2)
+    log = ["0: hpc-train: epoch 1/3  loss 0.5", "0: some other line", "0: hpc-train: epoch 2/3  loss 0.3"]
+    assert views.job_lines(job(), slurm, run, log, default_max_retries=3) == [
+        "job 17 (mnist): running [sacct]",
+        "  nodes:   node[1-2] (4 tasks, multiworker)",
+        "  runs:    hpc-train train",
+        "  again:   requeued 1 time",
+        "  history: attempt 2 of 3: retried after node2 task 1 was killed; node2 excluded",
+        "  elapsed: 00:02:05",
+        "  last:    hpc-train: epoch 2/3  loss 0.3",
+        "  folder:  runs/mnist-17"]
+
+
+def test_an_ended_job_shows_its_exit_code_a_pending_one_why_it_waits() -> None:
+    ended = SlurmView("FAILED", "3:0", "00:00:09", 0, "sacct", ended=True)
+    assert views.job_lines(job(), ended, RunFiles(), None, 3)[0] == "job 17 (mnist): failed, exit 3:0 [sacct]"
+    pending = SlurmView("PENDING", "0:0", "00:00:00", 3, "scontrol/squeue: no Slurm accounting here",
+                        waiting="the nodes asked for are busy")
+    lines = views.job_lines(job(), pending, RunFiles(), None, 3)
+    assert lines[0] == "job 17 (mnist): pending [scontrol/squeue: no Slurm accounting here]"
+    assert "  nodes:   none yet (4 tasks, multiworker)" in lines and "  again:   requeued 3 times" in lines
+    assert "  waiting: the nodes asked for are busy" in lines and "  last:    no progress yet" in lines
+
+
+def test_a_users_command_shows_its_own_last_line_not_submitits() -> None:
+    command = job(command=["python", "my train.py"])
+    assert views.last_progress(command, ["epoch 1", "submitit INFO done", ""]) == "epoch 1"
+    assert views.last_progress(command, ["submitit INFO starting"]) == "no progress yet"
+    assert views.last_progress(job(), ["epoch 1"]) == "no progress yet"  # the trainer's lines only
+    assert views.job_lines(command, SlurmView("RUNNING", "", "1", 0, "sacct"), RunFiles(), None, 3)[2] == \
+        "  runs:    python 'my train.py'"
+
+
+def test_the_attempts_allowed_come_from_state_json_else_the_settings_else_the_default() -> None:
+    history = {"attempts": [RETRIED, {"action": "failed", "cause": "x", "attempt": 2}]}
+    assert views.history_lines(RunFiles(state=history, max_retries=1), 3)[1] == "attempt 2 of 2 failed: x"
+    assert views.history_lines(RunFiles(state=history), 3)[1] == "attempt 2 of 4 failed: x"
+    assert views.history_lines(RunFiles(state=history, max_retries="many"), 0)[1] == "attempt 2 of 1 failed: x"
+    assert views.history_lines(RunFiles(), 3) == []
+
+
+def test_reading_a_run_folder_takes_max_retries_from_config_yaml_only_where_state_json_has_none(
+        tmp_path: Path) -> None:
+    assert views.read_run(tmp_path) == RunFiles()
+    (tmp_path / "config.yaml").write_text("epochs: 3\nmax_retries: 5\n")
+    assert views.read_run(tmp_path).max_retries is None  # no history: nothing to count
+    (tmp_path / "state.json").write_text(json.dumps({"state": "running", "attempts": [RETRIED]}))
+    (tmp_path / "metrics.json").write_text(json.dumps({"epochs": [{"epoch": 1, "val_loss": 0.4}, "junk"]}))
+    run = views.read_run(tmp_path)
+    assert run.max_retries == 5 and run.retries == 1 and run.epochs == [{"epoch": 1, "val_loss": 0.4}]
+    (tmp_path / "state.json").write_text(json.dumps({"attempts": [RETRIED], "max_retries": 1}))
+    assert views.read_run(tmp_path).max_retries == 1
+    (tmp_path / "state.json").write_text(json.dumps({"attempts": [RETRIED]}))
+    (tmp_path / "config.yaml").write_text(": not yaml : [")
+    assert views.read_run(tmp_path).max_retries is None
+
+
+def test_the_chiefs_log_is_rank_0s_and_none_before_it_exists(tmp_path: Path) -> None:
+    record = job(folder=str(tmp_path))
+    assert views.chief_log(record) is None
+    (tmp_path / "17_0_log.out").write_text("0: hpc-train: epoch 1/2\n")
+    assert views.chief_log(record) == ["0: hpc-train: epoch 1/2"]
+
+
+@pytest.mark.parametrize(("figures", "shown"), [
+    ({"val_loss": 0.25, "val_accuracy": 0.9}, "val_accuracy 0.9000"),
+    ({"loss": 0.1, "val_loss": 0.25}, "val_loss 0.2500"),
+    ({"loss": 0.1, "val_auc": 0.8}, "val_auc 0.8000"),
+    ({"loss": 0.1}, "-"),
+    ({"val_accuracy": [0.1, 0.2]}, "-")])
+def test_an_elements_last_validation_figure_is_the_objective_else_its_first_validation_figure(
+        figures: dict, shown: str) -> None:
+    assert views.last_validation(figures) == shown
+
+
+def test_a_sweep_shows_its_counts_a_row_per_element_and_where_its_folders_are() -> None:
+    record = sweep([{"learning_rate": 0.01, "seed": 1}, {"learning_rate": 0.001, "seed": 1},
+                    {"learning_rate": 0.01, "seed": 2}])
+    runs = [RunFiles(metrics={"config": {"epochs": 3}, "epochs": [{"epoch": 1, "val_accuracy": 0.91}]}),
+            RunFiles(state={"state": "pruned", "epoch": 1, "attempts": [RETRIED]},
+                     metrics={"epochs": [{"epoch": 1, "val_loss": 0.5}]}),
+            RunFiles()]
+    lines = views.sweep_lines(record, runs, {0: "RUNNING", 1: "COMPLETED"})
+    assert lines[0] == "sweep 42 (sw): 3 elements: 1 running, 1 pruned, 1 unknown"
+    assert lines[1] == "  INDEX  learning_rate  seed  STATE     EPOCH  LAST VALIDATION      RETRIES"
+    assert lines[2] == "  0      0.01           1     running   1/3    val_accuracy 0.9100  0"
+    assert lines[3].split() == ["1", "0.001", "1", "pruned@1", "1", "val_loss", "0.5000", "1"]
+    assert lines[4].split() == ["2", "0.01", "2", "unknown", "-", "-", "0"]
+    assert lines[5] == "  folders: runs/sw-42_INDEX/ (hpc-train logs 42_INDEX)"
+
+
+def test_list_shows_each_job_once_its_state_and_its_retries() -> None:
+    element = element_records(sweep([{"seed": 1}]))[0]
+    local = job(job_id="local-20250101-000000", name="a-very-long-name-cut-at-24-characters")
+    records = views.listed([job(), element, sweep([{"seed": 1}]), local], limit=20)
+    assert [record.job_id for record in records] == ["17", "42", "local-20250101-000000"]
+    assert views.listed([job(), local], limit=1) == [job()]
+    states = {"17": "RUNNING", "42": views.sweep_counts({0: "PENDING", 1: "RUNNING", 2: "PENDING"})}
+    runs = {"17": RunFiles(state={"attempts": [RETRIED, RETRIED]}), "42": RunFiles(),
+            "local-20250101-000000": RunFiles(state={"attempts": [RETRIED]})}
+    lines = views.list_lines(records, states, runs)
+    assert lines[0].split() == ["JOBID", "NAME", "STATE", "SUBMITTED", "FOLDER"]
+    assert lines[1].split()[:4] == ["17", "mnist", "running", "(2"] and " (2 retries) " in lines[1]
+    assert lines[2].split()[:5] == ["42", "sw", "sweep:", "2", "pending,"] and "sweep: 2 pending, 1 running" in lines[2]
+    assert lines[3].startswith("local-20250101-000000 a-very-long-name-cut-at- local (1 retry)")
+
+
+def test_report_compares_a_sweeps_elements_by_their_shown_state_or_one_jobs_run() -> None:
+    record = sweep([{"learning_rate": 0.1}, {"learning_rate": 0.01}])
+    runs = [RunFiles(metrics={"epochs": [{"epoch": 1, "val_accuracy": 0.8}]}),
+            RunFiles(state={"state": "pruned", "epoch": 2}, metrics={"epochs": [{"epoch": 2, "val_accuracy": 0.7}]})]
+    elements = views.report_elements(record, runs, {0: "COMPLETED"})
+    assert [(element.index, element.values, element.state, element.last("val_accuracy")) for element in elements] \
+        == [(0, {"learning_rate": 0.1}, "completed", 0.8), (1, {"learning_rate": 0.01}, "pruned@2", 0.7)]
+    assert views.report_keys(record) == ["learning_rate"] and views.report_keys(job()) == []
+    one = views.report_elements(job(), [RunFiles(metrics={"epochs": [{"val_loss": 0.2}]})], {0: "RUNNING"})
+    assert [(element.index, element.state, element.last("val_loss")) for element in one] == [(0, "RUNNING", 0.2)]
+
+
+def test_the_demo_ends_with_the_jobs_state_and_what_it_trained() -> None:
+    metrics = {"world_size": 2, "strategy": "multiworker", "totals": {
+        "epochs": 3, "seconds": 41.26, "images_per_second": 4321.4, "final_val_accuracy": 0.97654}}
+    lines = views.demo_lines("9", "COMPLETED", "0:0", Path("slurm-9.out"), 62.4, Path("runs/mnist-9"), metrics)
+    assert lines == ["\nhpc-train demo: job 9 completed (exit 0:0) after 62 s", "  log:     slurm-9.out",
+                     "  result:  validation accuracy 0.9765 after 3 epochs on 2 tasks (multiworker), 41.3 s of "
+                     "training at 4321 images/s",
+                     "  model:   runs/mnist-9/model.keras", "  metrics: runs/mnist-9/metrics.json"]
+    assert views.demo_lines("9", "FAILED", "", Path("x.out"), 1.0, None, {}) == [
+        "\nhpc-train demo: job 9 failed (exit ?) after 1 s", "  log:     x.out"]
