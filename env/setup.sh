@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv in the project and install hpc-train into it (editable) with its dependencies.
-#   env/setup.sh            # with the test tools (pytest, hypothesis, matplotlib)
-#   env/setup.sh test,bench # any extras of pyproject.toml
+#   env/setup.sh            # with the test tools (pytest, hypothesis, mkdocs)
+#   env/setup.sh test       # any extras of pyproject.toml (comma-separated)
 # PYTHON=python3.11 env/setup.sh picks the interpreter (3.10 or newer).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

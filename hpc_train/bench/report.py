@@ -87,7 +87,7 @@ def pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        progress("matplotlib missing (env/setup.sh test,bench): no plot")
+        progress("matplotlib missing (a dependency of hpc-train: pip install matplotlib): no plot")
         return None
     return plt
 

@@ -43,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
         (folder / "sweep.csv").write_text(compare.csv_text(elements, keys, objective))
         drawn = compare.plot(elements, keys, objective, folder / "sweep.png")
         print(f"wrote {folder / 'sweep.csv'}" + (f" and {folder / 'sweep.png'}" if drawn else
-                                                 " (no plot: matplotlib is not installed)"))
+                                                 " (no plot: matplotlib is missing; pip install matplotlib)"))
     return 0

@@ -80,7 +80,12 @@ def csv_text(elements: Sequence[Element], keys: Sequence[str], objective: str) -
 
 
 def plot(elements: Sequence[Element], keys: Sequence[str], objective: str, path: Path) -> bool:
-    """Every element's objective by epoch, and the objective against each swept key; False without matplotlib."""
+    """Every element's objective by epoch, and the objective against each swept key; False without matplotlib.
+
+    The legend names each curve by its values; a key swept over a range of powers of ten gets a log axis; points
+    and curves that tie (the same values, or the same result) stay visible: markers grow with the runs they hold
+    and say how many, and each curve has its own line style.
+    """
     try:
         import matplotlib
 
@@ -88,26 +93,73 @@ def plot(elements: Sequence[Element], keys: Sequence[str], objective: str, path:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    figure, axes = plt.subplots(1, 1 + len(keys), figsize=(5 * (1 + len(keys)), 4), squeeze=False)
-    curves = axes[0][0]
-    for element in elements:
-        points = [(epoch["epoch"], epoch[objective]) for epoch in element.epochs
-                  if isinstance(epoch.get(objective), (int, float)) and "epoch" in epoch]
-        if points:
-            curves.plot(*zip(*points), marker="o", label=f"{element.index}")
-    curves.set(xlabel="epoch", ylabel=objective, title=f"{objective} by epoch, each element")
-    if len(elements) <= 12:
-        curves.legend(title="element", fontsize="small")
-    for axis, key in zip(axes[0][1:], keys):
-        pairs = [(element.values.get(key), element.last(objective)) for element in elements
-                 if element.last(objective) is not None and isinstance(element.values.get(key), (int, float))]
-        if pairs:
-            axis.scatter(*zip(*pairs))
-            if all(value > 0 for value, _ in pairs) and max(v for v, _ in pairs) / min(v for v, _ in pairs) > 20:
-                axis.set_xscale("log")
-        axis.set(xlabel=key, ylabel=objective, title=f"{objective} against {key}")
-    figure.tight_layout()
+    figure = draw(plt, elements, keys, objective)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True
 
+
+def draw(plt: Any, elements: Sequence[Element], keys: Sequence[str], objective: str) -> Any:
+    """The figure `plot` saves (pyplot given): the curves, then a panel per swept key."""
+    figure, axes = plt.subplots(1, 1 + len(keys), figsize=(5 * (1 + len(keys)), 4), squeeze=False)
+    _plot_curves(axes[0][0], elements, keys, objective)
+    for axis, key in zip(axes[0][1:], keys):
+        _plot_against(axis, elements, key, objective)
+    figure.tight_layout()
+    return figure
+
+
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def curve_label(element: Element, keys: Sequence[str]) -> str:
+    """What a curve stands for: its values (key=value, ...), or its index when nothing was swept."""
+    return ", ".join(f"{key}={value_text(element.values.get(key))}" for key in keys) or f"element {element.index}"
+
+
+def _plot_curves(axis: Any, elements: Sequence[Element], keys: Sequence[str], objective: str) -> None:
+    for number, element in enumerate(elements):
+        points = [(epoch["epoch"], epoch[objective]) for epoch in element.epochs
+                  if isinstance(epoch.get(objective), (int, float)) and "epoch" in epoch]
+        if points:
+            # A style of its own and a see-through line: two elements that learn alike stay two curves.
+            axis.plot(*zip(*points), linestyle=LINE_STYLES[number % len(LINE_STYLES)],
+                      marker=MARKERS[number % len(MARKERS)], alpha=0.75, label=curve_label(element, keys))
+    axis.set(xlabel="epoch", ylabel=objective, title=f"{objective} by epoch, each element")
+    axis.xaxis.get_major_locator().set_params(integer=True)  # epochs are whole
+    if len(elements) <= 12:
+        axis.legend(fontsize="small")
+
+
+def log_axis(values: Sequence[float]) -> bool:
+    """Whether values span powers of ten (learning rates, weight decays): all positive, 10 or more apart."""
+    return bool(values) and min(values) > 0 and max(values) / min(values) >= 10
+
+
+def tied_points(pairs: Sequence[tuple[Any, float]]) -> list[tuple[Any, float, int]]:
+    """(x, y, how many runs landed there), in first-seen order: ties drawn once, bigger, with their count."""
+    counts: dict[tuple[Any, float], int] = {}
+    for pair in pairs:
+        counts[pair] = counts.get(pair, 0) + 1
+    return [(x, y, count) for (x, y), count in counts.items()]
+
+
+def _plot_against(axis: Any, elements: Sequence[Element], key: str, objective: str) -> None:
+    pairs = [(element.values.get(key), value) for element in elements
+             if (value := element.last(objective)) is not None and element.values.get(key) is not None]
+    numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x, _ in pairs)
+    categories = [] if numeric else sorted({value_text(x) for x, _ in pairs})
+    points = tied_points([(x if numeric else categories.index(value_text(x)), y) for x, y in pairs])
+    if points:
+        xs, ys, counts = zip(*points)
+        axis.scatter(xs, ys, s=[40 * count for count in counts], alpha=0.6, edgecolors="black")
+        for x, y, count in points:
+            if count > 1:
+                axis.annotate(f"x{count}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize="small")
+        if numeric and log_axis([float(x) for x in xs]):
+            axis.set_xscale("log")
+        if not numeric:
+            axis.set_xticks(range(len(categories)), categories)
+    axis.margins(0.15)  # room for the counts beside points at the edges
+    axis.set(xlabel=key, ylabel=objective, title=f"{objective} against {key}")
