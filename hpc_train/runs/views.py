@@ -22,7 +22,7 @@ from hpc_train.runs.state import read_state
 from hpc_train.slurm.follow import PROGRESS
 
 SWEEP_COLUMNS = ["STATE", "EPOCH", "LAST VALIDATION", "RETRIES"]
-LIST_HEADER = f"{'JOBID':<12} {'NAME':<24} {'STATE':<22} {'SUBMITTED':<17} FOLDER"
+LIST_HEADER = ("JOBID", "NAME", "STATE", "SUBMITTED", "FOLDER")
 
 
 @dataclass(frozen=True)
@@ -172,15 +172,15 @@ def sweep_counts(states: Mapping[int, str]) -> str:
 
 
 def list_lines(records: Sequence[JobRecord], states: Mapping[str, str], runs: Mapping[str, RunFiles]) -> list[str]:
-    """`hpc-train list`: a row per job; `states`: Slurm's (or a sweep's counts), by job id, the local jobs aside."""
-    lines = [LIST_HEADER]
+    """`hpc-train list`: a row per job, in columns as wide as their widest cell (a local run's id is long);
+    `states`: Slurm's (or a sweep's counts), by job id, the local jobs aside."""
+    rows = [LIST_HEADER]
     for record in records:
         state = "local" if record.is_local else states[record.job_id]
         retries = runs[record.job_id].retries
         state = f"{state} ({retries} {'retry' if retries == 1 else 'retries'})" if retries else state
-        lines.append(f"{record.job_id:<12} {record.name[:24]:<24} {state.lower():<22} {record.submitted_text:<17} "
-                     f"{record.folder}")
-    return lines
+        rows.append((record.job_id, record.name[:24], state.lower(), record.submitted_text, record.folder))
+    return aligned(rows)
 
 
 def report_elements(record: JobRecord, runs: Sequence[RunFiles], states: Mapping[int, str]) -> list[compare.Element]:

@@ -147,7 +147,7 @@ def test_logs_list_and_cancel(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--rank 2: job 4242 has ranks 0-1" in bad.stderr
     listing = hpc_train("list", cwd=tmp_path, bin_dir=bin_dir).stdout.splitlines()
     assert listing[0].split() == ["JOBID", "NAME", "STATE", "SUBMITTED", "FOLDER"]
-    assert listing[1].startswith("4242         a b                      completed")
+    assert listing[1].startswith("4242  a b   completed")  # columns as wide as their widest cell
     assert hpc_train("cancel", "4242", cwd=tmp_path, bin_dir=bin_dir).returncode == 0
     assert (bin_dir / "cancelled").read_text().strip() == "4242"
     missing = hpc_train("status", "999", cwd=tmp_path, bin_dir=bin_dir)

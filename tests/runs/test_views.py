@@ -130,7 +130,10 @@ def test_list_shows_each_job_once_its_state_and_its_retries() -> None:
     assert lines[0].split() == ["JOBID", "NAME", "STATE", "SUBMITTED", "FOLDER"]
     assert lines[1].split()[:4] == ["17", "mnist", "running", "(2"] and " (2 retries) " in lines[1]
     assert lines[2].split()[:5] == ["42", "sw", "sweep:", "2", "pending,"] and "sweep: 2 pending, 1 running" in lines[2]
-    assert lines[3].startswith("local-20250101-000000 a-very-long-name-cut-at- local (1 retry)")
+    assert lines[3].split()[:4] == ["local-20250101-000000", "a-very-long-name-cut-at-", "local", "(1"]
+    for column in ("NAME", "STATE", "SUBMITTED", "FOLDER"):  # every row's cells start where the header's do
+        start = lines[0].index(column)
+        assert all(line[start - 2:start] == "  " and line[start] != " " for line in lines[1:]), lines
 
 
 def test_report_compares_a_sweeps_elements_by_their_shown_state_or_one_jobs_run() -> None:
