@@ -22,9 +22,10 @@ def sweep_counts(record: JobRecord, env: dict[str, str]) -> str:
     """A sweep's elements by state, in one word each: "2 completed, 1 running, 1 pending"."""
     from collections import Counter
 
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states
 
-    counts = Counter(state.lower() for state in element_states(record.job_id, len(record.elements or []), env).values())
+    counts = Counter(state.lower() for state in element_states(record.job_id, len(record.elements or []), SlurmClient.local(env)).values())
     return f"sweep: {', '.join(f'{count} {state}' for state, count in counts.most_common())}"
 
 
@@ -38,6 +39,7 @@ def retries_of(folder: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     import os
 
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import job_states
     from hpc_train.runs.folders import all_records
 
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     # Two calls to Slurm whatever the number of jobs (one squeue, one sacct for those it no longer queues), and
     # one squeue per sweep.
     env = dict(os.environ)
-    states = job_states([record.job_id for record in records if not record.is_local and not record.is_sweep], env)
+    states = job_states([record.job_id for record in records if not record.is_local and not record.is_sweep], SlurmClient.local(env))
     states.update({record.job_id: sweep_counts(record, env) for record in records if record.is_sweep})
     print(f"{'JOBID':<12} {'NAME':<24} {'STATE':<22} {'SUBMITTED':<17} FOLDER")
     for record in records:

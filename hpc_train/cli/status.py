@@ -90,15 +90,17 @@ def sweep_lines(record: JobRecord, states: dict[int, str]) -> list[str]:
 
 
 def _sweep_status(record: JobRecord, env: dict[str, str]) -> int:
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states
 
-    print("\n".join(sweep_lines(record, element_states(record.job_id, len(record.elements or []), env))))
+    print("\n".join(sweep_lines(record, element_states(record.job_id, len(record.elements or []), SlurmClient.local(env)))))
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     import os
 
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import FINAL_STATES, PROGRESS, accounted_state, job_info, job_state
     from hpc_train.runs.folders import find_record, rank_log
 
@@ -106,13 +108,13 @@ def run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if record.is_sweep:
         return _sweep_status(record, env)
-    accounted = accounted_state(record.job_id, env)
-    info = job_info(record.job_id, env)
+    accounted = accounted_state(record.job_id, SlurmClient.local(env))
+    info = job_info(record.job_id, SlurmClient.local(env))
     if accounted is not None:
         state, code, elapsed, requeues = accounted.state, accounted.exit_code, accounted.elapsed, accounted.requeues
         source = "sacct"
     else:
-        state, code = job_state(record.job_id, env, info)
+        state, code = job_state(record.job_id, SlurmClient.local(env), info)
         elapsed, requeues = info.get("RunTime", "?"), int(info.get("Restarts", "0") or 0)
         source = "scontrol/squeue: no Slurm accounting here"
     last = "no progress yet"
