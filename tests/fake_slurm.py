@@ -135,6 +135,10 @@ class FakeSlurm:
         """The calls so far as command lines ("scancel 42")."""
         return [call.line for call in self.calls(command)]
 
+    def scripts(self) -> list[str]:
+        """The scripts sbatch was given to submit (by path or on stdin; not --test-only), oldest first."""
+        return [call.script for call in self.calls("sbatch") if call.script is not None]
+
     def commands(self) -> set[str]:
         state = json.loads(self.state.read_text())
         return {key.split()[0] for key in [*state["answers"], *self.functions]}
