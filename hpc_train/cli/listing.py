@@ -11,6 +11,7 @@ from pathlib import Path
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.runs.folders import JobRecord
+    from hpc_train.slurm.client import SlurmClient
 
 
 
@@ -18,14 +19,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=20, metavar="N")
 
 
-def sweep_counts(record: JobRecord, env: dict[str, str]) -> str:
+def sweep_counts(record: JobRecord, slurm: SlurmClient) -> str:
     """A sweep's elements by state, in one word each: "2 completed, 1 running, 1 pending"."""
     from collections import Counter
 
-    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states
 
-    counts = Counter(state.lower() for state in element_states(record.job_id, len(record.elements or []), SlurmClient.local(env)).values())
+    states = element_states(record.job_id, len(record.elements or []), slurm)
+    counts = Counter(state.lower() for state in states.values())
     return f"sweep: {', '.join(f'{count} {state}' for state, count in counts.most_common())}"
 
 
@@ -49,9 +50,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # Two calls to Slurm whatever the number of jobs (one squeue, one sacct for those it no longer queues), and
     # one squeue per sweep.
-    env = dict(os.environ)
-    states = job_states([record.job_id for record in records if not record.is_local and not record.is_sweep], SlurmClient.local(env))
-    states.update({record.job_id: sweep_counts(record, env) for record in records if record.is_sweep})
+    slurm = SlurmClient.local(os.environ)
+    states = job_states([record.job_id for record in records if not record.is_local and not record.is_sweep], slurm)
+    states.update({record.job_id: sweep_counts(record, slurm) for record in records if record.is_sweep})
     print(f"{'JOBID':<12} {'NAME':<24} {'STATE':<22} {'SUBMITTED':<17} FOLDER")
     for record in records:
         state = "local" if record.is_local else states[record.job_id]

@@ -30,17 +30,17 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.runs.folders import find_record
 
     record = find_record(args.job)
-    env = dict(os.environ)
+    slurm = SlurmClient.local(os.environ)
     if record.is_sweep:
         values = record.elements or []
-        states = element_states(record.job_id, len(values), SlurmClient.local(env))
+        states = element_states(record.job_id, len(values), slurm)
         elements = [compare.Element(index, element, pruned_or(states.get(index, "UNKNOWN"),
                                                               Path(f"{record.folder}_{index}")),
                                     compare.read_epochs(Path(f"{record.folder}_{index}")))
                     for index, element in enumerate(values)]
         keys = list(values[0]) if values else []
     else:
-        state = "local" if record.is_local else job_state(record.job_id, SlurmClient.local(env))[0]
+        state = "local" if record.is_local else job_state(record.job_id, slurm)[0]
         elements = [compare.Element(0, {}, state, compare.read_epochs(Path(record.folder)))]
         keys = []
     objective = args.objective or compare.default_objective(elements)

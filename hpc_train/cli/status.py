@@ -13,6 +13,7 @@ from pathlib import Path
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.runs.folders import JobRecord
+    from hpc_train.slurm.client import SlurmClient
 
 
 
@@ -89,11 +90,10 @@ def sweep_lines(record: JobRecord, states: dict[int, str]) -> list[str]:
             f"  folders: {record.folder}_INDEX/ (hpc-train logs {record.job_id}_INDEX)"]
 
 
-def _sweep_status(record: JobRecord, env: dict[str, str]) -> int:
-    from hpc_train.slurm.client import SlurmClient
+def _sweep_status(record: JobRecord, slurm: SlurmClient) -> int:
     from hpc_train.slurm.follow import element_states
 
-    print("\n".join(sweep_lines(record, element_states(record.job_id, len(record.elements or []), SlurmClient.local(env)))))
+    print("\n".join(sweep_lines(record, element_states(record.job_id, len(record.elements or []), slurm))))
     return 0
 
 
@@ -105,16 +105,16 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.runs.folders import find_record, rank_log
 
     record = find_record(args.job)
-    env = dict(os.environ)
+    slurm = SlurmClient.local(os.environ)
     if record.is_sweep:
-        return _sweep_status(record, env)
-    accounted = accounted_state(record.job_id, SlurmClient.local(env))
-    info = job_info(record.job_id, SlurmClient.local(env))
+        return _sweep_status(record, slurm)
+    accounted = accounted_state(record.job_id, slurm)
+    info = job_info(record.job_id, slurm)
     if accounted is not None:
         state, code, elapsed, requeues = accounted.state, accounted.exit_code, accounted.elapsed, accounted.requeues
         source = "sacct"
     else:
-        state, code = job_state(record.job_id, SlurmClient.local(env), info)
+        state, code = job_state(record.job_id, slurm, info)
         elapsed, requeues = info.get("RunTime", "?"), int(info.get("Restarts", "0") or 0)
         source = "scontrol/squeue: no Slurm accounting here"
     last = "no progress yet"

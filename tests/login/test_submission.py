@@ -187,7 +187,8 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
     [script] = fake.scripts()
     (tmp_path / "submitted.sh").write_text(script)
     run = subprocess.run(["bash", str(tmp_path / "submitted.sh")], cwd=tmp_path, capture_output=True, text=True,
-                         env={**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"], "SLURM_JOB_ID": "4242"})
+                         env={**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"],
+                              "SLURM_JOB_ID": "4242"})
     assert run.returncode == 0, run.stderr
     assert not list(tmp_path.rglob("PWNED"))
     [srun] = fake.calls("srun")

@@ -70,7 +70,8 @@ def test_answers_are_read_into_what_callers_need(tmp_path: Path) -> None:
 
 def test_refusals_are_their_reasons(tmp_path: Path) -> None:
     fake = FakeSlurm(tmp_path, {"scontrol requeue": Reply(stderr="scontrol: error: disabled\n", code=1),
-                                "scancel": Reply(code=1), "sbatch": Reply(stderr="sbatch: error: no partition", code=1)})
+                                "scancel": Reply(code=1),
+                                "sbatch": Reply(stderr="sbatch: error: no partition", code=1)})
     slurm = fake.client()
     assert slurm.requeue("42") == "scontrol: error: disabled"
     assert slurm.cancel(["42"]) == "no reason given"
