@@ -17,7 +17,7 @@ from hpc_train.errors import HpcTrainError
 from hpc_train.runs.folders import folders_of
 from hpc_train.runs.metrics import read_metrics
 from hpc_train.runs.views import demo_lines
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 from hpc_train.slurm.follow import follow, job_info
 
 
@@ -37,13 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     started = time.monotonic()
     try:
-        job_id = slurm.submit_script(str(args.script), env, args.train_args)
+        job_id = SlurmClient.local(env).submit_script(str(args.script), args.train_args)
     except HpcTrainError as error:
         print(f"hpc-train demo: error: {error}", file=sys.stderr)
         return 2
-    log = Path(job_info(job_id, env).get("StdOut") or f"slurm-{job_id}.out")
+    log = Path(job_info(job_id, SlurmClient.local(env)).get("StdOut") or f"slurm-{job_id}.out")
     print(f"hpc-train demo: submitted {args.script} as job {job_id}; following {log}", flush=True)
-    state, code = follow(job_id, log, env, show=lambda line: print(f"  {line}", flush=True))
+    state, code = follow(job_id, log, SlurmClient.local(env), show=lambda line: print(f"  {line}", flush=True))
     return report(job_id, state, code, log, started)
 
 

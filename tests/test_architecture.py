@@ -1,5 +1,5 @@
 """The layout's rules, checked on the source: no import cycles, no private names across modules, no import up
-the layers, and Slurm's commands run from one module (hpc_train/slurm/commands.py)."""
+the layers, and Slurm's commands run from one module, the Slurm client (hpc_train/slurm/client.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.slurm.commands import COMMANDS
+from hpc_train.slurm.client import COMMANDS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hpc_train"
 SLURM_COMMANDS = set(COMMANDS)
-SLURM_OWNER = "hpc_train.slurm.commands"
+SLURM_OWNER = "hpc_train.slurm.client"
 # Modules that run a Slurm command as what they measure, not to talk to Slurm: bench submit times a raw sbatch.
 MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
 # Lower layers never import higher ones (lazy imports included). Entry points (cli, train, demo, __main__) may
@@ -125,19 +125,28 @@ def test_no_import_runs_up_the_layers() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(set(MODULES) - {SLURM_OWNER}))
-def test_only_the_slurm_module_runs_slurms_commands(name: str) -> None:
-    """A call given a list that starts with a Slurm command runs it from here, unless the call is slurm.run."""
+def test_only_the_slurm_client_runs_slurms_commands(name: str) -> None:
+    """A call given a list that starts with a Slurm command runs it from here, even through the client's `run`:
+    the client names every command it runs (a method each), so that a transport sees them all in one place."""
     own = []
     for node in ast.walk(ast.parse(MODULES[name].read_text())):
         if not isinstance(node, ast.Call) or not node.args:
             continue
         first = node.args[0]
-        through_owner = (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-                         and node.func.value.id == "slurm")
         if (isinstance(first, ast.List) and first.elts and isinstance(first.elts[0], ast.Constant)
-                and first.elts[0].value in SLURM_COMMANDS - MEASURING.get(name, set()) and not through_owner):
+                and first.elts[0].value in SLURM_COMMANDS - MEASURING.get(name, set())):
             own.append(f"line {node.lineno}: {first.elts[0].value}")
     assert not own
+
+
+def test_the_slurm_client_runs_commands_only_through_its_transport() -> None:
+    """Neither subprocess nor this machine's PATH in the client: an ssh transport must be able to stand in."""
+    used = {module for module, _ in imports(MODULES[SLURM_OWNER])}
+    assert not used & {"shutil", "pathlib"}
+    calls = [node.func.attr for node in ast.walk(ast.parse(MODULES[SLURM_OWNER].read_text()))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and isinstance(node.func.value, ast.Name) and node.func.value.id in ("subprocess", "shutil", "os")]
+    assert set(calls) <= {"CompletedProcess"}
 
 
 def test_the_layers_name_every_module_but_the_entry_points() -> None:

@@ -32,9 +32,9 @@ from pathlib import Path
 from hpc_train.bench.report import (DEFAULT_DATA, ROOT, arguments, command_line, figure, machine, progress, publish,
                                     pyplot, require_slurm, spread, table)
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm import commands as slurm
 from hpc_train.runs import attempts
 from hpc_train.runs.metrics import read_metrics
+from hpc_train.slurm.client import SlurmClient
 
 RESUME_GOAL_SECONDS = 45.0
 GOODPUT_GOAL = 0.80
@@ -51,20 +51,20 @@ class Run:
     lost: float | None = None  # the history's seconds_lost: last checkpoint to training again
 
 
-def submit(workdir: Path, epochs: int, env: dict[str, str]) -> str:
-    return slurm.submit_script(str(ROOT / "slurm" / "mnist_2node.sh"), env,
+def submit(workdir: Path, epochs: int, slurm: SlurmClient) -> str:
+    return slurm.submit_script(str(ROOT / "slurm" / "mnist_2node.sh"),
                                ["--set", f"epochs={epochs}", "--set", "checkpoint_minutes=0.25"], cwd=workdir)
 
 
-def state(job: str, env: dict[str, str]) -> str:
-    return slurm.queued_states([job], env).get(job, "GONE")
+def state(job: str, slurm: SlurmClient) -> str:
+    return slurm.queued_states([job]).get(job, "GONE")
 
 
-def wait_until(job: str, env: dict[str, str], done: set[str]) -> str:
+def wait_until(job: str, slurm: SlurmClient, done: set[str]) -> str:
     deadline = time.monotonic() + JOB_TIMEOUT
-    while (now := state(job, env)) not in done:
+    while (now := state(job, slurm)) not in done:
         if time.monotonic() > deadline or now in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "GONE"):
-            slurm.cancel([job], env)
+            slurm.cancel([job])
             raise HpcTrainError(f"job {job} ended {now} instead of {'/'.join(sorted(done))}; see its log")
         time.sleep(0.2)
     return now
@@ -74,12 +74,12 @@ def run_dir(workdir: Path, job: str) -> Path:
     return workdir / "runs" / f"mnist-2node-{job}"
 
 
-def training_started(workdir: Path, job: str, env: dict[str, str]) -> None:
+def training_started(workdir: Path, job: str, slurm: SlurmClient) -> None:
     log = workdir / f"slurm-mnist-2node-{job}.out"
     deadline = time.monotonic() + JOB_TIMEOUT
     while "training: first steps done" not in (log.read_text() if log.exists() else ""):
-        if time.monotonic() > deadline or state(job, env) not in ("PENDING", "RUNNING", "CONFIGURING"):
-            slurm.cancel([job], env)
+        if time.monotonic() > deadline or state(job, slurm) not in ("PENDING", "RUNNING", "CONFIGURING"):
+            slurm.cancel([job])
             raise HpcTrainError(f"job {job} never began training; see {log}")
         time.sleep(0.1)
 
@@ -98,21 +98,21 @@ def rank_process(job: str, rank: int) -> int | None:
     return None
 
 
-def one_run(workdir: Path, epochs: int, env: dict[str, str], kill_within: float | None) -> Run:
-    job = submit(workdir, epochs, env)
-    wait_until(job, env, {"RUNNING", "COMPLETED"})
+def one_run(workdir: Path, epochs: int, slurm: SlurmClient, kill_within: float | None) -> Run:
+    job = submit(workdir, epochs, slurm)
+    wait_until(job, slurm, {"RUNNING", "COMPLETED"})
     running = time.monotonic()
     killed_at = None
     if kill_within is not None:
-        training_started(workdir, job, env)
+        training_started(workdir, job, slurm)
         time.sleep(random.uniform(1.0, kill_within))
         pid = rank_process(job, 1)
         if pid is None:
-            slurm.cancel([job], env)
+            slurm.cancel([job])
             raise HpcTrainError(f"rank 1 of job {job} not found on this machine (the bench kills a local process)")
         os.kill(pid, signal.SIGKILL)
         killed_at = time.time()
-    wait_until(job, env, {"COMPLETED"})
+    wait_until(job, slurm, {"COMPLETED"})
     wall = time.monotonic() - running
     folder = run_dir(workdir, job)
     training = read_metrics(folder, strict=True)["totals"]["seconds"]
@@ -126,18 +126,18 @@ def one_run(workdir: Path, epochs: int, env: dict[str, str], kill_within: float 
 
 
 def measure(repetitions: int, epochs: int, data: Path) -> list[tuple[Run, Run]]:
-    env = {**os.environ, "HPC_TRAIN_HOME": str(ROOT), "HPC_TRAIN_DATA_DIR": str(data)}
+    slurm = SlurmClient.local({**os.environ, "HPC_TRAIN_HOME": str(ROOT), "HPC_TRAIN_DATA_DIR": str(data)})
     pairs = []
     with tempfile.TemporaryDirectory(prefix="hpc-train-bench-faults-") as folder:
         workdir = Path(folder)
         for repetition in range(repetitions):
             plain: Run | None = None
             if repetition % 2 == 0:
-                plain = one_run(workdir, epochs, env, None)
+                plain = one_run(workdir, epochs, slurm, None)
             probe = plain.training if plain else epochs * 1.0
-            healed = one_run(workdir, epochs, env, kill_within=max(2.0, 0.7 * probe))
+            healed = one_run(workdir, epochs, slurm, kill_within=max(2.0, 0.7 * probe))
             if plain is None:
-                plain = one_run(workdir, epochs, env, None)
+                plain = one_run(workdir, epochs, slurm, None)
             pairs.append((plain, healed))
             progress(f"repetition {repetition + 1}/{repetitions}: killed to resumed {healed.resume:.1f} s, "
                      f"{healed.redone} steps redone, goodput {plain.training / healed.wall:.0%} "
@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not require_slurm("faults"):
         return 2
-    if len(slurm.node_states(os.environ)) < 3:
+    if len(SlurmClient.local(os.environ).node_states()) < 3:
         print("hpc-train bench faults: needs at least 3 nodes (a 2-node job and one to move to): "
               "hpc-train cluster up --nodes 'node[1-4]'", file=sys.stderr)
         return 2

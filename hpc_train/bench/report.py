@@ -93,9 +93,9 @@ def pyplot():
 
 
 def slurm_reachable() -> bool:
-    from hpc_train.slurm import commands as slurm
+    from hpc_train.slurm.client import SlurmClient
 
-    return slurm.run(["sinfo", "-h"]).returncode == 0
+    return SlurmClient.local().answers()
 
 
 def require_slurm(name: str) -> bool:

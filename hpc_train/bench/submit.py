@@ -23,7 +23,7 @@ from pathlib import Path
 from hpc_train.bench.report import (HPC_TRAIN, arguments, command_line, interleaved, machine, publish, require_slurm,
                                     spread, summary, table)
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 
 GOAL = 2.0
 POLL_SECONDS = 0.02
@@ -40,7 +40,8 @@ PYTHON = "`python -c pass`"
 
 
 def job_state(job: str) -> str:
-    return slurm.run(["squeue", "-h", "-j", job, "-o", "%T"]).stdout.strip()
+    """The job's state while it is queued, "" once it left the queue."""
+    return SlurmClient.local().queue_state(job)
 
 
 def submitted(command: Sequence[str], cwd: Path) -> tuple[float, str]:
@@ -55,7 +56,7 @@ def until_running(command: Sequence[str], cwd: Path) -> float:
     deadline = time.monotonic() + RUNNING_TIMEOUT
     while (state := job_state(job)) != "RUNNING":
         if state not in WAITING or time.monotonic() > deadline:
-            slurm.cancel([job])
+            SlurmClient.local().cancel([job])
             raise HpcTrainError(f"job {job} did not start running ({state or 'gone from the queue'}); "
                                 "is the cluster idle? (sinfo, squeue)")
         time.sleep(POLL_SECONDS)
@@ -74,7 +75,7 @@ def held(command: Sequence[str], cwd: Path) -> float:
 
 
 def _cancel(job: str) -> None:
-    problem = slurm.cancel([job])
+    problem = SlurmClient.local().cancel([job])
     if problem is not None:
         raise HpcTrainError(f"scancel {job} failed ({problem}); cancel it by hand")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, arguments, command_line, machine, progress, publish,
                                     require_slurm, spread, table)
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 from hpc_train.slurm.follow import FINAL_STATES, parse_array_states
 from hpc_train.runs import metrics
 
@@ -57,14 +57,14 @@ def _submit(args: Sequence[str], cwd: Path, env: dict[str, str]) -> str:
     return result.stdout.splitlines()[0].strip()
 
 
-def _states(jobs: list[str], env: dict[str, str]) -> list[str]:
+def _states(jobs: list[str], slurm: SlurmClient) -> list[str]:
     """Every trial's state: the elements of an array (one id), or each job."""
     if len(jobs) == 1 and "_" not in jobs[0]:
         array = jobs[0]
-        found = parse_array_states(slurm.array_states(array, env), array)
+        found = parse_array_states(slurm.array_states(array), array)
         if found:
             return list(found.values())
-    return list(slurm.queued_states(jobs, env).values())
+    return list(slurm.queued_states(jobs).values())
 
 
 def _best(folders: list[Path]) -> float | None:
@@ -77,6 +77,7 @@ def _best(folders: list[Path]) -> float | None:
 
 
 def run_variant(variant: str, rates: list[float], epochs: int, data: Path, env: dict[str, str]) -> Timing:
+    slurm = SlurmClient.local(env)
     with tempfile.TemporaryDirectory(prefix="hpc-train-bench-sweeps-") as folder:
         workdir = Path(folder)
         # A node each (the local cluster's nodes have 4 CPUs): 4 trials at once, the others wait, as on a busy
@@ -93,13 +94,13 @@ def run_variant(variant: str, rates: list[float], epochs: int, data: Path, env: 
         submitted = time.monotonic() - started
         last_running = None
         while True:
-            states = _states(jobs, env)
+            states = _states(jobs, slurm)
             if last_running is None and len(states) == len(rates) and "PENDING" not in states:
                 last_running = time.monotonic() - started
             if len(states) == len(rates) and all(state in FINAL_STATES for state in states):
                 break
             if time.monotonic() - started > TIMEOUT:
-                slurm.cancel(jobs, env)
+                slurm.cancel(jobs)
                 raise HpcTrainError(f"the {variant} did not end within {TIMEOUT:.0f} s")
             time.sleep(0.2)
         wall = time.monotonic() - started

@@ -27,22 +27,23 @@ def run(args: argparse.Namespace) -> int:
 
     from hpc_train.doctor.checks import Check, accounting, run_step, slurm_partition, step_checks
     from hpc_train.errors import HpcTrainError
+    from hpc_train.slurm.client import SlurmClient
 
     if args.nodes < 1 or args.wait < 1:
         raise HpcTrainError(f"--nodes {args.nodes} --wait {args.wait}: both must be 1 or more")
-    env = dict(os.environ)
-    partition = slurm_partition(env, args.partition)  # no Slurm: one line, exit 2
+    slurm = SlurmClient.local(os.environ)
+    partition = slurm_partition(slurm, args.partition)  # no Slurm: one line, exit 2
     nodes = min(args.nodes, partition.total_nodes)
     checks = [Check("slurm", True, f"answers; partition {partition.name}{' (default)' if partition.default else ''}"
                     f": {partition.total_nodes} nodes"),
-              accounting(env),
+              accounting(slurm),
               Check("gpus", True, f"{max(partition.node_gpus, default=0)} per node (GRES)" if any(partition.node_gpus)
                     else "none declared (CPU nodes)")]
     for check in checks:
         print(check.line(), flush=True)
     print(f"...   step: {nodes} task(s), one per node, on {partition.name} (waits up to {args.wait} s for nodes)",
           flush=True)
-    reports, failure = run_step(env, partition, nodes, args.data_dir, args.wait)
+    reports, failure = run_step(slurm, partition, nodes, args.data_dir, args.wait)
     try:
         local = metadata.version("tensorflow")
     except metadata.PackageNotFoundError:

@@ -85,7 +85,7 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked; None for one job."""
     from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
-    from hpc_train.slurm import commands as slurm
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.login.sweep import JOB_KEYS, check, from_yaml, grid, grid_axes, substitute
 
     section = read_sweep(args.config)
@@ -102,7 +102,8 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
             raise HpcTrainError(f"--sweep {key}: {JOB_KEYS[key]}")
     if args.max_parallel is not None and args.max_parallel < 1:
         raise HpcTrainError(f"--max-parallel {args.max_parallel}: must be 1 or more")
-    limit = slurm.config_value("MaxArraySize", dict(os.environ)) if slurm.available("scontrol") else None
+    slurm = SlurmClient.local(os.environ)
+    limit = slurm.config_value("MaxArraySize") if slurm.available("scontrol") else None
     check(sweep, train, int(limit) if limit and limit.isdigit() else None)
     for values in sweep.elements:
         if args.command:

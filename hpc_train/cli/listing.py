@@ -18,6 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hpc_train.runs import views
     from hpc_train.runs.folders import all_records
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states, job_states
 
     records = views.listed(all_records(), args.limit)
@@ -26,9 +27,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # Two calls to Slurm whatever the number of jobs (one squeue, one sacct for those it no longer queues), and
     # one squeue per sweep.
-    env = dict(os.environ)
-    states = job_states([record.job_id for record in records if not record.is_local and not record.is_sweep], env)
-    states.update({record.job_id: views.sweep_counts(element_states(record.job_id, len(record.elements or []), env))
+    slurm = SlurmClient.local(os.environ)
+    states = job_states([record.job_id for record in records if not record.is_local and not record.is_sweep], slurm)
+    states.update({record.job_id: views.sweep_counts(element_states(record.job_id, len(record.elements or []), slurm))
                    for record in records if record.is_sweep})
     runs = {record.job_id: views.read_run(Path(record.folder)) for record in records}
     print("\n".join(views.list_lines(records, states, runs)))

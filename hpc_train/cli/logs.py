@@ -21,6 +21,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from hpc_train.errors import HpcTrainError
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import FINAL_STATES, job_state
     from hpc_train.runs.folders import find_record, rank_log
 
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     shown = 0
     while True:
-        finished = job_state(record.job_id, dict(os.environ))[0] in FINAL_STATES | {"UNKNOWN"}
+        finished = job_state(record.job_id, SlurmClient.local(os.environ))[0] in FINAL_STATES | {"UNKNOWN"}
         text = out.read_text(errors="replace") if out.is_file() else ""
         sys.stdout.write(text[shown:])
         sys.stdout.flush()

@@ -25,15 +25,16 @@ def run(args: argparse.Namespace) -> int:
 
     from hpc_train.runs import compare, views
     from hpc_train.runs.folders import element_folders, find_record
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states, job_state
 
     record = find_record(args.job)
-    env = dict(os.environ)
+    slurm = SlurmClient.local(os.environ)
     if record.is_sweep:
-        states = element_states(record.job_id, len(record.elements or []), env)
+        states = element_states(record.job_id, len(record.elements or []), slurm)
         runs = [views.read_run(folder) for folder in element_folders(record)]
     else:
-        states = {0: "local" if record.is_local else job_state(record.job_id, env)[0]}
+        states = {0: "local" if record.is_local else job_state(record.job_id, slurm)[0]}
         runs = [views.read_run(Path(record.folder))]
     elements, keys = views.report_elements(record, runs, states), views.report_keys(record)
     objective = args.objective or compare.default_objective(elements)

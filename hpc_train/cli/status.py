@@ -13,24 +13,25 @@ TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.runs.folders import JobRecord
     from hpc_train.runs.views import SlurmView
+    from hpc_train.slurm.client import SlurmClient
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", nargs="?", default=None, metavar="JOBID", help="default: the newest job here")
 
 
-def slurm_view(record: JobRecord, env: dict[str, str]) -> SlurmView:
+def slurm_view(record: JobRecord, slurm: SlurmClient) -> SlurmView:
     """What Slurm says of the job: sacct's account where there is one, else scontrol's or squeue's."""
     from hpc_train.runs.views import SlurmView
     from hpc_train.slurm.follow import FINAL_STATES, accounted_state, job_info, job_state
 
-    accounted = accounted_state(record.job_id, env)
-    info = job_info(record.job_id, env)
+    accounted = accounted_state(record.job_id, slurm)
+    info = job_info(record.job_id, slurm)
     if accounted is not None:
         state, code, elapsed, requeues = accounted.state, accounted.exit_code, accounted.elapsed, accounted.requeues
         source = "sacct"
     else:
-        state, code = job_state(record.job_id, env, info)
+        state, code = job_state(record.job_id, slurm, info)
         elapsed, requeues = info.get("RunTime", "?"), int(info.get("Restarts", "0") or 0)
         source = "scontrol/squeue: no Slurm accounting here"
     waiting = ""
@@ -50,15 +51,16 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.injob.epilogue import DEFAULT_MAX_RETRIES
     from hpc_train.runs import views
     from hpc_train.runs.folders import element_folders, find_record
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states
 
     record = find_record(args.job)
-    env = dict(os.environ)
+    slurm = SlurmClient.local(os.environ)
     if record.is_sweep:
-        states = element_states(record.job_id, len(record.elements or []), env)
+        states = element_states(record.job_id, len(record.elements or []), slurm)
         lines = views.sweep_lines(record, [views.read_run(folder) for folder in element_folders(record)], states)
     else:
-        lines = views.job_lines(record, slurm_view(record, env), views.read_run(Path(record.folder)),
+        lines = views.job_lines(record, slurm_view(record, slurm), views.read_run(Path(record.folder)),
                                 views.chief_log(record), DEFAULT_MAX_RETRIES)
     print("\n".join(lines))
     return 0

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hpc_train.bootstrap.keras import keras_problem
 from hpc_train.doctor.step import MARK
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import TIMED_OUT, SlurmClient, last_words
 from hpc_train.login.partitions import Partition, find_partition, read_partitions
 
 
@@ -34,12 +34,12 @@ class Check:
         return f"FAIL  {self.name}: {self.detail}{'; fix: ' + self.fix if self.fix else ''}"
 
 
-def slurm_partition(env: Mapping[str, str], wanted: str | None) -> Partition:
+def slurm_partition(slurm: SlurmClient, wanted: str | None) -> Partition:
     """The partition jobs go to; HpcTrainError (one line) when Slurm does not answer or has no such partition."""
     if not slurm.available("sinfo", "srun"):
         raise HpcTrainError("no Slurm commands here (sinfo, srun not found): run it where you submit jobs, or "
                             "start a local cluster with hpc-train cluster up")
-    partitions = read_partitions(env)
+    partitions = read_partitions(slurm)
     chosen = find_partition(partitions, wanted)
     if chosen is None:
         names = ", ".join(p.name for p in partitions) or "none"
@@ -47,11 +47,11 @@ def slurm_partition(env: Mapping[str, str], wanted: str | None) -> Partition:
     return chosen
 
 
-def accounting(env: Mapping[str, str]) -> Check:
-    result = slurm.run(["sacct", "-n", "-X", "-o", "JobID", "-S", "now-1hours"], env, timeout=20)
+def accounting(slurm: SlurmClient) -> Check:
+    result = slurm.recent_accounting(timeout=20)
     if result.returncode == 0:
         return Check("accounting", True, "sacct answers: status, logs and list read it")
-    said = slurm.last_words(result)
+    said = last_words(result)
     # Not a failure of the cluster: hpc-train works without accounting, so this check passes with a note.
     return Check("accounting", True, f"none ({said[:100]}); status, logs and list read scontrol and squeue instead")
 
@@ -97,15 +97,15 @@ def keras_check(reports: Sequence[dict]) -> Check:
                  "under every strategy")
 
 
-def run_step(env: Mapping[str, str], partition: Partition, nodes: int, data_dir: str | None,
+def run_step(slurm: SlurmClient, partition: Partition, nodes: int, data_dir: str | None,
              wait_seconds: int) -> tuple[list[dict], str]:
     """The test step: one rank per node; their reports, and srun's last words if it failed."""
     arguments = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}",
                  f"--immediate={wait_seconds}", "--time=5", "--job-name=hpc-train-doctor", "--kill-on-bad-exit=1",
                  sys.executable, "-m", "hpc_train.doctor.step", *(("--data-dir", data_dir) if data_dir else ())]
-    result = slurm.srun(arguments, env, timeout=wait_seconds + 300)
+    result = slurm.srun(arguments, timeout=wait_seconds + 300)
     reports = [json.loads(line[len(MARK):]) for line in result.stdout.splitlines() if line.startswith(MARK)]
-    if result.returncode == slurm.TIMED_OUT:
+    if result.returncode == TIMED_OUT:
         return reports, f"the step did not end within {wait_seconds + 300} s"
-    said = slurm.last_words(result, "") if result.returncode != 0 else ""
+    said = last_words(result, "") if result.returncode != 0 else ""
     return reports, said

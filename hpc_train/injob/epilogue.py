@@ -36,7 +36,7 @@ from typing import Any
 
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 from hpc_train.injob.failures import Failure, diagnose
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.retry import RetryPlan, plan_retry, requeue_excluding, usable_and_lost
@@ -135,6 +135,7 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
                   retry_exit_codes: set[int], command: bool) -> int:
     """Diagnose, record, and retry or not; the job's exit code (0 once it is requeued for a retry)."""
     job_id = env.get("SLURM_JOB_ID", "")
+    slurm = SlurmClient.local(env)
     notes = attempts.read_notes(run_dir)
     if not job_id or not slurm.available("scontrol"):
         failure = diagnose(code, "", notes, (), command, retry_exit_codes)
@@ -143,14 +144,14 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
         _say(f"failed: {failure.cause}; not retried: {why}")
         attempts.clear_notes(run_dir)
         return code
-    job = slurm.show_job(job_id, env)
+    job = slurm.show_job(job_id)
     if job.get("JobState", "RUNNING") != "RUNNING":  # Slurm requeued, cancelled or ended it: not ours to retry
         _say(f"the step failed (exit {code}) and the job is already {job['JobState']} (Slurm's doing): "
              "not retried here")
         attempts.clear_notes(run_dir)
         return code
     nodes = expand_nodes(job.get("NodeList", ""))
-    states = slurm.node_states(env, job.get("Partition") or None)
+    states = slurm.node_states(job.get("Partition") or None)
     usable, lost = usable_and_lost(states)
     failure = diagnose(code, attempt_log(log_tail(job), job_id), notes, sorted(lost & set(nodes)), command,
                        retry_exit_codes)
@@ -163,7 +164,7 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
     attempt = entry["attempt"]
     total = attempts.attempts_allowed(history, max_retries)
     if plan.retry:
-        problem = requeue_excluding(job_id, plan.exclude, env)
+        problem = requeue_excluding(job_id, plan.exclude, slurm)
         if problem is not None and problem.startswith("scontrol requeue"):
             entry = {**entry, "action": "failed", "why": f"not retried: {problem}"}
     attempts.record(run_dir, entry)

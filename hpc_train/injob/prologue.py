@@ -27,7 +27,7 @@ from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 # The prologue's "requeued itself": Slurm restarted the job on the node that failed; the script ends quietly.
 EXIT_MOVED = 4
 from hpc_train.runs import attempts
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 from hpc_train.injob.epilogue import (DEFAULT_MAX_RETRIES, PREFIX, QuietParser, expand_nodes, log_tail,
                                      newest_checkpoint)
 from hpc_train.injob.requeue import restart_count
@@ -75,7 +75,7 @@ def _move_off(job_id: str, job: dict[str, str], down: list[str], usable: set[str
     exclude = tuple(sorted({*expand_nodes(job.get("ExcNodeList", "")), *down}))
     if len(usable - set(exclude)) < needed:
         return None
-    problem = requeue_excluding(job_id, exclude, env)
+    problem = requeue_excluding(job_id, exclude, SlurmClient.local(env))
     if problem is not None:
         _say(f"warning: could not move the job off {', '.join(down)}: {problem}")
         return None if problem.startswith("scontrol requeue") else ""  # requeued, but nothing excluded
@@ -106,8 +106,9 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
     if unexplained_restarts(restarts, history) and env.get("SLURM_JOB_ID"):
         last_nodes = expand_nodes(state.get("attempt", {}).get("nodes", "")) if isinstance(
             state.get("attempt"), dict) else []
-        job = slurm.show_job(env["SLURM_JOB_ID"], env)
-        usable, lost = usable_and_lost(slurm.node_states(env, job.get("Partition") or None))
+        slurm = SlurmClient.local(env)
+        job = slurm.show_job(env["SLURM_JOB_ID"])
+        usable, lost = usable_and_lost(slurm.node_states(job.get("Partition") or None))
         down = failed_nodes(previous_attempt_log(log_tail(job), env["SLURM_JOB_ID"]), last_nodes, lost)
         entry = slurms_restart(down, time.time())
         entry["attempt"] = restarts

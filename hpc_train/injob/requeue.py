@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 
 
 @dataclass(frozen=True)
@@ -46,4 +46,4 @@ def plan_requeue(environ: Mapping[str, str], max_requeues: int, requeues_done: i
 
 def requeue(job_id: str, timeout: float = 60.0) -> str | None:
     """Ask Slurm to requeue the job; None when it agreed, else its complaint."""
-    return slurm.requeue(job_id, timeout=timeout)
+    return SlurmClient.local().requeue(job_id, timeout=timeout)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.injob.failures import Failure
 
 # sinfo's short states of a node that cannot take a job now (a trailing "*": not responding).
@@ -68,14 +68,14 @@ def usable_and_lost(states: Mapping[str, str]) -> tuple[set[str], set[str]]:
     return usable, lost
 
 
-def requeue_excluding(job_id: str, exclude: tuple[str, ...], env: Mapping[str, str],
+def requeue_excluding(job_id: str, exclude: tuple[str, ...], slurm: SlurmClient,
                       timeout: float = 4.0) -> str | None:
     """Requeue the job, then set its excluded nodes; None when both were done, else what went wrong.
 
     Run from the job's own batch script: SIGTERM, which the requeue sends it, is ignored here.
     """
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    problem = slurm.requeue(job_id, env, timeout=30)
+    problem = slurm.requeue(job_id, timeout=30)
     if problem is not None:
         return f"scontrol requeue {job_id} failed ({problem})"
     if not exclude:
@@ -83,10 +83,10 @@ def requeue_excluding(job_id: str, exclude: tuple[str, ...], env: Mapping[str, s
     wanted = ",".join(exclude)
     deadline = time.monotonic() + timeout
     while True:  # the controller takes the update once the job is requeued (a moment after the requeue returns)
-        result = slurm.update_job(job_id, env, ExcNodeList=wanted)
+        result = slurm.update_job(job_id, ExcNodeList=wanted)
         if result.returncode == 0 or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     if result.returncode != 0:
-        return f"requeued, but scontrol update ExcNodeList={wanted} failed ({slurm.last_words(result)})"
+        return f"requeued, but scontrol update ExcNodeList={wanted} failed ({last_words(result)})"
     return None

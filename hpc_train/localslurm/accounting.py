@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 from hpc_train.localslurm import daemons
 from hpc_train.localslurm.spec import LocalCluster
 
@@ -160,7 +160,7 @@ def _wait(cluster: LocalCluster, daemon: str, ready: Callable[[], bool]) -> None
 
 
 def _sacctmgr(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return slurm.sacctmgr(args, daemons.slurm_env(cluster), timeout=120)
+    return SlurmClient.local(daemons.slurm_env(cluster)).sacctmgr(args, timeout=120)
 
 
 def _run(cluster: LocalCluster, command: list[str], doing: str, stdin: str | None = None) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 from hpc_train.localslurm import accounting, daemons, netns
 from hpc_train.localslurm.daemons import running_pid, slurm_env
 from hpc_train.localslurm.netns import HOSTS_FILE
@@ -64,15 +64,15 @@ def down(cluster: LocalCluster) -> None:
 def _cancel_every_job(cluster: LocalCluster, timeout: float = 20.0) -> None:
     if running_pid(cluster, "slurmctld") is None:
         return
-    env = slurm_env(cluster)
+    slurm = SlurmClient.local(slurm_env(cluster))
 
     def queued() -> list[str]:  # a slurmctld that hangs answers nothing: `down` goes on to stop it
-        return slurm.run(["squeue", "-h", "-o", "%i"], env).stdout.split()
+        return slurm.queued_job_ids()
 
     jobs = queued()
     if not jobs:
         return
-    slurm.cancel(jobs, env)
+    slurm.cancel(jobs)
     if daemons.wait_until(lambda: not queued(), timeout):
         daemons.say(f"cancelled {len(jobs)} job(s)")
     else:
@@ -173,11 +173,13 @@ def _start(daemon: str, cluster: LocalCluster, command: Callable[[LocalCluster],
 
 
 def _wait_for_idle_nodes(cluster: LocalCluster, timeout: float) -> None:
+    slurm = SlurmClient.local(slurm_env(cluster))
+
     def nodes_ready() -> bool:
-        states = slurm.node_states(slurm_env(cluster))
+        states = slurm.node_states()
         for name, state in states.items():
             if state.rstrip("*") in ("down", "drain", "drng", "fail"):
-                slurm.update_node(name, slurm_env(cluster), State="RESUME")
+                slurm.update_node(name, State="RESUME")
         return len(states) == len(cluster.node_names) and all(
             state.rstrip("*") in ("idle", "mix", "alloc") for state in states.values())
 

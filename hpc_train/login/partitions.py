@@ -8,14 +8,14 @@ says in one line when it does not answer.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import hostlist
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient, last_words
+from hpc_train.slurm.client import fields as slurm_fields
 from hpc_train.login.request import time_minutes
 
 _GPUS = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d+)")
@@ -34,17 +34,17 @@ class Partition:
     default: bool = False
 
 
-def read_partitions(env: Mapping[str, str]) -> list[Partition]:
+def read_partitions(slurm: SlurmClient) -> list[Partition]:
     """The cluster's partitions (`scontrol show partition` and `node`); HpcTrainError when Slurm does not answer."""
-    conf = env.get("SLURM_CONF")
+    conf = slurm.variable("SLURM_CONF")
     if conf is not None and not Path(conf).is_file():  # else scontrol looks for a controller in DNS, for seconds
         raise HpcTrainError(f"SLURM_CONF={conf!r} is not a file; point it at the cluster's slurm.conf "
                             "(hpc-train cluster env prints the local one's), or unset it to use the system's")
-    shown = [slurm.show(kind, env) for kind in ("partition", "node")]
+    shown = [slurm.show(kind) for kind in ("partition", "node")]
     for result in shown:
         if result.returncode != 0:
             where = f"SLURM_CONF={conf}" if conf else "the system's slurm.conf"
-            raise HpcTrainError(f"Slurm does not answer with {where} ({slurm.last_words(result)}); point SLURM_CONF "
+            raise HpcTrainError(f"Slurm does not answer with {where} ({last_words(result)}); point SLURM_CONF "
                                 "at the cluster's slurm.conf (hpc-train cluster env), or start one with hpc-train "
                                 "cluster up")
     return parse_partitions(shown[0].stdout, shown[1].stdout)
@@ -60,7 +60,7 @@ def parse_partitions(partitions_text: str, nodes_text: str) -> list[Partition]:
     gpus = node_gpus(nodes_text)
     found = []
     for line in partitions_text.splitlines():
-        fields = slurm.fields(line)
+        fields = slurm_fields(line)
         if "PartitionName" not in fields:
             continue
         names = hostlist.expand_hostlist(fields["Nodes"]) if fields.get("Nodes", "(null)") != "(null)" else []
@@ -74,7 +74,7 @@ def node_gpus(nodes_text: str) -> dict[str, int]:
     """Node name -> GPUs it declares (`Gres=gpu:2`, `gpu:a100:4(S:0-1)`, several kinds summed)."""
     counts = {}
     for line in nodes_text.splitlines():
-        fields = slurm.fields(line)
+        fields = slurm_fields(line)
         if "NodeName" in fields:
             counts[fields["NodeName"]] = sum(int(n) for n in _GPUS.findall(fields.get("Gres", "")))
     return counts

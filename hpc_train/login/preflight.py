@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
 from hpc_train.login.request import JobSpec, JobSpecError, time_minutes
 
@@ -62,10 +62,10 @@ def test_only(spec: JobSpec, env: Mapping[str, str]) -> str | None:
 
     wanted = {name: value for name, value in directives(spec).items()
               if name not in ("job-name", "output", "open-mode", "requeue", "signal")}
-    result = slurm.test_only(_options(wanted), env)
+    result = SlurmClient.local(env).test_only(_options(wanted))
     if result.returncode == 0:
         return None
-    reason = re.sub(r"^(sbatch: error: |allocation failure: )", "", slurm.last_words(result, f"exit code "
+    reason = re.sub(r"^(sbatch: error: |allocation failure: )", "", last_words(result, f"exit code "
                                                                                           f"{result.returncode}"))
     return f"Slurm would not run this request ({reason}): {' '.join(_options(wanted))}; ask for less (sinfo shows " \
            "the partitions and their nodes)"
@@ -74,9 +74,9 @@ def test_only(spec: JobSpec, env: Mapping[str, str]) -> str | None:
 def _partition(spec: JobSpec, env: Mapping[str, str]) -> Partition | None:
     """The partition the job goes to; None when there is nothing to judge by (sbatch --test-only still asks the
     scheduler). A controller that does not answer is one line now, not a minute's wait in sbatch."""
-    if not slurm.available("scontrol"):
+    if not SlurmClient.local(env).available("scontrol"):
         return None
-    partitions = read_partitions(env)
+    partitions = read_partitions(SlurmClient.local(env))
     if not partitions:
         return None
     chosen = find_partition(partitions, spec.partition)

@@ -145,7 +145,7 @@ def submit_sweep(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: 
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): a sweep runs as a job array; start a local cluster "
                             "with hpc-train cluster up")
-    from hpc_train.slurm import commands as slurm
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.login.preflight import check_request
 
     check_request(spec, os.environ)
@@ -153,7 +153,7 @@ def submit_sweep(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: 
     script = runs / f".{spec.name}-sweep-{os.getpid()}.sbatch"
     script.write_text(sweep_script(spec, train, sweep, max_parallel, home, runs, command))
     try:
-        array_id = slurm.submit_script(str(script), os.environ)
+        array_id = SlurmClient.local(os.environ).submit_script(str(script))
     finally:
         text = script.read_text()
         script.unlink()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import takewhile
 from pathlib import Path
 
-from hpc_train.slurm import commands as slurm
+from hpc_train.slurm.client import SlurmClient
 
 FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
                           "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
@@ -22,9 +22,9 @@ FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_F
 PROGRESS = re.compile(r"^(?:\d+: )?(hpc-train: .*)$")
 
 
-def job_info(job_id: str, env: Mapping[str, str]) -> dict[str, str]:
+def job_info(job_id: str, slurm: SlurmClient) -> dict[str, str]:
     """`scontrol show job` as a dict (JobState, ExitCode, StdOut, ...); empty once Slurm forgot the job."""
-    return slurm.show_job(job_id, env)
+    return slurm.show_job(job_id)
 
 
 @dataclass(frozen=True)
@@ -38,14 +38,14 @@ class Accounted:
     nodes: str = ""  # the latest run's nodes (a Slurm node list), "" when sacct gives none
 
 
-def accounted_state(job_id: str, env: Mapping[str, str]) -> Accounted | None:
+def accounted_state(job_id: str, slurm: SlurmClient) -> Accounted | None:
     """The job as sacct knows it, or None where Slurm keeps no accounting (or sacct does not know the job)."""
-    return accounted_states([job_id], env).get(job_id)
+    return accounted_states([job_id], slurm).get(job_id)
 
 
-def accounted_states(job_ids: Sequence[str], env: Mapping[str, str]) -> dict[str, Accounted]:
+def accounted_states(job_ids: Sequence[str], slurm: SlurmClient) -> dict[str, Accounted]:
     """The jobs sacct knows, by id, in one sacct call; empty where Slurm keeps no accounting."""
-    text = slurm.accounting(job_ids, env)
+    text = slurm.accounting(job_ids)
     return parse_sacct_jobs(text) if text else {}
 
 
@@ -74,36 +74,36 @@ def parse_sacct(text: str) -> Accounted | None:
                      "" if nodes in ("None assigned", "(null)") else nodes)
 
 
-def job_state(job_id: str, env: Mapping[str, str], fields: Mapping[str, str] | None = None) -> tuple[str, str]:
+def job_state(job_id: str, slurm: SlurmClient, fields: Mapping[str, str] | None = None) -> tuple[str, str]:
     """(state, exit code) of a job; ("UNKNOWN", "") when Slurm no longer knows it (or is not here).
     `fields`: its job_info when the caller has it already."""
-    fields = job_info(job_id, env) if fields is None else fields
+    fields = job_info(job_id, slurm) if fields is None else fields
     if "JobState" in fields:
         return fields["JobState"], fields.get("ExitCode", "")
-    queued = slurm.queued_states([job_id], env).get(job_id)
+    queued = slurm.queued_states([job_id]).get(job_id)
     if queued:
         return queued, ""
-    accounted = accounted_state(job_id, env)  # after MinJobAge, only accounting still knows the job
+    accounted = accounted_state(job_id, slurm)  # after MinJobAge, only accounting still knows the job
     return (accounted.state, accounted.exit_code) if accounted else ("UNKNOWN", "")
 
 
-def job_states(job_ids: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+def job_states(job_ids: Sequence[str], slurm: SlurmClient) -> dict[str, str]:
     """The state of each job, in two calls whatever their number (`hpc-train list`): squeue for the jobs still
     queued, then sacct for the rest; "UNKNOWN" for a job neither knows."""
-    states = slurm.queued_states(job_ids, env)
+    states = slurm.queued_states(job_ids)
     gone = [job_id for job_id in job_ids if job_id not in states]
-    accounted = accounted_states(gone, env) if gone else {}
+    accounted = accounted_states(gone, slurm) if gone else {}
     return {job_id: states.get(job_id) or (accounted[job_id].state if job_id in accounted else "UNKNOWN")
             for job_id in job_ids}
 
 
-def follow(job_id: str, log: Path, env: Mapping[str, str], show: Callable[[str], None],
+def follow(job_id: str, log: Path, slurm: SlurmClient, show: Callable[[str], None],
            poll_seconds: float = 1.0, timeout: float = 3600.0) -> tuple[str, str]:
     """Show state changes and progress lines until the job ends; return its final (state, exit code)."""
     last_state, read = "", 0
     deadline = time.monotonic() + timeout
     while True:
-        state, code = job_state(job_id, env)
+        state, code = job_state(job_id, slurm)
         if state != last_state:
             show(f"job {job_id}: {state.lower()}")
             last_state = state
@@ -148,11 +148,11 @@ def parse_array_states(text: str, array_id: str) -> dict[int, str]:
     return states
 
 
-def element_states(array_id: str, count: int, env: Mapping[str, str]) -> dict[int, str]:
+def element_states(array_id: str, count: int, slurm: SlurmClient) -> dict[int, str]:
     """Each element's state: from squeue while Slurm holds it, else from sacct, else "unknown"."""
-    states = parse_array_states(slurm.array_states(array_id, env), array_id)
+    states = parse_array_states(slurm.array_states(array_id), array_id)
     missing = [f"{array_id}_{index}" for index in range(count) if index not in states]
     if missing:
-        for job_id, accounted in accounted_states(missing, env).items():
+        for job_id, accounted in accounted_states(missing, slurm).items():
             states[int(job_id.rsplit("_", 1)[1])] = accounted.state.split()[0]
     return {index: states.get(index, "UNKNOWN") for index in range(count)}

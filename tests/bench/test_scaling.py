@@ -17,6 +17,7 @@ from hpc_train.bench.scaling.analysis import checks, efficiencies
 from hpc_train.bench.scaling.driver import job_script
 from hpc_train.bench.scaling.runs import Result, Run, plan
 from hpc_train.errors import HpcTrainError
+from tests.fake_slurm import FakeSlurm, Reply
 
 HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "quoted" dir', "semi;colon && touch PWNED"]
 
@@ -33,8 +34,8 @@ def run_with_fake_tools(script_text: str, tmp_path: Path, procid: int) -> None:
     writes its arguments as JSON to `argv.RANK` (RANK: BENCH_RANK, else SLURM_PROCID).
     """
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    executable(bin_dir / "srun", f'while [[ $1 == --* ]]; do shift; done\nSLURM_PROCID={procid} exec "$@"\n')
+    FakeSlurm(tmp_path / "fake", {"srun": Reply(shell=f'while [[ $1 == --* ]]; do shift; done\n'
+                                                      f'SLURM_PROCID={procid} exec "$@"\n')}).install(bin_dir)
     executable(bin_dir / "taskset", 'echo "$2" >> "$CORE_FILE"\nshift 2\nexec "$@"\n')
     print_argv = 'python3 -c \'import json, sys; print(json.dumps(sys.argv[1:]))\' "$@"'
     executable(bin_dir / "hpc-train", print_argv + ' > "$ARGV_FILE.${BENCH_RANK:-$SLURM_PROCID}"\n')
@@ -136,12 +137,9 @@ def test_measurements_saved_are_read_back_whole(tmp_path: Path) -> None:
 
 def test_a_failed_job_is_one_error_naming_it_with_its_log_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    executable(bin_dir / "sbatch", 'echo "42;local"\n')
-    executable(bin_dir / "squeue", "true\n")  # already gone from the queue
-    executable(bin_dir / "scontrol", 'echo "JobId=42 JobState=FAILED Reason=NonZeroExitCode"\n')
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    fake = FakeSlurm(tmp_path / "fake", {"sbatch": "42;local\n", "squeue": "",  # already gone from the queue
+                                         "scontrol": "JobId=42 JobState=FAILED Reason=NonZeroExitCode\n"})
+    monkeypatch.setenv("PATH", fake.install(tmp_path / "bin")["PATH"])
     (tmp_path / "slurm.out").write_text("hpc-train train: error: the data is gone\n")
     with pytest.raises(HpcTrainError, match="benchmark job 42 did not complete"):
         driver.run_job("#!/bin/bash\n", tmp_path)
@@ -160,17 +158,16 @@ def test_a_job_script_leaves_its_end_marker_however_it_ends(exit_status: int, tm
 
 def test_waiting_for_a_job_asks_squeue_seldom_while_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """squeue and slurmctld take CPU from the workers being measured: the marker, a stat, tells the end."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     marker = tmp_path / driver.ENDED_MARKER
-    executable(bin_dir / "sbatch", f'(sleep 2; touch "{marker}") >/dev/null 2>&1 &\necho "42;local"\n')
-    executable(bin_dir / "squeue", f'echo call >> "{tmp_path / "squeue-calls"}"\n[[ -e "{marker}" ]] || echo 42\n')
-    executable(bin_dir / "scontrol", 'echo "JobId=42 JobState=COMPLETED"\n')
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    fake = FakeSlurm(tmp_path / "fake", {
+        "sbatch": Reply(shell=f'(sleep 2; touch "{marker}") >/dev/null 2>&1 &\necho "42;local"\n'),
+        "squeue": Reply(shell=f'[[ -e "{marker}" ]] || echo 42\n'),
+        "scontrol": "JobId=42 JobState=COMPLETED\n"})
+    monkeypatch.setenv("PATH", fake.install(tmp_path / "bin")["PATH"])
     driver.run_job("#!/bin/bash\n", tmp_path)
     assert marker.exists()
     # Once as the job starts and once after its end: polling twice a second would have asked 4 times or more.
-    assert len((tmp_path / "squeue-calls").read_text().split()) == 2
+    assert len(fake.calls("squeue")) == 2
 
 
 def test_the_report_names_the_repetitions_it_was_measured_with() -> None:
@@ -181,16 +178,15 @@ def test_the_report_names_the_repetitions_it_was_measured_with() -> None:
 def test_a_job_that_never_leaves_the_queue_is_cancelled_at_the_deadline(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Even after its script has ended (the marker is there), a job stuck in the queue does not hang the benchmark."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    executable(bin_dir / "sbatch", f'touch "{tmp_path / driver.ENDED_MARKER}"\necho "42;local"\n')
-    executable(bin_dir / "squeue", "echo 42\n")  # stuck, say in COMPLETING
-    executable(bin_dir / "scancel", f'echo "$1" > "{tmp_path / "cancelled"}"\n')
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    fake = FakeSlurm(tmp_path / "fake", {
+        "sbatch": Reply(shell=f'touch "{tmp_path / driver.ENDED_MARKER}"\necho "42;local"\n'),
+        "squeue": "42\n",  # stuck, say in COMPLETING
+        "scancel": ""})
+    monkeypatch.setenv("PATH", fake.install(tmp_path / "bin")["PATH"])
     monkeypatch.setattr(driver, "JOB_TIMEOUT", 1)
     with pytest.raises(HpcTrainError, match="benchmark job 42 ran past 1 s and was cancelled"):
         driver.run_job("#!/bin/bash\n", tmp_path)
-    assert (tmp_path / "cancelled").read_text().strip() == "42"
+    assert [call.args[0] for call in fake.calls("scancel")] == ["42"]
 
 
 @pytest.mark.parametrize("text", ["1024,x", "0", "64,,256", "-64"])

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from hpc_train.bench import startup, submit
 from hpc_train.errors import HpcTrainError
+from tests.fake_slurm import FakeSlurm
 
 
 def test_startup_reports_each_run_against_import_tensorflow() -> None:
@@ -29,13 +29,8 @@ def test_submit_reports_running_latency_against_sbatch() -> None:
 
 def test_a_job_that_leaves_the_queue_without_running_is_an_error_not_a_wait(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in (("sbatch", 'echo "Submitted batch job 7"\n'), ("squeue", "true\n"),
-                       ("scancel", f'echo "$@" >> {tmp_path}/cancelled\n')):
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    fake = FakeSlurm(tmp_path / "fake", {"sbatch": "Submitted batch job 7\n", "squeue": "", "scancel": ""})
+    monkeypatch.setenv("PATH", fake.install(tmp_path / "bin")["PATH"])
     with pytest.raises(HpcTrainError, match=r"job 7 did not start running \(gone from the queue\)"):
         submit.until_running(["sbatch", "job.sbatch"], tmp_path)
-    assert (tmp_path / "cancelled").read_text() == "7\n"
+    assert fake.lines("scancel") == ["scancel 7"]

@@ -1,4 +1,5 @@
-"""hpc-train doctor: judging the test step's reports (pure), and its one-line refusal without a usable Slurm."""
+"""hpc-train doctor: judging the test step's reports (pure), its Slurm checks on FakeSlurm, and its one-line refusal
+without a usable Slurm."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpc_train.doctor.checks import step_checks
+import pytest
+
+from hpc_train.doctor.checks import accounting, run_step, slurm_partition, step_checks
+from hpc_train.errors import HpcTrainError
+from hpc_train.login.partitions import Partition
+from tests.fake_slurm import FakeSlurm, Reply
 
 TWO_GOOD = [{"node": "node1", "tensorflow": "2.21.0", "tf_keras": "2.21.0", "address": "node1:16400",
              "data": "/d: 3 entries"},
@@ -48,3 +54,22 @@ def test_a_missing_slurm_conf_is_one_line_and_a_failure(tmp_path: Path) -> None:
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
     expected = "is not a file; point it at" if shutil.which("sinfo") else "no Slurm commands here"
     assert result.stderr.startswith("hpc-train doctor: error: ") and expected in result.stderr
+
+
+def test_the_slurm_checks_ask_the_client_they_are_given(tmp_path: Path) -> None:
+    fake = FakeSlurm(tmp_path, {
+        "sinfo": "", "srun": "hpc-train-doctor: not json\n",
+        "scontrol show partition": "PartitionName=debug Default=YES Nodes=n[1-2] TotalNodes=2 MaxNodes=UNLIMITED\n",
+        "scontrol show node": "NodeName=n1 Gres=(null)\nNodeName=n2 Gres=(null)\n",
+        "sacct": Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1)})
+    slurm = fake.client()
+    assert slurm_partition(slurm, None).name == "debug"
+    with pytest.raises(HpcTrainError, match=r"no partition gpu here \(partitions: debug\); pass --partition NAME"):
+        slurm_partition(slurm, "gpu")
+    check = accounting(slurm)
+    assert check.passed and check.detail.startswith("none (sacct: error: Slurm accounting storage is disabled)")
+    assert run_step(slurm, Partition("debug", 2, None, None, (0, 0)), 2, None, 5) == ([], "")
+    assert fake.lines("srun")[0].startswith("srun --nodes=2 --ntasks-per-node=1 --partition=debug --immediate=5 ")
+    without = FakeSlurm(tmp_path / "none", {"sbatch": ""}).client()
+    with pytest.raises(HpcTrainError, match=r"^no Slurm commands here \(sinfo, srun not found\)"):
+        slurm_partition(without, None)

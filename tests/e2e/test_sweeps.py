@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hpc_train.slurm.client import SlurmClient
 from hpc_train.slurm.follow import element_states
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
@@ -27,7 +28,7 @@ def wait_for_elements(array: str, count: int, env: dict[str, str]) -> tuple[dict
     """Each element's final state, and the most that ran at once."""
     deadline, most_running = time.monotonic() + JOB_TIMEOUT, 0
     while True:
-        states = element_states(array, count, env)
+        states = element_states(array, count, SlurmClient.local(env))
         most_running = max(most_running, list(states.values()).count("RUNNING"))
         if all(state in FINAL_STATES for state in states.values()) or time.monotonic() > deadline:
             return states, most_running
@@ -92,7 +93,7 @@ def test_a_trainer_grid_runs_every_element_and_one_requeued_mid_epoch_resumes_ex
     log = tmp_path / "runs" / f"grid-{array}_2" / "logs" / "rank-0.out"
     deadline = time.monotonic() + JOB_TIMEOUT
     while "epoch 1/3" not in (log.read_text() if log.exists() else ""):
-        assert time.monotonic() < deadline, element_states(array, 4, env)
+        assert time.monotonic() < deadline, element_states(array, 4, SlurmClient.local(env))
         time.sleep(0.2)
     subprocess.run(["scancel", "--signal=USR1", f"{array}_2"], env=env, check=True)  # the time-limit warning
     states, most_running = wait_for_elements(array, 4, env)

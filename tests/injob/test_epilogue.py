@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.injob.epilogue import job_exit_code, main, read_state, shell_lines
+from tests.fake_slurm import FakeSlurm
 
 FINISHED = {"state": "finished"}
 
@@ -68,19 +69,14 @@ def test_the_batch_scripts_run_it_as_a_hidden_hpc_train_verb(tmp_path: Path, cap
     assert "epilogue" not in cli_help.stdout  # not for people
 
 
-def fake_slurm(bin_dir: Path, log: Path, node_states: str = "node1 idle\nnode2 idle\nnode3 idle\nnode4 idle",
-               job_state: str = "RUNNING") -> Path:
-    """scontrol and sinfo as a 4-node cluster shows them for job 42 on node[1-2]; every call noted in calls."""
-    bin_dir.mkdir()
-    calls = bin_dir / "calls"
-    (bin_dir / "scontrol").write_text(
-        f'#!/bin/sh\necho "scontrol $*" >> "{calls}"\n'
-        f'if [ "$1" = show ]; then echo "JobId=42 JobState={job_state} NodeList=node[1-2] NumNodes=2 '
-        f'ExcNodeList=(null) Partition=debug StdErr={log} StdOut={log}"; fi\n')
-    (bin_dir / "sinfo").write_text(f'#!/bin/sh\nprintf "{node_states}\\n"\n')
-    for tool in ("scontrol", "sinfo"):
-        (bin_dir / tool).chmod(0o755)
-    return calls
+def fake_slurm(folder: Path, log: Path, node_states: str = "node1 idle\nnode2 idle\nnode3 idle\nnode4 idle",
+               job_state: str = "RUNNING") -> FakeSlurm:
+    """scontrol and sinfo as a 4-node cluster shows them for job 42 on node[1-2]; every call recorded."""
+    return FakeSlurm(folder, {
+        "scontrol": "",  # requeue, update: taken
+        "scontrol show": f"JobId=42 JobState={job_state} NodeList=node[1-2] NumNodes=2 ExcNodeList=(null) "
+                         f"Partition=debug StdErr={log} StdOut={log}\n",
+        "sinfo": node_states + "\n"})
 
 
 def run_epilogue(tmp_path: Path, log_text: str, notes: list[dict], *options: str,
@@ -99,7 +95,8 @@ def run_epilogue(tmp_path: Path, log_text: str, notes: list[dict], *options: str
     for note in notes:
         attempts.note_failure(run_dir, note.pop("kind"), "", environ={"SLURM_PROCID": str(note.pop("rank")),
                                                                       "SLURMD_NODENAME": "node1"}, **note)
-    calls = fake_slurm(tmp_path / "bin", log, job_state=job_state)
+    fake = fake_slurm(tmp_path / "fake", log, job_state=job_state)
+    fake.install(tmp_path / "bin")
     script = "\n".join(["(exit 137)", *shell_lines(shlex.quote(sys.executable), shlex.quote(str(run_dir)),
                                                    "multiworker", options)])
     env = {**without_slurm(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "42",
@@ -107,7 +104,8 @@ def run_epilogue(tmp_path: Path, log_text: str, notes: list[dict], *options: str
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert not list(tmp_path.rglob("PWNED")) and not list((run_dir / ".failures").glob("*.json"))
     state = json.loads((run_dir / "state.json").read_text()) if (run_dir / "state.json").exists() else {}
-    return result.returncode, result.stderr, calls.read_text() if calls.exists() else "", state
+    calls = "".join(f"{line}\n" for line in fake.lines("scontrol"))
+    return result.returncode, result.stderr, calls, state
 
 
 def test_a_task_killed_requeues_the_job_without_its_node(tmp_path: Path) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 import pytest
 
 from hpc_train.injob.requeue import plan_requeue, requeue
+from tests.fake_slurm import FakeSlurm, Reply
 
 
 @pytest.mark.parametrize("environ, max_requeues, job_id, reason", [
@@ -25,22 +24,21 @@ def test_a_job_requeues_itself_a_bounded_number_of_times(environ: dict[str, str]
     assert (plan.job_id, plan.reason) == (job_id, reason)
 
 
-def fake_scontrol(bin_dir: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir.mkdir()
-    scontrol = bin_dir / "scontrol"
-    scontrol.write_text(f"#!/bin/sh\n{script}\n")
-    scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+def fake_scontrol(tmp_path: Path, reply: Reply, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    """scontrol on this process's PATH (requeue asks Slurm with the job's own environment)."""
+    fake = FakeSlurm(tmp_path / "fake", {"scontrol": reply})
+    monkeypatch.setenv("PATH", fake.install(tmp_path / "bin")["PATH"])
+    return fake
 
 
 def test_requeue_asks_scontrol_for_this_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_scontrol(tmp_path / "bin", f'echo "$@" > {tmp_path / "args"}', monkeypatch)
+    fake = fake_scontrol(tmp_path, Reply(), monkeypatch)
     assert requeue("42") is None
-    assert (tmp_path / "args").read_text() == "requeue 42\n"
+    assert fake.lines() == ["scontrol requeue 42"]
 
 
 def test_a_refused_requeue_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_scontrol(tmp_path / "bin", 'echo "scontrol: error: Requested operation is presently disabled" >&2; exit 1',
+    fake_scontrol(tmp_path, Reply(stderr="scontrol: error: Requested operation is presently disabled\n", code=1),
                   monkeypatch)
     assert requeue("42") == "scontrol: error: Requested operation is presently disabled"
 

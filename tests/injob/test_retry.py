@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hpc_train.injob.failures import Failure
-from hpc_train.injob.retry import plan_retry, usable_and_lost
+from hpc_train.injob.retry import plan_retry, requeue_excluding, usable_and_lost
+from tests.fake_slurm import FakeSlurm, Reply
 
 DIED = Failure("died", "node2 task 1: Killed", "node2 task 1 was killed", ("node2",))
 NODES = {"node1", "node2", "node3", "node4"}
@@ -33,3 +36,18 @@ def test_sinfo_states_split_into_usable_and_lost() -> None:
     usable, lost = usable_and_lost({"node1": "idle", "node2": "down*", "node3": "alloc", "node4": "drain",
                                     "node5": "mix*", "node6": "fail", "node7": "comp"})
     assert usable == {"node1", "node3", "node7"} and lost == {"node2", "node5", "node6"}
+
+
+def test_a_requeue_excluding_nodes_retries_the_update_slurm_refuses_at_first(tmp_path: Path) -> None:
+    refused = Reply(stderr="scontrol: error: Job is no longer pending execution\n", code=1)
+    fake = FakeSlurm(tmp_path, {"scontrol requeue": "", "scontrol update": [refused, Reply()]})
+    assert requeue_excluding("42", ("node2", "node3"), fake.client()) is None
+    assert fake.lines() == ["scontrol requeue 42", *["scontrol update JobId=42 ExcNodeList=node2,node3"] * 2]
+    never = FakeSlurm(tmp_path / "never", {"scontrol requeue": "", "scontrol update": refused})
+    assert requeue_excluding("42", ("node2",), never.client(), timeout=0.3) == (
+        "requeued, but scontrol update ExcNodeList=node2 failed (scontrol: error: Job is no longer pending execution)")
+    disabled = Reply(stderr="Requested operation is presently disabled", code=1)
+    no_requeue = FakeSlurm(tmp_path / "no", {"scontrol": disabled})
+    assert requeue_excluding("42", ("node2",), no_requeue.client()) == (
+        "scontrol requeue 42 failed (Requested operation is presently disabled)")
+    assert no_requeue.lines() == ["scontrol requeue 42"]

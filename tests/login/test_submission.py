@@ -13,69 +13,63 @@ from pathlib import Path
 import pytest
 
 from hpc_train.login.request import time_minutes
-from tests.fake_slurm import without_slurm
+from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def mock_slurm(bin_dir: Path, *, accounting: bool = False, job_state: str = "RUNNING") -> Path:
-    """sbatch records its script and answers job 4242; the rest answer as a cluster without accounting."""
-    bin_dir.mkdir()
-    scripts = {
-        "sbatch": f'#!/bin/sh\ncp "$1" "{bin_dir}/submitted.sh"\necho "Submitted batch job 4242"\n',
-        "sacct": ("#!/bin/sh\necho '4242|COMPLETED|0:0|00:01:02|node[1-2]'\n" if accounting else
-                  "#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n"),
-        "scontrol": f"#!/bin/sh\necho 'JobId=4242 JobState={job_state} ExitCode=0:0 RunTime=00:00:42 "
-                    "NodeList=node[1-2]'\n",
-        "squeue": f"#!/bin/sh\necho 4242 {job_state}\n",
-        "scancel": f'#!/bin/sh\necho "$@" > "{bin_dir}/cancelled"\n',
-    }
-    for name, text in scripts.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    return bin_dir
+def mock_slurm(folder: Path, *, accounting: bool = False, job_state: str = "RUNNING") -> FakeSlurm:
+    """sbatch answers job 4242 (the fake keeps the script); the rest answer as a cluster without accounting."""
+    return FakeSlurm(folder, {
+        "sbatch": "Submitted batch job 4242\n",
+        "sacct": ("4242|COMPLETED|0:0|00:01:02|node[1-2]\n" if accounting else
+                  Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1)),
+        "scontrol": f"JobId=4242 JobState={job_state} ExitCode=0:0 RunTime=00:00:42 NodeList=node[1-2]\n",
+        "squeue": f"4242 {job_state}\n",
+        "scancel": "",
+    })
 
 
-def hpc_train(*args: str, cwd: Path, bin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
-    path = f"{bin_dir}:{os.environ['PATH']}" if bin_dir else os.environ["PATH"]
+def hpc_train(*args: str, cwd: Path, fake: FakeSlurm | None = None) -> subprocess.CompletedProcess[str]:
+    path = fake.install(cwd / "bin")["PATH"] if fake else os.environ["PATH"]
     return subprocess.run([sys.executable, "-m", "hpc_train", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120, env={**without_slurm(), "PATH": path})
 
 
 def test_submit_prints_the_job_id_and_fills_the_job_folder(tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin")
+    fake = mock_slurm(tmp_path / "fake")
     result = hpc_train("submit", "--nodes", "4", "--gpus-per-node", "2", "--name", "mnist", "--time", "2:00:00",
-                       "--set", "epochs=3", cwd=tmp_path, bin_dir=bin_dir)
+                       "--set", "epochs=3", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "4242"
     folder = tmp_path / "runs" / "mnist-4242"
     record = json.loads((folder / "job.json").read_text())
     assert (record["job_id"], record["nodes"], record["tasks"], record["strategy"]) == ("4242", 4, 8, "multiworker")
     assert "epochs: 3" in (folder / "config.yaml").read_text()
-    script = (bin_dir / "submitted.sh").read_text()
+    [script] = fake.scripts()
     for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=2", "#SBATCH --gpus-per-node=2",
                  "#SBATCH --time=120", "#SBATCH --job-name=mnist"):
         assert line in script
 
 
 def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin")
+    fake = mock_slurm(tmp_path / "fake")
     result = hpc_train("submit", "--nodes", "2", "--gpus-per-node", "4", "--one-task-per-node", "--container",
-                       "/img/tf 2.sif", "--dry-run", cwd=tmp_path, bin_dir=bin_dir)
+                       "/img/tf 2.sif", "--dry-run", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --ntasks-per-node=1" in result.stdout and "#SBATCH --gpus-per-node=4" in result.stdout
     assert "apptainer exec --nv '/img/tf 2.sif' python3 -u -m submitit.core._submit" in result.stdout
     assert "--kill-on-bad-exit=1" in result.stdout.split("srun", 1)[1]  # a dead task ends the step
-    assert not (bin_dir / "submitted.sh").exists() and not (tmp_path / "runs").exists()
+    assert not fake.scripts() and not (tmp_path / "runs").exists()
 
 
 def test_impossible_requests_are_refused_before_submitting(tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin")
+    fake = mock_slurm(tmp_path / "fake")
     result = hpc_train("submit", "--nodes", "1", "--strategy", "parameter_server", "--num-ps", "2", cwd=tmp_path,
-                       bin_dir=bin_dir)
+                       fake=fake)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "--num-ps 2 needs at least 4 tasks" in result.stderr
-    assert not (bin_dir / "submitted.sh").exists()
+    assert not fake.scripts()
 
 
 def test_without_slurm_submit_says_what_to_do(tmp_path: Path) -> None:
@@ -88,11 +82,11 @@ def test_without_slurm_submit_says_what_to_do(tmp_path: Path) -> None:
 
 
 def test_status_falls_back_to_scontrol_without_accounting_and_says_so(tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin")
-    hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=bin_dir)
+    fake = mock_slurm(tmp_path / "fake")
+    hpc_train("submit", "--nodes", "2", cwd=tmp_path, fake=fake)
     (tmp_path / "runs" / "hpc-train-4242" / "4242_0_log.out").write_text(
         "hpc-train: epoch 1/5  loss 0.5\nnoise\nhpc-train: epoch 2/5  loss 0.3\n")
-    result = hpc_train("status", cwd=tmp_path, bin_dir=bin_dir)
+    result = hpc_train("status", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     assert "job 4242 (hpc-train): running [scontrol/squeue: no Slurm accounting here]" in result.stdout
     assert "nodes:   node[1-2] (2 tasks, multiworker)" in result.stdout
@@ -100,7 +94,7 @@ def test_status_falls_back_to_scontrol_without_accounting_and_says_so(tmp_path: 
 
 
 def test_where_slurm_is_not_on_path_status_list_and_cancel_answer_in_words(tmp_path: Path) -> None:
-    hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=mock_slurm(tmp_path / "bin"))
+    hpc_train("submit", "--nodes", "2", cwd=tmp_path, fake=mock_slurm(tmp_path / "fake"))
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**without_slurm(), "PATH": str(empty)}  # a laptop, or a shell that lost Slurm's module
@@ -118,48 +112,48 @@ def test_where_slurm_is_not_on_path_status_list_and_cancel_answer_in_words(tmp_p
 
 
 def test_status_uses_sacct_where_there_is_accounting(tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin", accounting=True)
-    hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=bin_dir)
-    result = hpc_train("status", "4242", cwd=tmp_path, bin_dir=bin_dir)
+    fake = mock_slurm(tmp_path / "fake", accounting=True)
+    hpc_train("submit", "--nodes", "2", cwd=tmp_path, fake=fake)
+    result = hpc_train("status", "4242", cwd=tmp_path, fake=fake)
     assert "completed, exit 0:0 [sacct]" in result.stdout and "elapsed: 00:01:02" in result.stdout
 
 
 def test_status_of_a_job_only_sacct_remembers_shows_its_nodes(tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin", accounting=True)
-    hpc_train("submit", "--nodes", "2", cwd=tmp_path, bin_dir=bin_dir)
-    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
-    result = hpc_train("status", "4242", cwd=tmp_path, bin_dir=bin_dir)
+    fake = mock_slurm(tmp_path / "fake", accounting=True)
+    hpc_train("submit", "--nodes", "2", cwd=tmp_path, fake=fake)
+    fake.on("scontrol", Reply(stderr="slurm_load_jobs error: Invalid job id specified\n", code=1))
+    result = hpc_train("status", "4242", cwd=tmp_path, fake=fake)
     assert "completed, exit 0:0 [sacct]" in result.stdout
     assert "nodes:   node[1-2] (2 tasks, multiworker)" in result.stdout  # sacct's NodeList, once scontrol forgot it
 
 
 def test_logs_list_and_cancel(tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin", job_state="COMPLETED")
-    hpc_train("submit", "--nodes", "2", "--name", "a b", cwd=tmp_path, bin_dir=bin_dir)
+    fake = mock_slurm(tmp_path / "fake", job_state="COMPLETED")
+    hpc_train("submit", "--nodes", "2", "--name", "a b", cwd=tmp_path, fake=fake)
     folder = tmp_path / "runs" / "a b-4242"
     (folder / "4242_1_log.out").write_text("rank one says hi\n")
     (folder / "4242_1_log.err").write_text("rank one warns\n")
-    assert hpc_train("logs", "4242", "--rank", "1", cwd=tmp_path, bin_dir=bin_dir).stdout == (
+    assert hpc_train("logs", "4242", "--rank", "1", cwd=tmp_path, fake=fake).stdout == (
         "rank one says hi\nrank one warns\n")
-    followed = hpc_train("logs", "4242", "--rank", "1", "--follow", cwd=tmp_path, bin_dir=bin_dir)
+    followed = hpc_train("logs", "4242", "--rank", "1", "--follow", cwd=tmp_path, fake=fake)
     assert followed.returncode == 0 and followed.stdout == "rank one says hi\n"  # the job is over: it returns
-    bad = hpc_train("logs", "4242", "--rank", "2", cwd=tmp_path, bin_dir=bin_dir)
+    bad = hpc_train("logs", "4242", "--rank", "2", cwd=tmp_path, fake=fake)
     assert bad.returncode == 2 and "--rank 2: job 4242 has ranks 0-1" in bad.stderr
-    listing = hpc_train("list", cwd=tmp_path, bin_dir=bin_dir).stdout.splitlines()
+    listing = hpc_train("list", cwd=tmp_path, fake=fake).stdout.splitlines()
     assert listing[0].split() == ["JOBID", "NAME", "STATE", "SUBMITTED", "FOLDER"]
-    assert listing[1].startswith("4242  a b   completed")  # columns as wide as their widest cell
-    assert hpc_train("cancel", "4242", cwd=tmp_path, bin_dir=bin_dir).returncode == 0
-    assert (bin_dir / "cancelled").read_text().strip() == "4242"
-    missing = hpc_train("status", "999", cwd=tmp_path, bin_dir=bin_dir)
+    assert listing[1].startswith("4242   a b   completed")  # columns as wide as their widest cell
+    assert hpc_train("cancel", "4242", cwd=tmp_path, fake=fake).returncode == 0
+    assert fake.lines("scancel") == ["scancel 4242"]
+    missing = hpc_train("status", "999", cwd=tmp_path, fake=fake)
     assert missing.returncode == 2 and "no job 999 in runs/ here (known: 4242)" in missing.stderr
 
 
 def test_submitting_never_imports_tensorflow(tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin")
+    fake = mock_slurm(tmp_path / "fake")
     probe = ("import sys\nfrom hpc_train.cli import main\nmain(['submit', '--nodes', '2'])\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'tf_keras', 'keras')))\n")
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                            env={**without_slurm(), "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+                            env={**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"]})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
@@ -186,20 +180,22 @@ def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("hostile", ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "b" c'])
 def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
-    bin_dir = mock_slurm(tmp_path / "bin")
-    (bin_dir / "srun").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{bin_dir}/srun.args"\n')
-    (bin_dir / "srun").chmod(0o755)
+    fake = mock_slurm(tmp_path / "fake").on("srun", "")  # the step: its arguments recorded
     result = hpc_train("submit", "--nodes", "2", "--name", hostile, "--partition", hostile, "--container",
-                       f"/img/{hostile}.sif", cwd=tmp_path, bin_dir=bin_dir)
+                       f"/img/{hostile}.sif", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
-    run = subprocess.run(["bash", str(bin_dir / "submitted.sh")], cwd=tmp_path, capture_output=True, text=True,
-                         env={**without_slurm(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"})
+    [script] = fake.scripts()
+    (tmp_path / "submitted.sh").write_text(script)
+    run = subprocess.run(["bash", str(tmp_path / "submitted.sh")], cwd=tmp_path, capture_output=True, text=True,
+                         env={**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"],
+                              "SLURM_JOB_ID": "4242"})
     assert run.returncode == 0, run.stderr
     assert not list(tmp_path.rglob("PWNED"))
-    srun_args = (bin_dir / "srun.args").read_text().splitlines()
+    [srun] = fake.calls("srun")
+    srun_args = srun.args
     assert srun_args[srun_args.index("--output") + 1] == str(tmp_path / "runs" / f"{hostile}-%j" / "%j_%t_log.out")
     assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
-    assert f"#SBATCH --partition={shlex.quote(hostile)}" in (bin_dir / "submitted.sh").read_text()
+    assert f"#SBATCH --partition={shlex.quote(hostile)}" in script
 
 
 @pytest.mark.parametrize("finished, code, expected", [(True, 137, 0), (False, 137, 137), (True, 0, 0)])

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from hpc_train.slurm.follow import parse_array_states
-from tests.fake_slurm import without_slurm
+from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 
 
 def test_squeue_lines_of_an_array_give_each_elements_state() -> None:
@@ -18,82 +17,79 @@ def test_squeue_lines_of_an_array_give_each_elements_state() -> None:
                                               5: "PENDING"}
 
 
-def mock_array_slurm(bin_dir: Path) -> Path:
-    """sbatch answers array 4242 (keeping the script); squeue shows its elements; scancel notes its arguments."""
-    bin_dir.mkdir()
-    scripts = {
-        "sbatch": f'#!/bin/sh\ncp "$2" "{bin_dir}/submitted.sh"\necho 4242\n',
-        "squeue": "#!/bin/sh\necho '4242_0 COMPLETED'\necho '4242_1 RUNNING'\necho '4242_[2-3%2] PENDING'\n",
-        "sacct": "#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n",
-        "scontrol": "#!/bin/sh\necho 'JobId=4242 JobState=RUNNING'\n",
-        "sinfo": "#!/bin/sh\nexit 0\n",
-        "scancel": f'#!/bin/sh\necho "$@" > "{bin_dir}/cancelled"\n',
-    }
-    for name, text in scripts.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    return bin_dir
+def mock_array_slurm(folder: Path) -> FakeSlurm:
+    """sbatch answers array 4242 (the fake keeps the script); squeue shows its elements; no accounting."""
+    return FakeSlurm(folder, {
+        "sbatch": "4242\n",
+        "squeue": "4242_0 COMPLETED\n4242_1 RUNNING\n4242_[2-3%2] PENDING\n",
+        "sacct": Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1),
+        "scontrol": "JobId=4242 JobState=RUNNING\n",
+        "sinfo": "",
+        "scancel": "",
+    })
 
 
-def hpc_train(*args: str, cwd: Path, bin_dir: Path) -> subprocess.CompletedProcess[str]:
+def hpc_train(*args: str, cwd: Path, fake: FakeSlurm) -> subprocess.CompletedProcess[str]:
+    path = fake.install(cwd / "bin")["PATH"]
     return subprocess.run([sys.executable, "-m", "hpc_train", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={**without_slurm(), "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+                          timeout=120, env={**without_slurm(), "PATH": path})
 
 
 def test_a_sweep_is_one_array_whose_elements_are_followed_one_by_one(tmp_path: Path) -> None:
-    bin_dir = mock_array_slurm(tmp_path / "bin")
+    fake = mock_array_slurm(tmp_path / "fake")
     sweep = ["--sweep", "learning_rate=0.01,0.001", "--sweep", "seed=1,2", "--max-parallel", "2"]
-    shown = hpc_train("submit", "--nodes", "2", "--name", "sw", *sweep, "--dry-run", cwd=tmp_path, bin_dir=bin_dir)
+    shown = hpc_train("submit", "--nodes", "2", "--name", "sw", *sweep, "--dry-run", cwd=tmp_path, fake=fake)
     assert shown.returncode == 0, shown.stderr
     assert "INDEX  learning_rate  seed" in shown.stdout and "#SBATCH --array=0-3%2" in shown.stdout
-    assert not (bin_dir / "submitted.sh").exists() and not (tmp_path / "runs").exists()
-    submitted = hpc_train("submit", "--nodes", "2", "--name", "sw", *sweep, cwd=tmp_path, bin_dir=bin_dir)
+    assert not fake.scripts() and not (tmp_path / "runs").exists()
+    submitted = hpc_train("submit", "--nodes", "2", "--name", "sw", *sweep, cwd=tmp_path, fake=fake)
     assert submitted.returncode == 0, submitted.stderr
     assert submitted.stdout.splitlines()[0] == "4242"
-    assert "#SBATCH --array=0-3%2" in (bin_dir / "submitted.sh").read_text()
+    [script] = fake.scripts()
+    assert "#SBATCH --array=0-3%2" in script
     record = json.loads((tmp_path / "runs" / "sw-4242" / "job.json").read_text())
     assert record["sweep"] == "4242" and record["elements"][3] == {"learning_rate": 0.001, "seed": 2}
-    assert (tmp_path / "runs" / "sw-4242" / "sweep.sbatch").read_text() == (bin_dir / "submitted.sh").read_text()
+    assert (tmp_path / "runs" / "sw-4242" / "sweep.sbatch").read_text() == script
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == [
         "sw-4242", "sw-4242_0", "sw-4242_1", "sw-4242_2", "sw-4242_3"]
     element = tmp_path / "runs" / "sw-4242_0"
     (element / "metrics.json").write_text(json.dumps({"config": {"epochs": 3}, "epochs": [
         {"epoch": 1, "val_loss": 0.3, "val_accuracy": 0.91}, {"epoch": 2, "val_loss": 0.2, "val_accuracy": 0.95}]}))
-    status = hpc_train("status", "4242", cwd=tmp_path, bin_dir=bin_dir)
+    status = hpc_train("status", "4242", cwd=tmp_path, fake=fake)
     assert status.returncode == 0, status.stderr
     lines = status.stdout.splitlines()
     assert lines[0] == "sweep 4242 (sw): 4 elements: 2 pending, 1 completed, 1 running"
     assert lines[1].split() == ["INDEX", "learning_rate", "seed", "STATE", "EPOCH", "LAST", "VALIDATION", "RETRIES"]
     assert lines[2].split() == ["0", "0.01", "1", "completed", "2/3", "val_accuracy", "0.9500", "0"]
     assert lines[5].split() == ["3", "0.001", "2", "pending", "-", "-", "0"]
-    listed = hpc_train("list", cwd=tmp_path, bin_dir=bin_dir).stdout.splitlines()
+    listed = hpc_train("list", cwd=tmp_path, fake=fake).stdout.splitlines()
     assert len(listed) == 2 and listed[1].startswith("4242") and "sweep: 2 pending, 1 completed, 1 running" in listed[1]
     (element / "logs").mkdir()
     (element / "logs" / "rank-1.out").write_text("element 0, rank 1\n")
-    assert hpc_train("logs", "4242_0", "--rank", "1", cwd=tmp_path, bin_dir=bin_dir).stdout == "element 0, rank 1\n"
-    assert hpc_train("cancel", "4242_2", cwd=tmp_path, bin_dir=bin_dir).returncode == 0
-    assert (bin_dir / "cancelled").read_text().split() == ["4242_2"]
+    assert hpc_train("logs", "4242_0", "--rank", "1", cwd=tmp_path, fake=fake).stdout == "element 0, rank 1\n"
+    assert hpc_train("cancel", "4242_2", cwd=tmp_path, fake=fake).returncode == 0
+    assert [call.args for call in fake.calls("scancel")] == [["4242_2"]]
 
 
 def test_report_ranks_the_elements_by_the_objective_and_writes_a_csv_and_a_plot(tmp_path: Path) -> None:
-    bin_dir = mock_array_slurm(tmp_path / "bin")
+    fake = mock_array_slurm(tmp_path / "fake")
     submitted = hpc_train("submit", "--nodes", "1", "--name", "sw", "--sweep", "learning_rate=0.1,0.01,0.001",
-                          cwd=tmp_path, bin_dir=bin_dir)
+                          cwd=tmp_path, fake=fake)
     assert submitted.returncode == 0, submitted.stderr
     for index, accuracies in enumerate(([0.80, 0.85], [0.90, 0.97], [0.88, 0.93])):
         (tmp_path / "runs" / f"sw-4242_{index}" / "metrics.json").write_text(json.dumps({"epochs": [
             {"epoch": epoch + 1, "val_accuracy": value, "val_loss": 1 - value} for epoch, value in enumerate(accuracies)]}))
-    report = hpc_train("report", "4242", cwd=tmp_path, bin_dir=bin_dir)
+    report = hpc_train("report", "4242", cwd=tmp_path, fake=fake)
     assert report.returncode == 0, report.stderr
     lines = report.stdout.splitlines()
     assert [line.split()[:3] for line in lines[1:4]] == [["1", "1", "0.01"], ["2", "2", "0.001"], ["3", "0", "0.1"]]
     assert "best (highest val_accuracy): element 1: learning_rate=0.01: val_accuracy 0.9700" in report.stdout
-    by_loss = hpc_train("report", "4242", "--objective", "val_loss", cwd=tmp_path, bin_dir=bin_dir).stdout
+    by_loss = hpc_train("report", "4242", "--objective", "val_loss", cwd=tmp_path, fake=fake).stdout
     assert "best (lowest val_loss): element 1" in by_loss
     csv_rows = (tmp_path / "runs" / "sw-4242" / "sweep.csv").read_text().splitlines()
     assert csv_rows[0] == "index,learning_rate,state,epochs,val_accuracy,val_loss" and csv_rows[1].startswith("1,0.01,")
     assert (tmp_path / "runs" / "sw-4242" / "sweep.png").read_bytes()[:4] == b"\x89PNG"
-    missing = hpc_train("report", "4242", "--objective", "val_auc", cwd=tmp_path, bin_dir=bin_dir)
+    missing = hpc_train("report", "4242", "--objective", "val_auc", cwd=tmp_path, fake=fake)
     assert missing.returncode == 2 and "no run has val_auc yet" in missing.stderr
 
 

@@ -1,51 +1,43 @@
-"""Following a job, against a mock Slurm: scontrol and squeue replaced by scripts on PATH."""
+"""Following a job, against FakeSlurm: scontrol and squeue answering as a job goes."""
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 from hpc_train.slurm.follow import Accounted, follow, job_state, parse_sacct
+from tests.fake_slurm import Call, FakeSlurm
 
 
-def fake_slurm(bin_dir: Path, scontrol_states: list[str], squeue_state: str = "") -> dict[str, str]:
+def fake_slurm(folder: Path, scontrol_states: list[str], squeue_state: str = "") -> FakeSlurm:
     """scontrol answers the next state of the list on each call (then the last); squeue a fixed one."""
-    bin_dir.mkdir()
-    (bin_dir / "states").write_text("\n".join(scontrol_states) + "\n")
-    scripts = {
-        "scontrol": f'''#!/bin/sh
-state=$(head -n 1 "{bin_dir}/states")
-[ "$(wc -l < "{bin_dir}/states")" -gt 1 ] && sed -i 1d "{bin_dir}/states"
-[ -n "$state" ] && echo "JobId=$4 JobName=x JobState=$state Reason=None ExitCode=0:0 StdOut=/x/slurm-$4.out"
-exit 0
-''',
-        "squeue": f"#!/bin/sh\n[ -n '{squeue_state}' ] && echo '42 {squeue_state}'\nexit 0\n",
-    }
-    for name, text in scripts.items():
-        path = bin_dir / name
-        path.write_text(text)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    def scontrol(call: Call) -> str:
+        state = states.pop(0) if len(states) > 1 else states[0]
+        job = call.args[-1]
+        return f"JobId={job} JobName=x JobState={state} Reason=None ExitCode=0:0 StdOut=/x/slurm-{job}.out\n" \
+            if state else ""
+
+    states = list(scontrol_states)
+    return FakeSlurm(folder, {"scontrol": scontrol, "squeue": f"42 {squeue_state}\n" if squeue_state else ""})
 
 
 def test_state_comes_from_scontrol_even_without_accounting(tmp_path: Path) -> None:
-    env = fake_slurm(tmp_path / "bin", ["COMPLETED"])
-    assert job_state("42", env) == ("COMPLETED", "0:0")
+    slurm = fake_slurm(tmp_path, ["COMPLETED"]).client()
+    assert job_state("42", slurm) == ("COMPLETED", "0:0")
 
 
 def test_when_scontrol_forgot_the_job_squeue_is_asked(tmp_path: Path) -> None:
-    env = fake_slurm(tmp_path / "bin", [""], squeue_state="RUNNING")
-    assert job_state("42", env) == ("RUNNING", "")
+    fake = fake_slurm(tmp_path, [""], squeue_state="RUNNING")
+    assert job_state("42", fake.client()) == ("RUNNING", "")
+    assert fake.lines() == ["scontrol show job -o 42", "squeue -h -t all -j 42 -o %i %T"]
 
 
 def test_follow_shows_state_changes_and_the_chiefs_progress(tmp_path: Path) -> None:
     log = tmp_path / "job.out"
     log.write_text("0: hpc-train: epoch 1/2  loss 0.5\n1: noise from worker 1\n0: I0000 tensorflow chatter\n"
                    "0: hpc-train: epoch 2/2  loss 0.2\n0: hpc-train: half a li")
-    env = fake_slurm(tmp_path / "bin", ["PENDING", "RUNNING", "RUNNING", "COMPLETED"])
+    slurm = fake_slurm(tmp_path, ["PENDING", "RUNNING", "RUNNING", "COMPLETED"]).client()
     shown: list[str] = []
-    assert follow("42", log, env, shown.append, poll_seconds=0.01) == ("COMPLETED", "0:0")
+    assert follow("42", log, slurm, shown.append, poll_seconds=0.01) == ("COMPLETED", "0:0")
     assert shown == ["job 42: pending", "hpc-train: epoch 1/2  loss 0.5", "hpc-train: epoch 2/2  loss 0.2",
                      "job 42: running", "job 42: completed"]
 
@@ -75,32 +67,20 @@ def test_an_older_job_with_the_same_id_is_not_counted_as_a_requeue() -> None:
 
 
 def test_once_scontrol_and_squeue_forgot_the_job_sacct_answers(tmp_path: Path) -> None:
-    env = fake_slurm(tmp_path / "bin", [""])
-    sacct = tmp_path / "bin" / "sacct"
-    rows = "".join(f"42|{row}\n" for row in SACCT_REQUEUED_DONE.splitlines())  # as -o JobID,State,...
-    sacct.write_text(f"#!/bin/sh\ncat <<'END'\n{rows}END\n")
-    sacct.chmod(0o755)
-    assert job_state("42", env) == ("COMPLETED", "0:0")
+    fake = fake_slurm(tmp_path, [""])
+    fake.on("sacct", "".join(f"42|{row}\n" for row in SACCT_REQUEUED_DONE.splitlines()))  # as -o JobID,State,...
+    assert job_state("42", fake.client()) == ("COMPLETED", "0:0")
 
 
 def test_list_asks_squeue_once_and_sacct_once_for_the_jobs_squeue_no_longer_holds(tmp_path: Path) -> None:
     from hpc_train.slurm.follow import job_states
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "calls"
-    scripts = {  # each records its arguments; squeue holds 11 and 12 (-t all: finished ones too), sacct knows 13
-        "squeue": f'#!/bin/sh\necho "squeue $*" >> "{calls}"\necho "11 RUNNING"\necho "12 COMPLETED"\n',
-        "sacct": f'#!/bin/sh\necho "sacct $*" >> "{calls}"\necho "13|FAILED|3:0|00:00:05|node[1-2]"\n',
-        "scontrol": f'#!/bin/sh\necho "scontrol $*" >> "{calls}"\n',
-    }
-    for name, text in scripts.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    assert job_states(["11", "12", "13", "14"], env) == {"11": "RUNNING", "12": "COMPLETED", "13": "FAILED",
-                                                          "14": "UNKNOWN"}
-    asked = calls.read_text().splitlines()
+    # squeue holds 11 and 12 (-t all: finished ones too), sacct knows 13
+    fake = FakeSlurm(tmp_path, {"squeue": "11 RUNNING\n12 COMPLETED\n", "sacct": "13|FAILED|3:0|00:00:05|node[1-2]\n",
+                                "scontrol": ""})
+    assert job_states(["11", "12", "13", "14"], fake.client()) == {"11": "RUNNING", "12": "COMPLETED",
+                                                                    "13": "FAILED", "14": "UNKNOWN"}
+    asked = fake.lines()
     assert asked == ["squeue -h -t all -j 11,12,13,14 -o %i %T",
                      "sacct -j 13,14 -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList"]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from hpc_train.bench.report import HPC_TRAIN, progress
 from hpc_train.bench.scaling.runs import EPOCHS, INDEPENDENT, WARMUP_EPOCHS, Result, Run, plan
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm import commands as slurm
 from hpc_train.runs.metrics import read_metrics
+from hpc_train.slurm.client import SlurmClient
 
 JOB_TIMEOUT = 600
 
@@ -87,14 +87,15 @@ def run_job(script: str, folder: Path) -> None:
     """
     path = folder / "job.sbatch"
     path.write_text(script)
-    job = slurm.submit_script(str(path), os.environ, cwd=folder)
+    slurm = SlurmClient.local(os.environ)
+    job = slurm.submit_script(str(path), cwd=folder)
     deadline = time.monotonic() + JOB_TIMEOUT
     next_query = time.monotonic()
     while True:
         # Once its script has ended, Slurm takes a moment to complete the job: ask at the marker's pace.
         ended = (folder / ENDED_MARKER).exists()
         if ended or time.monotonic() >= next_query:
-            if not _queued(job):
+            if not slurm.queue_state(job):
                 break
             next_query = time.monotonic() + QUEUE_POLL_SECONDS
         if time.monotonic() > deadline:
@@ -102,16 +103,12 @@ def run_job(script: str, folder: Path) -> None:
             raise HpcTrainError(f"benchmark job {job} ran past {JOB_TIMEOUT} s and was cancelled; is the cluster "
                                 "busy? (squeue)")
         time.sleep(MARKER_POLL_SECONDS)
-    info = slurm.show_job(job, os.environ)
+    info = slurm.show_job(job)
     if info.get("JobState") != "COMPLETED":
         state = " ".join(f"{key}={value}" for key, value in info.items())
         log = folder / "slurm.out"
         progress(f"the end of job {job}'s log:\n" + (log.read_text()[-3000:] if log.exists() else state))
         raise HpcTrainError(f"benchmark job {job} did not complete (its log's end is above)")
-
-
-def _queued(job: str) -> bool:
-    return bool(slurm.run(["squeue", "-h", "-j", job]).stdout.strip())
 
 
 def train(run: Run, data_dir: Path, cores: int) -> Result:
