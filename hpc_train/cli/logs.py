@@ -1,12 +1,19 @@
-"""Print a job's log for one rank (stdout, then stderr), or follow it while the job runs.
+"""Print a job's log for one rank (stdout, then stderr), or follow it while the job runs; for a sweep's id, the
+last lines of each element's.
 
     hpc-train logs JOBID [--rank R] [--follow]
+    hpc-train logs ARRAYID [--rank R]      # each element's last lines; ARRAYID_I for one element's whole log
 """
 
 from __future__ import annotations
 
 import argparse
 
+TYPE_CHECKING = False  # (typing itself costs start-up)
+if TYPE_CHECKING:
+    from hpc_train.runs.folders import JobRecord
+
+TAIL = 5  # lines of each element's log that `logs ARRAYID` shows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +33,12 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.runs.folders import find_record, rank_log
 
     record = find_record(args.job)
+    if record.is_sweep:
+        if args.follow:
+            raise HpcTrainError(f"--follow takes one element of sweep {record.job_id}: hpc-train logs "
+                                f"{record.job_id}_I --follow (I from 0 to {len(record.elements or []) - 1})")
+        print("\n".join(sweep_tails(record, args.rank)))
+        return 0
     if not 0 <= args.rank < record.tasks:
         raise HpcTrainError(f"--rank {args.rank}: job {record.job_id} has ranks 0-{record.tasks - 1}")
     out, err = rank_log(record, args.rank, "out"), rank_log(record, args.rank, "err")
@@ -44,3 +57,20 @@ def run(args: argparse.Namespace) -> int:
         if finished:
             return 0
         time.sleep(1)
+
+
+def sweep_tails(sweep: JobRecord, rank: int) -> list[str]:
+    """Each element's values and the last lines of its rank's log (or that it has none yet), then how to see one
+    element's whole log."""
+    from hpc_train.runs.columns import value_text
+    from hpc_train.runs.folders import element_records, rank_log
+
+    lines = []
+    for index, (element, values) in enumerate(zip(element_records(sweep), sweep.elements or [])):
+        shown = ", ".join(f"{key}={value_text(value)}" for key, value in values.items())
+        log = rank_log(element, rank)
+        text = log.read_text(errors="replace").splitlines() if log.is_file() else None
+        lines.append(f"== {element.job_id} ({shown}): " + (f"{log}, last {min(TAIL, len(text))} lines" if text
+                                                          is not None else "no log yet (pending?)"))
+        lines += (text or [])[-TAIL:]
+    return [*lines, f"(the whole log of one element: hpc-train logs {sweep.job_id}_I [--rank R])"]

@@ -67,6 +67,18 @@ def test_a_sweep_is_one_array_whose_elements_are_followed_one_by_one(tmp_path: P
     (element / "logs").mkdir()
     (element / "logs" / "rank-1.out").write_text("element 0, rank 1\n")
     assert hpc_train("logs", "4242_0", "--rank", "1", cwd=tmp_path, fake=fake).stdout == "element 0, rank 1\n"
+    (element / "logs" / "rank-0.out").write_text("".join(f"line {number}\n" for number in range(1, 9)))
+    tails = hpc_train("logs", "4242", cwd=tmp_path, fake=fake)  # the sweep's id: each element's last lines
+    assert tails.returncode == 0 and tails.stdout.splitlines() == [
+        "== 4242_0 (learning_rate=0.01, seed=1): runs/sw-4242_0/logs/rank-0.out, last 5 lines",
+        "line 4", "line 5", "line 6", "line 7", "line 8",
+        "== 4242_1 (learning_rate=0.01, seed=2): no log yet (pending?)",
+        "== 4242_2 (learning_rate=0.001, seed=1): no log yet (pending?)",
+        "== 4242_3 (learning_rate=0.001, seed=2): no log yet (pending?)",
+        "(the whole log of one element: hpc-train logs 4242_I [--rank R])"]
+    followed = hpc_train("logs", "4242", "--follow", cwd=tmp_path, fake=fake)
+    assert followed.returncode == 2 and followed.stderr.count("\n") == 1
+    assert "--follow takes one element of sweep 4242: hpc-train logs 4242_I --follow (I from 0 to 3)" in followed.stderr
     assert hpc_train("cancel", "4242_2", cwd=tmp_path, fake=fake).returncode == 0
     assert [call.args for call in fake.calls("scancel")] == [["4242_2"]]
 
