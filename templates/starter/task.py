@@ -2,6 +2,11 @@
 (TF_CONFIG and GPUs on every task, the strategy, checkpoints, stopping and requeueing on Slurm's warning,
 exact resume, metrics.json, TensorBoard).
 
+A function with a parameter named `config` gets the run's settings (config.yaml, --set, a sweep's values):
+config.learning_rate, config.seed, config.epochs ... (`hpc-train train --keys` lists them). Read your settings
+from there, so that a sweep over them changes what trains. (hpc-train seeds TensorFlow with config.seed before
+build_model: the initial weights follow it too.)
+
     hpc-train train --config config.yaml --set strategy=none     # try it here, one process
     sbatch job.sbatch                                             # or: hpc-train submit --nodes 2 --config config.yaml
 """
@@ -15,29 +20,30 @@ EXAMPLES = 8192
 
 
 def _data():
-    """Stand-in data, made from a seed: replace with yours (read files, a tf.data pipeline...)."""
+    """Stand-in data, always the same (made from a fixed seed): replace with yours (read files, a tf.data
+    pipeline...)."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(EXAMPLES, FEATURES)).astype("float32")
     y = np.tanh(x @ rng.normal(size=(FEATURES, 1))).astype("float32")
     return x, y
 
 
-def build_model():
+def build_model(config):
     """A compiled tf_keras model; hpc-train calls it inside the strategy's scope."""
     model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(64, activation="relu"),
                               keras.layers.Dense(1)])
-    model.compile(optimizer=keras.optimizers.legacy.Adam(1e-3), loss="mse", metrics=["mae"])
+    model.compile(optimizer=keras.optimizers.legacy.Adam(config.learning_rate), loss="mse", metrics=["mae"])
     return model
 
 
-def train_dataset(input_context, batch_size):
+def train_dataset(input_context, batch_size, config):
     """One epoch of this worker's share, in batches of batch_size (per replica), in the same order every call
     (a seeded shuffle): hpc-train repeats it, and after a restart skips what was read, so resume is exact."""
     x, y = _data()
     split = int(0.9 * EXAMPLES)
     dataset = tf.data.Dataset.from_tensor_slices((x[:split], y[:split]))
     dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    return dataset.shuffle(split, seed=1).batch(batch_size, drop_remainder=True)
+    return dataset.shuffle(split, seed=config.seed).batch(batch_size, drop_remainder=True)
 
 
 def validation_dataset(input_context, batch_size):

@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import yaml
+
 from hpc_train.config import load_config
 from tests.fake_slurm import without_slurm
 
@@ -39,3 +42,26 @@ def test_a_hidden_folder_gets_a_project_whose_job_is_named_without_the_dot(tmp_p
     made = init(".proj", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert "#SBATCH --job-name=proj" in (tmp_path / ".proj" / "job.sbatch").read_text()
+
+
+@pytest.mark.tensorflow
+def test_the_starter_reads_the_settings_its_config_shows(tmp_path: Path) -> None:
+    """A sweep over the starter's learning_rate or seed must change what trains (it once hard-coded Adam(1e-3))."""
+    from dataclasses import replace
+
+    import tensorflow as tf
+
+    from hpc_train.training.usertask import load_task
+
+    assert init("proj", cwd=tmp_path).returncode == 0
+    config = load_config(tmp_path / "proj" / "config.yaml")
+    shown = yaml.safe_load((tmp_path / "proj" / "config.yaml").read_text())
+    assert set(shown) == {"task", "strategy", "epochs", "batch_size", "learning_rate", "seed", "output_dir"}
+    task = load_task(config.task)
+    rates = [float(task.call("build_model", config=replace(config, learning_rate=rate)).optimizer.learning_rate)
+             for rate in (0.01, 0.0001)]
+    assert rates == pytest.approx([0.01, 0.0001])
+    context = tf.distribute.InputContext()
+    first = [next(iter(task.call("train_dataset", context, 4, config=replace(config, seed=seed))))[0].numpy()
+             for seed in (0, 1)]
+    assert not (first[0] == first[1]).all()
