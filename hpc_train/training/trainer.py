@@ -24,7 +24,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -36,7 +36,7 @@ from hpc_train.training.progress import Progress, remaining_stretches
 from hpc_train.training.stderr_filter import drain
 from hpc_train.training.rendezvous import PeersMissing, meet, wait_for_departures
 from hpc_train.runs import attempts
-from hpc_train.injob.requeue import plan_requeue, requeue, restart_count
+from hpc_train.injob.requeue import requeue_stopped
 from hpc_train.runs.state import layout_changes, read_state, write_state
 from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
 from hpc_train.training.stopping import StopKind, StopSignals
@@ -354,20 +354,17 @@ def _stopped(stop: Any, config: TrainConfig, rank: RankInfo, progress: Progress,
         return 0  # not an error: a non-zero exit could make srun kill the chief before it is done
     details = {**_position(progress), "signal": cause, "checkpoint": stop.checkpoint}
     if stop.kind is StopKind.WARNING:
-        plan = plan_requeue(os.environ, config.max_requeues, attempts.requeues_done(attempts.history(paths.output)))
-        if plan.job_id is not None:
+        def leaving(job_id: str) -> None:
             write_state(paths.output, "requeued", **details)
             _let_workers_leave(rank)
-            problem = requeue(plan.job_id)
-            if problem is None:
-                attempts.record(paths.output, attempts.requeue_entry(restart_count(os.environ) + 1,
-                                                                     progress.global_step))
-                say(f"stopped {progress.describe()} and saved {stop.checkpoint}; requeued job {plan.job_id} "
-                    f"({plan.reason}): it resumes from there")
-                return 0
-            plan = replace(plan, reason=f"scontrol requeue {plan.job_id} failed ({problem}); resubmit it to resume")
-        write_state(paths.output, "stopped", **details, not_requeued=plan.reason)
-        say(f"stopped {progress.describe()} and saved {stop.checkpoint}; not requeued: {plan.reason}")
+
+        outcome = requeue_stopped(os.environ, config.max_requeues, paths.output, progress.global_step, leaving)
+        if outcome.requeued:
+            say(f"stopped {progress.describe()} and saved {stop.checkpoint}; {outcome.says()}: it resumes from there")
+            return 0
+        why_not = outcome.reason if outcome.problem is None else f"{outcome.says()}; resubmit it to resume"
+        write_state(paths.output, "stopped", **details, not_requeued=why_not)
+        say(f"stopped {progress.describe()} and saved {stop.checkpoint}; not requeued: {why_not}")
         return EXIT_STOPPED
     write_state(paths.output, "stopped", **details)
     say(f"stopped {progress.describe()} by {cause} and saved {stop.checkpoint}; running the job again resumes there")
