@@ -36,6 +36,7 @@ from hpc_train.training.progress import Progress, remaining_stretches
 from hpc_train.training.stderr_filter import drain
 from hpc_train.training.rendezvous import PeersMissing, meet, wait_for_departures
 from hpc_train.runs import attempts
+from hpc_train.runs.metrics import metrics_path
 from hpc_train.injob.requeue import requeue_stopped
 from hpc_train.runs.state import layout_changes, read_state, write_state
 from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
@@ -169,7 +170,7 @@ def _train(config: TrainConfig, rank: RankInfo, user_task: TaskModule, paths: Ru
                   "steps_per_epoch": steps, "task": config.task, **task_summary, "seed": config.seed}
         _note_layout_changes(paths.output, layout, progress)
         write_state(paths.output, "running", **_position(progress), layout=layout, max_retries=config.max_retries)
-    report = EpochReport(paths.output / "metrics.json" if rank.is_chief else None, global_batch, config.epochs,
+    report = EpochReport(paths.output if rank.is_chief else None, global_batch, config.epochs,
                          {**_summary(config, rank, replicas, global_batch, steps, tf.__version__), **task_summary},
                          say)
     save = StepSaver(tf.train.CheckpointManager(checkpoint, paths.writes / "checkpoints", max_to_keep=3), model)
@@ -404,7 +405,7 @@ def _finish(model: Any, config: TrainConfig, rank: RankInfo, user_task: TaskModu
         shown = ", ".join(f"{name} {value:.4f}" if isinstance(value, float) else f"{name} {value}"
                           for name, value in final.items())
         say(f"done{': ' + shown if shown else ''}; model {paths.output / 'model.keras'}, "
-            f"metrics {paths.output / 'metrics.json'}")
+            f"metrics {metrics_path(paths.output)}")
 
 
 def _final_metrics(model: Any, config: TrainConfig, user_task: TaskModule, report: Any) -> dict[str, Any]:
