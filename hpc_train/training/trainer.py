@@ -286,9 +286,11 @@ def _note_running(config: TrainConfig, shape: Shape, own_fields: dict[str, Any],
 
 
 def _summary(config: TrainConfig, rank: RankInfo, shape: Shape, tf_version: str) -> dict[str, Any]:
+    """metrics.json's fields on the run itself: strategy, world, batch, versions and the settings that applied."""
     import tf_keras
 
-    return {"strategy": config.strategy, "task": config.task, "world_size": max(1, sum(map(len, rank.cluster.values()))),
+    world_size = max(1, sum(map(len, rank.cluster.values())))
+    return {"strategy": config.strategy, "task": config.task, "world_size": world_size,
             "workers": max(1, rank.num_workers), "replicas": shape.replicas, "per_replica_batch": config.batch_size,
             "global_batch": config.batch_size * shape.replicas, "steps_per_epoch": shape.steps,
             "tensorflow": tf_version, "tf_keras": tf_keras.__version__, "config": applying_settings(config)}

@@ -34,8 +34,8 @@ def test_a_resumed_run_keeps_the_epochs_before_its_own_and_rewrites_metrics_json
     assert written["task"] == "t" and written["totals"]["epochs"] == 2 and lines[0].startswith("epoch 2/3  loss 0.5")
 
 
-def test_an_unreadable_metrics_json_is_said_and_its_epoch_list_starts_afresh(tmp_path: Path,
-                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreadable_metrics_json_is_said_and_its_epoch_list_starts_afresh(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     metrics_path(tmp_path).write_text('{"epochs": [')
     report = report_on(tmp_path, [])
     report.on_train_begin()
