@@ -157,9 +157,6 @@ def test_the_layers_name_every_module_but_the_entry_points() -> None:
 
 
 METRICS_OWNER = "hpc_train.runs.metrics"
-# The trainer's modules still open metrics.json themselves: another change of issue 26 moves them onto
-# runs.metrics. Temporary: the lead empties this set (and deletes it) when the branches are merged.
-NOT_YET_MOVED = {"hpc_train.training.pruning", "hpc_train.training.trainer"}
 
 
 def names_of_the_metrics_file(source: str) -> list[int]:
@@ -188,13 +185,8 @@ def test_the_metrics_file_check_finds_a_path_to_metrics_json_and_leaves_prose_al
                                          'error = f"no run has {name} yet (metrics.json after each epoch)"\n')
 
 
-@pytest.mark.parametrize("name", sorted(set(MODULES) - {METRICS_OWNER} - NOT_YET_MOVED))
+@pytest.mark.parametrize("name", sorted(set(MODULES) - {METRICS_OWNER}))
 def test_only_the_metrics_module_names_the_metrics_file(name: str) -> None:
     """metrics.json is written and read by hpc_train.runs.metrics alone: everything else asks it."""
     assert not names_of_the_metrics_file(MODULES[name].read_text())
 
-
-def test_the_modules_not_yet_moved_onto_runs_metrics_are_still_there() -> None:
-    """The allowlist only shrinks: a module that no longer names metrics.json leaves it."""
-    still = {name for name in NOT_YET_MOVED if name in MODULES and names_of_the_metrics_file(MODULES[name].read_text())}
-    assert still == NOT_YET_MOVED

@@ -7,13 +7,19 @@ folder, and the trainer resumes from the checkpoint. The requeues recorded in
 the run's history (attempts.py) bound the loop: retries after a failure are
 counted apart (max_retries). Without a history, SLURM_RESTART_COUNT (every
 restart, for any reason) does.
+
+`requeue_stopped` is the one rule for a run that stopped on the time-limit
+warning to go on later, the trainer's and a user's command's (supervisor.py)
+alike: rank 0 alone calls it (the chief), once every rank has saved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from hpc_train.runs import attempts
 from hpc_train.slurm.client import SlurmClient
 
 
@@ -21,6 +27,27 @@ from hpc_train.slurm.client import SlurmClient
 class RequeuePlan:
     job_id: str | None  # None: do not requeue, `reason` says why
     reason: str
+
+
+@dataclass(frozen=True)
+class RequeueOutcome:
+    """What came of a stopped run's wish to go on later: requeued, not planned (`reason`), or refused by Slurm."""
+
+    job_id: str | None  # the job Slurm was asked to requeue; None: it was not asked, `reason` says why
+    reason: str  # the plan's: "requeue 1 of at most 5", or why there is no requeue
+    problem: str | None = None  # scontrol's complaint, when it would not requeue the job
+
+    @property
+    def requeued(self) -> bool:
+        return self.job_id is not None and self.problem is None
+
+    def says(self) -> str:
+        """'requeued job 42 (requeue 1 of at most 5)', 'not requeued: WHY', or 'scontrol requeue 42 failed (...)'."""
+        if self.requeued:
+            return f"requeued job {self.job_id} ({self.reason})"
+        if self.problem is None:
+            return f"not requeued: {self.reason}"
+        return f"scontrol requeue {self.job_id} failed ({self.problem})"
 
 
 def restart_count(environ: Mapping[str, str]) -> int:
@@ -47,3 +74,24 @@ def plan_requeue(environ: Mapping[str, str], max_requeues: int, requeues_done: i
 def requeue(job_id: str, timeout: float = 60.0) -> str | None:
     """Ask Slurm to requeue the job; None when it agreed, else its complaint."""
     return SlurmClient.local().requeue(job_id, timeout=timeout)
+
+
+def requeue_stopped(environ: Mapping[str, str], max_requeues: int, run_dir: Path | None,
+                    global_step: int | None = None,
+                    before: Callable[[str], None] = lambda job_id: None) -> RequeueOutcome:
+    """Requeue the job of a run stopped by the time-limit warning, if it may be; record it in the run's history.
+
+    Earlier requeues count as the run folder's history says (`run_dir`), else as SLURM_RESTART_COUNT does.
+    `before(job_id)` runs once the requeue is decided, before Slurm is asked (which ends this run of the job).
+    """
+    done = attempts.requeues_done(attempts.history(run_dir)) if run_dir is not None else None
+    plan = plan_requeue(environ, max_requeues, done)
+    if plan.job_id is None:
+        return RequeueOutcome(None, plan.reason)
+    before(plan.job_id)
+    problem = requeue(plan.job_id)
+    if problem is not None:
+        return RequeueOutcome(plan.job_id, plan.reason, problem)
+    if run_dir is not None:
+        attempts.record(run_dir, attempts.requeue_entry(restart_count(environ) + 1, global_step))
+    return RequeueOutcome(plan.job_id, plan.reason)

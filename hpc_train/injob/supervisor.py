@@ -51,7 +51,7 @@ from hpc_train.bootstrap.startup import PREFIX, gpu_driver_note, start_rank
 from hpc_train.errors import HpcTrainError
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
-from hpc_train.injob.requeue import plan_requeue, requeue, restart_count
+from hpc_train.injob.requeue import requeue_stopped
 from hpc_train.training import stderr_filter
 
 # How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job.
@@ -173,18 +173,13 @@ def exit_code(returncode: int) -> int:
 
 def _requeue(job: CommandJob, env: Mapping[str, str], code: int) -> None:
     run_dir = Path(env["HPC_TRAIN_RUN_DIR"]) if env.get("HPC_TRAIN_RUN_DIR") else None
-    plan = plan_requeue(env, job.max_requeues, attempts.requeues_done(attempts.history(run_dir)) if run_dir else None)
-    if plan.job_id is None:
-        _say(f"the command stopped to go on later (exit {code}); not requeued: {plan.reason}")
-        return
-    problem = requeue(plan.job_id)
-    if problem is None:
-        if run_dir is not None:
-            attempts.record(run_dir, attempts.requeue_entry(restart_count(env) + 1))
-        _say(f"the command stopped to go on later (exit {code}); requeued job {plan.job_id} ({plan.reason}): "
-             "it runs the command again")
+    outcome = requeue_stopped(env, job.max_requeues, run_dir)
+    if outcome.requeued:
+        _say(f"the command stopped to go on later (exit {code}); {outcome.says()}: it runs the command again")
+    elif outcome.problem is None:
+        _say(f"the command stopped to go on later (exit {code}); {outcome.says()}")
     else:
-        _say(f"scontrol requeue {plan.job_id} failed ({problem}); resubmit the job to go on")
+        _say(f"{outcome.says()}; resubmit the job to go on")
 
 
 def _ignore(signals: tuple[signal.Signals, ...]) -> None:

@@ -6,31 +6,29 @@ logs (`_supports_tf_logs`), the one kind ParameterServerStrategy allows.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpc_train.runs.metrics import UnreadableMetrics, metrics_path, read_metrics, write_metrics
 from hpc_train.training.clock import seconds_since_process_start
 from hpc_train.training.keras import keras, tf
-from hpc_train.runs.state import write_json_atomically
 from hpc_train.training.stopping import StopKind
 
 
-
 class EpochReport(keras.callbacks.Callback):
-    """One line per epoch on the chief, and metrics.json rewritten after each epoch.
+    """One line per epoch on the chief, and `run_dir`'s metrics.json rewritten after each epoch (None: not written).
 
     Epochs recorded by an earlier run that this one resumes are kept. An epoch
     that an earlier run had begun counts only the steps trained here.
     """
 
-    def __init__(self, metrics_path: Path | None, global_batch: int, total_epochs: int,
+    def __init__(self, run_dir: Path | None, global_batch: int, total_epochs: int,
                  summary: dict[str, Any], print_line: Callable[[str], None] | None = None) -> None:
         super().__init__()
-        self.metrics_path = metrics_path
+        self.run_dir = run_dir
         self.global_batch = global_batch
         self.total_epochs = total_epochs
         self.summary = summary
@@ -67,7 +65,7 @@ class EpochReport(keras.callbacks.Callback):
         self.write()
 
     def write(self, totals: dict[str, Any] | None = None) -> None:
-        if self.metrics_path is None:
+        if self.run_dir is None:
             return
         seconds = sum(record["seconds"] for record in self.epochs)
         training_seconds = sum(record["training_seconds"] for record in self.epochs)
@@ -75,17 +73,18 @@ class EpochReport(keras.callbacks.Callback):
         summary_totals = {"epochs": len(self.epochs), "seconds": round(seconds, 3), "images": images,
                           "images_per_second": round(images / training_seconds, 1) if training_seconds else None,
                           **_failure_totals(self.summary.get("failures")), **(totals or {})}
-        write_json_atomically(self.metrics_path, {**self.summary, "epochs": self.epochs, "totals": summary_totals})
+        write_metrics(self.run_dir, {**self.summary, "epochs": self.epochs, "totals": summary_totals})
 
     def _earlier_epochs(self) -> list[dict[str, Any]]:
-        if self.metrics_path is None or not self.metrics_path.is_file():
+        if self.run_dir is None:
             return []
         try:
-            return list(json.loads(self.metrics_path.read_text()).get("epochs", []))
-        except (ValueError, AttributeError):
-            print(f"hpc-train: warning: {self.metrics_path} is unreadable; starting its epoch list afresh",
+            found = read_metrics(self.run_dir, strict=True).get("epochs", [])
+        except UnreadableMetrics:
+            print(f"hpc-train: warning: {metrics_path(self.run_dir)} is unreadable; starting its epoch list afresh",
                   file=sys.stderr)
             return []
+        return [record for record in found if isinstance(record, dict)] if isinstance(found, list) else []
 
 
 def _failure_totals(failures: Any) -> dict[str, Any]:

@@ -32,6 +32,11 @@ class Progress:
         """Steps done in the epoch under way (0 at an epoch boundary)."""
         return self.global_step % self.steps_per_epoch
 
+    def position(self) -> dict[str, int]:
+        """Where the run is, as state.json records it."""
+        return {"global_step": self.global_step, "epochs_done": self.epochs_done,
+                "step_in_epoch": self.step_in_epoch, "steps_per_epoch": self.steps_per_epoch}
+
     def describe(self) -> str:
         if self.step_in_epoch == 0:
             return f"after epoch {self.epochs_done} (step {self.global_step})"

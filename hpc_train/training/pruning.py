@@ -10,7 +10,6 @@ to compare with and goes on: no element waits for another.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -18,6 +17,8 @@ from pathlib import Path
 
 # The objective and its direction: the one rule (the trainer takes objective_name from here).
 from hpc_train.runs.objective import minimised, objective_name
+
+from hpc_train.runs.metrics import epochs
 
 _ELEMENT = re.compile(r"^(?P<sweep>.+-\d+)_(?P<index>\d+)$")
 
@@ -46,12 +47,7 @@ def siblings(output: Path) -> list[Path]:
 
 def figure_at(folder: Path, epoch: int, objective: str) -> float | None:
     """A run's objective at the end of `epoch`, from its metrics.json; None when it has not got there."""
-    try:
-        epochs = json.loads((folder / "metrics.json").read_text()).get("epochs", [])
-    except (OSError, ValueError, AttributeError):
-        return None
-    value = next((record.get(objective) for record in epochs if isinstance(record, dict)
-                  and record.get("epoch") == epoch), None)
+    value = next((record.get(objective) for record in epochs(folder) if record.get("epoch") == epoch), None)
     return float(value) if isinstance(value, (int, float)) else None
 
 

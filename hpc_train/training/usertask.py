@@ -14,9 +14,11 @@ and a `train_dataset` with a `skip_batches` parameter seeks by itself (see
 inputs.py). The built-in MNIST task (hpc_train.tasks.mnist) is one such module.
 
 Errors in user code are the user's, told plainly: a module that cannot be
-imported or lacks a function is refused with one line naming the module, the
-function and what was expected; a user function that raises ends the run with
-the user's message and a traceback through the user's own frames only.
+imported or lacks a function, or a function that returns something else than
+expected (`checked_model`, `task_summary`, `final_metrics`), is refused with
+one line naming the module, the function and what was expected; a user
+function that raises ends the run with the user's message and a traceback
+through the user's own frames only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import json
 import sys
 import sysconfig
 import traceback
@@ -86,6 +89,58 @@ class TaskModule:
 
     def describe_call(self, function: str) -> str:
         return f"{self.name}: {function}({', '.join(PARAMETERS[function])})"
+
+
+def checked_model(task: TaskModule, model: Any, model_class: type) -> Any:
+    """build_model()'s model, if it is a compiled `model_class` (tf_keras.Model: passed in, so that no
+    TensorFlow is imported here)."""
+    where = task.describe_call("build_model")
+    if not isinstance(model, model_class):
+        kind = "a Keras 3 model" if type(model).__module__.startswith("keras") else f"a {type(model).__name__}"
+        raise TaskError(f"{where} returned {kind}, not a tf_keras model; build it with `import tf_keras as "
+                        "keras` (Keras 3 cannot train under these strategies) and return it compiled")
+    if model.optimizer is None or not getattr(model, "compiled_loss", None):
+        raise TaskError(f"{where} returned a model that is not compiled; call model.compile(optimizer=..., "
+                        "loss=...) before returning it")
+    return model
+
+
+def task_summary(task: TaskModule, config: Any) -> dict[str, Any]:
+    """The task's own fields for metrics.json (summary()), checked before any training, on every rank."""
+    if not task.has("summary"):
+        return {}
+    summary = task.call("summary", config=config)
+    if not isinstance(summary, dict) or not all(isinstance(key, str) for key in summary):
+        raise TaskError(f"{task.describe_call('summary')} returned a {type(summary).__name__}; "
+                        "return a dict of name -> value for metrics.json")
+    try:
+        json.dumps(summary)
+    except (TypeError, ValueError) as error:
+        raise TaskError(f"{task.describe_call('summary')} returned what metrics.json cannot hold ({error}); "
+                        "return numbers, strings, and lists or dicts of them") from None
+    return summary
+
+
+def final_metrics(task: TaskModule, trained: Any, config: Any) -> dict[str, int | float]:
+    """The task's final figures (final_metrics(model)), as plain numbers, of a copy of the `trained` model.
+
+    Called on the chief alone: a copy outside the strategy, since the distributed model's predict and evaluate
+    would wait for workers that have finished.
+    """
+    local = task.call("build_model", config=config)
+    local.set_weights(trained.get_weights())
+    final = task.call("final_metrics", local, config=config)
+    where = task.describe_call("final_metrics")
+    if not isinstance(final, dict) or not all(isinstance(key, str) for key in final):
+        raise TaskError(f"{where} returned a {type(final).__name__}; return a dict of name -> number")
+    numbers: dict[str, int | float] = {}
+    for name, value in final.items():  # numpy and 0-d tensor values too; metrics.json and state.json hold numbers
+        try:
+            numbers[name] = value if isinstance(value, int) and not isinstance(value, bool) else float(value)
+        except (TypeError, ValueError):
+            raise TaskError(f"{where} returned {name!r}: a {type(value).__name__}, not a number; return a dict of "
+                            "name -> number") from None
+    return numbers
 
 
 def from_functions(name: str, **functions: Callable[..., Any] | None) -> TaskModule:

@@ -110,11 +110,21 @@ def started(tmp_path: Path, tasks: int) -> subprocess.Popen[str]:
     return launcher
 
 
+def recorded_by_every_rank(tmp_path: Path, tasks: int, name: str, timeout: float = 20) -> None:
+    """Wait until every rank has written the signal's name (signal_recorder)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(name in ((tmp_path / str(rank)).read_text() if (tmp_path / str(rank)).exists() else "")
+               for rank in range(tasks)):
+            return
+        time.sleep(0.05)
+
+
 def test_usr1_and_usr2_are_passed_on_to_every_task_and_term_stops_them(tmp_path: Path) -> None:
     launcher = started(tmp_path, 2)
-    for signum in (signal.SIGUSR1, signal.SIGUSR2):
+    for signum, name in ((signal.SIGUSR1, "USR1"), (signal.SIGUSR2, "USR2")):
         launcher.send_signal(signum)
-        time.sleep(0.5)
+        recorded_by_every_rank(tmp_path, 2, name)  # then the next: a loaded machine may take its time
     launcher.send_signal(signal.SIGTERM)
     _, err = launcher.communicate(timeout=30)
     assert launcher.returncode == 143

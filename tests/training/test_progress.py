@@ -52,3 +52,8 @@ def test_impossible_positions_are_refused() -> None:
     for step, steps_per_epoch in ((-1, 10), (5, 0)):
         with pytest.raises(ValueError):
             Progress(step, steps_per_epoch)
+
+
+def test_the_position_state_json_records_is_the_step_and_the_epoch_it_falls_in() -> None:
+    assert Progress(70, 30).position() == {"global_step": 70, "epochs_done": 2, "step_in_epoch": 10,
+                                           "steps_per_epoch": 30}

@@ -100,3 +100,78 @@ def test_functions_given_directly_are_checked_like_a_modules() -> None:
         from_functions("fit", build_model=lambda: None, train_dataset=lambda: None)
     with pytest.raises(TaskError, match="unknown task function"):
         from_functions("fit", build_model=lambda: None, train_dataset=lambda c, b: None, build_dataset=print)
+
+
+class Model:
+    """Stands in for a tf_keras model: weights to copy, an optimizer and a loss once compiled."""
+
+    def __init__(self, compiled: bool = True) -> None:
+        self.optimizer = "adam" if compiled else None
+        self.compiled_loss = "mse" if compiled else None
+        self.weights = [0.0]
+
+    def get_weights(self) -> list[float]:
+        return self.weights
+
+    def set_weights(self, weights: list[float]) -> None:
+        self.weights = list(weights)
+
+
+def test_build_model_must_return_a_compiled_model_of_the_class_asked_for() -> None:
+    from hpc_train.training.usertask import checked_model
+
+    task = from_functions("task t", build_model=Model, train_dataset=lambda input_context, batch_size: None)
+    model = Model()
+    assert checked_model(task, model, Model) is model
+    with pytest.raises(TaskError, match=r"^task t: build_model\(\) returned a str, not a tf_keras model; build it "):
+        checked_model(task, "model", Model)
+    with pytest.raises(TaskError, match=r"^task t: build_model\(\) returned a model that is not compiled; call "):
+        checked_model(task, Model(compiled=False), Model)
+
+
+def test_a_summary_is_a_dict_metrics_json_can_hold() -> None:
+    from hpc_train.training.usertask import task_summary
+
+    def task_with(summary: object):  # type: ignore[no-untyped-def]
+        return from_functions("task t", build_model=Model, train_dataset=lambda input_context, batch_size: None,
+                              summary=lambda: summary)
+
+    assert task_summary(task_with({"layers": [3, 4]}), None) == {"layers": [3, 4]}
+    assert task_summary(from_functions("task t", build_model=Model,
+                                       train_dataset=lambda input_context, batch_size: None), None) == {}
+    with pytest.raises(TaskError, match=r"^task t: summary\(\) returned a list; return a dict of name -> value for "):
+        task_summary(task_with([1]), None)
+    with pytest.raises(TaskError, match=r"^task t: summary\(\) returned what metrics.json cannot hold \(Object of "):
+        task_summary(task_with({"shape": object()}), None)
+
+
+def test_final_figures_are_taken_of_a_copy_of_the_trained_model_as_numbers() -> None:
+    from hpc_train.training.usertask import final_metrics
+
+    seen: list[list[float]] = []
+
+    def figures(model: Model) -> dict[str, object]:
+        seen.append(model.get_weights())
+        return {"final_mse": _Number(0.25), "final_count": 3}
+
+    trained = Model()
+    trained.weights = [1.5, 2.5]
+    task = from_functions("task t", build_model=Model, train_dataset=lambda input_context, batch_size: None,
+                          final_metrics=figures)
+    final = final_metrics(task, trained, None)
+    assert final == {"final_mse": 0.25, "final_count": 3} and type(final["final_mse"]) is float
+    assert seen == [[1.5, 2.5]]
+    words = from_functions("task t", build_model=Model, train_dataset=lambda input_context, batch_size: None,
+                           final_metrics=lambda model: {"final_mse": "low"})
+    with pytest.raises(TaskError, match=r"^task t: final_metrics\(model\) returned 'final_mse': a str, not a number"):
+        final_metrics(words, trained, None)
+
+
+class _Number:
+    """Like numpy's scalars: not a float, but float() of it is one."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __float__(self) -> float:
+        return self.value

@@ -1,0 +1,189 @@
+"""How a training run ends: finished, stopped (and requeued on the time-limit warning), pruned, lost contact with
+a peer, or refused; the note each failure leaves in the run's history; and leaving at once when all is saved.
+
+The chief records every end in `state.json`. A stop, a requeue and pruning
+come after every rank has saved the same step (callbacks.py); the process then
+leaves at once (`leave_now`), since TensorFlow's teardown after a stop can
+outlast Slurm's KillWait. A failure leaves its note for the epilogue
+(runs/attempts.py), which decides from it whether the job is retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+from hpc_train.config import TrainConfig
+from hpc_train.errors import HpcTrainError
+from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
+from hpc_train.injob.requeue import requeue_stopped
+from hpc_train.runs import attempts
+from hpc_train.runs.metrics import metrics_path
+from hpc_train.runs.state import write_state
+from hpc_train.training.lines import Say, log
+from hpc_train.training.paths import RunPaths
+from hpc_train.training.progress import Progress
+from hpc_train.training.rank import RankInfo, lost_peers
+from hpc_train.training.rendezvous import PeersMissing, wait_for_departures
+from hpc_train.training.stderr_filter import drain
+from hpc_train.training.stopping import StopKind, StopSignals
+from hpc_train.training.usertask import TaskError, TaskModule, UserCodeError, final_metrics
+
+# How long the other ranks wait before exiting on a mistake in the task module, so the chief reports it first.
+CHIEF_TELLS_SECONDS = 3.0
+
+
+class LostContact(HpcTrainError):
+    """A peer died or froze under us: worth a retry on other nodes (not a refusal: its own exit code)."""
+
+    exit_code = EXIT_LOST_PEER
+
+    def __init__(self, message: str, lost: str, hosts: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.lost = lost  # "worker 1", "ps 0"
+        self.hosts = hosts  # where they ran: the nodes to blame
+
+
+@contextmanager
+def noting_failures(output_dir: str | Path, rank: RankInfo) -> Iterator[None]:
+    """Leave a failure's note in the run's history, for the epilogue to decide on a retry; the error goes on."""
+    try:
+        yield
+    except (TaskError, UserCodeError) as error:
+        attempts.note_failure(output_dir, "task_error", str(error))  # would fail again: never retried
+        # Every rank meets the same mistake in the task module at about the same moment, and the first to exit
+        # makes srun end the others: let the chief, whose log people read, be the one that tells it.
+        if rank.cluster and not rank.is_chief:
+            time.sleep(CHIEF_TELLS_SECONDS)
+        raise
+    except LostContact as error:
+        attempts.note_failure(output_dir, "lost_peer", str(error), error.hosts, lost=error.lost)
+        raise
+    except PeersMissing as error:
+        attempts.note_failure(output_dir, "lost_peer", str(error), lost="a peer at start")
+        raise
+    except HpcTrainError as error:
+        attempts.note_failure(output_dir, "refused", str(error))
+        raise
+
+
+def lost_contact(error: Exception, rank: RankInfo, paths: RunPaths) -> LostContact:
+    """One line for a rank that died under us: who, and how to go on (a traceback says neither)."""
+    message = str(error)
+    peers = lost_peers(message, rank)
+    who = ", ".join(peers) if peers else "another task of the job"
+    detail = next((line.strip() for line in message.splitlines() if "UNAVAILABLE" in line or "aborted" in line),
+                  message.strip().splitlines()[0] if message.strip() else type(error).__name__)
+    return LostContact(f"lost contact with {who} ({detail[:160]}); the job cannot go on without it: it is retried "
+                       f"on other nodes if it may be, else run it again to resume from the last checkpoint in "
+                       f"{paths.checkpoints}", ", ".join(peer.split(" at ")[0] for peer in peers) or "a peer",
+                       tuple(dict.fromkeys(peer.split(" at ")[1].rsplit(":", 1)[0] for peer in peers)))
+
+
+def stopped(stop: Any, config: TrainConfig, progress: Progress, paths: RunPaths, signals: StopSignals,
+            say: Say) -> int:
+    """Every rank saved at the same step; the chief records it and requeues the job if it was warned.
+
+    `stop`: the callbacks' StoppedEarly (its kind and checkpoint). Returns the process's exit code.
+    """
+    rank = paths.rank
+    cause = signals.signal_name or "another task's stop request"
+    log(rank, f"stopped by {cause} {progress.describe()}; checkpoint {stop.checkpoint}")
+    if not rank.is_chief:
+        return 0  # not an error: a non-zero exit could make srun kill the chief before it is done
+    details = {**progress.position(), "signal": cause, "checkpoint": stop.checkpoint}
+    if stop.kind is not StopKind.WARNING:
+        write_state(paths.output, "stopped", **details)
+        say(f"stopped {progress.describe()} by {cause} and saved {stop.checkpoint}; running the job again resumes "
+            "there")
+        return EXIT_STOPPED
+
+    def leaving(job_id: str) -> None:
+        write_state(paths.output, "requeued", **details)
+        let_workers_leave(rank)
+
+    outcome = requeue_stopped(os.environ, config.max_requeues, paths.output, progress.global_step, leaving)
+    if outcome.requeued:
+        say(f"stopped {progress.describe()} and saved {stop.checkpoint}; {outcome.says()}: it resumes from there")
+        return 0
+    why_not = outcome.reason if outcome.problem is None else f"{outcome.says()}; resubmit it to resume"
+    write_state(paths.output, "stopped", **details, not_requeued=why_not)
+    say(f"stopped {progress.describe()} and saved {stop.checkpoint}; not requeued: {why_not}")
+    return EXIT_STOPPED
+
+
+def pruned(verdict: Any, config: TrainConfig, progress: Progress, paths: RunPaths, say: Say) -> int:
+    """Every rank saved and stopped at a rung (`verdict`: the callbacks' Pruned); the chief records why."""
+    if paths.rank.is_chief:
+        write_state(paths.output, "pruned", epoch=verdict.epoch, reason=verdict.reason,
+                    checkpoint=verdict.checkpoint, **progress.position())
+        say(f"pruned after epoch {verdict.epoch}/{config.epochs}: {verdict.reason}; checkpoint {verdict.checkpoint} "
+            "kept; its nodes go to the elements still waiting")
+    return 0
+
+
+def finished(model: Any, config: TrainConfig, user_task: TaskModule, paths: RunPaths, report: Any,
+             say: Say) -> None:
+    """Save the model (every rank takes part), and on the chief record the task's final figures.
+
+    `report`: the callbacks' EpochReport, which writes metrics.json with the final figures in its totals.
+    """
+    save_model_atomically(model, paths.model)
+    log(paths.rank, f"finished; weights digest {weights_digest(model.get_weights())}")
+    if not paths.rank.is_chief:
+        return
+    final = (final_metrics(user_task, model, config) if user_task.has("final_metrics")
+             else last_validation(report.epochs))
+    report.write(final)
+    write_state(paths.output, "finished", epochs=config.epochs, **final)
+    (paths.output / attempts.PROGRESS_FILE).unlink(missing_ok=True)  # for a failure's steps redone: none now
+    shown = ", ".join(f"{name} {value:.4f}" if isinstance(value, float) else f"{name} {value}"
+                      for name, value in final.items())
+    say(f"done{': ' + shown if shown else ''}; model {paths.model}, metrics {metrics_path(paths.output)}")
+
+
+def last_validation(epochs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The final figures of a task without final_metrics(): the last epoch's validation figures."""
+    last = epochs[-1] if epochs else {}
+    return {f"final_{name}": value for name, value in last.items() if name.startswith("val_")}
+
+
+def leave_now(code: int, paths: RunPaths) -> NoReturn:
+    """End the process at once: everything is saved, and TensorFlow's teardown after a stop can wait
+    for seconds (a worker's input iterator waits on the chief that has left), beyond Slurm's KillWait."""
+    paths.remove_scratch()
+    sys.stdout.flush()
+    drain()  # os._exit skips atexit: the stderr filter gets its last lines now
+    os._exit(code)
+
+
+def let_workers_leave(rank: RankInfo, timeout: float = 30.0) -> None:
+    """Requeueing ends the job's processes: let the other MultiWorkerMirrored workers exit first.
+
+    (Parameter-server ranks, on the contrary, wait for the chief to leave.)
+    """
+    if rank.cluster and "chief" not in rank.cluster:
+        staying = wait_for_departures(rank, timeout)
+        if staying:
+            log(rank, f"{', '.join(staying)} still running after {timeout:.0f} s; requeueing anyway")
+
+
+def save_model_atomically(model: Any, path: Path) -> None:
+    """Save beside, then rename: an interrupted save never replaces a good model file with half of one."""
+    partial = path.with_name(f".partial-{path.name}")  # Keras insists on the .keras ending
+    model.save(partial)
+    os.replace(partial, path)
+
+
+def weights_digest(weights: list[Any]) -> str:
+    """A short fingerprint of a model's weights: equal on every worker of a synchronous run."""
+    digest = hashlib.sha256()
+    for array in weights:
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,141 @@
+"""How a run ends (training/outcome.py), without TensorFlow: the notes failures leave, a lost peer named, a stop
+recorded and requeued or not, a prune recorded, the final figures of a task without its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hpc_train.config import TrainConfig
+from hpc_train.errors import HpcTrainError
+from hpc_train.exitcodes import EXIT_STOPPED
+from hpc_train.runs import attempts
+from hpc_train.runs.state import read_state
+from hpc_train.training import outcome
+from hpc_train.training.paths import RunPaths
+from hpc_train.training.progress import Progress
+from hpc_train.training.rank import SINGLE, RankInfo
+from hpc_train.training.rendezvous import PeersMissing
+from hpc_train.training.stopping import StopKind, StopSignals
+from hpc_train.training.usertask import TaskError
+from tests.injob.test_requeue import fake_scontrol
+from tests.fake_slurm import Reply
+
+TWO_WORKERS = {"worker": ["node1:20001", "node2:20001"]}
+
+
+@dataclass(frozen=True)
+class Stop:  # what callbacks.StoppedEarly carries
+    kind: StopKind
+    checkpoint: str
+
+
+@dataclass(frozen=True)
+class Verdict:  # what callbacks.Pruned carries
+    epoch: int
+    checkpoint: str
+    reason: str
+
+
+def signals(name: str | None) -> StopSignals:
+    noted = StopSignals()
+    noted.signal_name = name
+    return noted
+
+
+@pytest.fixture
+def said() -> list[str]:
+    return []
+
+
+@pytest.mark.parametrize("error, kind", [(TaskError("task t: no build_model()"), "task_error"),
+                                         (PeersMissing("worker 1 never came"), "lost_peer"),
+                                         (outcome.LostContact("lost worker 1", "worker 1", ("node2",)), "lost_peer"),
+                                         (HpcTrainError("bad config"), "refused")])
+def test_each_failure_leaves_its_note_and_goes_on(error: Exception, kind: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    with pytest.raises(type(error)), outcome.noting_failures(tmp_path, SINGLE):
+        raise error
+    [note] = attempts.read_notes(tmp_path)
+    assert (note["kind"], note["message"]) == (kind, str(error))
+    if isinstance(error, outcome.LostContact):
+        assert (note["peers"], note["lost"]) == (["node2"], "worker 1")
+
+
+def test_a_lost_peer_is_named_with_its_node_and_how_to_go_on(tmp_path: Path) -> None:
+    rank = RankInfo("worker", 0, TWO_WORKERS)
+    error = RuntimeError("UNAVAILABLE: failed to connect to all addresses; node2:20001\nmore detail")
+    lost = outcome.lost_contact(error, rank, RunPaths(tmp_path, rank))
+    assert str(lost).startswith("lost contact with worker 1 at node2:20001 (UNAVAILABLE: failed to connect")
+    assert f"resume from the last checkpoint in {tmp_path / 'checkpoints'}" in str(lost)
+    assert (lost.lost, lost.hosts, lost.exit_code) == ("worker 1", ("node2",), outcome.LostContact.exit_code)
+
+
+def test_a_stop_is_recorded_and_the_job_not_requeued(tmp_path: Path, said: list[str]) -> None:
+    code = outcome.stopped(Stop(StopKind.STOP, "ckpt-40"), _config(), Progress(40, 30), RunPaths(tmp_path, SINGLE),
+                           signals("SIGTERM"), said.append)
+    state = read_state(tmp_path)
+    assert code == EXIT_STOPPED and (state["state"], state["global_step"], state["signal"]) == ("stopped", 40,
+                                                                                                 "SIGTERM")
+    assert said == ["stopped in epoch 2 after step 10 of 30 (step 40) by SIGTERM and saved ckpt-40; running the job "
+                    "again resumes there"]
+
+
+def test_a_warned_chief_requeues_its_job_and_records_it(tmp_path: Path, said: list[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = fake_scontrol(tmp_path, Reply(), monkeypatch)
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    code = outcome.stopped(Stop(StopKind.WARNING, "ckpt-30"), _config(), Progress(30, 30), RunPaths(run_dir, SINGLE),
+                           signals("SIGUSR1"), said.append)
+    assert code == 0 and read_state(run_dir)["state"] == "requeued"
+    assert fake.lines() == ["scontrol requeue 42"]
+    assert [entry["action"] for entry in attempts.history(run_dir)] == ["requeued"]
+    assert said == ["stopped after epoch 1 (step 30) and saved ckpt-30; requeued job 42 (requeue 1 of at most 5): "
+                    "it resumes from there"]
+
+
+def test_a_warned_run_outside_slurm_says_why_it_is_not_requeued(tmp_path: Path, said: list[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    code = outcome.stopped(Stop(StopKind.WARNING, "ckpt-30"), _config(), Progress(30, 30),
+                           RunPaths(tmp_path, SINGLE), signals("SIGUSR1"), said.append)
+    state = read_state(tmp_path)
+    assert code == EXIT_STOPPED and state["not_requeued"] == "not a Slurm job: run the same command again to resume"
+    assert said == ["stopped after epoch 1 (step 30) and saved ckpt-30; not requeued: not a Slurm job: run the same "
+                    "command again to resume"]
+
+
+def test_other_ranks_record_nothing_and_exit_0(tmp_path: Path, said: list[str]) -> None:
+    worker = RankInfo("worker", 1, TWO_WORKERS)
+    assert outcome.stopped(Stop(StopKind.WARNING, "ckpt-30"), _config(), Progress(30, 30),
+                           RunPaths(tmp_path, worker), signals(None), said.append) == 0
+    assert outcome.pruned(Verdict(1, "ckpt-30", "worse"), _config(), Progress(30, 30), RunPaths(tmp_path, worker),
+                          said.append) == 0
+    assert read_state(tmp_path) == {} and said == []
+
+
+def test_a_pruned_element_records_why_and_keeps_its_checkpoint(tmp_path: Path, said: list[str]) -> None:
+    verdict = Verdict(2, "ckpt-60", "val_accuracy 0.5000 ranks in the worse half of the 3 elements at epoch 2")
+    assert outcome.pruned(verdict, _config(), Progress(60, 30), RunPaths(tmp_path, SINGLE), said.append) == 0
+    state = read_state(tmp_path)
+    assert (state["state"], state["epoch"], state["checkpoint"], state["epochs_done"]) == ("pruned", 2, "ckpt-60", 2)
+    assert said == [f"pruned after epoch 2/5: {verdict.reason}; checkpoint ckpt-60 kept; its nodes go to the "
+                    "elements still waiting"]
+
+
+def test_without_final_metrics_the_last_epochs_validation_figures_are_final() -> None:
+    epochs = [{"epoch": 1, "loss": 0.5, "val_accuracy": 0.9}, {"epoch": 2, "loss": 0.4, "val_accuracy": 0.95,
+                                                                 "val_loss": 0.2}]
+    assert outcome.last_validation(epochs) == {"final_val_accuracy": 0.95, "final_val_loss": 0.2}
+    assert outcome.last_validation([]) == {}
+
+
+def _config() -> TrainConfig:
+    return TrainConfig(epochs=5, max_requeues=5)
+
