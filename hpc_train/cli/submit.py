@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     if args.dry_run:
-        print(submit.submission_script(spec, home=args.home, config=train, command=args.command), end="")
+        print(submit.submission_script(spec, train, home=args.home, command=args.command), end="")
         return 0
     if args.local:
         return submit.run_locally(spec, train, command=args.command)

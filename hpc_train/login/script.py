@@ -18,6 +18,7 @@ import yaml
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
+from hpc_train.injob.body import JobBody, script_line
 from hpc_train.login.request import JobSpec
 from hpc_train.login.sweep import Sweep
 
@@ -48,12 +49,6 @@ def activation_script(home: str) -> Path:
     raise HpcTrainError(f"--home {home}: neither {folder / 'env' / 'activate.sh'} (a checkout of hpc-train, after "
                         f"env/setup.sh) nor {folder / 'bin' / 'activate'} (a virtual environment) is there; give the "
                         "project root or the environment the job should use")
-
-
-def kill_on_bad_exit(spec: JobSpec) -> int:
-    """srun's --kill-on-bad-exit: a lost MultiWorkerMirrored task stalls the rest, so it ends the step;
-    a parameter-server chief carries on without a lost worker, so that does not."""
-    return 0 if spec.strategy == "parameter_server" else 1
 
 
 def job_config(spec: JobSpec, train: TrainConfig) -> TrainConfig:
@@ -87,15 +82,16 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
         run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
         '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
         config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
-        num_tasks=spec.num_tasks,
-        launcher=launcher,
-        task_command=task_command(spec, config, command) if sweep is None or not command else
-        '"${element_command[@]}"',
-        kill_on_bad_exit=kill_on_bad_exit(spec),
-        strategy=shlex.quote(spec.strategy),
-        prologue_options=f" --max-retries {config.max_retries}",
-        epilogue_options="".join(f" {shlex.quote(option)}" for option in retry_options(spec, config, command)),
+        job_line=script_line("hpc-train", '"$run_dir"', job_body(spec, config, command), launcher + (
+            task_command(spec, config, command) if sweep is None or not command else '"${element_command[@]}"'),
+            output='"$run_dir/logs/rank-%t.out"'),
     )
+
+
+def job_body(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None, run_dir: Path = Path(".")) -> JobBody:
+    """What the job body does for this request: its step's tasks, and how its failures are retried."""
+    return JobBody(run_dir, spec.strategy, spec.nodes, spec.tasks_per_node, config.max_retries,
+                   tuple(spec.retry_exit_codes), bool(command))
 
 
 def config_lines(config: TrainConfig) -> str:
@@ -124,18 +120,12 @@ def sweep_lines(spec: JobSpec, config: TrainConfig, sweep: Sweep, command: Seque
     return "\n".join(lines)
 
 
-def retry_options(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> list[str]:
-    """The epilogue's options for this job: how often to retry, and which exits of a user's command to retry."""
-    from hpc_train.injob.epilogue import options_for
-
-    return options_for(config.max_retries, spec.retry_exit_codes, bool(command))
-
-
-def task_command(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> str:
-    """What srun starts on every task: the trainer, or the user's command supervised (quoted word by word)."""
+def task_command(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None, program: str = "hpc-train") -> str:
+    """What srun starts on every task: the trainer, or the user's command supervised (quoted word by word).
+    `program` is how the rank starts hpc-train (shell text): the job environment's hpc-train, or PYTHON -m hpc_train."""
     if not command:
-        return 'hpc-train train --config "$run_dir/config.yaml" --output-dir "$run_dir"'
+        return f'{program} train --config "$run_dir/config.yaml" --output-dir "$run_dir"'
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
 
     job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues, spec.keras, spec.command_signal)
-    return shlex.join(["hpc-train", *supervised_arguments(job)])  # hpc-train from the job's environment
+    return f"{program} {shlex.join(supervised_arguments(job))}"

@@ -158,6 +158,12 @@ def srun(arguments: Sequence[str], env: Mapping[str, str], timeout: float) -> su
     return run(["srun", *arguments], env, timeout=timeout)
 
 
+def start_step(arguments: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """`srun ARGS` started, not waited for, its output the caller's: a job's step, which the job body waits for
+    and passes signals on to (hpc_train/injob/body.py)."""
+    return subprocess.Popen(["srun", *arguments], env=dict(env))
+
+
 def sacctmgr(arguments: Sequence[str], env: Mapping[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """`sacctmgr ARGS` (the local cluster registers itself with accounting)."""
     return run(["sacctmgr", *arguments], env, timeout=timeout)

@@ -6,6 +6,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -39,6 +40,13 @@ def test_rendered_scripts_match_their_golden_files(case: str) -> None:
     assert rendered == golden.read_text()
 
 
+def fake_hpc_train(bin_dir: Path, body: str) -> None:
+    """An hpc-train that runs `body` for the ranks' verbs, but is the real one for the job body (`hpc-train job`)."""
+    fake = bin_dir / "hpc-train"
+    fake.write_text(f'#!/bin/bash\nif [ "$1" = job ]; then exec {sys.executable} -m hpc_train "$@"; fi\n{body}')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+
+
 def mock_srun(bin_dir: Path) -> None:
     """An srun that runs its command once, as rank 0, and records the arguments it got."""
     bin_dir.mkdir()
@@ -49,9 +57,7 @@ def mock_srun(bin_dir: Path) -> None:
     apptainer = bin_dir / "apptainer"  # `apptainer exec --nv IMAGE CMD...`: record, then run CMD
     apptainer.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$APPTAINER_ARGS"\nshift 3\nexec "$@"\n')
     apptainer.chmod(apptainer.stat().st_mode | stat.S_IEXEC)
-    fake = bin_dir / "hpc-train"  # the trainer itself: record what it was asked to do
-    fake.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$TRAIN_ARGS"\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    fake_hpc_train(bin_dir, 'printf "%s\\n" "$@" > "$TRAIN_ARGS"\n')  # the trainer: record what it was asked
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
@@ -139,8 +145,8 @@ def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(
     from hpc_train.login.sweep import grid, grid_axes
 
     mock_srun(tmp_path / "bin")
-    (tmp_path / "bin" / "hpc-train").write_text(  # the supervised command's words, and the element's variables
-        '#!/bin/bash\nprintf "%s\\n" "$@" > "$TRAIN_ARGS"\nenv | grep ^HPC_TRAIN_ | sort > "$TRAIN_ARGS.env"\n')
+    fake_hpc_train(tmp_path / "bin",  # the supervised command's words, and the element's variables
+                   'printf "%s\\n" "$@" > "$TRAIN_ARGS"\nenv | grep ^HPC_TRAIN_ | sort > "$TRAIN_ARGS.env"\n')
     sweep = grid(grid_axes(["learning_rate=0.01,0.001", "seed=1,2"]))
     command = ["python", f"{hostile}.py", "--lr={learning_rate}", "--seed", "{seed}"]
     script = tmp_path / "sweep.sbatch"
