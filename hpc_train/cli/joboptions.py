@@ -8,13 +8,15 @@ from pathlib import Path
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    from hpc_train.config import JOB_STRATEGIES
+
     parser.add_argument("--nodes", "-N", type=int, required=True, metavar="N")
     parser.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
                         help="GPUs per node; one task per GPU unless --one-task-per-node (default 0: CPU tasks)")
     parser.add_argument("--one-task-per-node", action="store_true",
                         help="one task per node, mirroring over all its GPUs")
     parser.add_argument("--ntasks-per-node", type=int, default=1, metavar="T", help="CPU tasks per node when G = 0")
-    parser.add_argument("--strategy", choices=("multiworker", "parameter_server"), default="multiworker")
+    parser.add_argument("--strategy", choices=JOB_STRATEGIES, default=JOB_STRATEGIES[0])
     parser.add_argument("--num-ps", type=int, default=1, metavar="K")
     parser.add_argument("--name", default="hpc-train", help="job name; results go to runs/NAME-JOBID/")
     for option in ("partition", "account", "qos", "time", "mem", "constraint", "gres"):

@@ -31,6 +31,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
 from hpc_train.slurm import commands as slurm
@@ -39,8 +40,6 @@ from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.retry import RetryPlan, plan_retry, requeue_excluding, usable_and_lost
 from hpc_train.runs.state import read_state
 
-# A job's failed step is retried this many times by default (--max-retries, max_retries).
-DEFAULT_MAX_RETRIES = 3
 # How much of the end of the job log is read for srun's lines on this attempt's tasks.
 LOG_TAIL_BYTES = 512 * 1024
 PREFIX = "hpc-train"

@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.runs import attempts
 from hpc_train.slurm import commands as slurm
-from hpc_train.injob.epilogue import (DEFAULT_MAX_RETRIES, PREFIX, QuietParser, expand_nodes, log_tail,
-                                     newest_checkpoint)
+from hpc_train.injob.epilogue import PREFIX, QuietParser, expand_nodes, log_tail, newest_checkpoint
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.retry import requeue_excluding, usable_and_lost
 from hpc_train.runs.state import STATE_FILE, read_state, write_json_atomically

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from hpc_train.config import COMMAND_SIGNALS, JOB_STRATEGIES, KERAS_CHOICES
 from hpc_train.errors import HpcTrainError
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
@@ -72,7 +73,9 @@ class JobSpec:
         _check_counts(self)
         _check_text(self)
         _check_gres(self)
-        if self.keras not in ("auto", "2", "3") or self.command_signal not in ("USR1", "TERM"):
+        if self.strategy not in JOB_STRATEGIES:
+            raise JobSpecError(f"--strategy {self.strategy!r}: expected {' or '.join(JOB_STRATEGIES)}")
+        if self.keras not in KERAS_CHOICES or self.command_signal not in COMMAND_SIGNALS:
             raise JobSpecError(f"--keras {self.keras!r} --command-signal {self.command_signal!r}: expected auto, 2 "
                                "or 3, and USR1 or TERM")
         if any(isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255
