@@ -54,18 +54,20 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                              "environment; submit, this very Python")
 
 
-def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str]
-    """Validate the options into (JobSpec, TrainConfig, home); raises HpcTrainError with one line."""
+def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
+    """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
+    render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
     from hpc_train.config import load_config
-    from hpc_train.login.request import JobSpec
+    from hpc_train.login.request import JobRequest
 
-    spec = JobSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, strategy=args.strategy,
-                   num_ps=args.num_ps, one_task_per_node=args.one_task_per_node,
-                   cpu_tasks_per_node=args.ntasks_per_node, name=args.name, partition=args.partition,
-                   account=args.account, qos=args.qos, time=args.time, mem=args.mem, constraint=args.constraint,
-                   cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
-                   container=args.container, signal_seconds=args.signal_seconds, keras=args.keras,
-                   command_signal=args.command_signal, retry_exit_codes=exit_codes(args.retry_exit_codes))
+    spec = JobRequest.one_group(
+        nodes=args.nodes, gpus_per_node=args.gpus_per_node, one_task_per_node=args.one_task_per_node,
+        cpu_tasks_per_node=args.ntasks_per_node, partition=args.partition, constraint=args.constraint, mem=args.mem,
+        cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
+        strategy=args.strategy, num_ps=args.num_ps, name=args.name, account=args.account, qos=args.qos,
+        time=args.time, container=args.container, hold=getattr(args, "hold", False),
+        signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
+        retry_exit_codes=exit_codes(args.retry_exit_codes))
     from hpc_train.errors import HpcTrainError
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:

@@ -9,7 +9,7 @@ be compared with a golden file.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from string import Template
@@ -19,24 +19,40 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import JobBody, script_line
-from hpc_train.login.request import JobSpec
+from hpc_train.login.request import Group, JobRequest
 from hpc_train.login.sweep import Sweep
 
 
 
-def directives(spec: JobSpec) -> dict[str, str | int | bool]:
-    """The #SBATCH options, name -> value (True: a bare flag); unset ones left out."""
+def directives(request: JobRequest, group: Group | None = None) -> dict[str, str | int | bool]:
+    """One group's #SBATCH options (default: the first), name -> value (True: a bare flag); unset ones left out.
+    The first group's also hold the job's own (name, account, time, log, requeue, warning)."""
+    group = group or request.groups[0]
     values: dict[str, str | int | bool | None] = {
-        "job-name": spec.name, "nodes": spec.nodes, "ntasks-per-node": spec.tasks_per_node,
-        "gpus-per-node": spec.gpus_per_node or None, "cpus-per-task": spec.cpus_per_task,
-        "partition": spec.partition, "account": spec.account, "qos": spec.qos, "time": spec.time,
-        "mem": spec.mem, "constraint": spec.constraint, "gres": spec.gres, "exclusive": spec.exclusive or None,
-        "output": "slurm-%x-%j.out",
-        # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
-        "open-mode": "append", "requeue": True,
-        "signal": f"USR1@{spec.signal_seconds}" if spec.signal_seconds else None,
+        "nodes": group.nodes, "ntasks-per-node": group.tasks_per_node, "gpus-per-node": group.gpus_per_node or None,
+        "cpus-per-task": group.cpus_per_task, "partition": group.partition, "mem": group.mem,
+        "constraint": group.constraint, "gres": group.gres, "exclusive": group.exclusive or None,
     }
+    if group is request.groups[0]:
+        values |= {
+            "job-name": request.name, "account": request.account, "qos": request.qos, "time": request.time,
+            "output": "slurm-%x-%j.out",
+            # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
+            "open-mode": "append", "requeue": True,
+            "signal": f"USR1@{request.signal_seconds}" if request.signal_seconds else None,
+        }
     return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def directive_lines(request: JobRequest, first: Mapping[str, str | int | bool] | None = None) -> list[str]:
+    """Every group's #SBATCH lines, a `#SBATCH hetjob` between two groups; `first`: options added to the first's."""
+    lines: list[str] = []
+    for index, group in enumerate(request.groups):
+        wanted = {**directives(request, group), **(first or {} if index == 0 else {})}
+        lines += ["#SBATCH hetjob"] if index else []
+        lines += [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
+                  for name, value in sorted(wanted.items())]
+    return lines
 
 
 def activation_script(home: str) -> Path:
@@ -51,12 +67,12 @@ def activation_script(home: str) -> Path:
                         "project root or the environment the job should use")
 
 
-def job_config(spec: JobSpec, train: TrainConfig) -> TrainConfig:
+def job_config(spec: JobRequest, train: TrainConfig) -> TrainConfig:
     """The training config the job runs: its strategy and ps count come from the request."""
     return replace(train, strategy=spec.strategy, num_ps=spec.num_ps)
 
 
-def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = "runs",
+def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str = "runs",
                   template: Path | None = None, command: Sequence[str] | None = None,
                   sweep: Sweep | None = None, max_parallel: int | None = None) -> str:
     """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
@@ -64,18 +80,15 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
     per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
     running at once."""
     config = job_config(spec, train)
-    wanted = directives(spec)
-    if sweep is not None:
-        wanted = {**wanted, "array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
-                  "output": "slurm-%x-%A_%a.out"}
-    lines = [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
-             for name, value in sorted(wanted.items())]
+    array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
+                                      "output": "slurm-%x-%A_%a.out"}
+    lines = directive_lines(spec, array)
     launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
     from hpc_train.resources import resource
 
     return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
-        summary=f"{spec.nodes} node(s) x {spec.tasks_per_node} task(s), {spec.gpus_per_node} GPU(s) per node, "
-                f"{spec.strategy}",
+        summary=" + ".join(f"{group.nodes} node(s) x {group.tasks_per_node} task(s), {group.gpus_per_node} GPU(s) "
+                           "per node" for group in spec.groups) + f", {spec.strategy}",
         directives="\n".join(lines),
         home=shlex.quote(home),
         runs_dir=shlex.quote(runs_dir),
@@ -88,9 +101,10 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
     )
 
 
-def job_body(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None, run_dir: Path = Path(".")) -> JobBody:
-    """What the job body does for this request: its step's tasks, and how its failures are retried."""
-    return JobBody(run_dir, spec.strategy, spec.nodes, spec.tasks_per_node, config.max_retries,
+def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None, run_dir: Path = Path(".")) -> JobBody:
+    """What the job body does for this request: its step's tasks (the mock launcher's: every node as the first
+    group's), and how its failures are retried."""
+    return JobBody(run_dir, spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command))
 
 
@@ -100,7 +114,7 @@ def config_lines(config: TrainConfig) -> str:
            "HPC_TRAIN_CONFIG"
 
 
-def sweep_lines(spec: JobSpec, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
+def sweep_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
     """Each array element's settings (and command, `{KEY}` replaced), chosen by SLURM_ARRAY_TASK_ID; its values
     exported as HPC_TRAIN_SWEEP_<KEY>, its index as HPC_TRAIN_TRIAL."""
     from hpc_train.config import replace as with_values
@@ -120,7 +134,7 @@ def sweep_lines(spec: JobSpec, config: TrainConfig, sweep: Sweep, command: Seque
     return "\n".join(lines)
 
 
-def task_command(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None, program: str = "hpc-train") -> str:
+def task_command(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None, program: str = "hpc-train") -> str:
     """What srun starts on every task: the trainer, or the user's command supervised (quoted word by word).
     `program` is how the rank starts hpc-train (shell text): the job environment's hpc-train, or PYTHON -m hpc_train."""
     if not command:

@@ -1,6 +1,6 @@
 """Submit a training job through submitit's Slurm executor, or run it here with the mock launcher.
 
-Build the request, then run it: `make_executor` turns a JobSpec into a
+Build the request, then run it: `make_executor` turns a JobRequest into a
 submitit executor (nothing submitted) whose script hands the job to hpc-train's
 job body (hpc_train/injob/body.py), `submission_script` shows exactly what
 sbatch gets (`--dry-run`: submitted to a recording sbatch), and `submit`
@@ -29,11 +29,11 @@ from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import kill_on_bad_exit, script_line
 from hpc_train.runs.folders import RUNS, JobRecord
 from hpc_train.login.script import activation_script, config_lines, job_body, job_config
-from hpc_train.login.request import JobSpec, time_minutes
+from hpc_train.login.request import JobRequest, time_minutes
 from hpc_train.login.sweep import Sweep
 
 
-def make_executor(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
+def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
                   command: Sequence[str] | None = None) -> Any:
     """A submitit SlurmExecutor for the request: folder runs/NAME-%j, whose script runs the job body.
 
@@ -52,14 +52,15 @@ def make_executor(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, home: st
     # Each rank's Python: inside the image, with the GPUs passed through, for a container.
     ranks = f"apptainer exec --nv {shlex.quote(spec.container)} python3" if spec.container else python
     executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=ranks)
-    extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", spec.exclusive), ("hold", spec.hold),
+    group = spec.group  # (submitit writes one group's #SBATCH lines: a heterogeneous job is refused here)
+    extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", group.exclusive), ("hold", spec.hold),
                                                              ("requeue", True)) if wanted}
-    if spec.gres:
-        extra["gres"] = spec.gres
+    if group.gres:
+        extra["gres"] = group.gres
     executor.update_parameters(
-        job_name=spec.name, nodes=spec.nodes, ntasks_per_node=spec.tasks_per_node,
-        gpus_per_node=spec.gpus_per_node or None, cpus_per_task=spec.cpus_per_task,
-        partition=spec.partition, account=spec.account, qos=spec.qos, mem=spec.mem, constraint=spec.constraint,
+        job_name=spec.name, nodes=group.nodes, ntasks_per_node=group.tasks_per_node,
+        gpus_per_node=group.gpus_per_node or None, cpus_per_task=group.cpus_per_task, partition=group.partition,
+        account=spec.account, qos=spec.qos, mem=group.mem, constraint=group.constraint,
         # None leaves --time out: the partition's default applies, not submitit's 5 minutes.
         time=time_minutes(spec.time) if spec.time else None,
         additional_parameters=extra,  # (submitit appends to the logs itself: a requeued job keeps every attempt)
@@ -78,7 +79,7 @@ def job_folder_word(folder: Path) -> str:
     return f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(after) if after else ""}'
 
 
-def body_lines(spec: JobSpec, config: TrainConfig, folder: Path, python: str, ranks: str,
+def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str, ranks: str,
                command: Sequence[str] | None) -> list[str]:
     """The script's setup: the settings into the job folder, then the job body in this shell's place (`exec`),
     so that submitit's own srun line after it never runs. Its ranks log where submitit's would have (the
@@ -122,7 +123,7 @@ def _remove_new(folder: Path, before: set[Path]) -> None:
             entry.unlink()
 
 
-def submission_script(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
+def submission_script(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
                       command: Sequence[str] | None = None) -> str:
     """The sbatch script submit would submit, as submitit writes it: handed to a recording sbatch, nothing queued."""
     from hpc_train.injob.entrypoints import body_runs_the_ranks
@@ -133,7 +134,7 @@ def submission_script(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, home
         return recorded.read_text()
 
 
-def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
+def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
            home: str | None = None) -> JobRecord:
     """Submit; return the job's record, its folder holding the script and the settings.
 
@@ -160,7 +161,7 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
     return record
 
 
-def sweep_script(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
+def sweep_script(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
                  runs: Path = RUNS, command: Sequence[str] | None = None) -> str:
     """The job array's script: templates/job.sbatch rendered with every element (render --sweep's)."""
     from hpc_train.login.script import render_script
@@ -169,7 +170,7 @@ def sweep_script(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: 
                          max_parallel=max_parallel)
 
 
-def submit_sweep(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
+def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
                  runs: Path = RUNS, command: Sequence[str] | None = None) -> JobRecord:
     """Submit a sweep as one job array (one sbatch); its record, and one per element (runs/NAME-ARRAYID_I/)."""
     if shutil.which("sbatch") is None:
@@ -199,7 +200,7 @@ def submit_sweep(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: 
     return record
 
 
-def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> int:
+def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> int:
     """The same job, its tasks started on this machine by the mock launcher."""
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
     from hpc_train.login.mock_srun import Step, launch
@@ -218,7 +219,7 @@ def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: S
         task_command = [sys.executable, "-m", "hpc_train", *supervised_arguments(job)]
     else:
         task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
-    return launch(Step.make(spec.nodes, spec.tasks_per_node), task_command, base,
+    return launch(Step.make(spec.nodes, spec.group.tasks_per_node), task_command, base,
                   kill_on_bad_exit=bool(kill_on_bad_exit(spec.strategy)))
 
 

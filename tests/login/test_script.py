@@ -174,3 +174,20 @@ def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(
     outside = subprocess.run(["bash", str(script)], cwd=work, env={**env, "SLURM_ARRAY_TASK_ID": "4"},
                              capture_output=True, text=True, timeout=60)
     assert outside.returncode == 2 and "not an element of this sweep (0-3)" in outside.stderr
+
+
+def test_a_job_of_two_groups_gets_a_block_of_directives_each() -> None:
+    """A heterogeneous job (a later issue): the job's own options in the first block, `#SBATCH hetjob` between."""
+    from hpc_train.login.request import Group, JobRequest
+
+    request = JobRequest((Group(nodes=1, cpu_tasks_per_node=2, partition="cpu", roles=("chief", "ps")),
+                          Group(nodes=2, gpus_per_node=4, partition="gpu", roles=("worker",))),
+                         strategy="parameter_server", name="het", time="1:00:00")
+    text = render_script(request, TrainConfig(), HOME)
+    header = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    split = header.index("#SBATCH hetjob")
+    assert "#SBATCH --partition=cpu" in header[:split] and "#SBATCH --time=1:00:00" in header[:split]
+    assert header[split + 1:] == ["#SBATCH --gpus-per-node=4", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4",
+                                  "#SBATCH --partition=gpu"]
+    assert "1 node(s) x 2 task(s), 0 GPU(s) per node + 2 node(s) x 4 task(s), 4 GPU(s) per node, parameter_server" \
+        in text
