@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -33,10 +34,9 @@ from typing import Any
 
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.epilogue import PREFIX, QuietParser
+from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.requeue import restart_count
 
-# The prologue's "requeued itself off a failed node": this attempt ends quietly (its exit 4).
-PROLOGUE_MOVED = 4
 # Signals a batch script passes on to its step: Slurm's time-limit warning when it reaches the script itself.
 PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
 USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
@@ -111,13 +111,13 @@ def ignoring_term() -> Iterator[None]:
 
 def prologue(body: JobBody, env: Mapping[str, str]) -> int | None:
     """Before the step: the job's exit code when this attempt ends here, else None (the step runs)."""
-    from hpc_train.injob.prologue import before_the_step
+    from hpc_train.injob.prologue import before_the_step  # (looked up at the call: tests replace it)
 
     if not env.get("SLURM_JOB_ID"):
         return None  # not a Slurm job: no attempts to account for
     with ignoring_term():
         said = _quietly(lambda: before_the_step(body.run_dir, env, body.max_retries), "the prologue", 0)
-    return {EXIT_RETRIES_SPENT: 1, PROLOGUE_MOVED: 0}.get(said)
+    return {EXIT_RETRIES_SPENT: 1, EXIT_MOVED: 0}.get(said)
 
 
 def epilogue(body: JobBody, code: int, env: Mapping[str, str]) -> int:
@@ -215,8 +215,6 @@ def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, ou
     `program` (hpc-train, or PYTHON -m hpc_train) and `rank_command` are shell text, quoted by the caller;
     `run_dir`, `output` and `error` are shell words (they may expand "$run_dir" or "$SLURM_JOB_ID"), used
     instead of the body's own; every other value is quoted here."""
-    import shlex
-
     options = ["--nodes", str(body.nodes), "--ntasks-per-node", str(body.tasks_per_node), "--strategy",
                body.strategy, *(("--max-retries", str(body.max_retries)) if body.max_retries is not None else ()),
                *(("--retry-exit-codes", ",".join(map(str, body.retry_exit_codes))) if body.retry_exit_codes else ()),
