@@ -27,8 +27,8 @@ def limit_problems(spec: JobRequest, partition: Partition, group: Group | None =
     problems = []
     other = "or submit to another partition (--partition; sinfo lists them)"
     if group.nodes > partition.total_nodes:
-        problems.append(f"--nodes {group.nodes}: partition {partition.name} has {partition.total_nodes} node(s) in all; "
-                        f"ask for at most {partition.total_nodes}, {other}")
+        problems.append(f"--nodes {group.nodes}: partition {partition.name} has {partition.total_nodes} node(s) in "
+                        f"all; ask for at most {partition.total_nodes}, {other}")
     elif partition.max_nodes is not None and group.nodes > partition.max_nodes:
         problems.append(f"--nodes {group.nodes}: partition {partition.name} allows at most {partition.max_nodes} "
                         f"node(s) per job (MaxNodes); ask for fewer, {other}")
@@ -80,8 +80,8 @@ def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:
 
 
 def _partition(group: Group, env: Mapping[str, str]) -> Partition | None:
-    """The partition a group of the job goes to; None when there is nothing to judge by (sbatch --test-only still asks the
-    scheduler). A controller that does not answer is one line now, not a minute's wait in sbatch."""
+    """The partition a group of the job goes to; None when there is nothing to judge by (sbatch --test-only still
+    asks the scheduler). A controller that does not answer is one line now, not a minute's wait in sbatch."""
     if not slurm.available("scontrol"):
         return None
     partitions = read_partitions(env)

@@ -1,8 +1,11 @@
-"""A job's resource request, validated before anything reaches Slurm.
+"""A job's request, validated before anything reaches Slurm: one or more groups of nodes, and the job's own
+settings.
 
 Tasks: by default one task per GPU (`--ntasks-per-node` = GPUs per node), all of
 them MultiWorkerMirrored; `one_task_per_node` gives each node one task that
 mirrors over all its GPUs; with no GPUs, CPU tasks (`tasks_per_node`, default 1).
+Every job has one group today (`JobRequest.one_group`); a heterogeneous job
+will have one per kind of node, each a block of #SBATCH lines.
 """
 
 from __future__ import annotations

@@ -101,10 +101,10 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
     )
 
 
-def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None, run_dir: Path = Path(".")) -> JobBody:
+def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None) -> JobBody:
     """What the job body does for this request: its step's tasks (the mock launcher's: every node as the first
-    group's), and how its failures are retried."""
-    return JobBody(run_dir, spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
+    group's), and how its failures are retried. Its run folder is the script's to say (script_line's word)."""
+    return JobBody(Path("."), spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command))
 
 
@@ -134,7 +134,8 @@ def sweep_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Se
     return "\n".join(lines)
 
 
-def task_command(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None, program: str = "hpc-train") -> str:
+def task_command(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None,
+                 program: str = "hpc-train") -> str:
     """What srun starts on every task: the trainer, or the user's command supervised (quoted word by word).
     `program` is how the rank starts hpc-train (shell text): the job environment's hpc-train, or PYTHON -m hpc_train."""
     if not command:

@@ -89,7 +89,8 @@ def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str,
     return [f"run_dir={job_folder_word(folder)}", 'mkdir -p "$run_dir"', config_lines(config),
             "# hpc-train's job body (hpc_train/injob/body.py) replaces this shell: submitit's srun line never runs.",
             script_line(f"{python} -m hpc_train", '"$run_dir"', job_body(spec, config, command),
-                        task_command(spec, config, command, f"{ranks} -u -m hpc_train"), output=shlex.quote(str(folder / "%j_%t_log.out")),
+                        task_command(spec, config, command, f"{ranks} -u -m hpc_train"),
+                        output=shlex.quote(str(folder / "%j_%t_log.out")),
                         error=shlex.quote(str(folder / "%j_%t_log.err")))]
 
 
