@@ -143,10 +143,14 @@ def _quietly(call: Callable[[], int], what: str, otherwise: int) -> int:
 def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> int:
     """The step's exit status: srun under Slurm, else the mock launcher; USR1/USR2 passed on to it."""
     if not under_slurm(env):
+        from hpc_train.errors import HpcTrainError, report
         from hpc_train.login.mock_srun import Step, launch
 
-        return launch(Step.make(body.nodes, body.tasks_per_node), rank_command, env,  # (it passes them on itself)
-                      kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
+        try:
+            return launch(Step.make(body.nodes, body.tasks_per_node), rank_command, env,  # (it passes them on)
+                          kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
+        except HpcTrainError as error:  # a command that cannot start: one line, as `hpc-train launch` says it
+            return report(error, "hpc-train launch")
     import subprocess
 
     from hpc_train.slurm import commands as slurm

@@ -65,6 +65,10 @@ def test_without_slurm_the_tasks_run_here_and_a_failure_is_not_retried(tmp_path:
     assert "not retried: not a Slurm batch job, run it again to resume" in result.stderr
     wrong = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "x"], capture_output=True, text=True)
     assert wrong.returncode == 2 and wrong.stderr.startswith("usage: hpc-train job ")
+    missing = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "x", "--", "no-such-program-xyz"],
+                             cwd=tmp_path, capture_output=True, text=True, env=without_slurm(), timeout=60)
+    assert missing.returncode == 2 and "hpc-train launch: error: cannot run 'no-such-program-xyz'" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2])
