@@ -21,6 +21,12 @@ import yaml
 from hpc_train.errors import HpcTrainError
 
 StrategyName = Literal["none", "mirrored", "multiworker", "parameter_server"]
+# A job's choices, each listed once: the job request checks them, and the options offer them.
+JOB_STRATEGIES = ("multiworker", "parameter_server")  # a Slurm job's strategies (its tasks form one cluster)
+KERAS_CHOICES = ("auto", "2", "3")  # what a user's command gets as tf.keras (--keras)
+COMMAND_SIGNALS = ("USR1", "TERM")  # the signal the time-limit warning reaches a user's command as
+# A job's failed step is retried this many times by default (--max-retries, max_retries).
+DEFAULT_MAX_RETRIES = 3
 BUILTIN_TASK = "hpc_train.tasks.mnist"
 # The settings only the built-in MNIST task reads; a user's task module has its own model and data.
 BUILTIN_TASK_SETTINGS = ("model", "data_dir", "train_images", "validation_images")
@@ -89,7 +95,7 @@ class TrainConfig:
     objective: str | None = None
     # Times a job whose step failed (a task died, hung or lost a peer; a node lost) is retried on other nodes,
     # resuming from its last checkpoint; 0: never. Counted apart from max_requeues.
-    max_retries: int = 3
+    max_retries: int = DEFAULT_MAX_RETRIES
     seed: int = 0
 
     def __post_init__(self) -> None:

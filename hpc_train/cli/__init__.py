@@ -40,9 +40,10 @@ SUBCOMMANDS = {
     "data": ("data", "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"),
     "bench": ("bench", "measure speed against baselines; figures into BENCHMARKS.md"),
 }
-# Run by the batch scripts hpc-train writes and ships, before their step and after a failed one, not by people:
-# not in --help.
-HIDDEN = ("prologue", "epilogue")
+# Run by the batch scripts hpc-train writes and ships, not by people: not in --help. `job` is the job body
+# (hpc_train/injob/body.py) every script runs; `prologue` and `epilogue`, what scripts written before it run.
+# Verb -> its module in hpc_train.injob.
+HIDDEN = {"job": "body", "prologue": "prologue", "epilogue": "epilogue"}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -101,9 +102,10 @@ TAKE_A_COMMAND = ("bootstrap", "launch", "submit", "render")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options, command = split_command(sys.argv[1:] if argv is None else argv)
-    if options[:1] and options[0] in HIDDEN and command is None:  # `hpc-train epilogue STEP_EXIT_CODE RUN_DIR ...`
-        return importlib.import_module(f"hpc_train.injob.{options[0]}").main(options[1:])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in HIDDEN:  # `hpc-train job ... -- COMMAND`, `hpc-train epilogue STEP_EXIT_CODE ...`
+        return importlib.import_module(f"hpc_train.injob.{HIDDEN[argv[0]]}").main(argv[1:])
+    options, command = split_command(argv)
     selected = next((option for option in options if not option.startswith("-")), None)
     parser = build_parser(selected)
     args = parser.parse_args(options)

@@ -8,13 +8,15 @@ from pathlib import Path
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    from hpc_train.config import JOB_STRATEGIES
+
     parser.add_argument("--nodes", "-N", type=int, required=True, metavar="N")
     parser.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
                         help="GPUs per node; one task per GPU unless --one-task-per-node (default 0: CPU tasks)")
     parser.add_argument("--one-task-per-node", action="store_true",
                         help="one task per node, mirroring over all its GPUs")
     parser.add_argument("--ntasks-per-node", type=int, default=1, metavar="T", help="CPU tasks per node when G = 0")
-    parser.add_argument("--strategy", choices=("multiworker", "parameter_server"), default="multiworker")
+    parser.add_argument("--strategy", choices=JOB_STRATEGIES, default=JOB_STRATEGIES[0])
     parser.add_argument("--num-ps", type=int, default=1, metavar="K")
     parser.add_argument("--name", default="hpc-train", help="job name; results go to runs/NAME-JOBID/")
     for option in ("partition", "account", "qos", "time", "mem", "constraint", "gres"):
@@ -52,18 +54,20 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                              "environment; submit, this very Python")
 
 
-def job_request(args: argparse.Namespace):  # -> tuple[JobSpec, TrainConfig, str]
-    """Validate the options into (JobSpec, TrainConfig, home); raises HpcTrainError with one line."""
+def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
+    """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
+    render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
     from hpc_train.config import load_config
-    from hpc_train.login.request import JobSpec
+    from hpc_train.login.request import JobRequest
 
-    spec = JobSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, strategy=args.strategy,
-                   num_ps=args.num_ps, one_task_per_node=args.one_task_per_node,
-                   cpu_tasks_per_node=args.ntasks_per_node, name=args.name, partition=args.partition,
-                   account=args.account, qos=args.qos, time=args.time, mem=args.mem, constraint=args.constraint,
-                   cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
-                   container=args.container, signal_seconds=args.signal_seconds, keras=args.keras,
-                   command_signal=args.command_signal, retry_exit_codes=exit_codes(args.retry_exit_codes))
+    spec = JobRequest.one_group(
+        nodes=args.nodes, gpus_per_node=args.gpus_per_node, one_task_per_node=args.one_task_per_node,
+        cpu_tasks_per_node=args.ntasks_per_node, partition=args.partition, constraint=args.constraint, mem=args.mem,
+        cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
+        strategy=args.strategy, num_ps=args.num_ps, name=args.name, account=args.account, qos=args.qos,
+        time=args.time, container=args.container, hold=getattr(args, "hold", False),
+        signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
+        retry_exit_codes=exit_codes(args.retry_exit_codes))
     from hpc_train.errors import HpcTrainError
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:

@@ -37,7 +37,7 @@ from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_reque
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.config import TrainConfig
-    from hpc_train.login.request import JobSpec
+    from hpc_train.login.request import JobRequest
     from hpc_train.login.sweep import Sweep
 
 
@@ -50,8 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from hpc_train.errors import HpcTrainError
     from hpc_train.login import submission as submit
 
@@ -59,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
     sweep = sweep_request(args, train)
     if sweep is not None:
         return _submit_sweep(args, spec, train, sweep, home)
-    if args.hold:
-        spec = replace(spec, hold=True)
     if args.local and args.home:
         raise HpcTrainError("--home with --local: --local runs the ranks here, in this environment; drop --home")
     if args.home is not None:  # (render may name a folder of another machine: its script copes with none there)
@@ -68,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     if args.dry_run:
-        print(submit.submission_script(spec, home=args.home, config=train, command=args.command), end="")
+        print(submit.submission_script(spec, train, home=args.home, command=args.command), end="")
         return 0
     if args.local:
         return submit.run_locally(spec, train, command=args.command)
@@ -79,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _submit_sweep(args: argparse.Namespace, spec: JobSpec, train: TrainConfig, sweep: Sweep, home: str) -> int:
+def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig, sweep: Sweep, home: str) -> int:
     """One sbatch of one job array; --dry-run shows the elements and the script instead."""
     import sys
 

@@ -1,15 +1,13 @@
 """What a job's batch script does once its step has ended with a failure: retry it on healthy nodes, or decide
 the job's exit code.
 
-Written once, here, and called by every batch script hpc-train makes or
-ships: slurm/step.sh and templates/job.sbatch as `hpc-train epilogue
-STEP_EXIT_CODE RUN_DIR STRATEGY [options]` (the hpc-train their ranks run),
-submit's submitit script as `PYTHON -m hpc_train.injob.epilogue ...` (the
-Python that runs its ranks); only when the step failed (a step that succeeded
-needs no decision, and no Python start). Its exit 0 turns the job into a
-success (or leaves it requeued); any other exit leaves the step's code as the
-job's, so an epilogue that cannot even start (no Python, no hpc-train where
-the batch script runs) changes nothing. It decides:
+Written once, here, and run by hpc-train's job body (hpc_train/injob/body.py,
+the `hpc-train job` every batch script hpc-train makes or ships runs) in its
+own process, only when the step failed (a step that succeeded needs no
+decision); scripts written before the body call it as `hpc-train epilogue
+STEP_EXIT_CODE RUN_DIR STRATEGY [options]`. Its 0 turns the job into a success
+(or leaves it requeued); otherwise the step's code stands, as it does when the
+epilogue itself fails. It decides:
 
 - a parameter-server step whose chief finished training on the workers left
   (state.json says "finished") did its work: the job ends as completed, with a
@@ -27,13 +25,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
 from hpc_train.slurm.client import SlurmClient
@@ -42,8 +40,6 @@ from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.retry import RetryPlan, plan_retry, requeue_excluding, usable_and_lost
 from hpc_train.runs.state import read_state
 
-# A job's failed step is retried this many times by default (--max-retries, max_retries).
-DEFAULT_MAX_RETRIES = 3
 # How much of the end of the job log is read for srun's lines on this attempt's tasks.
 LOG_TAIL_BYTES = 512 * 1024
 PREFIX = "hpc-train"
@@ -70,29 +66,6 @@ def attempt_log(text: str, job_id: str) -> str:
     return text[starts[-1]:] if starts else text
 
 
-def shell_lines(python: str, run_dir: str, strategy: str, options: Sequence[str] = ()) -> list[str]:
-    """The batch script's lines right after its step (`$?` still the step's code): run the epilogue on a failure.
-
-    `python` is a command line (already quoted where it needs to be); `run_dir` is a shell word (quoted by the
-    caller, it may expand a variable); `strategy` and `options` are quoted here. SIGTERM is ignored from then on:
-    a retry requeues the job, which signals the batch script, and the epilogue has more to do after that.
-    """
-    extra = "".join(f" {shlex.quote(option)}" for option in options)
-    return [
-        "code=$?",
-        f'if [ "$code" -ne 0 ]; then trap "" TERM; {python} -m hpc_train.injob.epilogue "$code" {run_dir} '
-        f"{shlex.quote(strategy)}{extra} && code=0; fi",
-        'exit "$code"',
-    ]
-
-
-def options_for(max_retries: int | None, retry_exit_codes: Sequence[int] = (), command: bool = False) -> list[str]:
-    """The epilogue's options as a batch script passes them."""
-    return [*(("--max-retries", str(max_retries)) if max_retries is not None else ()),
-            *(("--retry-exit-codes", ",".join(map(str, retry_exit_codes))) if retry_exit_codes else ()),
-            *(("--command",) if command else ())]
-
-
 class QuietParser(argparse.ArgumentParser):
     """A parser that raises ValueError on bad arguments (the caller prints one usage line), never exits itself."""
 
@@ -112,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`hpc-train epilogue STEP_EXIT_CODE RUN_DIR STRATEGY [options]`: what batch scripts from before the job
+    body (hpc_train/injob/body.py) still run, a requeued one included."""
     args_list = sys.argv[1:] if argv is None else argv
     try:
         args = _parser().parse_args(args_list)
@@ -120,15 +95,23 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: hpc-train epilogue STEP_EXIT_CODE RUN_DIR STRATEGY [--max-retries N] "
               "[--retry-exit-codes C,...] [--command]", file=sys.stderr)
         return 2
-    run_state = read_state(args.run_dir)
-    code, warning = job_exit_code(args.code, args.strategy, run_state)
+    return after_the_step(args.code, args.run_dir, args.strategy, os.environ, args.max_retries, retry_exit_codes,
+                          args.command)
+
+
+def after_the_step(code: int, run_dir: Path, strategy: str, env: Mapping[str, str], max_retries: int | None = None,
+                   retry_exit_codes: Collection[int] = (), command: bool = False) -> int:
+    """The job's exit code after a step that exited with `code`: 0 once it is requeued for a retry, or a
+    parameter-server job whose chief finished; else the step's code. `max_retries` None: state.json's, or 3."""
+    run_state = read_state(run_dir)
+    code, warning = job_exit_code(code, strategy, run_state)
     if warning:
-        _say(f"warning: {warning} ({args.run_dir})")
+        _say(f"warning: {warning} ({run_dir})")
     if code == 0 or not_for_retrying(code, run_state):
         return code
-    max_retries = args.max_retries if args.max_retries is not None else run_state.get("max_retries",
-                                                                                      DEFAULT_MAX_RETRIES)
-    return after_failure(code, args.run_dir, os.environ, int(max_retries), retry_exit_codes, args.command)
+    if max_retries is None:
+        max_retries = int(run_state.get("max_retries", DEFAULT_MAX_RETRIES))
+    return after_failure(code, run_dir, env, int(max_retries), set(retry_exit_codes), command)
 
 
 def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries: int,

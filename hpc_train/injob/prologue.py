@@ -1,10 +1,11 @@
 """What a job's batch script does before its step: say how this attempt came about, record a restart nobody
 explained, and stop once the retries are spent.
 
-Called by every batch script hpc-train makes or ships, as `hpc-train prologue
-RUN_DIR [--max-retries N]` (submit's submitit script: `PYTHON -m
-hpc_train.injob.prologue ...`). Its exit 3 (EXIT_RETRIES_SPENT) ends the job
-before its step; any other failure (a prologue that cannot even start) changes
+Run by hpc-train's job body (hpc_train/injob/body.py) in its own process,
+before the step, as `before_the_step`; scripts written before the body call it
+as `hpc-train prologue RUN_DIR [--max-retries N]`. Its 3 (EXIT_RETRIES_SPENT)
+ends the job before its step (exit 1), its 4 (EXIT_MOVED) ends this attempt
+quietly (exit 0: the job requeued itself); any failure of its own changes
 nothing, as for the epilogue.
 Slurm restarts a job by itself when a node under it is lost (NODE_FAIL, with
 --requeue), and the batch script of that attempt may have died with the
@@ -22,18 +23,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
-
-# The prologue's "requeued itself": Slurm restarted the job on the node that failed; the script ends quietly.
-EXIT_MOVED = 4
 from hpc_train.runs import attempts
 from hpc_train.slurm.client import SlurmClient
-from hpc_train.injob.epilogue import (DEFAULT_MAX_RETRIES, PREFIX, QuietParser, expand_nodes, log_tail,
-                                     newest_checkpoint)
+from hpc_train.injob.epilogue import PREFIX, QuietParser, expand_nodes, log_tail, newest_checkpoint
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.retry import requeue_excluding, usable_and_lost
 from hpc_train.runs.state import STATE_FILE, read_state, write_json_atomically
 
+# The prologue's "requeued itself": Slurm restarted the job on the node that failed; the script ends quietly.
+EXIT_MOVED = 4
 # Entries of the history that each stand for one restart of the job.
 RESTARTS = ("retried", "requeued", "requeued by Slurm", "restarted")
 
@@ -143,15 +143,6 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
 
 def _say(message: str) -> None:
     print(f"{PREFIX}: {message}", file=sys.stderr, flush=True)
-
-
-def shell_line(python: str, run_dir: str, max_retries: int | None = None) -> str:
-    """The batch script's line before its step: run the prologue; end the job (exit 1) when it says so.
-
-    `python` is a command line and `run_dir` a shell word, both quoted by the caller."""
-    retries = f" --max-retries {int(max_retries)}" if max_retries is not None else ""
-    return (f"trap '' TERM; {python} -m hpc_train.injob.prologue {run_dir}{retries} || case $? in "
-            f"{EXIT_RETRIES_SPENT}) exit 1 ;; {EXIT_MOVED}) exit 0 ;; esac; trap - TERM")
 
 
 if __name__ == "__main__":

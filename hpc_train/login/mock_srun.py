@@ -109,17 +109,14 @@ def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = 
     """Run `command` as every rank of `step`; return 0, or the first failing rank's exit code."""
     environments = rank_environments(step, os.environ if base is None else base)
     processes: list[subprocess.Popen[bytes]] = []
-    try:
-        for env in environments:
-            processes.append(subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE,
-                                              stderr=subprocess.PIPE, start_new_session=True))
-    except OSError as error:
-        _stop(processes)
-        raise HpcTrainError(f"cannot run {command[0]!r}: {error.strerror}; check the command after --") from None
-    pumps = [_pump(process.stdout, sys.stdout, rank) for rank, process in enumerate(processes)]
-    pumps += [_pump(process.stderr, sys.stderr, rank) for rank, process in enumerate(processes)]
+    pumps: list[threading.Thread] = []
+    # The handlers first: a warning or a TERM that comes while the ranks start reaches those started (and the
+    # launcher), instead of ending the launcher by the signal's default action.
     previous = _forward_signals(processes)
     try:
+        _start(command, environments, processes)
+        pumps += [_pump(process.stdout, sys.stdout, rank) for rank, process in enumerate(processes)]
+        pumps += [_pump(process.stderr, sys.stderr, rank) for rank, process in enumerate(processes)]
         code = _supervise(processes, kill_on_bad_exit)
     except (KeyboardInterrupt, _Terminated) as stop:
         _note(f"{'interrupted' if isinstance(stop, KeyboardInterrupt) else 'terminated'}: stopping every task")
@@ -131,6 +128,18 @@ def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = 
     for pump in pumps:
         pump.join(timeout=5)
     return code
+
+
+def _start(command: Sequence[str], environments: Sequence[Mapping[str, str]],
+           processes: list[subprocess.Popen[bytes]]) -> None:
+    """Start a process per rank into `processes`; one that cannot start stops those started, in one line."""
+    try:
+        for env in environments:
+            processes.append(subprocess.Popen(list(command), env=dict(env), stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, start_new_session=True))
+    except OSError as error:
+        _stop(processes)
+        raise HpcTrainError(f"cannot run {command[0]!r}: {error.strerror}; check the command after --") from None
 
 
 def _forward_signals(processes: list[subprocess.Popen[bytes]]) -> dict[int, object]:

@@ -17,25 +17,27 @@ from collections.abc import Mapping
 
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
-from hpc_train.login.request import JobSpec, JobSpecError, time_minutes
+from hpc_train.login.request import Group, JobRequest, JobSpecError, time_minutes
 
 
-def limit_problems(spec: JobSpec, partition: Partition) -> list[str]:
-    """What in the request the partition can never give, each as one line with its fix (pure)."""
+def limit_problems(spec: JobRequest, partition: Partition, group: Group | None = None) -> list[str]:
+    """What in one group of the request (default: the first) its partition can never give, each as one line with
+    its fix (pure)."""
+    group = group or spec.groups[0]
     problems = []
     other = "or submit to another partition (--partition; sinfo lists them)"
-    if spec.nodes > partition.total_nodes:
-        problems.append(f"--nodes {spec.nodes}: partition {partition.name} has {partition.total_nodes} node(s) in all; "
-                        f"ask for at most {partition.total_nodes}, {other}")
-    elif partition.max_nodes is not None and spec.nodes > partition.max_nodes:
-        problems.append(f"--nodes {spec.nodes}: partition {partition.name} allows at most {partition.max_nodes} "
+    if group.nodes > partition.total_nodes:
+        problems.append(f"--nodes {group.nodes}: partition {partition.name} has {partition.total_nodes} node(s) in "
+                        f"all; ask for at most {partition.total_nodes}, {other}")
+    elif partition.max_nodes is not None and group.nodes > partition.max_nodes:
+        problems.append(f"--nodes {group.nodes}: partition {partition.name} allows at most {partition.max_nodes} "
                         f"node(s) per job (MaxNodes); ask for fewer, {other}")
-    if spec.gpus_per_node:
-        enough = sum(1 for gpus in partition.node_gpus if gpus >= spec.gpus_per_node)
-        if enough < spec.nodes:
+    if group.gpus_per_node:
+        enough = sum(1 for gpus in partition.node_gpus if gpus >= group.gpus_per_node)
+        if enough < group.nodes:
             most = max(partition.node_gpus, default=0)
-            problems.append(f"--gpus-per-node {spec.gpus_per_node}: partition {partition.name} has {enough} node(s) "
-                            f"with that many GPUs (at most {most} per node), {spec.nodes} asked for; ask for fewer "
+            problems.append(f"--gpus-per-node {group.gpus_per_node}: partition {partition.name} has {enough} node(s) "
+                            f"with that many GPUs (at most {most} per node), {group.nodes} asked for; ask for fewer "
                             f"GPUs or nodes, {other}")
     if spec.time and partition.max_minutes is not None:
         if time_minutes(spec.time) > partition.max_minutes:
@@ -45,10 +47,12 @@ def limit_problems(spec: JobSpec, partition: Partition) -> list[str]:
     return problems
 
 
-def check_request(spec: JobSpec, env: Mapping[str, str]) -> None:
-    """Raise JobSpecError naming the first thing the partition cannot give; return when Slurm would run it."""
-    partition = _partition(spec, env)
-    problems = limit_problems(spec, partition) if partition else []
+def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
+    """Raise JobSpecError naming the first thing a group's partition cannot give; return when Slurm would run it."""
+    problems = []
+    for group in spec.groups:
+        partition = _partition(group, env)
+        problems += limit_problems(spec, partition, group) if partition else []
     if not problems:
         refusal = test_only(spec, env)
         problems = [refusal] if refusal else []
@@ -56,32 +60,36 @@ def check_request(spec: JobSpec, env: Mapping[str, str]) -> None:
         raise JobSpecError(problems[0])
 
 
-def test_only(spec: JobSpec, env: Mapping[str, str]) -> str | None:
-    """`sbatch --test-only` with the request's options: None when the scheduler would run it, else why not."""
+def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:
+    """`sbatch --test-only` with the request's options (a group's after another's, `:` between them, as sbatch
+    takes a heterogeneous job): None when the scheduler would run it, else why not."""
     from hpc_train.login.script import directives
 
-    wanted = {name: value for name, value in directives(spec).items()
-              if name not in ("job-name", "output", "open-mode", "requeue", "signal")}
-    result = SlurmClient.local(env).test_only(_options(wanted))
+    asked = [[*([":"] if index else []), *_options({name: value for name, value in directives(spec, group).items()
+                                                    if name not in ("job-name", "output", "open-mode", "requeue",
+                                                                    "signal")})]
+             for index, group in enumerate(spec.groups)]
+    options = [option for group in asked for option in group]
+    result = SlurmClient.local(env).test_only(options)
     if result.returncode == 0:
         return None
     reason = re.sub(r"^(sbatch: error: |allocation failure: )", "", last_words(result, f"exit code "
                                                                                           f"{result.returncode}"))
-    return f"Slurm would not run this request ({reason}): {' '.join(_options(wanted))}; ask for less (sinfo shows " \
+    return f"Slurm would not run this request ({reason}): {' '.join(options)}; ask for less (sinfo shows " \
            "the partitions and their nodes)"
 
 
-def _partition(spec: JobSpec, env: Mapping[str, str]) -> Partition | None:
-    """The partition the job goes to; None when there is nothing to judge by (sbatch --test-only still asks the
-    scheduler). A controller that does not answer is one line now, not a minute's wait in sbatch."""
+def _partition(group: Group, env: Mapping[str, str]) -> Partition | None:
+    """The partition a group of the job goes to; None when there is nothing to judge by (sbatch --test-only still
+    asks the scheduler). A controller that does not answer is one line now, not a minute's wait in sbatch."""
     if not SlurmClient.local(env).available("scontrol"):
         return None
     partitions = read_partitions(SlurmClient.local(env))
     if not partitions:
         return None
-    chosen = find_partition(partitions, spec.partition)
-    if chosen is None and spec.partition is not None:
-        raise JobSpecError(f"--partition {spec.partition}: no such partition here; choose one of "
+    chosen = find_partition(partitions, group.partition)
+    if chosen is None and group.partition is not None:
+        raise JobSpecError(f"--partition {group.partition}: no such partition here; choose one of "
                            f"{', '.join(partition.name for partition in partitions)}")
     return chosen
 

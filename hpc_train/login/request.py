@@ -1,16 +1,20 @@
-"""A job's resource request, validated before anything reaches Slurm.
+"""A job's request, validated before anything reaches Slurm: one or more groups of nodes, and the job's own
+settings.
 
 Tasks: by default one task per GPU (`--ntasks-per-node` = GPUs per node), all of
 them MultiWorkerMirrored; `one_task_per_node` gives each node one task that
 mirrors over all its GPUs; with no GPUs, CPU tasks (`tasks_per_node`, default 1).
+Every job has one group today (`JobRequest.one_group`); a heterogeneous job
+will have one per kind of node, each a block of #SBATCH lines.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from hpc_train.config import COMMAND_SIGNALS, JOB_STRATEGIES, KERAS_CHOICES
 from hpc_train.errors import HpcTrainError
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
@@ -39,51 +43,37 @@ def time_minutes(text: str) -> int:
     return max(1, -(-seconds // 60))
 
 
+# The roles of a job's tasks (bootstrap/roles.py places them); a job of one group runs every one of them.
+ROLES = ("chief", "worker", "ps")
+
+
 @dataclass(frozen=True)
-class JobSpec:
+class Group:
+    """Nodes of a job alike: how many, the tasks and GPUs on each, what Slurm gives them (one #SBATCH block), and
+    the roles their tasks take. Every job has one today; a heterogeneous one (`#SBATCH hetjob`: chief and ps on a
+    CPU partition, workers on a GPU one) will have one per kind of node."""
+
     nodes: int
     gpus_per_node: int = 0
-    strategy: Literal["multiworker", "parameter_server"] = "multiworker"
-    num_ps: int = 1
     one_task_per_node: bool = False
     # CPU tasks per node when there are no GPUs (with GPUs: one per GPU, or one per node).
     cpu_tasks_per_node: int = 1
-    name: str = "hpc-train"
     partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time: str | None = None
-    mem: str | None = None
     constraint: str | None = None
+    mem: str | None = None
     cpus_per_task: int | None = None
     exclusive: bool = False
     gres: str | None = None
-    container: str | None = None
-    hold: bool = False  # submitted held, released with scontrol release
-    # Seconds before the time limit at which Slurm warns the tasks (they checkpoint and requeue); 0: no warning.
-    signal_seconds: int = 120
-    # A user's command (submit -- COMMAND): what its tf.keras is, and the signal the warning reaches it as.
-    keras: Literal["auto", "2", "3"] = "auto"
-    command_signal: Literal["USR1", "TERM"] = "USR1"
-    # A user's command: its exit codes that are worth a retry (any other plain exit is the command's own verdict).
-    retry_exit_codes: tuple[int, ...] = ()
+    roles: tuple[str, ...] = ROLES
 
     def __post_init__(self) -> None:
-        _check_counts(self)
-        _check_text(self)
+        _check_counts((("--nodes", self.nodes, 1), ("--gpus-per-node", self.gpus_per_node, 0),
+                       ("--ntasks-per-node", self.cpu_tasks_per_node, 1), ("--cpus-per-task", self.cpus_per_task, 1)))
+        _check_text((("--partition", self.partition), ("--mem", self.mem), ("--constraint", self.constraint),
+                     ("--gres", self.gres)))
         _check_gres(self)
-        if self.keras not in ("auto", "2", "3") or self.command_signal not in ("USR1", "TERM"):
-            raise JobSpecError(f"--keras {self.keras!r} --command-signal {self.command_signal!r}: expected auto, 2 "
-                               "or 3, and USR1 or TERM")
-        if any(isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255
-               for code in self.retry_exit_codes):
-            raise JobSpecError(f"--retry-exit-codes {','.join(map(str, self.retry_exit_codes))}: exit codes are "
-                               "whole numbers from 1 to 255, comma-separated (e.g. 3,17)")
-        if self.strategy == "parameter_server" and self.num_ps > self.num_tasks - 2:
-            raise JobSpecError(
-                f"--num-ps {self.num_ps} needs at least {self.num_ps + 2} tasks (1 chief + {self.num_ps} ps + "
-                f"1 worker) but {self.nodes} node(s) x {self.tasks_per_node} task(s) give {self.num_tasks}; "
-                "lower --num-ps or ask for more nodes")
+        if not self.roles or set(self.roles) - set(ROLES):
+            raise JobSpecError(f"roles {', '.join(self.roles) or '(none)'}: expected some of {', '.join(ROLES)}")
 
     @property
     def tasks_per_node(self) -> int:
@@ -96,36 +86,115 @@ class JobSpec:
         return self.nodes * self.tasks_per_node
 
 
-def _check_counts(spec: JobSpec) -> None:
-    for option, value, least in (("--nodes", spec.nodes, 1), ("--gpus-per-node", spec.gpus_per_node, 0),
-                                 ("--num-ps", spec.num_ps, 1), ("--ntasks-per-node", spec.cpu_tasks_per_node, 1),
-                                 ("--cpus-per-task", spec.cpus_per_task, 1),
-                                 ("--signal-seconds", spec.signal_seconds, 0)):
+@dataclass(frozen=True)
+class JobRequest:
+    """A whole job request: its groups of nodes, and what holds for the whole job. Built once from the options
+    and the YAML (cli/joboptions.py) and read by every path: submit, render, sweeps, --local, preflight, dry-run."""
+
+    groups: tuple[Group, ...]
+    strategy: Literal["multiworker", "parameter_server"] = "multiworker"
+    num_ps: int = 1
+    name: str = "hpc-train"
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    container: str | None = None
+    hold: bool = False  # submitted held, released with scontrol release
+    # Seconds before the time limit at which Slurm warns the tasks (they checkpoint and requeue); 0: no warning.
+    signal_seconds: int = 120
+    # A user's command (submit -- COMMAND): what its tf.keras is, and the signal the warning reaches it as.
+    keras: Literal["auto", "2", "3"] = "auto"
+    command_signal: Literal["USR1", "TERM"] = "USR1"
+    # A user's command: its exit codes that are worth a retry (any other plain exit is the command's own verdict).
+    retry_exit_codes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.groups:
+            raise JobSpecError("a job needs at least one group of nodes")
+        _check_counts((("--num-ps", self.num_ps, 1), ("--signal-seconds", self.signal_seconds, 0)))
+        if self.time is not None:
+            time_minutes(self.time)  # refuses what is not a Slurm time
+        _check_text((("--name", self.name), ("--account", self.account), ("--qos", self.qos),
+                     ("--container", self.container)))
+        if "/" in self.name or self.name.startswith("."):
+            raise JobSpecError(f"--name {self.name!r}: names a folder under runs/, so no '/' and no leading '.'")
+        _check_choices(self)
+        if self.strategy == "parameter_server" and self.num_ps > self.num_tasks - 2:
+            raise JobSpecError(
+                f"--num-ps {self.num_ps} needs at least {self.num_ps + 2} tasks (1 chief + {self.num_ps} ps + "
+                f"1 worker) but {_shape(self)} give {self.num_tasks}; "
+                "lower --num-ps or ask for more nodes")
+
+    @classmethod
+    def one_group(cls, nodes: int, gpus_per_node: int = 0, one_task_per_node: bool = False,
+                  cpu_tasks_per_node: int = 1, partition: str | None = None, constraint: str | None = None,
+                  mem: str | None = None, cpus_per_task: int | None = None, exclusive: bool = False,
+                  gres: str | None = None, **job_wide: Any) -> JobRequest:
+        """The request of one group of nodes (every job today): the group's settings, then the job's."""
+        return cls((Group(nodes, gpus_per_node, one_task_per_node, cpu_tasks_per_node, partition, constraint, mem,
+                          cpus_per_task, exclusive, gres),), **job_wide)
+
+    @property
+    def group(self) -> Group:
+        """The job's one group, for what takes a job of one group only (submitit, the mock launcher)."""
+        if len(self.groups) != 1:
+            raise JobSpecError(f"a job of {len(self.groups)} groups of nodes (a heterogeneous job) cannot run this "
+                               "way yet; render it, or ask for one group")
+        return self.groups[0]
+
+    @property
+    def nodes(self) -> int:
+        return sum(group.nodes for group in self.groups)
+
+    @property
+    def num_tasks(self) -> int:
+        return sum(group.num_tasks for group in self.groups)
+
+
+# Today's one-group request, by the name it had before groups (tests and callers that build one still use it).
+JobSpec = JobRequest.one_group
+
+
+def _shape(request: JobRequest) -> str:
+    """The request's nodes and tasks in words: `2 node(s) x 1 task(s)`, a group's after another's."""
+    return " + ".join(f"{group.nodes} node(s) x {group.tasks_per_node} task(s)" for group in request.groups)
+
+
+def _check_counts(counts: tuple[tuple[str, int | None, int], ...]) -> None:
+    """Each (option, value, least): a whole number of `least` or more, or None where it may be left out."""
+    for option, value, least in counts:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
             raise JobSpecError(f"{option} {value!r}: must be a whole number of {least} or more")
-    if spec.time is not None:
-        time_minutes(spec.time)  # refuses what is not a Slurm time
 
 
-def _check_text(spec: JobSpec) -> None:
-    """Refuse what quoting cannot make safe: line breaks end an #SBATCH line, '/' makes paths of names."""
-    for option, value in (("--name", spec.name), ("--partition", spec.partition), ("--account", spec.account),
-                          ("--qos", spec.qos), ("--mem", spec.mem), ("--constraint", spec.constraint),
-                          ("--gres", spec.gres), ("--container", spec.container)):
+def _check_text(texts: tuple[tuple[str, str | None], ...]) -> None:
+    """Refuse what quoting cannot make safe: line breaks end an #SBATCH line."""
+    for option, value in texts:
         if value is not None and (not value or any(ord(char) < 32 or char == "\x7f" for char in value)):
             raise JobSpecError(f"{option} {value!r}: empty, or holds a line break or control character")
-    if "/" in spec.name or spec.name.startswith("."):
-        raise JobSpecError(f"--name {spec.name!r}: names a folder under runs/, so no '/' and no leading '.'")
 
 
-def _check_gres(spec: JobSpec) -> None:
-    if spec.gres is None:
+def _check_choices(request: JobRequest) -> None:
+    """Each choice against its one list (config.py), and the exit codes worth a retry."""
+    if request.strategy not in JOB_STRATEGIES:
+        raise JobSpecError(f"--strategy {request.strategy!r}: expected {' or '.join(JOB_STRATEGIES)}")
+    if request.keras not in KERAS_CHOICES or request.command_signal not in COMMAND_SIGNALS:
+        raise JobSpecError(f"--keras {request.keras!r} --command-signal {request.command_signal!r}: expected auto, 2 "
+                           "or 3, and USR1 or TERM")
+    if any(isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255
+           for code in request.retry_exit_codes):
+        raise JobSpecError(f"--retry-exit-codes {','.join(map(str, request.retry_exit_codes))}: exit codes are "
+                           "whole numbers from 1 to 255, comma-separated (e.g. 3,17)")
+
+
+def _check_gres(group: Group) -> None:
+    if group.gres is None:
         return
-    gpu_parts = [part for part in spec.gres.split(",") if part.startswith("gpu")]
+    gpu_parts = [part for part in group.gres.split(",") if part.startswith("gpu")]
     for part in gpu_parts:
         match = _GRES_GPUS.match(part)
         if match is None:
-            raise JobSpecError(f"--gres {spec.gres!r}: expected gpu:N or gpu:TYPE:N")
-        if int(match.group(1)) != spec.gpus_per_node:
-            raise JobSpecError(f"--gres {spec.gres!r} asks for {match.group(1)} GPUs per node but --gpus-per-node "
-                               f"is {spec.gpus_per_node}; make them agree (or drop --gres)")
+            raise JobSpecError(f"--gres {group.gres!r}: expected gpu:N or gpu:TYPE:N")
+        if int(match.group(1)) != group.gpus_per_node:
+            raise JobSpecError(f"--gres {group.gres!r} asks for {match.group(1)} GPUs per node but --gpus-per-node "
+                               f"is {group.gpus_per_node}; make them agree (or drop --gres)")

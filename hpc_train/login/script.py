@@ -9,7 +9,7 @@ be compared with a golden file.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from string import Template
@@ -18,24 +18,41 @@ import yaml
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
-from hpc_train.login.request import JobSpec
+from hpc_train.injob.body import JobBody, script_line
+from hpc_train.login.request import Group, JobRequest
 from hpc_train.login.sweep import Sweep
 
 
 
-def directives(spec: JobSpec) -> dict[str, str | int | bool]:
-    """The #SBATCH options, name -> value (True: a bare flag); unset ones left out."""
+def directives(request: JobRequest, group: Group | None = None) -> dict[str, str | int | bool]:
+    """One group's #SBATCH options (default: the first), name -> value (True: a bare flag); unset ones left out.
+    The first group's also hold the job's own (name, account, time, log, requeue, warning)."""
+    group = group or request.groups[0]
     values: dict[str, str | int | bool | None] = {
-        "job-name": spec.name, "nodes": spec.nodes, "ntasks-per-node": spec.tasks_per_node,
-        "gpus-per-node": spec.gpus_per_node or None, "cpus-per-task": spec.cpus_per_task,
-        "partition": spec.partition, "account": spec.account, "qos": spec.qos, "time": spec.time,
-        "mem": spec.mem, "constraint": spec.constraint, "gres": spec.gres, "exclusive": spec.exclusive or None,
-        "output": "slurm-%x-%j.out",
-        # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
-        "open-mode": "append", "requeue": True,
-        "signal": f"USR1@{spec.signal_seconds}" if spec.signal_seconds else None,
+        "nodes": group.nodes, "ntasks-per-node": group.tasks_per_node, "gpus-per-node": group.gpus_per_node or None,
+        "cpus-per-task": group.cpus_per_task, "partition": group.partition, "mem": group.mem,
+        "constraint": group.constraint, "gres": group.gres, "exclusive": group.exclusive or None,
     }
+    if group is request.groups[0]:
+        values |= {
+            "job-name": request.name, "account": request.account, "qos": request.qos, "time": request.time,
+            "output": "slurm-%x-%j.out",
+            # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
+            "open-mode": "append", "requeue": True,
+            "signal": f"USR1@{request.signal_seconds}" if request.signal_seconds else None,
+        }
     return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def directive_lines(request: JobRequest, first: Mapping[str, str | int | bool] | None = None) -> list[str]:
+    """Every group's #SBATCH lines, a `#SBATCH hetjob` between two groups; `first`: options added to the first's."""
+    lines: list[str] = []
+    for index, group in enumerate(request.groups):
+        wanted = {**directives(request, group), **(first or {} if index == 0 else {})}
+        lines += ["#SBATCH hetjob"] if index else []
+        lines += [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
+                  for name, value in sorted(wanted.items())]
+    return lines
 
 
 def activation_script(home: str) -> Path:
@@ -50,18 +67,12 @@ def activation_script(home: str) -> Path:
                         "project root or the environment the job should use")
 
 
-def kill_on_bad_exit(spec: JobSpec) -> int:
-    """srun's --kill-on-bad-exit: a lost MultiWorkerMirrored task stalls the rest, so it ends the step;
-    a parameter-server chief carries on without a lost worker, so that does not."""
-    return 0 if spec.strategy == "parameter_server" else 1
-
-
-def job_config(spec: JobSpec, train: TrainConfig) -> TrainConfig:
+def job_config(spec: JobRequest, train: TrainConfig) -> TrainConfig:
     """The training config the job runs: its strategy and ps count come from the request."""
     return replace(train, strategy=spec.strategy, num_ps=spec.num_ps)
 
 
-def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = "runs",
+def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str = "runs",
                   template: Path | None = None, command: Sequence[str] | None = None,
                   sweep: Sweep | None = None, max_parallel: int | None = None) -> str:
     """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
@@ -69,33 +80,32 @@ def render_script(spec: JobSpec, train: TrainConfig, home: str, runs_dir: str = 
     per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
     running at once."""
     config = job_config(spec, train)
-    wanted = directives(spec)
-    if sweep is not None:
-        wanted = {**wanted, "array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
-                  "output": "slurm-%x-%A_%a.out"}
-    lines = [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
-             for name, value in sorted(wanted.items())]
+    array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
+                                      "output": "slurm-%x-%A_%a.out"}
+    lines = directive_lines(spec, array)
     launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
     from hpc_train.resources import resource
 
     return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
-        summary=f"{spec.nodes} node(s) x {spec.tasks_per_node} task(s), {spec.gpus_per_node} GPU(s) per node, "
-                f"{spec.strategy}",
+        summary=" + ".join(f"{group.nodes} node(s) x {group.tasks_per_node} task(s), {group.gpus_per_node} GPU(s) "
+                           "per node" for group in spec.groups) + f", {spec.strategy}",
         directives="\n".join(lines),
         home=shlex.quote(home),
         runs_dir=shlex.quote(runs_dir),
         run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
         '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
         config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
-        num_tasks=spec.num_tasks,
-        launcher=launcher,
-        task_command=task_command(spec, config, command) if sweep is None or not command else
-        '"${element_command[@]}"',
-        kill_on_bad_exit=kill_on_bad_exit(spec),
-        strategy=shlex.quote(spec.strategy),
-        prologue_options=f" --max-retries {config.max_retries}",
-        epilogue_options="".join(f" {shlex.quote(option)}" for option in retry_options(spec, config, command)),
+        job_line=script_line("hpc-train", '"$run_dir"', job_body(spec, config, command), launcher + (
+            task_command(spec, config, command) if sweep is None or not command else '"${element_command[@]}"'),
+            output='"$run_dir/logs/rank-%t.out"'),
     )
+
+
+def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None) -> JobBody:
+    """What the job body does for this request: its step's tasks (the mock launcher's: every node as the first
+    group's), and how its failures are retried. Its run folder is the script's to say (script_line's word)."""
+    return JobBody(Path("."), spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
+                   tuple(spec.retry_exit_codes), bool(command))
 
 
 def config_lines(config: TrainConfig) -> str:
@@ -104,7 +114,7 @@ def config_lines(config: TrainConfig) -> str:
            "HPC_TRAIN_CONFIG"
 
 
-def sweep_lines(spec: JobSpec, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
+def sweep_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
     """Each array element's settings (and command, `{KEY}` replaced), chosen by SLURM_ARRAY_TASK_ID; its values
     exported as HPC_TRAIN_SWEEP_<KEY>, its index as HPC_TRAIN_TRIAL."""
     from hpc_train.config import replace as with_values
@@ -124,18 +134,13 @@ def sweep_lines(spec: JobSpec, config: TrainConfig, sweep: Sweep, command: Seque
     return "\n".join(lines)
 
 
-def retry_options(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> list[str]:
-    """The epilogue's options for this job: how often to retry, and which exits of a user's command to retry."""
-    from hpc_train.injob.epilogue import options_for
-
-    return options_for(config.max_retries, spec.retry_exit_codes, bool(command))
-
-
-def task_command(spec: JobSpec, config: TrainConfig, command: Sequence[str] | None) -> str:
-    """What srun starts on every task: the trainer, or the user's command supervised (quoted word by word)."""
+def task_command(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None,
+                 program: str = "hpc-train") -> str:
+    """What srun starts on every task: the trainer, or the user's command supervised (quoted word by word).
+    `program` is how the rank starts hpc-train (shell text): the job environment's hpc-train, or PYTHON -m hpc_train."""
     if not command:
-        return 'hpc-train train --config "$run_dir/config.yaml" --output-dir "$run_dir"'
+        return f'{program} train --config "$run_dir/config.yaml" --output-dir "$run_dir"'
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
 
     job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues, spec.keras, spec.command_signal)
-    return shlex.join(["hpc-train", *supervised_arguments(job)])  # hpc-train from the job's environment
+    return f"{program} {shlex.join(supervised_arguments(job))}"

@@ -1,8 +1,11 @@
 """Submit a training job through submitit's Slurm executor, or run it here with the mock launcher.
 
-Build the request, then run it: `make_executor` turns a JobSpec into a
-submitit executor (nothing submitted), `submission_script` shows exactly what
-sbatch would get (`--dry-run`), and `submit` submits and writes the job folder.
+Build the request, then run it: `make_executor` turns a JobRequest into a
+submitit executor (nothing submitted) whose script hands the job to hpc-train's
+job body (hpc_train/injob/body.py), `submission_script` shows exactly what
+sbatch gets (`--dry-run`: submitted to a recording sbatch), and `submit`
+submits and writes the job folder. Only submitit's public API is used
+(SlurmExecutor, update_parameters, submit).
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +26,21 @@ import yaml
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
-from hpc_train.injob.epilogue import shell_lines
+from hpc_train.injob.body import kill_on_bad_exit, script_line
 from hpc_train.runs.folders import RUNS, JobRecord, element_records, run_folder
-from hpc_train.injob.prologue import shell_line as prologue_line
-from hpc_train.login.script import activation_script, job_config, kill_on_bad_exit, retry_options
-from hpc_train.login.request import JobSpec, time_minutes
+from hpc_train.login.script import activation_script, config_lines, job_body, job_config
+from hpc_train.login.request import JobRequest, time_minutes
 from hpc_train.login.sweep import Sweep
 
-def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None, config: TrainConfig | None = None,
-                  command: Sequence[str] | None = None) -> Any:
-    """A submitit SlurmExecutor for the request: folder runs/NAME-%j, one process per rank.
 
-    `home` (--home): the environment the job activates before its ranks start (a checkout's env/activate.sh, with
-    the site's modules, or a virtual environment); its python3 then runs them. None: this very Python.
-    `config` and `command`: what the job runs, for its retries (max_retries; a command's exits worth a retry).
+def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
+                  command: Sequence[str] | None = None) -> Any:
+    """A submitit SlurmExecutor for the request: folder runs/NAME-%j, whose script runs the job body.
+
+    `home` (--home): the environment the job activates before the body and its ranks start (a checkout's
+    env/activate.sh, with the site's modules, or a virtual environment); its python3 then runs them. None: this
+    very Python. With a container, the body runs there and each rank's Python in the image.
+    `command`: the user's own command for every rank (under the bootstrap) instead of the trainer.
     """
     import submitit
 
@@ -43,31 +49,26 @@ def make_executor(spec: JobSpec, runs: Path = RUNS, home: str | None = None, con
     if home is not None:
         setup = [f"source {shlex.quote(str(activation_script(home)))}"]
         python = "python3"  # the activated environment's
-    if spec.container:  # each task's Python runs inside the image, with the GPUs passed through
-        python = f"apptainer exec --nv {shlex.quote(spec.container)} python3"
-    folder = (runs / f"{spec.name}-%j").absolute()
-    config = config or TrainConfig()
-    setup += before_the_step(python, folder, config.max_retries)
-    executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=python)
-    extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", spec.exclusive), ("hold", spec.hold),
+    # Each rank's Python: inside the image, with the GPUs passed through, for a container.
+    ranks = f"apptainer exec --nv {shlex.quote(spec.container)} python3" if spec.container else python
+    executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=ranks)
+    group = spec.group  # (submitit writes one group's #SBATCH lines: a heterogeneous job is refused here)
+    extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", group.exclusive), ("hold", spec.hold),
                                                              ("requeue", True)) if wanted}
-    extra["open_mode"] = "append"  # a requeued or retried job keeps every attempt in its log
-    if spec.gres:
-        extra["gres"] = spec.gres
+    if group.gres:
+        extra["gres"] = group.gres
     executor.update_parameters(
-        job_name=spec.name, nodes=spec.nodes, ntasks_per_node=spec.tasks_per_node,
-        gpus_per_node=spec.gpus_per_node or None, cpus_per_task=spec.cpus_per_task,
-        partition=spec.partition, account=spec.account, qos=spec.qos, mem=spec.mem, constraint=spec.constraint,
+        job_name=spec.name, nodes=group.nodes, ntasks_per_node=group.tasks_per_node,
+        gpus_per_node=group.gpus_per_node or None, cpus_per_task=group.cpus_per_task, partition=group.partition,
+        account=spec.account, qos=spec.qos, mem=group.mem, constraint=group.constraint,
         # None leaves --time out: the partition's default applies, not submitit's 5 minutes.
         time=time_minutes(spec.time) if spec.time else None,
-        additional_parameters=extra,
+        additional_parameters=extra,  # (submitit appends to the logs itself: a requeued job keeps every attempt)
         # The time-limit warning: submitit asks for USR2 this long before the end; the tasks checkpoint and
         # requeue the job (submitit's own requeueing is not used: the trainer's handlers replace it).
         signal_delay_s=spec.signal_seconds,
-        setup=setup,
-        # As in the job scripts: a failed task ends a MultiWorkerMirrored step at once (see render).
-        srun_args=[f"--kill-on-bad-exit={kill_on_bad_exit(spec)}", "--open-mode=append"],
-        teardown=after_the_step(python, folder, spec.strategy, retry_options(spec, config, command)),
+        setup=[*setup, *body_lines(spec, job_config(spec, train), (runs / f"{spec.name}-%j").absolute(), python,
+                                   ranks, command)],
     )
     return executor
 
@@ -78,28 +79,63 @@ def job_folder_word(folder: Path) -> str:
     return f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(after) if after else ""}'
 
 
-def before_the_step(python: str, folder: Path, max_retries: int) -> list[str]:
-    """The batch script's lines before srun: the attempt's start line (where the epilogue reads this attempt's
-    srun lines from), then the prologue (prologue.py), which ends the job once its retries are spent."""
-    return ['echo "hpc-train: job $SLURM_JOB_ID${SLURM_RESTART_COUNT:+ (restart $SLURM_RESTART_COUNT)} on '
-            '$SLURM_JOB_NODELIST" >&2',
-            prologue_line(python, job_folder_word(folder), max_retries)]
+def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str, ranks: str,
+               command: Sequence[str] | None) -> list[str]:
+    """The script's setup: the settings into the job folder, then the job body in this shell's place (`exec`),
+    so that submitit's own srun line after it never runs. Its ranks log where submitit's would have (the
+    folder's JOBID_RANK_log.out and .err, where status and logs look)."""
+    from hpc_train.login.script import task_command
+
+    return [f"run_dir={job_folder_word(folder)}", 'mkdir -p "$run_dir"', config_lines(config),
+            "# hpc-train's job body (hpc_train/injob/body.py) replaces this shell: submitit's srun line never runs.",
+            script_line(f"{python} -m hpc_train", '"$run_dir"', job_body(spec, config, command),
+                        task_command(spec, config, command, f"{ranks} -u -m hpc_train"),
+                        output=shlex.quote(str(folder / "%j_%t_log.out")),
+                        error=shlex.quote(str(folder / "%j_%t_log.err")))]
 
 
-def after_the_step(python: str, folder: Path, strategy: str, options: Sequence[str] = ()) -> list[str]:
-    """The batch script's lines after srun: a retry, or the job's exit code, decided by the one epilogue
-    (epilogue.py). `folder` is the job folder with submitit's %j for the job id."""
-    return shell_lines(python, job_folder_word(folder), strategy, options)
+@contextmanager
+def recording_sbatch(runs: Path) -> Iterator[Path]:
+    """While it lasts, `sbatch` is a script first on PATH that keeps the script it is given (in the file
+    yielded) and answers a job id; what submitit leaves in `runs` meanwhile is removed afterwards."""
+    runs = runs.absolute()
+    before = set(runs.iterdir()) if runs.is_dir() else None
+    path = os.environ.get("PATH", "")
+    with tempfile.TemporaryDirectory(prefix="hpc-train-dry-run-") as folder:
+        recorded = Path(folder) / "submitted.sbatch"
+        sbatch = Path(folder) / "sbatch"
+        sbatch.write_text(f'#!/bin/sh\ncp "$1" {shlex.quote(str(recorded))}\necho "Submitted batch job 1"\n')
+        sbatch.chmod(0o755)
+        os.environ["PATH"] = f"{folder}{os.pathsep}{path}"
+        try:
+            yield recorded
+        finally:
+            os.environ["PATH"] = path
+            _remove_new(runs, before or set())
+            if before is None and runs.is_dir() and not any(runs.iterdir()):
+                runs.rmdir()
 
 
-def submission_script(spec: JobSpec, runs: Path = RUNS, home: str | None = None, config: TrainConfig | None = None,
+def _remove_new(folder: Path, before: set[Path]) -> None:
+    for entry in (set(folder.iterdir()) - before) if folder.is_dir() else ():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def submission_script(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
                       command: Sequence[str] | None = None) -> str:
-    """The sbatch script submit would submit (submitit renders it the same way when it submits)."""
-    executor = make_executor(spec, runs, home, config, command)
-    return executor._make_submission_file_text(executor._submitit_command_str, uid="dry-run")
+    """The sbatch script submit would submit, as submitit writes it: handed to a recording sbatch, nothing queued."""
+    from hpc_train.injob.entrypoints import body_runs_the_ranks
+
+    executor = make_executor(spec, train, runs, home, command)
+    with recording_sbatch(runs) as recorded:
+        executor.submit(body_runs_the_ranks)
+        return recorded.read_text()
 
 
-def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
+def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
            home: str | None = None) -> JobRecord:
     """Submit; return the job's record, its folder holding the script and the settings.
 
@@ -110,17 +146,13 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
         raise HpcTrainError("no Slurm here (sbatch not found): add --local to run the job's tasks on this machine, "
                             "or start a local cluster with hpc-train cluster up")
     from hpc_train.login.preflight import check_request
-    from hpc_train.injob.entrypoints import command_task, train_task
+    from hpc_train.injob.entrypoints import body_runs_the_ranks
 
     check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     config = job_config(spec, train)
-    executor = make_executor(spec, runs, home, config, command)
+    executor = make_executor(spec, train, runs, home, command)
     try:
-        if command:
-            job = executor.submit(command_task, list(command), spec.strategy, spec.num_ps, config.max_requeues,
-                                  spec.keras, spec.command_signal)
-        else:
-            job = executor.submit(train_task, to_dict(config))
+        job = executor.submit(body_runs_the_ranks)
     except Exception as error:  # submitit wraps sbatch's own complaint
         message = str(error).strip().splitlines()
         raise HpcTrainError(f"sbatch refused the job: {message[-1] if message else error}") from None
@@ -130,7 +162,7 @@ def submit(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequen
     return record
 
 
-def sweep_script(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
+def sweep_script(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
                  runs: Path = RUNS, command: Sequence[str] | None = None) -> str:
     """The job array's script: templates/job.sbatch rendered with every element (render --sweep's)."""
     from hpc_train.login.script import render_script
@@ -139,7 +171,7 @@ def sweep_script(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: 
                          max_parallel=max_parallel)
 
 
-def submit_sweep(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
+def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
                  runs: Path = RUNS, command: Sequence[str] | None = None) -> JobRecord:
     """Submit a sweep as one job array (one sbatch); its record, and one per element (runs/NAME-ARRAYID_I/)."""
     if shutil.which("sbatch") is None:
@@ -168,7 +200,7 @@ def submit_sweep(spec: JobSpec, train: TrainConfig, sweep: Sweep, max_parallel: 
     return record
 
 
-def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> int:
+def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> int:
     """The same job, its tasks started on this machine by the mock launcher."""
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
     from hpc_train.login.mock_srun import Step, launch
@@ -187,8 +219,8 @@ def run_locally(spec: JobSpec, train: TrainConfig, runs: Path = RUNS, command: S
         task_command = [sys.executable, "-m", "hpc_train", *supervised_arguments(job)]
     else:
         task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
-    return launch(Step.make(spec.nodes, spec.tasks_per_node), task_command, base,
-                  kill_on_bad_exit=bool(kill_on_bad_exit(spec)))
+    return launch(Step.make(spec.nodes, spec.group.tasks_per_node), task_command, base,
+                  kill_on_bad_exit=bool(kill_on_bad_exit(spec.strategy)))
 
 
 def _write_folder(record: JobRecord, config: TrainConfig) -> None:

@@ -191,6 +191,11 @@ class SlurmClient:
         """Whether a controller answers (`sinfo`)."""
         return self.run(["sinfo", "-h"]).returncode == 0
 
+    def start_step(self, arguments: Sequence[str]) -> subprocess.Popen[bytes]:
+        """`srun ARGS` started, not waited for, its output the caller's: a job's step, which the job body waits
+        for and passes signals on to (hpc_train/injob/body.py)."""
+        return self.transport.start(["srun", *arguments], self.env)
+
     def srun(self, arguments: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
         """`srun ARGS`, its output captured; a step that outlives `timeout` is a failed run."""
         return self.run(["srun", *arguments], timeout=timeout)

@@ -34,6 +34,10 @@ class Transport(Protocol):
         """Whether `command` is on the PATH the transport runs commands with."""
         ...
 
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+        """Start argv without waiting for it, its output the caller's (a job's step, inside the job)."""
+        ...
+
 
 def timed_out(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """The run of a command that did not answer within `timeout` seconds."""
@@ -62,3 +66,6 @@ class LocalTransport:
     def has(self, command: str, env: Mapping[str, str] | None) -> bool:
         path = None if env is None else env.get("PATH")  # None: this process's PATH
         return shutil.which(command, path=path) is not None
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(list(argv), env=None if env is None else dict(env))

@@ -66,8 +66,9 @@ def test_every_task_runs_the_command_and_the_job_is_followed_like_any(cluster: L
 
 
 def command_pid(job_id: str, rank: int, marker: str) -> int | None:
-    """The pid of rank `rank`'s command (not its supervisor), whose command line holds `marker`."""
-    return rank_pid(job_id, rank, lambda comm, cmdline: marker.encode() in cmdline)
+    """The pid of rank `rank`'s command (not its supervisor, whose command line names it too), whose command line
+    holds `marker`."""
+    return rank_pid(job_id, rank, lambda comm, cmdline: marker.encode() in cmdline and b"--supervise" not in cmdline)
 
 
 def kill_command(job: SubmittedJob, rank: int, marker: str) -> float:

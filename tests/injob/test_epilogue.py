@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from hpc_train.injob.epilogue import job_exit_code, main, read_state, shell_lines
+from hpc_train.injob import body
+from hpc_train.injob.body import JobBody
+from hpc_train.injob.epilogue import job_exit_code, main, read_state
 from tests.fake_slurm import FakeSlurm
 
 FINISHED = {"state": "finished"}
@@ -41,21 +42,25 @@ def test_wrong_arguments_are_one_usage_line(capsys: pytest.CaptureFixture[str]) 
     assert capsys.readouterr().err.startswith("usage: hpc-train epilogue STEP_EXIT_CODE RUN_DIR STRATEGY")
 
 
-@pytest.mark.parametrize("python, finished, expected", [
-    (shlex.quote(sys.executable), True, 0),
-    (shlex.quote(sys.executable), False, 137),
-    ("/no/such/python3", True, 137),  # an epilogue that cannot start changes nothing: the step's code stands
-])
-def test_the_shell_lines_run_it_only_after_a_failure(python: str, finished: bool, expected: int,
-                                                       tmp_path: Path) -> None:
+@pytest.mark.parametrize("finished, expected", [(True, 0), (False, 137)])
+def test_the_job_body_runs_it_after_a_failure(finished: bool, expected: int, tmp_path: Path) -> None:
     run_dir = tmp_path / "run dir; touch PWNED"
     run_dir.mkdir()
     if finished:
         (run_dir / "state.json").write_text('{"state": "finished"}')
-    script = "\n".join(["(exit 137)", *shell_lines(python, shlex.quote(str(run_dir)), "parameter_server")])
-    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == expected, result.stderr
+    assert body.epilogue(JobBody(run_dir, "parameter_server"), 137, {}) == expected
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_an_epilogue_that_fails_by_itself_leaves_the_steps_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(*args: object) -> int:
+        raise OSError("disk gone")
+
+    (tmp_path / "state.json").write_text('{"state": "finished"}')
+    monkeypatch.setattr("hpc_train.injob.epilogue.after_the_step", broken)
+    assert body.epilogue(JobBody(tmp_path, "parameter_server"), 137, {}) == 137
+    assert "warning: the epilogue failed (OSError: disk gone)" in capsys.readouterr().err
 
 
 def test_the_batch_scripts_run_it_as_a_hidden_hpc_train_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,11 +102,10 @@ def run_epilogue(tmp_path: Path, log_text: str, notes: list[dict], *options: str
                                                                       "SLURMD_NODENAME": "node1"}, **note)
     fake = fake_slurm(tmp_path / "fake", log, job_state=job_state)
     fake.install(tmp_path / "bin")
-    script = "\n".join(["(exit 137)", *shell_lines(shlex.quote(sys.executable), shlex.quote(str(run_dir)),
-                                                   "multiworker", options)])
+    script = [sys.executable, "-m", "hpc_train", "epilogue", "137", str(run_dir), "multiworker", *options]
     env = {**without_slurm(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "42",
            "SLURM_RESTART_COUNT": "1"}
-    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    result = subprocess.run(script, cwd=tmp_path, capture_output=True, text=True, env=env)
     assert not list(tmp_path.rglob("PWNED")) and not list((run_dir / ".failures").glob("*.json"))
     state = json.loads((run_dir / "state.json").read_text()) if (run_dir / "state.json").exists() else {}
     calls = "".join(f"{line}\n" for line in fake.lines("scontrol"))

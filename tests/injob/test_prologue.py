@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+
+from hpc_train.injob import body
+from hpc_train.injob.body import JobBody
 from hpc_train.runs import attempts
-from hpc_train.injob.prologue import (failed_nodes, previous_attempt_log, shell_line, slurms_restart,
-                                     unexplained_restarts)
+from hpc_train.injob.prologue import failed_nodes, previous_attempt_log, slurms_restart, unexplained_restarts
 from tests.fake_slurm import without_slurm
 
 LOG = """hpc-train: job 12 on node[1-2]; results in runs/x-12
@@ -35,34 +35,43 @@ def test_the_node_lost_in_the_last_attempt_is_found_in_its_log_or_by_its_state()
     assert slurms_restart([], 5.0)["action"] == "restarted"
 
 
-def run_line(tmp_path: Path, restarts: str, history: list[dict]) -> subprocess.CompletedProcess[str]:
+def run_prologue(tmp_path: Path, restarts: str, history: list[dict],
+                 capsys: pytest.CaptureFixture[str]) -> tuple[int | None, str]:
+    """The job body's prologue: None when the step runs, else the job's exit code; and what it said."""
     run_dir = tmp_path / "run 'dir'; touch PWNED"
     run_dir.mkdir(exist_ok=True)
     for entry in history:
         attempts.record(run_dir, entry)
-    script = "\n".join(["set -e", shell_line(shlex.quote(sys.executable), shlex.quote(str(run_dir)), 2),
-                        "echo the step runs"])
-    return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          env={**without_slurm(), "SLURM_RESTART_COUNT": restarts})
+    ended = body.prologue(JobBody(run_dir, max_retries=2),
+                          {**without_slurm(), "SLURM_JOB_ID": "12", "SLURM_RESTART_COUNT": restarts})
+    return ended, capsys.readouterr().err
 
 
-def test_the_job_goes_on_after_a_retry_and_ends_once_retries_are_spent(tmp_path: Path) -> None:
+def test_the_job_goes_on_after_a_retry_and_ends_once_retries_are_spent(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     retried = {"action": "retried", "cause": "node2 task 1: Killed", "after": "node2 task 1 was killed",
                "attempt": 1, "excluded": ["node2"]}
-    going_on = run_line(tmp_path, "1", [retried])
-    assert going_on.returncode == 0 and "the step runs" in going_on.stdout
-    assert "attempt 2 of 3: retried after node2 task 1 was killed; node2 excluded" in going_on.stderr
+    going_on, said = run_prologue(tmp_path, "1", [retried], capsys)
+    assert going_on is None  # the step runs
+    assert "attempt 2 of 3: retried after node2 task 1 was killed; node2 excluded" in said
     lost = {"action": "requeued by Slurm", "cause": "node3 down", "after": "node3 went down", "attempt": 2}
-    spent = run_line(tmp_path, "3", [retried, lost, lost])  # a third failure, with max_retries 2
-    assert spent.returncode == 1 and "the step runs" not in spent.stdout
-    assert "retries exhausted (2 of 2)" in spent.stderr
+    spent, said = run_prologue(tmp_path, "3", [retried, lost, lost], capsys)  # a third failure, max_retries 2
+    assert spent == 1 and "retries exhausted (2 of 2)" in said
     assert not list(tmp_path.rglob("PWNED"))
 
 
-def test_a_prologue_that_cannot_start_changes_nothing(tmp_path: Path) -> None:
-    script = "\n".join(["set -e", shell_line("/no/such/python3", "dir"), "echo the step runs"])
-    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0 and "the step runs" in result.stdout
+def test_a_prologue_that_fails_by_itself_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(*args: object) -> int:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("hpc_train.injob.prologue.before_the_step", broken)
+    assert body.prologue(JobBody(tmp_path), {"SLURM_JOB_ID": "12"}) is None  # the step runs
+    assert "warning: the prologue failed (OSError: disk gone)" in capsys.readouterr().err
+
+
+def test_outside_slurm_there_is_no_prologue(tmp_path: Path) -> None:
+    assert body.prologue(JobBody(tmp_path / "run"), {}) is None and not (tmp_path / "run").exists()
 
 
 def test_a_new_attempt_is_starting_not_the_last_ones_requeued(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -39,6 +40,13 @@ def test_rendered_scripts_match_their_golden_files(case: str) -> None:
     assert rendered == golden.read_text()
 
 
+def fake_hpc_train(bin_dir: Path, body: str) -> None:
+    """An hpc-train that runs `body` for the ranks' verbs, but is the real one for the job body (`hpc-train job`)."""
+    fake = bin_dir / "hpc-train"
+    fake.write_text(f'#!/bin/bash\nif [ "$1" = job ]; then exec {sys.executable} -m hpc_train "$@"; fi\n{body}')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+
+
 def mock_srun(bin_dir: Path) -> None:
     """An srun that runs its command once, as rank 0, and records the arguments it got."""
     bin_dir.mkdir()
@@ -49,9 +57,7 @@ def mock_srun(bin_dir: Path) -> None:
     apptainer = bin_dir / "apptainer"  # `apptainer exec --nv IMAGE CMD...`: record, then run CMD
     apptainer.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$APPTAINER_ARGS"\nshift 3\nexec "$@"\n')
     apptainer.chmod(apptainer.stat().st_mode | stat.S_IEXEC)
-    fake = bin_dir / "hpc-train"  # the trainer itself: record what it was asked to do
-    fake.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$TRAIN_ARGS"\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    fake_hpc_train(bin_dir, 'printf "%s\\n" "$@" > "$TRAIN_ARGS"\n')  # the trainer: record what it was asked
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
@@ -109,6 +115,7 @@ def test_a_warning_sent_to_the_batch_shell_reaches_the_step(signum: int, tmp_pat
     """`sbatch --signal=B:USR1@...` or `scancel --batch --signal=USR1` signal the batch shell alone."""
     record, ready = tmp_path / "signals", tmp_path / "ready"
     waiting_srun(tmp_path / "bin", record, ready)
+    fake_hpc_train(tmp_path / "bin", "")  # the job body, as an activated environment would have it on PATH
     script = tmp_path / "job.sbatch"
     script.write_text(render_script(JobSpec(nodes=2), TrainConfig(), home=str(tmp_path)))
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
@@ -139,8 +146,8 @@ def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(
     from hpc_train.login.sweep import grid, grid_axes
 
     mock_srun(tmp_path / "bin")
-    (tmp_path / "bin" / "hpc-train").write_text(  # the supervised command's words, and the element's variables
-        '#!/bin/bash\nprintf "%s\\n" "$@" > "$TRAIN_ARGS"\nenv | grep ^HPC_TRAIN_ | sort > "$TRAIN_ARGS.env"\n')
+    fake_hpc_train(tmp_path / "bin",  # the supervised command's words, and the element's variables
+                   'printf "%s\\n" "$@" > "$TRAIN_ARGS"\nenv | grep ^HPC_TRAIN_ | sort > "$TRAIN_ARGS.env"\n')
     sweep = grid(grid_axes(["learning_rate=0.01,0.001", "seed=1,2"]))
     command = ["python", f"{hostile}.py", "--lr={learning_rate}", "--seed", "{seed}"]
     script = tmp_path / "sweep.sbatch"
@@ -168,3 +175,20 @@ def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(
     outside = subprocess.run(["bash", str(script)], cwd=work, env={**env, "SLURM_ARRAY_TASK_ID": "4"},
                              capture_output=True, text=True, timeout=60)
     assert outside.returncode == 2 and "not an element of this sweep (0-3)" in outside.stderr
+
+
+def test_a_job_of_two_groups_gets_a_block_of_directives_each() -> None:
+    """A heterogeneous job (a later issue): the job's own options in the first block, `#SBATCH hetjob` between."""
+    from hpc_train.login.request import Group, JobRequest
+
+    request = JobRequest((Group(nodes=1, cpu_tasks_per_node=2, partition="cpu", roles=("chief", "ps")),
+                          Group(nodes=2, gpus_per_node=4, partition="gpu", roles=("worker",))),
+                         strategy="parameter_server", name="het", time="1:00:00")
+    text = render_script(request, TrainConfig(), HOME)
+    header = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    split = header.index("#SBATCH hetjob")
+    assert "#SBATCH --partition=cpu" in header[:split] and "#SBATCH --time=1:00:00" in header[:split]
+    assert header[split + 1:] == ["#SBATCH --gpus-per-node=4", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4",
+                                  "#SBATCH --partition=gpu"]
+    assert "1 node(s) x 2 task(s), 0 GPU(s) per node + 2 node(s) x 4 task(s), 4 GPU(s) per node, parameter_server" \
+        in text

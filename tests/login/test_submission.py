@@ -58,9 +58,24 @@ def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
                        "/img/tf 2.sif", "--dry-run", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --ntasks-per-node=1" in result.stdout and "#SBATCH --gpus-per-node=4" in result.stdout
-    assert "apptainer exec --nv '/img/tf 2.sif' python3 -u -m submitit.core._submit" in result.stdout
-    assert "--kill-on-bad-exit=1" in result.stdout.split("srun", 1)[1]  # a dead task ends the step
+    # The job body runs the ranks, in the image: each its own Python there (submitit's srun line never runs).
+    assert f"exec {shlex.quote(sys.executable)} -m hpc_train job " in result.stdout
+    assert "\n  apptainer exec --nv '/img/tf 2.sif' python3 -u -m hpc_train train --config" in result.stdout
+    assert "--strategy multiworker" in result.stdout  # a dead task ends the step (tests/injob/test_body.py)
+    assert "epochs: 5\n" in result.stdout  # the training settings, as render shows them
+    assert result.stdout.count("#SBATCH --open-mode=append\n") == 1
     assert not fake.scripts() and not (tmp_path / "runs").exists()
+
+
+def test_dry_run_shows_what_submit_submits(tmp_path: Path) -> None:
+    fake = mock_slurm(tmp_path / "fake")
+    (tmp_path / "runs" / "mine").mkdir(parents=True)  # the user's: a dry run leaves it be
+    args = ("submit", "--nodes", "2", "--name", "a b", "--set", "epochs=3")
+    shown = hpc_train(*args, "--dry-run", cwd=tmp_path, fake=fake)
+    assert shown.returncode == 0, shown.stderr
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["mine"] and not fake.scripts()
+    assert hpc_train(*args, cwd=tmp_path, fake=fake).returncode == 0
+    assert fake.scripts() == [shown.stdout]
 
 
 def test_impossible_requests_are_refused_before_submitting(tmp_path: Path) -> None:
@@ -193,7 +208,7 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
     assert not list(tmp_path.rglob("PWNED"))
     [srun] = fake.calls("srun")
     srun_args = srun.args
-    assert srun_args[srun_args.index("--output") + 1] == str(tmp_path / "runs" / f"{hostile}-%j" / "%j_%t_log.out")
+    assert f"--output={tmp_path / 'runs' / f'{hostile}-%j' / '%j_%t_log.out'}" in srun_args
     assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
     assert f"#SBATCH --partition={shlex.quote(hostile)}" in script
 
@@ -201,19 +216,22 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
 @pytest.mark.parametrize("finished, code, expected", [(True, 137, 0), (False, 137, 137), (True, 0, 0)])
 def test_a_parameter_server_job_whose_chief_finished_ends_completed_despite_a_dead_task(
         finished: bool, code: int, expected: int, tmp_path: Path) -> None:
-    from hpc_train.login.submission import after_the_step
-
-    folder = tmp_path / "runs" / "x'; touch PWNED #-%j"
-    run = Path(str(folder).replace("%j", "42"))
+    # (Not to be retried: Slurm ended it.) The step: a task that exited with `code`.
+    fake = mock_slurm(tmp_path / "fake", job_state="CANCELLED").on("srun", Reply(code=code))
+    name = "x'; touch PWNED #"
+    result = hpc_train("submit", "--nodes", "2", "--ntasks-per-node", "2", "--strategy", "parameter_server",
+                       "--name", name, cwd=tmp_path, fake=fake)
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "runs" / f"{name}-42"
     run.mkdir(parents=True)
     if finished:
         (run / "state.json").write_text('{\n  "state": "finished"\n}\n')
-    # As in submitit's script: the teardown right after srun, here a step that exited with `code`.
-    script = "\n".join([f"(exit {code})", *after_the_step(shlex.quote(sys.executable), folder, "parameter_server")])
-    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env={**without_slurm(), "SLURM_JOB_ID": "42"},
-                            capture_output=True, text=True)
-    assert result.returncode == expected
-    assert ("a task of the step failed (exit 137), but the chief finished training" in result.stderr) == (
+    [script] = fake.scripts()
+    (tmp_path / "submitted.sh").write_text(script)
+    job = subprocess.run(["bash", str(tmp_path / "submitted.sh")], cwd=tmp_path, capture_output=True, text=True,
+                         env={**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"], "SLURM_JOB_ID": "42"})
+    assert job.returncode == expected, job.stderr
+    assert ("a task of the step failed (exit 137), but the chief finished training" in job.stderr) == (
         finished and code != 0)
     assert not list(tmp_path.rglob("PWNED"))
 
@@ -225,7 +243,8 @@ def test_home_is_what_the_submitted_job_activates_or_is_refused_in_one_line(tmp_
     shown = hpc_train("submit", "--nodes", "2", "--home", str(venv), "--dry-run", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert f"source {shlex.quote(str(venv / 'bin' / 'activate'))}\n" in shown.stdout
-    assert "--open-mode=append python3 -u -m submitit.core._submit" in shown.stdout  # the activated Python
+    assert "\nexec python3 -m hpc_train job " in shown.stdout  # the activated Python: the body's, and the ranks'
+    assert "\n  python3 -u -m hpc_train train --config" in shown.stdout
     missing = hpc_train("submit", "--nodes", "2", "--home", str(tmp_path / "nothing"), "--dry-run", cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert f"--home {tmp_path / 'nothing'}: neither" in missing.stderr

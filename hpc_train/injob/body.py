@@ -1,0 +1,258 @@
+"""One job body: what every batch script hpc-train writes or ships runs, in one line, `hpc-train job ...`.
+
+Whatever wrote the script (the slurm/*.sh job scripts, `render`, a sweep, submit's submitit script), the job
+runs the same sequence from here:
+
+1. the attempt's start line (`hpc-train: job J (restart N) on NODES, T tasks; logs and results in RUN_DIR`),
+   where the epilogue and the next prologue find where this attempt's part of the job log begins;
+2. the prologue (prologue.py), with SIGTERM ignored: it may requeue the job off a node that failed (its 4: the
+   attempt ends, exit 0, and Slurm's SIGTERM follows) or end it once the retries are spent (its 3: exit 1);
+3. the step: `srun --kill-on-bad-exit=K ...` inside a Slurm job, else the mock launcher (mock_srun.py) on this
+   machine, with the job's nodes and tasks; USR1 and USR2 sent to this process (`--signal=B:...`,
+   `scancel --batch --signal=...`) are passed on to it;
+4. after a failed step, the epilogue (epilogue.py), with SIGTERM ignored again: a retry requeues the job, and
+   this process has more to do after the SIGTERM that follows;
+5. the exit code: the step's, or 0 when the epilogue retried the job (or its chief finished).
+
+A prologue or epilogue that fails by itself changes nothing (a warning): the step runs, its code stands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpc_train.exitcodes import EXIT_RETRIES_SPENT
+from hpc_train.injob.epilogue import PREFIX, QuietParser
+from hpc_train.injob.prologue import EXIT_MOVED
+from hpc_train.injob.requeue import restart_count
+
+# Signals a batch script passes on to its step: Slurm's time-limit warning when it reaches the script itself.
+PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
+USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
+         "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
+         "[--trainer] -- COMMAND ...")
+
+
+@dataclass(frozen=True)
+class JobBody:
+    """What one batch script asks of the body: where the run is, how its step runs, and how failures retry."""
+
+    run_dir: Path
+    strategy: str = "multiworker"
+    nodes: int = 1  # the step's nodes and tasks when the mock launcher runs it (srun takes the job's own)
+    tasks_per_node: int = 1
+    max_retries: int | None = None  # None: state.json's, else the default
+    retry_exit_codes: tuple[int, ...] = ()
+    command: bool = False  # the ranks run a user's command (the epilogue reads its exits so)
+    output: str | None = None  # srun --output (rank logs, %t the rank); None: every rank into the job log, labelled
+    error: str | None = None  # srun --error; None: with the output
+
+
+def kill_on_bad_exit(strategy: str) -> int:
+    """srun's --kill-on-bad-exit: a lost MultiWorkerMirrored task stalls the rest, so it ends the step; a
+    parameter-server chief carries on without a lost worker, so that does not (pure)."""
+    return 0 if strategy == "parameter_server" else 1
+
+
+def run_dir_for(name: str, env: Mapping[str, str], now: float) -> Path:
+    """runs/NAME-JOBID: Slurm's job name and id when there are any (the same folder when the job is requeued),
+    else NAME and a local id from the time (pure)."""
+    job_id = env.get("SLURM_JOB_ID") or time.strftime("local-%Y%m%d-%H%M%S", time.localtime(now))
+    return Path("runs") / f"{env.get('SLURM_JOB_NAME') or name}-{job_id}"
+
+
+def start_line(body: JobBody, env: Mapping[str, str]) -> str:
+    """The attempt's first line in the job log (pure)."""
+    job_id = env.get("SLURM_JOB_ID") or "local" + body.run_dir.name.partition("-local")[2]
+    restarts = restart_count(env)
+    again = f" (restart {restarts})" if restarts else ""
+    tasks = env.get("SLURM_NTASKS") or str(body.nodes * body.tasks_per_node)
+    return (f"{PREFIX}: job {job_id}{again} on {env.get('SLURM_JOB_NODELIST') or 'this machine'}, {tasks} tasks; "
+            f"logs and results in {body.run_dir}")
+
+
+def srun_arguments(body: JobBody, rank_command: Sequence[str]) -> list[str]:
+    """srun's arguments for the step under Slurm (pure). Without rank logs, srun labels each rank's lines."""
+    return [*(() if body.output else ("--label",)), f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
+            *(("--open-mode=append", f"--output={body.output}") if body.output else ()),
+            *((f"--error={body.error}",) if body.error else ()), *rank_command]
+
+
+def under_slurm(env: Mapping[str, str]) -> bool:
+    """A Slurm job with srun at hand; else the step runs here, on the mock launcher."""
+    return bool(env.get("SLURM_JOB_ID")) and shutil.which("srun", path=env.get("PATH")) is not None
+
+
+def exit_status(returncode: int) -> int:
+    """A child's exit as a shell's $? says it: 128 + N for a child killed by signal N (pure)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@contextmanager
+def ignoring_term() -> Iterator[None]:
+    """SIGTERM ignored meanwhile (and by what is started meanwhile), as a script's `trap '' TERM`."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def prologue(body: JobBody, env: Mapping[str, str]) -> int | None:
+    """Before the step: the job's exit code when this attempt ends here, else None (the step runs)."""
+    from hpc_train.injob.prologue import before_the_step  # (looked up at the call: tests replace it)
+
+    if not env.get("SLURM_JOB_ID"):
+        return None  # not a Slurm job: no attempts to account for
+    with ignoring_term():
+        said = _quietly(lambda: before_the_step(body.run_dir, env, body.max_retries), "the prologue", 0)
+    return {EXIT_RETRIES_SPENT: 1, EXIT_MOVED: 0}.get(said)
+
+
+def epilogue(body: JobBody, code: int, env: Mapping[str, str]) -> int:
+    """After a failed step: the job's exit code (0 once it is requeued for a retry); the step's if it fails."""
+    from hpc_train.injob.epilogue import after_the_step
+
+    # Ignored to the end, not only meanwhile: a retry's requeue brings Slurm's SIGTERM while this still writes.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return _quietly(lambda: after_the_step(code, body.run_dir, body.strategy, env, body.max_retries,
+                                           set(body.retry_exit_codes), body.command), "the epilogue", code)
+
+
+def _quietly(call: Callable[[], int], what: str, otherwise: int) -> int:
+    """call(), or `otherwise` with a one-line warning when it fails by itself (a bug must not change the job)."""
+    try:
+        return call()
+    except Exception as error:  # noqa: BLE001 - anything: the job goes on as if it had not run
+        print(f"{PREFIX}: warning: {what} failed ({type(error).__name__}: {error}); the job goes on without it",
+              file=sys.stderr, flush=True)
+        return otherwise
+
+
+def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> int:
+    """The step's exit status: srun under Slurm, else the mock launcher; USR1/USR2 passed on to it."""
+    if not under_slurm(env):
+        from hpc_train.errors import HpcTrainError, report
+        from hpc_train.login.mock_srun import Step, launch
+
+        try:
+            return launch(Step.make(body.nodes, body.tasks_per_node), rank_command, env,  # (it passes them on)
+                          kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
+        except HpcTrainError as error:  # a command that cannot start: one line, as `hpc-train launch` says it
+            return report(error, "hpc-train launch")
+    import subprocess
+
+    from hpc_train.slurm.client import SlurmClient
+
+    step: list[subprocess.Popen[bytes]] = []
+    early: list[int] = []  # a warning that came before srun started: passed on once it has
+
+    def pass_on(signum: int, frame: Any) -> None:
+        if step:
+            _signal(step[0].pid, signum)
+        else:
+            early.append(signum)
+
+    previous = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
+    try:
+        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command)))
+        for signum in early:
+            _signal(step[0].pid, signum)
+        return exit_status(step[0].wait())
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass  # it ended meanwhile
+
+
+def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str]) -> int:
+    """The whole sequence (see the module's docstring); the job's exit code."""
+    body.run_dir.mkdir(parents=True, exist_ok=True)
+    # For a command's own checkpoints and outputs; every rank's, the same absolute folder.
+    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve())}
+    print(start_line(body, env), file=sys.stderr, flush=True)
+    ended = prologue(body, env)
+    if ended is not None:
+        return ended
+    code = run_step(body, rank_command, env)
+    return epilogue(body, code, env) if code != 0 else 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = QuietParser(prog="hpc-train job", add_help=False)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir", type=Path)
+    where.add_argument("--name")
+    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--ntasks-per-node", type=int, default=1)
+    parser.add_argument("--strategy", default="multiworker")
+    parser.add_argument("--max-retries", type=int, default=None)
+    parser.add_argument("--retry-exit-codes", default="")
+    parser.add_argument("--command", action="store_true")
+    parser.add_argument("--output")
+    parser.add_argument("--error")
+    parser.add_argument("--trainer", action="store_true")
+    return parser
+
+
+def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, output: str | None = None,
+                error: str | None = None) -> str:
+    """A batch script's one line that hands the job to the body: `exec PROGRAM job ... -- RANK_COMMAND`.
+
+    `program` (hpc-train, or PYTHON -m hpc_train) and `rank_command` are shell text, quoted by the caller;
+    `run_dir`, `output` and `error` are shell words (they may expand "$run_dir" or "$SLURM_JOB_ID"), used
+    instead of the body's own; every other value is quoted here."""
+    options = ["--nodes", str(body.nodes), "--ntasks-per-node", str(body.tasks_per_node), "--strategy",
+               body.strategy, *(("--max-retries", str(body.max_retries)) if body.max_retries is not None else ()),
+               *(("--retry-exit-codes", ",".join(map(str, body.retry_exit_codes))) if body.retry_exit_codes else ()),
+               *(("--command",) if body.command else ())]
+    logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
+    return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
+
+
+def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobBody, list[str]]:
+    """The body and the ranks' command from `hpc-train job`'s arguments; ValueError when they are wrong.
+
+    `--trainer`: the command is `hpc-train train ...`, given the run folder as its --output-dir."""
+    argv = list(argv)
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        raise ValueError("no command after --")
+    at = argv.index("--")
+    args = _parser().parse_args(argv[:at])
+    command = argv[at + 1:]
+    run_dir = args.run_dir if args.run_dir is not None else run_dir_for(args.name, env, now)
+    body = JobBody(run_dir, args.strategy, args.nodes, args.ntasks_per_node, args.max_retries,
+                   tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
+                   args.output, args.error)
+    return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`hpc-train job [options] -- COMMAND ...` (hidden: batch scripts run it, not people)."""
+    try:
+        body, command = parse(sys.argv[1:] if argv is None else argv, os.environ, time.time())
+    except ValueError:
+        print(USAGE, file=sys.stderr)
+        return 2
+    return run_job(body, command, os.environ)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

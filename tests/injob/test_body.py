@@ -1,0 +1,109 @@
+"""The one job body every batch script runs: its start line, its step, the signals it passes on or ignores, and its
+exit codes. (Through real shells and a mock srun: tests/login/test_script.py; on a real Slurm: tests/e2e.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hpc_train.injob import body
+from hpc_train.injob.body import JobBody, kill_on_bad_exit, parse, srun_arguments, start_line
+from tests.fake_slurm import waiting_srun, without_slurm
+
+
+def test_the_start_line_says_which_attempt_where_and_how_many_tasks() -> None:
+    job = JobBody(Path("runs/x-12"), nodes=2, tasks_per_node=2)
+    assert start_line(job, {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n[1-2]"}) == (
+        "hpc-train: job 12 on n[1-2], 4 tasks; logs and results in runs/x-12")
+    assert start_line(job, {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n[3-4]", "SLURM_RESTART_COUNT": "2",
+                            "SLURM_NTASKS": "6"}) == (
+        "hpc-train: job 12 (restart 2) on n[3-4], 6 tasks; logs and results in runs/x-12")
+    assert start_line(JobBody(Path("runs/x-local-20260101-120000")), {}) == (
+        "hpc-train: job local-20260101-120000 on this machine, 1 tasks; logs and results in "
+        "runs/x-local-20260101-120000")
+
+
+def test_srun_ends_the_step_on_a_lost_task_except_under_parameter_server() -> None:
+    assert [kill_on_bad_exit(strategy) for strategy in ("multiworker", "mirrored", "parameter_server")] == [1, 1, 0]
+    assert srun_arguments(JobBody(Path("r"), "parameter_server"), ["cmd"]) == ["--label", "--kill-on-bad-exit=0",
+                                                                              "cmd"]
+    assert srun_arguments(JobBody(Path("r"), output="r/%t.out", error="r/%t.err"), ["cmd"]) == [
+        "--kill-on-bad-exit=1", "--open-mode=append", "--output=r/%t.out", "--error=r/%t.err", "cmd"]
+
+
+def test_the_arguments_name_the_run_folder_or_make_it_from_the_job() -> None:
+    job, command = parse(["--name", "mnist", "--nodes", "2", "--trainer", "--", "hpc-train", "train"],
+                         {"SLURM_JOB_ID": "7"}, 0)
+    assert job.run_dir == Path("runs/mnist-7") and job.nodes == 2
+    assert command == ["hpc-train", "train", "--output-dir", "runs/mnist-7"]
+    job, _ = parse(["--name", "mnist", "--", "x"], {"SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "other"}, 0)
+    assert job.run_dir == Path("runs/other-7")  # sbatch --job-name: the folder follows, as the job log does
+    job, _ = parse(["--run-dir", "d", "--retry-exit-codes", "3,17", "--command", "--", "x"], {}, 0)
+    assert (job.retry_exit_codes, job.command, job.max_retries) == ((3, 17), True, None)
+    for wrong in (["--name", "x"], ["--name", "x", "--"], ["--nodes", "2", "--", "x"], ["--run-dir", "d", "--nodes",
+                                                                                        "two", "--", "x"]):
+        with pytest.raises(ValueError):
+            parse(wrong, {}, 0)
+
+
+def test_without_slurm_the_tasks_run_here_and_a_failure_is_not_retried(tmp_path: Path) -> None:
+    script = 'echo "rank $SLURM_PROCID of $SLURM_STEP_NUM_TASKS in $HPC_TRAIN_RUN_DIR"; exit $SLURM_PROCID'
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "here", "--nodes", "2", "--", "sh",
+                             "-c", script], cwd=tmp_path, capture_output=True, text=True, env=without_slurm(),
+                            timeout=60)
+    assert result.returncode == 1, result.stderr  # rank 1's exit, as the mock launcher gives it
+    [run_dir] = (tmp_path / "runs").glob("here-local-*")
+    assert f"hpc-train: job {run_dir.name.removeprefix('here-')} on this machine, 2 tasks; logs and results in " \
+           f"runs/{run_dir.name}" in result.stderr
+    assert f"0: rank 0 of 2 in {run_dir.resolve()}" in result.stdout
+    assert "not retried: not a Slurm batch job, run it again to resume" in result.stderr
+    wrong = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "x"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and wrong.stderr.startswith("usage: hpc-train job ")
+    missing = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "x", "--", "no-such-program-xyz"],
+                             cwd=tmp_path, capture_output=True, text=True, env=without_slurm(), timeout=60)
+    assert missing.returncode == 2 and "hpc-train launch: error: cannot run 'no-such-program-xyz'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2])
+def test_a_warning_sent_to_the_body_reaches_srun(signum: int, tmp_path: Path) -> None:
+    record, ready = tmp_path / "signals", tmp_path / "ready"
+    waiting_srun(tmp_path / "bin", record, ready)
+    env = {**without_slurm(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    job = subprocess.Popen([sys.executable, "-m", "hpc_train", "job", "--run-dir", "run", "--", "train"],
+                           cwd=tmp_path, env=env, text=True, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        job.send_signal(signum)
+        job.communicate(timeout=30)
+    finally:
+        job.kill()
+    assert job.returncode == 75  # the step's own code (it stopped to go on later: no retry)
+    assert record.read_text().split() == [signal.Signals(signum).name[3:], "--label", "--kill-on-bad-exit=1",
+                                          "train"]
+
+
+def test_sigterm_is_ignored_through_the_prologue_and_from_the_epilogue_on(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def requeued_then_terminated(*args: object) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)  # Slurm's SIGTERM once the job requeued itself
+        return 0
+
+    monkeypatch.setattr("hpc_train.injob.prologue.before_the_step", lambda *args: requeued_then_terminated() + 4)
+    monkeypatch.setattr("hpc_train.injob.epilogue.after_the_step", requeued_then_terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        assert body.prologue(JobBody(tmp_path), {"SLURM_JOB_ID": "7"}) == 0  # moved off a failed node: ends quietly
+        assert signal.getsignal(signal.SIGTERM) == before  # the step itself can be terminated
+        assert body.epilogue(JobBody(tmp_path), 137, {}) == 0  # retried: the job is requeued
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before)
