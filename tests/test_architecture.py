@@ -1,5 +1,6 @@
 """The layout's rules, checked on the source: no import cycles, no private names across modules, no import up
-the layers, and Slurm's commands run from one module, the Slurm client (hpc_train/slurm/client.py)."""
+the layers, Slurm's commands run by the Slurm client alone (hpc_train/slurm/client.py), metrics.json named by
+runs/metrics.py alone, and the first floor's limits (root modules, module sizes, names)."""
 
 from __future__ import annotations
 
