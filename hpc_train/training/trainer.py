@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from hpc_train.training import outcome
 from hpc_train.training.lines import Say, log, printer, world
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.paths import RunPaths
+from hpc_train.training.precision import AUTO, ORDER, Precision, common, this_rank
 from hpc_train.training.progress import Progress, Stretch, remaining_stretches
 from hpc_train.training.rank import RankInfo, prepare_rank
 from hpc_train.training.rendezvous import meet
@@ -100,10 +101,11 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     signals.install()
     if note := gpus_unused_note():
         log(rank, note)
-    shape = _shape(config, rank, user_task, strategy)
+    precision = _precision(config, strategy)
+    shape = _shape(config, rank, user_task, strategy, precision.policy)
     global_batch = config.batch_size * shape.replicas
     say(f"{config.strategy}: {world(rank)}, {shape.replicas} replica(s) in sync; batch {config.batch_size} per "
-        f"replica, {global_batch} global; {shape.steps} steps per epoch; {config.precision}")
+        f"replica, {global_batch} global; {shape.steps} steps per epoch; {precision.describe()}")
     described = user_task.call("describe", config=config) if user_task.has("describe") else user_task.name
     say(f"{described}; output in {paths.output}")
     checkpoint = tf.train.Checkpoint(model=shape.model, optimizer=shape.model.optimizer)
@@ -116,7 +118,8 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     if rank.is_chief:
         _note_running(config, shape, own_fields, progress, paths.output)
     report = EpochReport(paths.output if rank.is_chief else None, global_batch, config.epochs,
-                         {**_summary(config, rank, shape, tf.__version__), **own_fields}, say)
+                         {**_summary(config, rank, shape, tf.__version__), "precision": asdict(precision),
+                          **own_fields}, say)
     save = StepSaver(tf.train.CheckpointManager(checkpoint, paths.writes / "checkpoints", max_to_keep=3), shape.model)
     callbacks = _callbacks(config, paths, signals, strategy, save, report)
     _fit(config, user_task, shape, stretches, callbacks, paths, signals, say)
@@ -125,7 +128,7 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     return 0
 
 
-def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy: Any) -> Shape:
+def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy: Any, policy: str) -> Shape:
     """The model and the data, checked the same way on every rank before any step: a rank that cannot train
     fails them all at once."""
     from hpc_train.training import inputs
@@ -136,7 +139,7 @@ def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy:
     training_epochs = inputs.EpochDatasets(user_task, config, "train_dataset")
     steps = inputs.epoch_steps(user_task, config, pipelines, training_epochs)
     validation_steps = inputs.validation_steps(user_task, config, pipelines)
-    model = _compiled_model(config, strategy, user_task, steps)
+    model = _compiled_model(config, strategy, user_task, steps, policy)
     # Every pipeline's epoch, counted and checked, is let go on return: none is held while training.
     inputs.check_model_fits(user_task, model, training_epochs.get(pipelines.contexts()[0]))
     return Shape(model, pipelines, replicas, steps, validation_steps)
@@ -167,18 +170,32 @@ def _fit(config: TrainConfig, user_task: TaskModule, shape: Shape, stretches: li
         raise outcome.lost_contact(error, paths.rank, paths) from None
 
 
-def _compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int) -> Any:
+def _compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int, policy: str) -> Any:
     from hpc_train.training.keras import keras, tf
     from hpc_train.training.metrics import sync_metrics_per_epoch
 
     keras.utils.set_random_seed(config.seed)
-    keras.mixed_precision.set_global_policy(config.precision)
+    keras.mixed_precision.set_global_policy(policy)
     with strategy.scope():
         model = checked_model(user_task, user_task.call("build_model", config=config), keras.Model)
         _use_steps_per_execution(model, min(config.steps_per_execution, steps))
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         sync_metrics_per_epoch(model)  # one all-reduce per step, the gradients', instead of seven
     return model
+
+
+def _precision(config: TrainConfig, strategy: Any) -> Precision:
+    """This rank's dtype policy and why; under MultiWorkerMirrored with auto, the job's: one tiny all-reduce of
+    each replica's choice, so that all of them run the same arithmetic (precision.common). A parameter-server
+    job's chief traces every step the workers run: its choice is the job's."""
+    from hpc_train.training.callbacks import summed_over_ranks
+    from hpc_train.training.keras import tf
+
+    own = this_rank(config.precision)
+    if config.precision != AUTO or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return own
+    counts = summed_over_ranks(strategy)(tf.constant([float(own.policy == policy) for policy in ORDER])).numpy()
+    return common(own, {policy: round(float(count)) for policy, count in zip(ORDER, counts)})
 
 
 def _use_steps_per_execution(model: Any, steps: int) -> None:
