@@ -16,6 +16,7 @@ time (the CLI, doctor and the benchmarks' machine line read it).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ class Hardware:
 
     cpu_flags: frozenset[str] = frozenset()
     gpu_capabilities: tuple[tuple[int, int], ...] = ()
+    # TensorFlow's bf16 kernels for CPUs are oneDNN's: with TF_ENABLE_ONEDNN_OPTS=0, bf16 is emulated and slower.
+    onednn: bool = True
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def choose(requested: str, hardware: Hardware) -> Precision:
         return Precision(requested, "as configured")
     if hardware.gpu_capabilities:
         return _for_gpus(hardware.gpu_capabilities)
-    return _for_cpu(hardware.cpu_flags)
+    return _for_cpu(hardware.cpu_flags, hardware.onednn)
 
 
 def _for_gpus(capabilities: Sequence[tuple[int, int]]) -> Precision:
@@ -69,9 +72,11 @@ def _for_gpus(capabilities: Sequence[tuple[int, int]]) -> Precision:
     return Precision("float32", f"auto: the GPU has no fast 16-bit format, {shown}")
 
 
-def _for_cpu(flags: frozenset[str]) -> Precision:
+def _for_cpu(flags: frozenset[str], onednn: bool) -> Precision:
     for flag, name in BF16_FLAGS:
         if flag in flags:
+            if not onednn:
+                return Precision("float32", f"auto: the CPU has {name}, but TF_ENABLE_ONEDNN_OPTS=0 leaves it unused")
             return Precision("mixed_bfloat16", f"auto: the CPU has {name}")
     return Precision("float32", "auto: the CPU has no bf16 units (AMX, AVX512-BF16)")
 
@@ -126,4 +131,5 @@ def this_rank(requested: str) -> Precision:
     """The choice on the hardware this process sees (TensorFlow only where auto needs the GPUs')."""
     if requested != AUTO:
         return choose(requested, Hardware())
-    return choose(requested, Hardware(cpu_flags(), gpu_capabilities()))
+    onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() not in ("0", "false")
+    return choose(requested, Hardware(cpu_flags(), gpu_capabilities(), onednn))

@@ -26,6 +26,13 @@ def test_on_a_cpu_its_bf16_units_decide(flags: frozenset[str], policy: str, why:
     assert choose("auto", Hardware(flags)) == Precision(policy, why)
 
 
+def test_without_onednn_the_cpus_bf16_units_are_unused_so_float32() -> None:
+    # Measured here: bf16 without oneDNN trained at a quarter of float32's images/s (BENCHMARKS.md).
+    assert choose("auto", Hardware(SAPPHIRE_RAPIDS, onednn=False)) == Precision(
+        "float32", "auto: the CPU has AMX, but TF_ENABLE_ONEDNN_OPTS=0 leaves it unused")
+    assert choose("auto", Hardware(EPYC_ZEN3, ((8, 0),), onednn=False)).policy == "mixed_bfloat16"  # a GPU's own
+
+
 @pytest.mark.parametrize("capabilities, policy, why", [
     (((9, 0),), "mixed_bfloat16", "the GPU is Ampere or newer, compute capability 9.0"),  # H100
     (((8, 0), (8, 0)), "mixed_bfloat16", "the GPU is Ampere or newer, compute capability 8.0"),  # A100s
