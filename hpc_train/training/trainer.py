@@ -69,7 +69,10 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
     rank = prepare_rank(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
     size_inter_op_pool(config.inter_op_threads, config.strategy)  # before TensorFlow starts (threads.py)
     with outcome.noting_failures(config.output_dir, rank):
-        return _run(config, rank, user_task, signals)
+        try:
+            return _run(config, rank, user_task, signals)
+        finally:
+            signals.close()
 
 
 def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, signals: StopSignals) -> int:
@@ -97,8 +100,9 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     rank, say = paths.rank, printer(paths.rank)
     strategy = make_strategy(config)
     # TensorFlow's coordination service (multi-worker strategies) installs its own SIGTERM handler in C++,
-    # which would swallow Slurm's SIGTERM: take the signals back.
-    signals.install()
+    # which would swallow Slurm's SIGTERM: take the signals back. A step that never returns would hold a stop
+    # forever: the watcher ends the process on a second stop or after a grace period (stopping.py).
+    signals.install().watch()
     if note := gpus_unused_note():
         log(rank, note)
     precision = _precision(config, strategy)
@@ -252,7 +256,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
                                       lambda: int(save.model.optimizer.iterations.numpy())))
     if config.prune == "halving":
         callbacks.append(PruneAtRungs(_pruning_verdict(config, paths), any_rank(strategy), save, config.epochs))
-    callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs,
+    callbacks.append(StopAtStepBoundary(signals.requested, agreement(strategy), save, config.epochs,
                                         timed_save_due(save, config.checkpoint_minutes, config.checkpoint_share)))
     return callbacks
 
