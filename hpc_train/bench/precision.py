@@ -11,14 +11,13 @@ accuracy is the last epoch's val_accuracy. Rewrites its section of BENCHMARKS.md
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_train.bench.report import DEFAULT_DATA, command_line, machine, progress, publish, spread, table
-from hpc_train.bench.trainer import Contestant, train_metrics
+from hpc_train.bench.report import command_line, machine, progress, publish, spread, table
+from hpc_train.bench.trainer import Contestant, parse_options, train_metrics
 
 FLOAT32 = "hpc-train train, precision=float32"
 AUTO = "hpc-train train (defaults: precision auto)"
@@ -89,14 +88,7 @@ def render(samples: dict[str, list[Run]], epochs: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hpc-train bench precision", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="2 rounds of 3 epochs; print only")
-    args = parser.parse_args(argv)
-    rounds, epochs = (2, 3) if args.quick else (args.rounds, args.epochs)
-    samples = measure(args.data_dir, rounds, epochs)
-    publish("precision", render(samples, epochs), not args.quick)
+    options = parse_options("precision", __doc__, argv)
+    samples = measure(options.data_dir, options.rounds, options.epochs)
+    publish("precision", render(samples, options.epochs), options.write)
     return 0 if accuracy_gap(samples) >= -ACCURACY_POINTS else 1  # better than float32 is no failure

@@ -4,8 +4,8 @@
 
 Each contestant is its own process, as a user would run it: the seed script
 (`python -m hpc_train.bench.seed_train`: on tf-keras, on Keras 3, with oneDNN)
-and `hpc-train train` (defaults; without oneDNN; without the malloc settings). A round
-runs each once, in alternating order, so machine noise hits all alike; a
+and `hpc-train train` (defaults; in float32; without oneDNN; without the malloc
+settings). A round runs each once, in alternating order, so machine noise hits all alike; a
 contestant's figure for a round is the median training images/s of its epochs
 after the first; the table gives medians and min-max over rounds, and each
 round's ratio to the seed script. Rewrites its section of BENCHMARKS.md and
@@ -162,16 +162,34 @@ def plot(samples: dict[str, list[float]]) -> None:
     drawing.savefig(figure(PLOT), dpi=110)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hpc-train bench trainer", description=__doc__,
+@dataclass(frozen=True)
+class Options:
+    """What a benchmark of training runs was asked for: the data, rounds and epochs; whether to write results."""
+
+    data_dir: Path
+    rounds: int
+    epochs: int
+    write: bool
+
+
+def parse_options(name: str, description: str | None, argv: Sequence[str] | None) -> Options:
+    """`--rounds N --epochs E --data-dir DIR --quick` (2 rounds of 3 epochs, print only), as trainer and precision
+    take them."""
+    parser = argparse.ArgumentParser(prog=f"hpc-train bench {name}", description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="2 rounds of 3 epochs; print only")
     args = parser.parse_args(argv)
-    rounds, epochs = (2, 3) if args.quick else (args.rounds, args.epochs)
-    samples = measure(args.data_dir, rounds, epochs)
-    publish("trainer", render(samples, epochs), not args.quick, lambda: plot(samples))
+    if args.quick:
+        return Options(args.data_dir, 2, 3, False)
+    return Options(args.data_dir, args.rounds, args.epochs, True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_options("trainer", __doc__, argv)
+    samples = measure(options.data_dir, options.rounds, options.epochs)
+    publish("trainer", render(samples, options.epochs), options.write, lambda: plot(samples))
     ratio = summary([d / b for d, b in zip(samples[DEFAULTS], samples[BASELINE])])[0]
     return 0 if ratio >= goal() else 1
