@@ -113,17 +113,18 @@ def render(samples: dict[str, list[float]], epochs: int) -> str:
         "",
         "Where the time went, and what was changed because of it:",
         "",
-        "- **Kernels.** TensorFlow turns its oneDNN kernels on by itself only on CPUs with AVX512-VNNI or newer; "
-        "on this AVX2 CPU they were off, and turning them on made the trainer about 2x faster at the same "
-        "accuracy. The trainer now sets `TF_ENABLE_ONEDNN_OPTS=1` unless the user set it "
-        "(`hpc_train/training/keras.py`); the `TF_ENABLE_ONEDNN_OPTS=0` row is the trainer without it, and the "
-        "seed script with it shows what the rest of the trainer adds on equal kernels.",
+        "- **Kernels.** TensorFlow turns its oneDNN kernels on by itself only on CPUs with AVX512-VNNI or newer "
+        "(there the seed script has them already, and its `TF_ENABLE_ONEDNN_OPTS=1` row is the baseline again); "
+        "on an AVX2 CPU (the 2-core AMD EPYC measured on 2026-11-22) they were off, and turning them on made the "
+        "trainer about 2x faster at the same accuracy. The trainer now sets `TF_ENABLE_ONEDNN_OPTS=1` unless the "
+        "user set it (`hpc_train/training/keras.py`); the `TF_ENABLE_ONEDNN_OPTS=0` row is the trainer without "
+        "it, and the seed script with it shows what the rest of the trainer adds on equal kernels.",
         "- **Memory.** Without oneDNN, `perf` showed 43% of a core in the kernel: glibc mmaps each large block "
         "TensorFlow allocates and gives freed memory back, so every step faults in fresh zeroed pages. The "
         "trainer tells malloc to keep freed memory (`mallopt`: no mmap'd blocks, no trimming; "
-        "`hpc_train/training/memory.py`), which doubled one core's images/s then. With oneDNN's kernels the "
-        "difference is within the noise here (the `tune_malloc=false` row; also on one core: about 10,000 "
-        "images/s either way); it stays on for TensorFlow builds and CPUs where oneDNN is off.",
+        "`hpc_train/training/memory.py`), which doubled one core's images/s then (on the EPYC). With "
+        "oneDNN's kernels the difference is within the noise (the `tune_malloc=false` row; also on one core: "
+        "about 10,000 images/s either way); it stays on for TensorFlow builds and CPUs where oneDNN is off.",
         "- **Steps per call.** The seed runs one step per call into TensorFlow and its progress bar reads the "
         "loss back after every step; the trainer runs 32 steps per call (`steps_per_execution`).",
         "- **Input.** Images stay uint8 and are normalised a batch at a time after the gather, prefetched; "
@@ -135,7 +136,12 @@ def render(samples: dict[str, list[float]], epochs: int) -> str:
         "- **Precision.** The default `precision: auto` trains in `mixed_bfloat16` where the CPU has AMX or "
         "AVX512-BF16 (the `precision=float32` row is the trainer without it; `hpc-train bench precision` "
         "compares the two, accuracy included), float32 on CPUs without bf16 units, where `mixed_bfloat16` was "
-        "slower (an AVX2 EPYC). XLA (`jit_compile`) was slower too.",
+        "slower (an AVX2 EPYC), and without oneDNN, whose kernels are TensorFlow's only bf16 ones for CPUs "
+        "(emulated, bf16 ran at a third of float32's images/s on the AMX Xeon). On that Xeon a bf16 step of the "
+        "default CNN alone, fed one constant batch with no input pipeline at all, ran at about 20,000 images/s: "
+        "the trainer's input keeps up, and what is left is the model's arithmetic (oneDNN's log: the "
+        "convolution's weight gradient, with its one input channel, and max pooling's backward pass take the "
+        "most; the accuracy metric about 7%). XLA (`jit_compile`) was slower on the EPYC.",
         "",
         f"![images/s per run]({figure(PLOT).relative_to(ROOT)})",
     ]
