@@ -188,6 +188,8 @@ def parse_options(name: str, description: str | None, argv: Sequence[str] | None
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="2 rounds of 3 epochs; print only")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.epochs < 2:  # a run's figure leaves its first epoch out
+        parser.error(f"--rounds must be 1 or more and --epochs 2 or more (got {args.rounds} and {args.epochs})")
     if args.quick:
         return Options(args.data_dir, 2, 3, False)
     return Options(args.data_dir, args.rounds, args.epochs, True)

@@ -34,3 +34,11 @@ def test_each_round_runs_both_with_its_seed_in_alternating_order(monkeypatch: py
 def test_the_accuracy_gap_is_in_points_of_the_means() -> None:
     samples = {FLOAT32: [Run(1.0, 0.970, ""), Run(1.0, 0.972, "")], AUTO: [Run(1.0, 0.965, ""), Run(1.0, 0.969, "")]}
     assert precision.accuracy_gap(samples) == pytest.approx(-0.4)
+
+
+def test_too_few_rounds_or_epochs_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        precision.main(["--epochs", "1"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "hpc-train bench precision: error: --rounds must be 1 or more and --epochs 2 or more (got 5 and 1)")
