@@ -14,7 +14,8 @@ A step that never returns (its data stopped flowing, a collective waits for a
 peer that froze) holds the main thread in TensorFlow's C++, where no Python
 handler runs, so no step boundary ever comes. While training, a watcher thread
 (`watch`) sees every signal through Python's wakeup fd and ends the process at
-once, in one line that says so, on a second TERM or INT, or when no step
+once, in one line that says so, on a second TERM or INT (2 s or more after
+the first: one sooner is the same request delivered twice), or when no step
 boundary came within the grace period after the first: at least a minute, and
 three times the longest stretch between two step boundaries seen so far, so a
 slow but healthy step is never cut short. Once the stop's step boundary is
@@ -58,6 +59,9 @@ class Grace:
     stretches: float = 3.0
     # Once the stop's step boundary came: from the stop to the checkpoint saved (and the other ranks' barrier).
     saving_seconds: float = 600.0
+    # A stop this soon after the first is the same request delivered twice, not a second ask: under Slurm a task
+    # may get scancel's SIGTERM from its step and again through srun, which forwards what it receives.
+    same_request_seconds: float = 2.0
 
     def for_boundary(self, longest_stretch: float) -> float:
         return max(self.floor_seconds, self.stretches * longest_stretch)
@@ -158,6 +162,8 @@ class StopSignals:
                 if KINDS.get(signum) is not StopKind.STOP:  # type: ignore[call-overload]
                     continue
                 name = signal.Signals(signum).name
+                if first is not None and self._clock() - first[1] < self._grace.same_request_seconds:
+                    continue
                 if first is not None:
                     return self._end(stuck_line(name, True, self._boundary_after_stop, 0.0), 128 + signum)
                 first = (name, self._clock())

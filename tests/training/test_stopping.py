@@ -64,7 +64,8 @@ def watched() -> Iterator[tuple[StopSignals, Ended]]:
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM,
                                                                signal.SIGINT)}
     ended = Ended()
-    signals = StopSignals(Grace(floor_seconds=0.5, stretches=3.0, saving_seconds=0.5), end=ended)
+    signals = StopSignals(Grace(floor_seconds=0.5, stretches=3.0, saving_seconds=0.5, same_request_seconds=0.0),
+                          end=ended)
     yield signals.install().watch(), ended
     signals.close()
     for signum, handler in before.items():
@@ -117,7 +118,7 @@ def test_the_grace_period_grows_with_the_longest_stretch_between_step_boundaries
 
 def test_once_the_stop_reaches_a_step_boundary_the_timer_gives_its_checkpoint_time() -> None:
     ended = Ended()
-    signals = StopSignals(Grace(floor_seconds=0.3, saving_seconds=30.0), end=ended)
+    signals = StopSignals(Grace(floor_seconds=0.3, saving_seconds=30.0, same_request_seconds=0.0), end=ended)
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     signals.install().watch()
     try:
@@ -138,3 +139,21 @@ def test_the_line_is_one_line_naming_the_cause() -> None:
     line = stuck_line("SIGTERM", False, False, 61.2)
     assert "\n" not in line and "no step boundary within 61 s of SIGTERM" in line
     assert "the training step never returned" in line
+
+
+def test_a_stop_delivered_twice_at_once_is_one_request() -> None:
+    # Slurm may signal a task from its step and again through srun: that is not a user asking twice.
+    ended = Ended()
+    signals = StopSignals(Grace(floor_seconds=30.0, same_request_seconds=0.5), end=ended)
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signals.install().watch()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert not ended.event.wait(0.8)
+        os.kill(os.getpid(), signal.SIGTERM)  # asked again, later: now it is a second stop
+        assert ended.event.wait(5) and "SIGTERM again" in ended.calls[0][0]
+    finally:
+        signals.close()
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
