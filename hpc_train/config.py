@@ -69,9 +69,9 @@ class TrainConfig:
     collective: Literal["auto", "ring", "nccl"] = "auto"
     # Training steps run per call into TensorFlow: fewer Python round trips.
     steps_per_execution: int = 32
-    # Keras' dtype policy: mixed_bfloat16 is faster on CPUs with bf16 units (AVX512-BF16, AMX)
-    # and on TPUs, mixed_float16 on GPUs; float32 is exact and the default.
-    precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
+    # Keras' dtype policy; auto: mixed_bfloat16 on CPUs with bf16 units (AMX, AVX512-BF16) and GPUs of compute
+    # capability 8.0 or newer, mixed_float16 on 7.x GPUs, float32 elsewhere (training/precision.py).
+    precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = "auto"
     # TensorFlow's inter-op threads; empty: one per core the task may use, at least 2 for parameter_server.
     inter_op_threads: int | None = None
     # Keep freed memory in the process for the next step, rather than return it to the kernel

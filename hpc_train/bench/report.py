@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from hpc_train.training.precision import cpu_flags, vector_units
+
 _CHECKOUT = Path(__file__).resolve().parents[2]
 ROOT = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else Path.cwd()
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
@@ -43,17 +45,16 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]], align: str = 
 
 
 def machine() -> str:
-    """This machine in one phrase: CPU model, cores, and whether it has bf16 or AVX-512."""
+    """This machine in one phrase: CPU model, cores, and its vector and matrix units ("AVX2" against "AVX-512, AMX,
+    bf16"): figures from CPUs with different units are not comparable, and precision: auto differs on them."""
     try:
-        cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+        cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
-        cpuinfo = []
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
-    flags = next((line for line in cpuinfo if line.startswith("flags")), "")
-    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    bf16 = ", bf16" if "avx512_bf16" in flags or "amx_bf16" in flags else ""
-    return (f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores ({vector}{bf16}), "
-            f"Python {platform.python_version()}")
+        cpuinfo = ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+                 "")
+    return (f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores "
+            f"({vector_units(cpu_flags(cpuinfo))}), Python {platform.python_version()}")
 
 
 def command_line(name: str, *args: str) -> str:

@@ -1,6 +1,7 @@
 """Measure hpc-train against its baselines and write the figures into BENCHMARKS.md and benchmarks/*.png.
 
     hpc-train bench trainer      # trainer vs a plain Keras script of the seed design, one worker
+    hpc-train bench precision    # float32 vs the default precision auto: images/s and accuracy over seeds
     hpc-train bench task         # a user's task module under hpc-train train vs a plain model.fit;
                                  # the cost of a checkpoint every epoch
     hpc-train bench startup      # task start to first training step vs a bare `import tensorflow`
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 
-BENCHMARKS = ("trainer", "task", "startup", "scaling", "bootstrap", "submit", "faults", "sweeps")
+BENCHMARKS = ("trainer", "precision", "task", "startup", "scaling", "bootstrap", "submit", "faults", "sweeps")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

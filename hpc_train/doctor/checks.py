@@ -3,7 +3,7 @@
 Checks, one line each, with the fix when one fails: Slurm answers (and which
 partition), accounting, GPUs per node, and a tiny 2-node step
 (hpc_train/doctor/step.py) in which TensorFlow imports with one version on
-every node, the ranks reach each other on the ports the bootstrap gives them,
+every node (and what precision `auto` picks there), the ranks reach each other on the ports the bootstrap gives them,
 and the data folder is readable there. The run passes only when all do.
 """
 
@@ -70,7 +70,7 @@ def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | Non
         checks.append(Check("tensorflow", False, f"versions differ: nodes {', '.join(versions)}, here "
                             f"{local_tensorflow or 'none'}", "use one environment on every node (a shared venv)"))
     else:
-        checks.append(Check("tensorflow", True, f"{versions[0]} on {len(reports)} nodes"))
+        checks.append(Check("tensorflow", True, f"{versions[0]} on {len(reports)} nodes; {auto_precision(reports)}"))
         checks.append(keras_check(reports))
     unreachable = [r["peers_error"] for r in reports if "peers_error" in r]
     if unreachable:
@@ -95,6 +95,19 @@ def keras_check(reports: Sequence[dict]) -> Check:
                      "command's tf.keras is Keras 3, which cannot fit under MultiWorkerMirrored")
     return Check("keras", True, f"tf-keras {reports[0].get('tf_keras')} beside TensorFlow: a command's tf.keras works "
                  "under every strategy")
+
+
+def auto_precision(reports: Sequence[dict]) -> str:
+    """What `precision: auto` trains in, per node, in words: nodes that differ make a job spanning them train in
+    the weakest of their choices (training/precision.common)."""
+    nodes: dict[tuple[str, str], list[str]] = {}
+    for report in reports:
+        chosen = report.get("precision") or {"policy": "unknown", "why": "the node did not say"}
+        nodes.setdefault((chosen["policy"], chosen["why"]), []).append(str(report.get("node", "?")))
+    said = "; ".join(f"{policy} on {', '.join(names)} ({why.removeprefix('auto: ')})"
+                     for (policy, why), names in nodes.items())
+    differ = " (the nodes differ: a job across them trains in the weakest)" if len(nodes) > 1 else ""
+    return f"precision auto: {said}{differ}"
 
 
 def run_step(slurm: SlurmClient, partition: Partition, nodes: int, data_dir: str | None,

@@ -1,6 +1,7 @@
 """One rank of `hpc-train doctor`'s test step, run on a compute node: what a training rank would need there.
 
-It imports TensorFlow (and says which version), builds its TF_CONFIG from the
+It imports TensorFlow (and says which version, and the precision `auto` picks
+on this node's CPU and GPUs), builds its TF_CONFIG from the
 step as the trainer does, meets the other ranks on the very ports the
 bootstrap gives them (the trainer's start-up barrier), and checks that the data
 folder is readable. It prints one line, `HPC_TRAIN_DOCTOR {json}`, and exits 0.
@@ -40,8 +41,11 @@ def _tensorflow() -> dict[str, Any]:
     except Exception as error:  # any failure to import is the finding
         return {"tensorflow_error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
     from hpc_train.bootstrap.keras import installed_versions
+    from hpc_train.training.precision import AUTO, this_rank
 
-    return {"tensorflow": tf.__version__, "python": sys.executable, "tf_keras": installed_versions()["tf-keras"]}
+    chosen = this_rank(AUTO)  # what `precision: auto` trains in on this node: its CPU's flags, its GPUs
+    return {"tensorflow": tf.__version__, "python": sys.executable, "tf_keras": installed_versions()["tf-keras"],
+            "precision": {"policy": chosen.policy, "why": chosen.why}}
 
 
 def _peers(timeout: float) -> dict[str, Any]:

@@ -158,3 +158,17 @@ def describe(attempt: dict[str, Any], failed: int, total: int | None = None) -> 
     if isinstance(attempt.get("seconds_lost"), (int, float)):
         parts.append(f"{attempt['seconds_lost']:.0f} s lost")
     return "; ".join(parts)
+
+
+def count_failure_cost(output: Path) -> dict[str, Any]:
+    """Once a retried run trains again: what its last failure cost (from the checkpoint it resumed from to now),
+    into the history; and every failure's count and cost so far, for metrics.json."""
+    attempts = history(output)
+    last = attempts[-1] if attempts else {}
+    if last.get("action") in ("retried", "requeued by Slurm") and "resumed_at" not in last:
+        now = time.time()
+        since = last.get("checkpoint_time") or last.get("time") or now
+        update_last(output, resumed_at=round(now, 3), seconds_lost=round(max(0.0, now - since), 1))
+        attempts = history(output)
+    failed = failures(attempts)
+    return {"count": len(failed), "seconds_lost": round(sum(attempt.get("seconds_lost", 0) for attempt in failed), 1)}

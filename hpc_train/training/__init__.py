@@ -4,7 +4,9 @@ It knows nothing of MNIST (that is hpc_train/tasks/mnist/, a task module like a
 user's). Modules without TensorFlow: `usertask` (loading and calling a task
 module, and checking what it returns), `rank` (which rank am I), `outcome` (how a run
 ends), `lines` (what a rank prints), `paths` (where a rank writes), `rendezvous` (the start-up barrier),
-`progress` (steps, epochs and the data position), `stopping` (signals),
+`progress` (steps, epochs and the data position), `stopping` (signals, and
+the watcher that ends a stuck step), `precision` (what `precision: auto`
+picks; it asks TensorFlow for the GPUs only when called),
 `stderr_filter` (the rank log's filter), `memory` and
 `threads`, `fit` (`hpc_train.fit`). With TensorFlow, through tf-keras (Keras 3
 cannot train under MultiWorkerMirroredStrategy or ParameterServerStrategy):

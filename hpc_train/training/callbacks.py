@@ -276,7 +276,7 @@ def any_rank(strategy: tf.distribute.Strategy) -> Callable[[bool], bool]:
     """Whether any rank of the job says yes: one tiny all-reduce under MultiWorkerMirrored, else this rank's."""
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return lambda wanted: wanted
-    total = _summed_over_ranks(strategy)
+    total = summed_over_ranks(strategy)
     return lambda wanted: bool(total(tf.constant(float(wanted))).numpy() > 0)
 
 
@@ -291,7 +291,7 @@ def agreement(strategy: tf.distribute.Strategy) -> Callable[[StopKind | None, bo
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return lambda kind, save: (kind, save)
     # Summing one-hot requests over every replica: a kind is wanted when its sum is above 0; the save flag last.
-    strongest = _summed_over_ranks(strategy)
+    strongest = summed_over_ranks(strategy)
 
     def agree(kind: StopKind | None, save: bool) -> tuple[StopKind | None, bool]:
         local = [float(kind is member) for member in StopKind] + [float(save)]
@@ -302,7 +302,7 @@ def agreement(strategy: tf.distribute.Strategy) -> Callable[[StopKind | None, bo
     return agree
 
 
-def _summed_over_ranks(strategy: tf.distribute.Strategy) -> Callable[[tf.Tensor], tf.Tensor]:
+def summed_over_ranks(strategy: tf.distribute.Strategy) -> Callable[[tf.Tensor], tf.Tensor]:
     """A function summing a small tensor over every replica of the job (its own trace, one all-reduce a call)."""
 
     @tf.function

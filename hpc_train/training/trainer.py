@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from hpc_train.training import outcome
 from hpc_train.training.lines import Say, log, printer, world
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.paths import RunPaths
+from hpc_train.training.precision import job_precision
 from hpc_train.training.progress import Progress, Stretch, remaining_stretches
 from hpc_train.training.rank import RankInfo, prepare_rank
 from hpc_train.training.rendezvous import meet
@@ -68,7 +68,10 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
     rank = prepare_rank(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES
     size_inter_op_pool(config.inter_op_threads, config.strategy)  # before TensorFlow starts (threads.py)
     with outcome.noting_failures(config.output_dir, rank):
-        return _run(config, rank, user_task, signals)
+        try:
+            return _run(config, rank, user_task, signals)
+        finally:
+            signals.close()
 
 
 def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, signals: StopSignals) -> int:
@@ -96,14 +99,16 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     rank, say = paths.rank, printer(paths.rank)
     strategy = make_strategy(config)
     # TensorFlow's coordination service (multi-worker strategies) installs its own SIGTERM handler in C++,
-    # which would swallow Slurm's SIGTERM: take the signals back.
-    signals.install()
+    # which would swallow Slurm's SIGTERM: take the signals back. A step that never returns would hold a stop
+    # forever: the watcher ends the process on a second stop or after a grace period (stopping.py).
+    signals.install().watch()
     if note := gpus_unused_note():
         log(rank, note)
-    shape = _shape(config, rank, user_task, strategy)
+    precision = job_precision(config.precision, strategy)
+    shape = _shape(config, rank, user_task, strategy, precision.policy)
     global_batch = config.batch_size * shape.replicas
     say(f"{config.strategy}: {world(rank)}, {shape.replicas} replica(s) in sync; batch {config.batch_size} per "
-        f"replica, {global_batch} global; {shape.steps} steps per epoch; {config.precision}")
+        f"replica, {global_batch} global; {shape.steps} steps per epoch; {precision.describe()}")
     described = user_task.call("describe", config=config) if user_task.has("describe") else user_task.name
     say(f"{described}; output in {paths.output}")
     checkpoint = tf.train.Checkpoint(model=shape.model, optimizer=shape.model.optimizer)
@@ -116,7 +121,8 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     if rank.is_chief:
         _note_running(config, shape, own_fields, progress, paths.output)
     report = EpochReport(paths.output if rank.is_chief else None, global_batch, config.epochs,
-                         {**_summary(config, rank, shape, tf.__version__), **own_fields}, say)
+                         {**_summary(config, rank, shape, tf.__version__), "precision": asdict(precision),
+                          **own_fields}, say)
     save = StepSaver(tf.train.CheckpointManager(checkpoint, paths.writes / "checkpoints", max_to_keep=3), shape.model)
     callbacks = _callbacks(config, paths, signals, strategy, save, report)
     _fit(config, user_task, shape, stretches, callbacks, paths, signals, say)
@@ -125,7 +131,7 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     return 0
 
 
-def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy: Any) -> Shape:
+def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy: Any, policy: str) -> Shape:
     """The model and the data, checked the same way on every rank before any step: a rank that cannot train
     fails them all at once."""
     from hpc_train.training import inputs
@@ -136,7 +142,7 @@ def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy:
     training_epochs = inputs.EpochDatasets(user_task, config, "train_dataset")
     steps = inputs.epoch_steps(user_task, config, pipelines, training_epochs)
     validation_steps = inputs.validation_steps(user_task, config, pipelines)
-    model = _compiled_model(config, strategy, user_task, steps)
+    model = _compiled_model(config, strategy, user_task, steps, policy)
     # Every pipeline's epoch, counted and checked, is let go on return: none is held while training.
     inputs.check_model_fits(user_task, model, training_epochs.get(pipelines.contexts()[0]))
     return Shape(model, pipelines, replicas, steps, validation_steps)
@@ -167,12 +173,12 @@ def _fit(config: TrainConfig, user_task: TaskModule, shape: Shape, stretches: li
         raise outcome.lost_contact(error, paths.rank, paths) from None
 
 
-def _compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int) -> Any:
+def _compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int, policy: str) -> Any:
     from hpc_train.training.keras import keras, tf
     from hpc_train.training.metrics import sync_metrics_per_epoch
 
     keras.utils.set_random_seed(config.seed)
-    keras.mixed_precision.set_global_policy(config.precision)
+    keras.mixed_precision.set_global_policy(policy)
     with strategy.scope():
         model = checked_model(user_task, user_task.call("build_model", config=config), keras.Model)
         _use_steps_per_execution(model, min(config.steps_per_execution, steps))
@@ -223,7 +229,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
         report.summary["first_steps_after_seconds"] = round(seconds, 2)  # metrics.json: this run's start-up
         if rank.is_chief:
             report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
-            report.summary["failures"] = _count_failure_cost(paths.output)
+            report.summary["failures"] = attempts.count_failure_cost(paths.output)
 
     # The report first: its epoch's training time then leaves out the save, with validation or without.
     callbacks: list[Any] = [FirstSteps(started), report,
@@ -235,7 +241,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
                                       lambda: int(save.model.optimizer.iterations.numpy())))
     if config.prune == "halving":
         callbacks.append(PruneAtRungs(_pruning_verdict(config, paths), any_rank(strategy), save, config.epochs))
-    callbacks.append(StopAtStepBoundary(lambda: signals.kind, agreement(strategy), save, config.epochs,
+    callbacks.append(StopAtStepBoundary(signals.requested, agreement(strategy), save, config.epochs,
                                         timed_save_due(save, config.checkpoint_minutes, config.checkpoint_share)))
     return callbacks
 
@@ -254,21 +260,6 @@ def _pruning_verdict(config: TrainConfig, paths: RunPaths) -> Any:
                 if prune else None)
 
     return decide
-
-
-def _count_failure_cost(output: Path) -> dict[str, Any]:
-    """Once a retried run trains again: what its last failure cost (from the checkpoint it resumed from to now),
-    into the history; and every failure's count and cost so far, for metrics.json."""
-    history = attempts.history(output)
-    last = history[-1] if history else {}
-    if last.get("action") in ("retried", "requeued by Slurm") and "resumed_at" not in last:
-        now = time.time()
-        since = last.get("checkpoint_time") or last.get("time") or now
-        attempts.update_last(output, resumed_at=round(now, 3), seconds_lost=round(max(0.0, now - since), 1))
-        history = attempts.history(output)
-    failures = attempts.failures(history)
-    return {"count": len(failures),
-            "seconds_lost": round(sum(attempt.get("seconds_lost", 0) for attempt in failures), 1)}
 
 
 def _note_running(config: TrainConfig, shape: Shape, own_fields: dict[str, Any], progress: Progress,

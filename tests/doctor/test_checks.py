@@ -73,3 +73,17 @@ def test_the_slurm_checks_ask_the_client_they_are_given(tmp_path: Path) -> None:
     without = FakeSlurm(tmp_path / "none", {"sbatch": ""}).client()
     with pytest.raises(HpcTrainError, match=r"^no Slurm commands here \(sinfo, srun not found\)"):
         slurm_partition(without, None)
+
+
+def test_the_tensorflow_line_says_what_precision_auto_picks_on_each_node() -> None:
+    amx = {"policy": "mixed_bfloat16", "why": "auto: the CPU has AMX"}
+    same = [{**report, "precision": amx} for report in TWO_GOOD]
+    [tensorflow] = [check for check in step_checks(same, 2, "2.21.0", None) if check.name == "tensorflow"]
+    assert tensorflow.line() == ("ok    tensorflow: 2.21.0 on 2 nodes; precision auto: mixed_bfloat16 on node1, node2 "
+                                 "(the CPU has AMX)")
+    old = {"policy": "float32", "why": "auto: the CPU has no bf16 units (AMX, AVX512-BF16)"}
+    mixed = [{**TWO_GOOD[0], "precision": amx}, {**TWO_GOOD[1], "precision": old}]
+    [tensorflow] = [check for check in step_checks(mixed, 2, "2.21.0", None) if check.name == "tensorflow"]
+    assert tensorflow.passed and tensorflow.detail.endswith(
+        "float32 on node2 (the CPU has no bf16 units (AMX, AVX512-BF16)) (the nodes differ: a job across them "
+        "trains in the weakest)")

@@ -49,3 +49,16 @@ def test_time_limit_requeues_add_attempts_retries_do_not() -> None:
     history = [{"action": "requeued"}, {"action": "retried"}, {"action": "restarted"}, {"action": "failed"}]
     assert attempts.attempts_allowed(history, 3) == 1 + 3 + 2
     assert [entry["action"] for entry in attempts.failures(history)] == ["retried", "failed"]
+
+
+def test_a_retried_run_training_again_counts_what_its_failure_cost(tmp_path: Path) -> None:
+    import time
+
+    from hpc_train.runs.attempts import count_failure_cost, history, record
+
+    record(tmp_path, {"attempt": 2, "action": "retried", "cause": "node2 task 1: Killed",
+                      "checkpoint_time": time.time() - 30})
+    cost = count_failure_cost(tmp_path)
+    [entry] = history(tmp_path)
+    assert cost["count"] == 1 and 29 <= cost["seconds_lost"] == entry["seconds_lost"] < 60
+    assert count_failure_cost(tmp_path) == cost  # counted once: a later epoch does not add to it

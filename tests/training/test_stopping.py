@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from hpc_train.training.stopping import StopKind, StopSignals
+from hpc_train.training.stopping import Grace, StopKind, StopSignals, stuck_line
 
 
 @pytest.fixture
@@ -42,3 +45,115 @@ def test_a_second_ctrl_c_interrupts_at_once(signals: StopSignals) -> None:
     assert signals.kind is StopKind.STOP
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
+
+
+# The watcher: a step that never returns holds the main thread in C++; a second stop, or the grace period after
+# the first, ends the process (here: recorded, not ended).
+class Ended:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.event = threading.Event()
+
+    def __call__(self, line: str, code: int) -> None:
+        self.calls.append((line, code))
+        self.event.set()
+
+
+@pytest.fixture
+def watched() -> Iterator[tuple[StopSignals, Ended]]:
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM,
+                                                               signal.SIGINT)}
+    ended = Ended()
+    signals = StopSignals(Grace(floor_seconds=0.5, stretches=3.0, saving_seconds=0.5, same_request_seconds=0.0),
+                          end=ended)
+    yield signals.install().watch(), ended
+    signals.close()
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+
+
+def test_a_second_term_ends_the_process_at_once_saying_the_step_never_returned(
+        watched: tuple[StopSignals, Ended]) -> None:
+    signals, ended = watched
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.1)
+    assert ended.calls == []  # the first only asks
+    started = time.monotonic()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert ended.event.wait(5) and time.monotonic() - started < 0.4  # well before the grace period's end
+    [(line, code)] = ended.calls
+    assert line.startswith("hpc-train: stopping at once (SIGTERM again): the training step never returned")
+    assert code == 128 + signal.SIGTERM
+
+
+def test_a_second_ctrl_c_is_the_watchers_too_when_it_watches(watched: tuple[StopSignals, Ended]) -> None:
+    signals, ended = watched
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt in the main thread: the watcher ends it
+    assert ended.event.wait(5)
+    assert ended.calls[0][1] == 128 + signal.SIGINT and "SIGINT again" in ended.calls[0][0]
+
+
+def test_without_a_step_boundary_the_grace_period_ends_the_process(watched: tuple[StopSignals, Ended]) -> None:
+    signals, ended = watched
+    started = time.monotonic()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert ended.event.wait(5)
+    assert 0.45 < time.monotonic() - started < 2.0
+    [(line, code)] = ended.calls
+    assert re.match(r"hpc-train: stopping at once \(no step boundary within [01] s of SIGTERM\): the training step "
+                    r"never returned", line), line
+    assert code == 128 + signal.SIGTERM
+
+
+def test_the_grace_period_grows_with_the_longest_stretch_between_step_boundaries() -> None:
+    now = [0.0]
+    signals = StopSignals(Grace(floor_seconds=60.0), clock=lambda: now[0])
+    for moment in (10.0, 12.0, 50.0, 51.0):  # stretches of 2, 38 and 1 s
+        now[0] = moment
+        assert signals.requested() is None
+    assert signals.grace_seconds() == 114.0  # three times the longest
+    assert StopSignals(Grace(floor_seconds=60.0)).grace_seconds() == 60.0  # none seen yet: the floor
+
+
+def test_once_the_stop_reaches_a_step_boundary_the_timer_gives_its_checkpoint_time() -> None:
+    ended = Ended()
+    signals = StopSignals(Grace(floor_seconds=0.3, saving_seconds=30.0, same_request_seconds=0.0), end=ended)
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signals.install().watch()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert signals.requested() is StopKind.STOP  # the boundary came: the run saves and leaves in order
+        assert not ended.event.wait(1.0)  # past the step's grace, within the saving's
+        os.kill(os.getpid(), signal.SIGTERM)  # a second stop still ends it
+        assert ended.event.wait(5)
+        assert ended.calls[0][0] == ("hpc-train: stopping at once (SIGTERM again): the stop's checkpoint was not "
+                                     "finished")
+    finally:
+        signals.close()
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+def test_the_line_is_one_line_naming_the_cause() -> None:
+    line = stuck_line("SIGTERM", False, False, 61.2)
+    assert "\n" not in line and "no step boundary within 61 s of SIGTERM" in line
+    assert "the training step never returned" in line
+
+
+def test_a_stop_delivered_twice_at_once_is_one_request() -> None:
+    # Slurm may signal a task from its step and again through srun: that is not a user asking twice.
+    ended = Ended()
+    signals = StopSignals(Grace(floor_seconds=30.0, same_request_seconds=0.5), end=ended)
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signals.install().watch()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert not ended.event.wait(0.8)
+        os.kill(os.getpid(), signal.SIGTERM)  # asked again, later: now it is a second stop
+        assert ended.event.wait(5) and "SIGTERM again" in ended.calls[0][0]
+    finally:
+        signals.close()
+        for signum, handler in before.items():
+            signal.signal(signum, handler)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from hpc_train.exitcodes import EXIT_LOST_PEER
+from tests.fake_slurm import without_slurm
+from tests.training.tasks import stalling
 from tests.training.runs import (EPOCH_LINE, Watched, digest, finish, local_cluster, metrics, start, state,
                                  task_config)
 
@@ -155,3 +159,25 @@ def test_a_peer_that_never_starts_fails_the_task_quickly_and_is_named(tmp_path: 
                                             "logs (they may have failed, or their nodes be unreachable), or raise "
                                             "startup_timeout")
     assert "tensorflow" not in err.lower()  # it failed before TensorFlow was even loaded
+
+
+def test_a_rank_stuck_in_a_step_ends_at_once_on_a_second_sigterm_saying_so(tmp_path: Path) -> None:
+    # The data stops flowing mid-epoch: the first SIGTERM waits for a step boundary that never comes.
+    task = Path(stalling.__file__)
+    command = [str(Path(sys.executable).parent / "hpc-train"), "train", "--task", str(task), "--output-dir",
+               str(tmp_path), "--set", "steps_per_epoch=64", "--set", "steps_per_execution=4", "--set", "epochs=2"]
+    run = Watched(subprocess.Popen(command, env=without_slurm(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True))
+    run.wait_for("stalling task: no more batches")
+    time.sleep(1.0)
+    run.process.send_signal(signal.SIGTERM)
+    time.sleep(3.0)
+    assert run.process.poll() is None, "".join(run.err)[-2000:]  # it cannot stop: no step boundary comes
+    asked = time.monotonic()
+    run.process.send_signal(signal.SIGTERM)
+    code, _, err = run.finish(timeout=30)
+    assert time.monotonic() - asked < 10
+    assert code == 128 + signal.SIGTERM, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("hpc-train: stopping at once (SIGTERM again): the training step never returned"), last
+    assert "Traceback" not in err
