@@ -41,7 +41,8 @@ def test_submit_prints_the_job_id_and_fills_the_job_folder(tmp_path: Path) -> No
     result = hpc_train("submit", "--nodes", "4", "--gpus-per-node", "2", "--name", "mnist", "--time", "2:00:00",
                        "--set", "epochs=3", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0] == "4242"
+    assert result.stdout == "4242\n"  # alone: JOB=$(hpc-train submit ...) gets the id (issue 27, 10)
+    assert "hpc-train submit: job 4242 (8 tasks on 4 nodes" in result.stderr
     folder = tmp_path / "runs" / "mnist-4242"
     record = json.loads((folder / "job.json").read_text())
     assert (record["job_id"], record["nodes"], record["tasks"], record["strategy"]) == ("4242", 4, 8, "multiworker")

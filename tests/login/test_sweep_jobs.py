@@ -44,7 +44,7 @@ def test_a_sweep_is_one_array_whose_elements_are_followed_one_by_one(tmp_path: P
     assert not fake.scripts() and not (tmp_path / "runs").exists()
     submitted = hpc_train("submit", "--nodes", "2", "--name", "sw", *sweep, cwd=tmp_path, fake=fake)
     assert submitted.returncode == 0, submitted.stderr
-    assert submitted.stdout.splitlines()[0] == "4242"
+    assert submitted.stdout == "4242\n"  # the id alone on stdout (issue 27, 10)
     [script] = fake.scripts()
     assert "#SBATCH --array=0-3%2" in script
     record = json.loads((tmp_path / "runs" / "sw-4242" / "job.json").read_text())
