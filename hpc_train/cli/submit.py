@@ -10,7 +10,7 @@
 
 The request is checked before anything is submitted. The job's folder is
 runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
-(JOBID_RANK_log.out/.err), checkpoints, TensorBoard events and metrics.json.
+(logs/rank-N.out), checkpoints, TensorBoard events and metrics.json.
 Follow it with hpc-train status, logs, cancel and list. submit prints the job
 id alone on stdout (JOB=$(hpc-train submit ...)), and what it did on stderr.
 

@@ -21,6 +21,7 @@ from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import JobBody, script_line
 from hpc_train.login.request import Group, JobRequest
 from hpc_train.login.sweep import Sweep
+from hpc_train.runs.folders import RANK_LOG_PATTERN
 
 
 
@@ -97,7 +98,7 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
         config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
         job_line=script_line("hpc-train", '"$run_dir"', job_body(spec, config, command), launcher + (
             task_command(spec, config, command) if sweep is None or not command else '"${element_command[@]}"'),
-            output='"$run_dir/logs/rank-%t.out"'),
+            output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
     )
 
 

@@ -27,7 +27,7 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import kill_on_bad_exit, script_line
-from hpc_train.runs.folders import RUNS, JobRecord, element_records, run_folder
+from hpc_train.runs.folders import RANK_LOG_PATTERN, RUNS, JobRecord, element_records, run_folder
 from hpc_train.login.script import activation_script, config_lines, job_body, job_config
 from hpc_train.login.request import JobRequest, time_minutes
 from hpc_train.login.sweep import Sweep
@@ -82,16 +82,15 @@ def job_folder_word(folder: Path) -> str:
 def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str, ranks: str,
                command: Sequence[str] | None) -> list[str]:
     """The script's setup: the settings into the job folder, then the job body in this shell's place (`exec`),
-    so that submitit's own srun line after it never runs. Its ranks log where submitit's would have (the
-    folder's JOBID_RANK_log.out and .err, where status and logs look)."""
+    so that submitit's own srun line after it never runs. Its ranks log as every job's do (logs/rank-N.out,
+    stdout and stderr together: runs/folders.rank_log); submitit's own files keep the batch script's log."""
     from hpc_train.login.script import task_command
 
-    return [f"run_dir={job_folder_word(folder)}", 'mkdir -p "$run_dir"', config_lines(config),
+    return [f"run_dir={job_folder_word(folder)}", 'mkdir -p "$run_dir/logs"', config_lines(config),
             "# hpc-train's job body (hpc_train/injob/body.py) replaces this shell: submitit's srun line never runs.",
             script_line(f"{python} -m hpc_train", '"$run_dir"', job_body(spec, config, command),
                         task_command(spec, config, command, f"{ranks} -u -m hpc_train"),
-                        output=shlex.quote(str(folder / "%j_%t_log.out")),
-                        error=shlex.quote(str(folder / "%j_%t_log.err")))]
+                        output=shlex.quote(str(folder / RANK_LOG_PATTERN)))]
 
 
 @contextmanager

@@ -16,6 +16,8 @@ from hpc_train.errors import HpcTrainError
 
 RUNS = Path("runs")
 RECORD = "job.json"
+# Each rank's log in its job's folder, as srun's --output pattern (%t: the rank): one layout for every job.
+RANK_LOG_PATTERN = "logs/rank-%t.out"
 
 
 @dataclass(frozen=True)
@@ -120,8 +122,10 @@ def find_record(job_id: str | None, runs: Path = RUNS) -> JobRecord:
 
 
 def rank_log(record: JobRecord, rank: int, stream: str = "out") -> Path:
-    """A rank's log: submitit's JOBID_RANK_log.out (stdout) or .err (stderr); a sweep element's (a rendered
-    script's), logs/rank-RANK.out, stdout and stderr together."""
-    if record.is_element:  # the rendered script writes stdout and stderr into .out: there is never an .err
-        return Path(record.folder) / "logs" / f"rank-{rank}.{stream}"
-    return Path(record.folder) / f"{record.job_id}_{rank}_log.{stream}"
+    """A rank's log: logs/rank-RANK.out, stdout and stderr together (srun --output=RANK_LOG_PATTERN), however the
+    job started; there is never an .err. A job submitted before that layout kept submitit's JOBID_RANK_log.out
+    (stdout) and .err (stderr): those are read where they are and the new one is not."""
+    old = Path(record.folder) / f"{record.job_id}_{rank}_log.{stream}"
+    if not record.is_element and old.is_file() and not (Path(record.folder) / RANK_LOG_PATTERN).parent.is_dir():
+        return old
+    return Path(record.folder) / RANK_LOG_PATTERN.replace("%t", str(rank)).replace(".out", f".{stream}")

@@ -274,10 +274,11 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
     assert submitted.returncode == 0, submitted.stderr
     job = Job(submitted.stdout.splitlines()[0], tmp_path, env)
     folder = tmp_path / "runs" / f"{name}-{job.id}"
-    logs = "".join(path.read_text() for path in sorted(folder.glob("*_log.*")))
+    # The batch script's log (submitit's JOBID_0_log.out/.err), then each rank's (logs/rank-N.out: every job's layout).
+    logs = "".join(path.read_text() for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
     assert job.wait() == ("COMPLETED", "0:0"), logs[-3000:]
-    logs = "".join(path.read_text() for path in sorted(folder.glob("*_log.*")))
-    assert sorted(path.name for path in folder.glob("*_log.out")) == [f"{job.id}_{rank}_log.out" for rank in range(4)]
+    logs = "".join(path.read_text() for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
+    assert sorted(path.name for path in folder.glob("logs/*")) == [f"rank-{rank}.out" for rank in range(4)]
     roles = sorted(re.findall(r"rank (\d) is worker (\d) at (node\d):\d+", logs))
     assert roles == [("0", "0", "node1"), ("1", "1", "node1"), ("2", "2", "node2"), ("3", "3", "node2")]
     assert json.loads((folder / "metrics.json").read_text())["world_size"] == 4

@@ -100,7 +100,8 @@ def test_without_slurm_submit_says_what_to_do(tmp_path: Path) -> None:
 def test_status_falls_back_to_scontrol_without_accounting_and_says_so(tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake")
     hpc_train("submit", "--nodes", "2", cwd=tmp_path, fake=fake)
-    (tmp_path / "runs" / "hpc-train-4242" / "4242_0_log.out").write_text(
+    (tmp_path / "runs" / "hpc-train-4242" / "logs").mkdir()
+    (tmp_path / "runs" / "hpc-train-4242" / "logs" / "rank-0.out").write_text(
         "hpc-train: epoch 1/5  loss 0.5\nnoise\nhpc-train: epoch 2/5  loss 0.3\n")
     result = hpc_train("status", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
@@ -147,12 +148,12 @@ def test_logs_list_and_cancel(tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake", job_state="COMPLETED")
     hpc_train("submit", "--nodes", "2", "--name", "a b", cwd=tmp_path, fake=fake)
     folder = tmp_path / "runs" / "a b-4242"
-    (folder / "4242_1_log.out").write_text("rank one says hi\n")
-    (folder / "4242_1_log.err").write_text("rank one warns\n")
+    (folder / "logs").mkdir()
+    (folder / "logs" / "rank-1.out").write_text("rank one says hi\nrank one warns\n")
     assert hpc_train("logs", "4242", "--rank", "1", cwd=tmp_path, fake=fake).stdout == (
         "rank one says hi\nrank one warns\n")
     followed = hpc_train("logs", "4242", "--rank", "1", "--follow", cwd=tmp_path, fake=fake)
-    assert followed.returncode == 0 and followed.stdout == "rank one says hi\n"  # the job is over: it returns
+    assert followed.returncode == 0 and followed.stdout == "rank one says hi\nrank one warns\n"  # over: it returns
     bad = hpc_train("logs", "4242", "--rank", "2", cwd=tmp_path, fake=fake)
     assert bad.returncode == 2 and "--rank 2: job 4242 has ranks 0-1" in bad.stderr
     listing = hpc_train("list", cwd=tmp_path, fake=fake).stdout.splitlines()
@@ -209,7 +210,8 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
     assert not list(tmp_path.rglob("PWNED"))
     [srun] = fake.calls("srun")
     srun_args = srun.args
-    assert f"--output={tmp_path / 'runs' / f'{hostile}-%j' / '%j_%t_log.out'}" in srun_args
+    assert f"--output={tmp_path / 'runs' / f'{hostile}-%j' / 'logs' / 'rank-%t.out'}" in srun_args
+    assert not any(arg.startswith("--error") for arg in srun_args)  # stdout and stderr together, as render's
     assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
     assert f"#SBATCH --partition={shlex.quote(hostile)}" in script
 
@@ -252,3 +254,14 @@ def test_home_is_what_the_submitted_job_activates_or_is_refused_in_one_line(tmp_
     local = hpc_train("submit", "--nodes", "2", "--home", str(venv), "--local", cwd=tmp_path)
     assert local.returncode == 2 and "--home with --local" in local.stderr
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_a_job_submitted_before_the_one_layout_still_shows_its_rank_logs(tmp_path: Path) -> None:
+    """Rank logs were submitit's JOBID_RANK_log.out and .err once; logs reads them where they are (issue 27, 8)."""
+    fake = mock_slurm(tmp_path / "fake", job_state="COMPLETED")
+    hpc_train("submit", "--nodes", "2", "--name", "old", cwd=tmp_path, fake=fake)
+    folder = tmp_path / "runs" / "old-4242"
+    (folder / "4242_1_log.out").write_text("rank one says hi\n")
+    (folder / "4242_1_log.err").write_text("rank one warns\n")
+    assert hpc_train("logs", "4242", "--rank", "1", cwd=tmp_path, fake=fake).stdout == (
+        "rank one says hi\nrank one warns\n")
