@@ -28,6 +28,7 @@ COMMAND_SIGNALS = ("USR1", "TERM")  # the signal the time-limit warning reaches 
 # A job's failed step is retried this many times by default (--max-retries, max_retries).
 DEFAULT_MAX_RETRIES = 3
 BUILTIN_TASK = "hpc_train.tasks.mnist"
+DEFAULT_OUTPUT_DIR = "runs/mnist"  # the built-in task's; a task module's is named after it (default_output_dir)
 # The settings only the built-in MNIST task reads; a user's task module has its own model and data.
 BUILTIN_TASK_SETTINGS = ("model", "data_dir", "train_images", "validation_images")
 
@@ -62,7 +63,9 @@ class TrainConfig:
     # Held-out images for validation, from the end of the images when MNIST's training
     # set is not there; with the training set, validation uses the test set.
     validation_images: int = 2000
-    output_dir: str = "runs/mnist"
+    # Where the chief writes checkpoints, TensorBoard events, metrics.json and the model; when none is given,
+    # runs/mnist for the built-in task, runs/STEM for a task module (runs/task for myproject/task.py).
+    output_dir: str = DEFAULT_OUTPUT_DIR
     num_ps: int = 1
     collective: Literal["auto", "ring", "nccl"] = "auto"
     # Training steps run per call into TensorFlow: fewer Python round trips.
@@ -151,7 +154,18 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), s
         key, text = _split_override(override)
         _refuse_unknown({key: text}, "--set")
         values[key] = _override_value(key, text)
-    return TrainConfig(**_task_path_from(Path.cwd(), _coerce_numbers(values)))
+    values = _task_path_from(Path.cwd(), _coerce_numbers(values))
+    if "output_dir" not in values and isinstance(values.get("task"), str):
+        values["output_dir"] = default_output_dir(values["task"])
+    return TrainConfig(**values)
+
+
+def default_output_dir(task: str) -> str:
+    """Where a run writes unless told: runs/mnist for the built-in task, runs/STEM for a task module
+    (myproject/task.py, my_package.task: runs/task), so that one task never resumes another's checkpoints (pure)."""
+    if task == BUILTIN_TASK:
+        return DEFAULT_OUTPUT_DIR
+    return f"runs/{Path(task).stem if task.endswith('.py') or '/' in task else task.rpartition('.')[2]}"
 
 
 def read_sweep(path: str | Path | None) -> Any:
