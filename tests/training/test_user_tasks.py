@@ -164,6 +164,9 @@ def test_a_task_writes_to_its_own_folder_and_another_models_checkpoint_is_one_li
     first = train("--task", TASK)
     assert first.returncode == 0, first.stderr
     assert (tmp_path / "runs" / "regression" / "metrics.json").is_file()  # named after the task, not runs/mnist
+    # A plain train outside Slurm shows no start-up noise either (issue 27, 9): the run's own lines only.
+    assert "cuInit" not in first.stderr and "cpu_feature_guard" not in first.stderr, first.stderr
+    assert not [line for line in first.stderr.splitlines() if line.startswith(("I0000", "W0000", "E0000"))]
     mismatched = train("--task", str(other), "--output-dir", "runs/regression")
     assert mismatched.returncode == 2 and "Traceback" not in mismatched.stderr, mismatched.stderr
     [said] = [line for line in mismatched.stderr.splitlines() if line.startswith("hpc-train train:")]
