@@ -28,6 +28,8 @@ COMMAND_SIGNALS = ("USR1", "TERM")  # the signal the time-limit warning reaches 
 # A job's failed step is retried this many times by default (--max-retries, max_retries).
 DEFAULT_MAX_RETRIES = 3
 BUILTIN_TASK = "hpc_train.tasks.mnist"
+# The data directory of a run that names none (data_dir_default).
+DATA_DIR_VARIABLE = "HPC_TRAIN_DATA_DIR"
 DEFAULT_OUTPUT_DIR = "runs/mnist"  # the built-in task's; a task module's is named after it (default_output_dir)
 # The settings only the built-in MNIST task reads; a user's task module has its own model and data.
 BUILTIN_TASK_SETTINGS = ("model", "data_dir", "train_images", "validation_images")
@@ -56,7 +58,7 @@ class TrainConfig:
     validation_steps: int | None = None
     # Images per replica per step; the global batch is this times the replicas.
     batch_size: int = 64
-    # Where MNIST is: a directory of IDX .gz files or holding mnist.npz; empty: Keras' cache.
+    # Where MNIST is: a directory of IDX .gz files or holding mnist.npz; empty: $HPC_TRAIN_DATA_DIR, else Keras' cache.
     data_dir: str | None = None
     # Training images to use (from the start); empty: all there are.
     train_images: int | None = None
@@ -136,10 +138,17 @@ def _check_ranges(config: TrainConfig) -> None:
 SWEEP_KEY = "sweep"
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), sweep_allowed: bool = False
-                ) -> TrainConfig:
+def data_dir_default(environ: Mapping[str, str]) -> str | None:
+    """HPC_TRAIN_DATA_DIR: the data directory of every run that names none (train, submit, render, --local, the
+    slurm/*.sh scripts); None when unset or empty (pure)."""
+    return environ.get(DATA_DIR_VARIABLE) or None
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), sweep_allowed: bool = False,
+                data_dir: str | None = None) -> TrainConfig:
     """Defaults, then the YAML file, then each `key=value` override, in that order. `sweep_allowed`: a `sweep:`
-    section in the file is left to the caller (read_sweep), not refused."""
+    section in the file is left to the caller (read_sweep), not refused. `data_dir`: the data directory when
+    neither the file nor an override gives one (data_dir_default: HPC_TRAIN_DATA_DIR's)."""
     values: dict[str, Any] = dict(_read_yaml(Path(path))) if path is not None else {}
     source = str(path) if path is not None else "the defaults"
     if SWEEP_KEY in values:
@@ -155,6 +164,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), s
         _refuse_unknown({key: text}, "--set")
         values[key] = _override_value(key, text)
     values = _task_path_from(Path.cwd(), _coerce_numbers(values))
+    if values.get("data_dir") is None and data_dir:
+        values["data_dir"] = data_dir
     if "output_dir" not in values and isinstance(values.get("task"), str):
         values["output_dir"] = default_output_dir(values["task"])
     return TrainConfig(**values)

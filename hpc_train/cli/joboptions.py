@@ -57,7 +57,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
-    from hpc_train.config import load_config
+    from hpc_train.config import data_dir_default, load_config
     from hpc_train.login.request import JobRequest
 
     spec = JobRequest.one_group(
@@ -79,7 +79,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     retries = [f"max_retries={args.max_retries}"] if args.max_retries is not None else []
     retries += [f"prune={args.prune}"] if args.prune is not None else []
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries],
-                        sweep_allowed=True)
+                        sweep_allowed=True, data_dir=data_dir_default(os.environ))
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home

@@ -24,13 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what to train: a task module (same as --set task=...); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override one setting (repeatable), e.g. --set epochs=3")
-    parser.add_argument("--data-dir", metavar="DIR", help="MNIST: IDX .gz files or mnist.npz (same as --set data_dir=DIR)")
+    parser.add_argument("--data-dir", metavar="DIR", help="MNIST: IDX .gz files or mnist.npz (same as --set "
+                        "data_dir=DIR); default: $HPC_TRAIN_DATA_DIR, else Keras' cache")
     parser.add_argument("--output-dir", metavar="DIR", help="where the chief writes (same as --set output_dir=DIR)")
     parser.add_argument("--keys", action="store_true", help="list the settings with their defaults and exit")
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpc_train.config import TrainConfig, load_config, to_dict
+    import os
+
+    from hpc_train.config import TrainConfig, data_dir_default, load_config, to_dict
 
     if args.keys:
         for key, value in to_dict(TrainConfig()).items():
@@ -38,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     shortcuts = [f"{key}={value}" for key, value in (("task", args.task), ("data_dir", args.data_dir),
                                                      ("output_dir", args.output_dir)) if value is not None]
-    config = load_config(args.config, [*shortcuts, *args.overrides])
+    config = load_config(args.config, [*shortcuts, *args.overrides], data_dir=data_dir_default(os.environ))
     from hpc_train.training.stderr_filter import filter_stderr
 
     filter_stderr()  # a Slurm task's rank log without TensorFlow's CPU-node start-up noise

@@ -35,3 +35,27 @@ def test_fetch_without_internet_is_one_line(capsys: pytest.CaptureFixture[str], 
     assert code == 2
     assert err.startswith("hpc-train data: error: cannot download http://127.0.0.1:9/mnist.npz")
     assert err.count("\n") == 1
+
+
+def test_hpc_train_data_dir_is_the_default_data_directory_and_an_explicit_one_wins(
+        clean_environ: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """(issue 27, 6) HPC_TRAIN_DATA_DIR: one meaning everywhere (train here; render, submit and --local below)."""
+    monkeypatch.setenv("HPC_TRAIN_DATA_DIR", "/no/such/env-dir")
+    code, _, err = run_main(["train"], capsys)
+    assert code == 2 and "'/no/such/env-dir' is not a directory" in err
+    code, _, err = run_main(["train", "--data-dir", "/no/such/dir"], capsys)
+    assert code == 2 and "'/no/such/dir' is not a directory" in err
+
+
+@pytest.mark.parametrize("verb", [["render", "--nodes", "2"], ["submit", "--nodes", "2", "--dry-run"]])
+def test_render_and_submit_take_hpc_train_data_dir_unless_told_otherwise(
+        verb: list[str], clean_environ: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HPC_TRAIN_DATA_DIR", "/data/from env")
+    assert "data_dir: /data/from env\n" in run_main(verb, capsys)[1]
+    assert "data_dir: /mine\n" in run_main([*verb, "--set", "data_dir=/mine"], capsys)[1]
+    (tmp_path / "job.yaml").write_text("data_dir: /from/the/file\n")
+    assert "data_dir: /from/the/file\n" in run_main([*verb, "--config", "job.yaml"], capsys)[1]
+    monkeypatch.delenv("HPC_TRAIN_DATA_DIR")
+    assert "data_dir: null\n" in run_main(verb, capsys)[1]
