@@ -100,12 +100,13 @@ def test_without_slurm_submit_says_what_to_do(tmp_path: Path) -> None:
 def test_status_falls_back_to_scontrol_without_accounting_and_says_so(tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake")
     hpc_train("submit", "--nodes", "2", cwd=tmp_path, fake=fake)
-    (tmp_path / "runs" / "hpc-train-4242" / "logs").mkdir()
-    (tmp_path / "runs" / "hpc-train-4242" / "logs" / "rank-0.out").write_text(
+    name = tmp_path.name  # the job is named after the folder it is submitted from (issue 27, 11)
+    (tmp_path / "runs" / f"{name}-4242" / "logs").mkdir()
+    (tmp_path / "runs" / f"{name}-4242" / "logs" / "rank-0.out").write_text(
         "hpc-train: epoch 1/5  loss 0.5\nnoise\nhpc-train: epoch 2/5  loss 0.3\n")
     result = hpc_train("status", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
-    assert "job 4242 (hpc-train): running [scontrol/squeue: no Slurm accounting here]" in result.stdout
+    assert f"job 4242 ({name}): running [scontrol/squeue: no Slurm accounting here]" in result.stdout
     assert "nodes:   node[1-2] (2 tasks, multiworker)" in result.stdout
     assert "last:    hpc-train: epoch 2/5  loss 0.3" in result.stdout
 
@@ -121,7 +122,7 @@ def test_where_slurm_is_not_on_path_status_list_and_cancel_answer_in_words(tmp_p
                               text=True, timeout=120, env=env)
 
     status, listing, cancel = run("status"), run("list"), run("cancel", "4242")
-    assert status.returncode == 0 and "job 4242 (hpc-train): unknown [" in status.stdout, status.stderr
+    assert status.returncode == 0 and f"job 4242 ({tmp_path.name}): unknown [" in status.stdout, status.stderr
     assert listing.returncode == 0 and "4242" in listing.stdout and "unknown" in listing.stdout, listing.stderr
     assert cancel.returncode == 2 and cancel.stderr.startswith("hpc-train cancel: error: scancel 4242 failed: ")
     assert len(cancel.stderr.strip().splitlines()) == 1
@@ -267,3 +268,20 @@ def test_a_job_submitted_before_the_one_layout_still_shows_its_rank_logs(tmp_pat
     (folder / "4242_1_log.err").write_text("rank one warns\n")
     assert hpc_train("logs", "4242", "--rank", "1", cwd=tmp_path, fake=fake).stdout == (
         "rank one says hi\nrank one warns\n")
+
+
+def test_a_jobs_default_name_is_its_project_folders_as_in_the_starters_script(tmp_path: Path) -> None:
+    """(issue 27, 11) Inside myproject, submit named the job hpc-train while init's job.sbatch said myproject."""
+    fake = mock_slurm(tmp_path / "fake")
+    assert hpc_train("init", "myproject", cwd=tmp_path).returncode == 0
+    project = tmp_path / "myproject"
+    assert "#SBATCH --job-name=myproject" in (project / "job.sbatch").read_text()
+    submitted = hpc_train("submit", "--nodes", "2", "--config", "config.yaml", cwd=project, fake=fake)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "#SBATCH --job-name=myproject" in fake.scripts()[0]
+    assert json.loads((project / "runs" / "myproject-4242" / "job.json").read_text())["name"] == "myproject"
+    rendered = hpc_train("render", "--nodes", "2", cwd=project)
+    assert "#SBATCH --job-name=myproject" in rendered.stdout
+    hidden = tmp_path / ".hidden"
+    hidden.mkdir()
+    assert "#SBATCH --job-name=hidden" in hpc_train("render", "--nodes", "1", cwd=hidden).stdout
