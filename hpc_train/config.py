@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -43,14 +44,21 @@ class ConfigError(HpcTrainError):
 class TrainConfig:
     """Everything a training run needs; every field has a working default."""
 
+    # Each field's comment is what `hpc-train train --keys` says of it (key_descriptions).
+
+    # How the replicas train together: none (one device), mirrored (this machine's GPUs), multiworker (every task
+    # of a job in sync), parameter_server (a chief, parameter servers and workers).
     strategy: StrategyName = "none"
     # What to train: a task module (a FILE.py path or a dotted module name) defining build_model() and
     # train_dataset(input_context, batch_size); the default is the built-in MNIST task.
     task: str = BUILTIN_TASK
-    # The built-in MNIST task's settings (model, data_dir, train_images, validation_images).
+    # The built-in MNIST task's model: cnn (a small convolutional network) or deep (a deeper one).
     model: Literal["cnn", "deep"] = "cnn"
+    # The built-in MNIST task's optimizer (a task module compiles its own; the starter's reads learning_rate).
     optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
+    # The optimizer's learning rate (the built-in task's, and any task module that reads it).
     learning_rate: float = 0.001
+    # Passes over the training data; a run resumed from its checkpoints trains on up to this many.
     epochs: int = 5
     # Optimizer steps per epoch; empty: one pass over the training data (the task's train_dataset).
     steps_per_epoch: int | None = None
@@ -68,7 +76,9 @@ class TrainConfig:
     # Where the chief writes checkpoints, TensorBoard events, metrics.json and the model; when none is given,
     # runs/mnist for the built-in task, runs/STEM for a task module (runs/task for myproject/task.py).
     output_dir: str = DEFAULT_OUTPUT_DIR
+    # Parameter servers under parameter_server.
     num_ps: int = 1
+    # How multiworker's replicas sum their gradients: auto (TensorFlow's choice), ring, or nccl (GPUs).
     collective: Literal["auto", "ring", "nccl"] = "auto"
     # Training steps run per call into TensorFlow: fewer Python round trips.
     steps_per_execution: int = 32
@@ -101,6 +111,7 @@ class TrainConfig:
     # Times a job whose step failed (a task died, hung or lost a peer; a node lost) is retried on other nodes,
     # resuming from its last checkpoint; 0: never. Counted apart from max_requeues.
     max_retries: int = DEFAULT_MAX_RETRIES
+    # The random seed of the weights and the data's order: the same seed, the same run.
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -205,6 +216,24 @@ def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
     """A copy with some fields changed, validated like any other config."""
     _refuse_unknown(changes, "the changes")
     return dataclasses.replace(config, **changes)
+
+
+def key_descriptions(source: str) -> dict[str, str]:
+    """Each TrainConfig field's comment, as one line, from the module's source (pure): what `--keys` prints."""
+    described: dict[str, str] = {}
+    comment: list[str] = []
+    for line in source[source.index("class TrainConfig"):].splitlines()[1:]:
+        text = line.strip()
+        if text.startswith("#"):
+            comment.append(text.lstrip("# "))
+        elif (field := re.match(r"(\w+): ", text)) and line.startswith("    ") and not line.startswith("     "):
+            described[field.group(1)] = " ".join(comment)
+            comment = []
+        elif text.startswith(("def ", "@")):
+            break
+        else:
+            comment = []
+    return described
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:

@@ -59,3 +59,23 @@ def test_render_and_submit_take_hpc_train_data_dir_unless_told_otherwise(
     assert "data_dir: /from/the/file\n" in run_main([*verb, "--config", "job.yaml"], capsys)[1]
     monkeypatch.delenv("HPC_TRAIN_DATA_DIR")
     assert "data_dir: null\n" in run_main(verb, capsys)[1]
+
+
+def test_keys_says_what_each_key_does_above_it_as_a_config_file_would(capsys: pytest.CaptureFixture[str]) -> None:
+    """(issue 27, 11) --keys listed the keys without a word on what they do."""
+    import yaml
+
+    from hpc_train.config import TrainConfig
+
+    code, out, _ = run_main(["train", "--keys"], capsys)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2 * len(TrainConfig.valid_keys())
+    for comment, setting in zip(lines[::2], lines[1::2]):
+        assert comment.startswith("# ") and comment != f"# {setting.split(':')[0]}" and len(comment) > 30, comment
+    assert "# Images per replica per step; the global batch is this times the replicas." in lines
+    assert yaml.safe_load(out)["batch_size"] == 64  # it is a config file as it is
+
+
+def test_train_help_points_at_what_an_installed_hpc_train_has(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["train", "--help"], capsys)
+    assert code == 0 and "templates/" not in out and "hpc-train init myproject" in out
