@@ -99,6 +99,12 @@ def element_id(array_id: str, index: int | str) -> str:
     return f"{array_id}_{index}"
 
 
+# An element's run folder as a Slurm filename pattern (an array's job name, array id and index): the folder of
+# element_folder, where a submitted sweep's elements keep their batch logs.
+ELEMENT_FOLDER_PATTERN = "%x-%A_%a"
+ELEMENT_BATCH_LOG = f"{ELEMENT_FOLDER_PATTERN}/slurm-%x-%A_%a.out"
+
+
 def element_folder(sweep: JobRecord, index: int | str) -> Path:
     """A sweep element's run folder, `runs/NAME-ARRAYID_I/`: the sweep's own, named by the element's id."""
     return run_folder(Path(sweep.folder).parent, sweep.name, element_id(sweep.job_id, index))
