@@ -48,17 +48,25 @@ def test_hpc_train_data_dir_is_the_default_data_directory_and_an_explicit_one_wi
 
 
 @pytest.mark.parametrize("verb", [["render", "--nodes", "2"], ["submit", "--nodes", "2", "--dry-run"]])
-def test_render_and_submit_take_hpc_train_data_dir_unless_told_otherwise(
-        verb: list[str], clean_environ: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        tmp_path) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HPC_TRAIN_DATA_DIR", "/data/from env")
-    assert "data_dir: /data/from env\n" in run_main(verb, capsys)[1]
-    assert "data_dir: /mine\n" in run_main([*verb, "--set", "data_dir=/mine"], capsys)[1]
+def test_render_and_submit_take_hpc_train_data_dir_unless_told_otherwise(verb: list[str], tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.fake_slurm import without_slurm
+
+    def script(*args: str, data_dir: str | None = "/data/from env") -> str:
+        env = {name: value for name, value in without_slurm().items() if name != "HPC_TRAIN_DATA_DIR"}
+        env |= {"HPC_TRAIN_DATA_DIR": data_dir} if data_dir else {}
+        result = subprocess.run([sys.executable, "-m", "hpc_train", *verb, *args], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    assert "data_dir: /data/from env\n" in script()
+    assert "data_dir: /mine\n" in script("--set", "data_dir=/mine")
     (tmp_path / "job.yaml").write_text("data_dir: /from/the/file\n")
-    assert "data_dir: /from/the/file\n" in run_main([*verb, "--config", "job.yaml"], capsys)[1]
-    monkeypatch.delenv("HPC_TRAIN_DATA_DIR")
-    assert "data_dir: null\n" in run_main(verb, capsys)[1]
+    assert "data_dir: /from/the/file\n" in script("--config", "job.yaml")
+    assert "data_dir: null\n" in script(data_dir=None)
 
 
 def test_keys_says_what_each_key_does_above_it_as_a_config_file_would(capsys: pytest.CaptureFixture[str]) -> None:
