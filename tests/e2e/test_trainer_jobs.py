@@ -262,6 +262,12 @@ def test_a_rendered_script_with_hostile_values_runs_and_creates_no_file(cluster:
         "rank 1 is worker 1")
     assert json.loads((run_dir / "metrics.json").read_text())["world_size"] == 2
     assert (run_dir / "job.sbatch").read_text() == script.read_text()
+    # Started with sbatch, followed as a submitted job (issue 27, 2): the job wrote its own job.json.
+    record = json.loads((run_dir / "job.json").read_text())
+    assert (record["job_id"], record["name"], record["nodes"], record["tasks"]) == (job_id, name, 2, 2)
+    status = subprocess.run(["hpc-train", "status", job_id], cwd=tmp_path, capture_output=True, text=True,
+                            env={**env, "PATH": f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"})
+    assert status.returncode == 0 and f"job {job_id} ({name}): completed" in status.stdout, status.stdout + status.stderr
 
 
 def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effects(cluster: LocalCluster,
