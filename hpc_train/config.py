@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,9 @@ DEFAULT_MAX_RETRIES = 3
 # A job stopped by its time-limit warning requeues itself at most this many times by default (max_requeues).
 DEFAULT_MAX_REQUEUES = 5
 BUILTIN_TASK = "hpc_train.tasks.mnist"
+# The data directory of a run that names none (data_dir_default).
+DATA_DIR_VARIABLE = "HPC_TRAIN_DATA_DIR"
+DEFAULT_OUTPUT_DIR = "runs/mnist"  # the built-in task's; a task module's is named after it (default_output_dir)
 # The settings only the built-in MNIST task reads; a user's task module has its own model and data.
 BUILTIN_TASK_SETTINGS = ("model", "data_dir", "train_images", "validation_images")
 
@@ -42,14 +46,21 @@ class ConfigError(HpcTrainError):
 class TrainConfig:
     """Everything a training run needs; every field has a working default."""
 
+    # Each field's comment is what `hpc-train train --keys` says of it (key_descriptions).
+
+    # How the replicas train together: none (one device), mirrored (this machine's GPUs), multiworker (every task
+    # of a job in sync), parameter_server (a chief, parameter servers and workers).
     strategy: StrategyName = "none"
     # What to train: a task module (a FILE.py path or a dotted module name) defining build_model() and
     # train_dataset(input_context, batch_size); the default is the built-in MNIST task.
     task: str = BUILTIN_TASK
-    # The built-in MNIST task's settings (model, data_dir, train_images, validation_images).
+    # The built-in MNIST task's model: cnn (a small convolutional network) or deep (a deeper one).
     model: Literal["cnn", "deep"] = "cnn"
+    # The built-in MNIST task's optimizer (a task module compiles its own; the starter's reads learning_rate).
     optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
+    # The optimizer's learning rate (the built-in task's, and any task module that reads it).
     learning_rate: float = 0.001
+    # Passes over the training data; a run resumed from its checkpoints trains on up to this many.
     epochs: int = 5
     # Optimizer steps per epoch; empty: one pass over the training data (the task's train_dataset).
     steps_per_epoch: int | None = None
@@ -57,15 +68,19 @@ class TrainConfig:
     validation_steps: int | None = None
     # Images per replica per step; the global batch is this times the replicas.
     batch_size: int = 64
-    # Where MNIST is: a directory of IDX .gz files or holding mnist.npz; empty: Keras' cache.
+    # Where MNIST is: a directory of IDX .gz files or holding mnist.npz; empty: $HPC_TRAIN_DATA_DIR, else Keras' cache.
     data_dir: str | None = None
     # Training images to use (from the start); empty: all there are.
     train_images: int | None = None
     # Held-out images for validation, from the end of the images when MNIST's training
     # set is not there; with the training set, validation uses the test set.
     validation_images: int = 2000
-    output_dir: str = "runs/mnist"
+    # Where the chief writes checkpoints, TensorBoard events, metrics.json and the model; when none is given,
+    # runs/mnist for the built-in task, runs/STEM for a task module (runs/task for myproject/task.py).
+    output_dir: str = DEFAULT_OUTPUT_DIR
+    # Parameter servers under parameter_server.
     num_ps: int = 1
+    # How multiworker's replicas sum their gradients: auto (TensorFlow's choice), ring, or nccl (GPUs).
     collective: Literal["auto", "ring", "nccl"] = "auto"
     # Training steps run per call into TensorFlow: fewer Python round trips.
     steps_per_execution: int = 32
@@ -98,6 +113,7 @@ class TrainConfig:
     # Times a job whose step failed (a task died, hung or lost a peer; a node lost) is retried on other nodes,
     # resuming from its last checkpoint; 0: never. Counted apart from max_requeues.
     max_retries: int = DEFAULT_MAX_RETRIES
+    # The random seed of the weights and the data's order: the same seed, the same run.
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -135,10 +151,17 @@ def _check_ranges(config: TrainConfig) -> None:
 SWEEP_KEY = "sweep"
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), sweep_allowed: bool = False
-                ) -> TrainConfig:
+def data_dir_default(environ: Mapping[str, str]) -> str | None:
+    """HPC_TRAIN_DATA_DIR: the data directory of every run that names none (train, submit, render, --local, the
+    slurm/*.sh scripts); None when unset or empty (pure)."""
+    return environ.get(DATA_DIR_VARIABLE) or None
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), sweep_allowed: bool = False,
+                data_dir: str | None = None) -> TrainConfig:
     """Defaults, then the YAML file, then each `key=value` override, in that order. `sweep_allowed`: a `sweep:`
-    section in the file is left to the caller (read_sweep), not refused."""
+    section in the file is left to the caller (read_sweep), not refused. `data_dir`: the data directory when
+    neither the file nor an override gives one (data_dir_default: HPC_TRAIN_DATA_DIR's)."""
     values: dict[str, Any] = dict(_read_yaml(Path(path))) if path is not None else {}
     source = str(path) if path is not None else "the defaults"
     if SWEEP_KEY in values:
@@ -153,7 +176,20 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), s
         key, text = _split_override(override)
         _refuse_unknown({key: text}, "--set")
         values[key] = _override_value(key, text)
-    return TrainConfig(**_task_path_from(Path.cwd(), _coerce_numbers(values)))
+    values = _task_path_from(Path.cwd(), _coerce_numbers(values))
+    if values.get("data_dir") is None and data_dir:
+        values["data_dir"] = data_dir
+    if "output_dir" not in values and isinstance(values.get("task"), str):
+        values["output_dir"] = default_output_dir(values["task"])
+    return TrainConfig(**values)
+
+
+def default_output_dir(task: str) -> str:
+    """Where a run writes unless told: runs/mnist for the built-in task, runs/STEM for a task module
+    (myproject/task.py, my_package.task: runs/task), so that one task never resumes another's checkpoints (pure)."""
+    if task == BUILTIN_TASK:
+        return DEFAULT_OUTPUT_DIR
+    return f"runs/{Path(task).stem if task.endswith('.py') or '/' in task else task.rpartition('.')[2]}"
 
 
 def read_sweep(path: str | Path | None) -> Any:
@@ -182,6 +218,24 @@ def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
     """A copy with some fields changed, validated like any other config."""
     _refuse_unknown(changes, "the changes")
     return dataclasses.replace(config, **changes)
+
+
+def key_descriptions(source: str) -> dict[str, str]:
+    """Each TrainConfig field's comment, as one line, from the module's source (pure): what `--keys` prints."""
+    described: dict[str, str] = {}
+    comment: list[str] = []
+    for line in source[source.index("class TrainConfig"):].splitlines()[1:]:
+        text = line.strip()
+        if text.startswith("#"):
+            comment.append(text.lstrip("# "))
+        elif (field := re.match(r"(\w+): ", text)) and line.startswith("    ") and not line.startswith("     "):
+            described[field.group(1)] = " ".join(comment)
+            comment = []
+        elif text.startswith(("def ", "@")):
+            break
+        else:
+            comment = []
+    return described
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:

@@ -109,3 +109,15 @@ def test_metrics_list_only_the_settings_that_apply_to_the_task() -> None:
     mine = applying_settings(TrainConfig(task="my_task.py", epochs=3))
     assert not any(name in mine for name in BUILTIN_TASK_SETTINGS)
     assert mine["task"] == "my_task.py" and mine["epochs"] == 3 and mine["learning_rate"] == 0.001
+
+
+def test_a_task_modules_default_output_is_named_after_it_and_an_explicit_one_wins(tmp_path: Path) -> None:
+    """(issue 27, 3) A task module wrote to runs/mnist, and MNIST then tried to resume its checkpoints."""
+    assert load_config(None).output_dir == "runs/mnist"
+    assert load_config(None, ["task=myproject/task.py"]).output_dir == "runs/task"
+    assert load_config(None, ["task=my_package.sequence"]).output_dir == "runs/sequence"
+    assert load_config(None, ["task=myproject/task.py", "output_dir=elsewhere"]).output_dir == "elsewhere"
+    (tmp_path / "config.yaml").write_text("task: model.py\n")
+    assert load_config(tmp_path / "config.yaml").output_dir == "runs/model"
+    (tmp_path / "config.yaml").write_text("task: model.py\noutput_dir: out\n")
+    assert load_config(tmp_path / "config.yaml").output_dir == "out"

@@ -76,3 +76,25 @@ def test_render_submit_and_init_work_outside_the_source_tree(installed: Path, tm
                   "epochs=1", "--output-dir", "out", cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert (tmp_path / "out" / "metrics.json").is_file()
+
+
+def test_a_new_user_in_the_starter_project_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    """Issue 27, from a wheel: the task's own output folder, no start-up noise, one job name, the id alone on stdout
+    (a dry run here), HPC_TRAIN_DATA_DIR, --keys that say what they do and a --help that points at init."""
+    assert run(installed, "init", "myproject", cwd=tmp_path).returncode == 0
+    project = tmp_path / "myproject"
+    trained = run(installed, "train", "--task", "task.py", "--set", "epochs=1", cwd=project)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert (project / "runs" / "task" / "metrics.json").is_file()  # runs/<the task's stem>, not runs/mnist
+    assert not [line for line in trained.stderr.splitlines() if line.startswith(("I0000", "W0000", "E0000"))]
+    assert "cuInit" not in trained.stderr and "All log messages before absl" not in trained.stderr
+    dry = run(installed, "submit", "--nodes", "2", "--config", "config.yaml", "--dry-run", cwd=project)
+    assert dry.returncode == 0 and "#SBATCH --job-name=myproject" in dry.stdout, dry.stderr
+    env = {**without_slurm(), "PATH": f"{installed}:/usr/bin:/bin", "HPC_TRAIN_DATA_DIR": "/data/mnist"}
+    rendered = subprocess.run([str(installed / "hpc-train"), "render", "--nodes", "2"], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert "data_dir: /data/mnist\n" in rendered.stdout, rendered.stderr
+    keys = run(installed, "train", "--keys", cwd=tmp_path).stdout.splitlines()
+    assert "# Images per replica per step; the global batch is this times the replicas." in keys
+    helped = run(installed, "train", "--help", cwd=tmp_path).stdout
+    assert "templates/" not in helped and "hpc-train init myproject" in helped

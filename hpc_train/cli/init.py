@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.config import load_config
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.script import render_script
-    from hpc_train.login.request import JobRequest
+    from hpc_train.login.request import JobRequest, project_name
     from hpc_train.resources import resource
 
     folder = Path(args.directory)
@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if there and not args.force:
         raise HpcTrainError(f"{folder / there[0]} is already there; choose another DIR, or pass --force to overwrite "
                             f"{', '.join(there)}")
-    # The job is named after the folder; a hidden folder's dot would make a hidden job folder (refused).
-    spec = JobRequest.one_group(nodes=2, name=folder.resolve().name.lstrip(".") or "starter")  # checked before any file
+    # The job is named after the folder, as submit and render name a job run from it.
+    spec = JobRequest.one_group(nodes=2, name=project_name(folder.resolve(), "starter"))  # checked before any file
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("task.py", "config.yaml"):
         (folder / name).write_text(resource(f"templates/starter/{name}").read_text())

@@ -18,7 +18,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ntasks-per-node", type=int, default=1, metavar="T", help="CPU tasks per node when G = 0")
     parser.add_argument("--strategy", choices=JOB_STRATEGIES, default=JOB_STRATEGIES[0])
     parser.add_argument("--num-ps", type=int, default=1, metavar="K")
-    parser.add_argument("--name", default="hpc-train", help="job name; results go to runs/NAME-JOBID/")
+    parser.add_argument("--name", default=None, help="job name; results go to runs/NAME-JOBID/ (default: this "
+                        "folder's name, as hpc-train init names the starter's job)")
     for option in ("partition", "account", "qos", "time", "mem", "constraint", "gres"):
         parser.add_argument(f"--{option}", default=None, help=f"sbatch --{option}")
     parser.add_argument("--cpus-per-task", type=int, default=None, metavar="C")
@@ -57,14 +58,15 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
-    from hpc_train.config import load_config
-    from hpc_train.login.request import JobRequest
+    from hpc_train.config import data_dir_default, load_config
+    from hpc_train.login.request import JobRequest, project_name
 
     spec = JobRequest.one_group(
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, one_task_per_node=args.one_task_per_node,
         cpu_tasks_per_node=args.ntasks_per_node, partition=args.partition, constraint=args.constraint, mem=args.mem,
         cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
-        strategy=args.strategy, num_ps=args.num_ps, name=args.name, account=args.account, qos=args.qos,
+        strategy=args.strategy, num_ps=args.num_ps,
+        name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account, qos=args.qos,
         time=args.time, container=args.container, hold=getattr(args, "hold", False),
         signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
         retry_exit_codes=exit_codes(args.retry_exit_codes))
@@ -79,7 +81,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     retries = [f"max_retries={args.max_retries}"] if args.max_retries is not None else []
     retries += [f"prune={args.prune}"] if args.prune is not None else []
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries],
-                        sweep_allowed=True)
+                        sweep_allowed=True, data_dir=data_dir_default(os.environ))
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home

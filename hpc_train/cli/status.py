@@ -38,7 +38,7 @@ def slurm_view(record: JobRecord, slurm: SlurmClient) -> SlurmView:
     if state.upper() == "PENDING" and info.get("Reason"):
         from hpc_train.slurm.pending import reason_in_words
 
-        waiting = reason_in_words(info["Reason"])
+        waiting = reason_in_words(info["Reason"], record.job_id)
     nodes = info.get("NodeList") or (accounted.nodes if accounted else "")  # once Slurm forgot it, sacct's
     return SlurmView(state, code, elapsed, requeues, source, nodes, waiting,
                      ended=state.split()[0].upper() in FINAL_STATES)

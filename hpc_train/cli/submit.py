@@ -10,8 +10,9 @@
 
 The request is checked before anything is submitted. The job's folder is
 runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
-(JOBID_RANK_log.out/.err), checkpoints, TensorBoard events and metrics.json.
-Follow it with hpc-train status, logs, cancel and list.
+(logs/rank-N.out), checkpoints, TensorBoard events and metrics.json.
+Follow it with hpc-train status, logs, cancel and list. submit prints the job
+id alone on stdout (JOB=$(hpc-train submit ...)), and what it did on stderr.
 
 With `-- COMMAND ARGS...`, every task runs COMMAND instead of the trainer, in
 the directory you submit from, with TF_CONFIG and its GPUs set by the
@@ -69,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if args.local:
         return submit.run_locally(spec, train, command=args.command)
     record = submit.submit(spec, train, command=args.command, home=args.home)
-    print(record.job_id)
-    print(f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} nodes, {record.what}); folder "
-          f"{record.folder}; follow it with: hpc-train logs {record.job_id} --follow", flush=True)
+    _say_submitted(record.job_id, f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} "
+                   f"nodes, {record.what}); folder {record.folder}; follow it with: hpc-train logs {record.job_id} "
+                   "--follow")
     return 0
 
 
@@ -94,7 +95,14 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
         return 0
     record = submit.submit_sweep(spec, train, sweep, args.max_parallel, home, command=args.command)
     print(shown, file=sys.stderr)  # once submitted: a refusal stays one line
-    print(record.job_id)
-    print(f"hpc-train submit: sweep {record.job_id} ({len(sweep)} elements, runs/{record.name}-{record.job_id}_I/); "
-          f"follow it with: hpc-train status {record.job_id}", flush=True)
+    _say_submitted(record.job_id, f"hpc-train submit: sweep {record.job_id} ({len(sweep)} elements, "
+                   f"runs/{record.name}-{record.job_id}_I/); follow it with: hpc-train status {record.job_id}")
     return 0
+
+
+def _say_submitted(job_id: str, message: str) -> None:
+    """The id alone on stdout (JOB=$(hpc-train submit ...) gets it and nothing else); the words on stderr."""
+    import sys
+
+    print(job_id, flush=True)
+    print(message, file=sys.stderr, flush=True)

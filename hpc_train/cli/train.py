@@ -2,14 +2,15 @@
 
     hpc-train train --data-dir ../shared/data/mnist                 # the built-in MNIST task
     hpc-train train --task my_task.py --set epochs=3                # your model and data (see hpc-train init)
-    hpc-train train --config templates/mnist-multiworker.yaml --set epochs=3
+    hpc-train init myproject                               # a starter project to edit: task.py, config.yaml
+    hpc-train train --config myproject/config.yaml --set epochs=3
     srun hpc-train train --set strategy=multiworker        # TF_CONFIG from the Slurm step
     python -m hpc_train.train ...                          # the same
 
 Settings apply in order: defaults, --config, --task/--data-dir/--output-dir, --set.
 A task module defines build_model() and train_dataset(input_context, batch_size)
 (and optionally validation_dataset); --task takes a FILE.py or a dotted module name.
-`hpc-train train --keys` lists every key with its default.
+`hpc-train train --keys` lists every key, what it does and its default.
 """
 
 from __future__ import annotations
@@ -24,21 +25,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what to train: a task module (same as --set task=...); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override one setting (repeatable), e.g. --set epochs=3")
-    parser.add_argument("--data-dir", metavar="DIR", help="MNIST: IDX .gz files or mnist.npz (same as --set data_dir=DIR)")
+    parser.add_argument("--data-dir", metavar="DIR", help="MNIST: IDX .gz files or mnist.npz (same as --set "
+                        "data_dir=DIR); default: $HPC_TRAIN_DATA_DIR, else Keras' cache")
     parser.add_argument("--output-dir", metavar="DIR", help="where the chief writes (same as --set output_dir=DIR)")
-    parser.add_argument("--keys", action="store_true", help="list the settings with their defaults and exit")
+    parser.add_argument("--keys", action="store_true",
+                        help="list the settings, each with what it does and its default, and exit")
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpc_train.config import TrainConfig, load_config, to_dict
+    import os
 
-    if args.keys:
+    from hpc_train.config import TrainConfig, data_dir_default, key_descriptions, load_config, to_dict
+
+    if args.keys:  # as a config file would hold them: each key's meaning a comment above it
+        import inspect
+
+        from hpc_train import config as module
+
+        described = key_descriptions(inspect.getsource(module))
         for key, value in to_dict(TrainConfig()).items():
-            print(f"{key}: {'null' if value is None else value}")
+            print(f"# {described.get(key) or key}\n{key}: {'null' if value is None else value}")
         return 0
     shortcuts = [f"{key}={value}" for key, value in (("task", args.task), ("data_dir", args.data_dir),
                                                      ("output_dir", args.output_dir)) if value is not None]
-    config = load_config(args.config, [*shortcuts, *args.overrides])
+    config = load_config(args.config, [*shortcuts, *args.overrides], data_dir=data_dir_default(os.environ))
     from hpc_train.training.stderr_filter import filter_stderr
 
     filter_stderr()  # a Slurm task's rank log without TensorFlow's CPU-node start-up noise

@@ -3,6 +3,8 @@
 Whatever wrote the script (the slurm/*.sh job scripts, `render`, a sweep, submit's submitit script), the job
 runs the same sequence from here:
 
+0. the run folder's job.json, when nothing wrote one (a job started with sbatch, or run here): every job is
+   followed the same way;
 1. the attempt's start line (`hpc-train: job J (restart N) on NODES, T tasks; logs and results in RUN_DIR`),
    where the epilogue and the next prologue find where this attempt's part of the job log begins;
 2. the prologue (prologue.py), with SIGTERM ignored: it may requeue the job off a node that failed (its 4: the
@@ -182,9 +184,25 @@ def _signal(pid: int, signum: int) -> None:
         pass  # it ended meanwhile
 
 
+def record_job(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str], now: float) -> None:
+    """The run folder's job.json, unless it has one (submit writes its own): a job started with sbatch (a rendered
+    script, the starter's, slurm/*.sh) or run here is then followed as a submitted one (status, logs, list,
+    cancel, report); a sweep element's also makes or completes its sweep's."""
+    from hpc_train.runs.folders import element_values, note_element, started_record
+
+    command = list(rank_command)
+    user_command = command[command.index("--") + 1:] if body.command and "--" in command else None
+    record = started_record(body.run_dir, env, body.strategy, body.nodes, body.nodes * body.tasks_per_node,
+                            user_command, now)
+    if record.write_new() and record.is_element:
+        count = env.get("SLURM_ARRAY_TASK_COUNT") or str(int(env.get("SLURM_ARRAY_TASK_MAX") or -1) + 1)
+        note_element(record, int(count), element_values(env))
+
+
 def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str]) -> int:
     """The whole sequence (see the module's docstring); the job's exit code."""
     body.run_dir.mkdir(parents=True, exist_ok=True)
+    _quietly(lambda: record_job(body, rank_command, environ, time.time()) or 0, "writing job.json", 0)
     # For a command's own checkpoints and outputs; every rank's, the same absolute folder.
     env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve())}
     print(start_line(body, env), file=sys.stderr, flush=True)

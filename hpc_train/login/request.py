@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from hpc_train.config import COMMAND_SIGNALS, JOB_STRATEGIES, KERAS_CHOICES
@@ -165,6 +166,14 @@ def _check_counts(counts: tuple[tuple[str, int | None, int], ...]) -> None:
     for option, value, least in counts:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
             raise JobSpecError(f"{option} {value!r}: must be a whole number of {least} or more")
+
+
+def project_name(folder: Path, otherwise: str = "hpc-train") -> str:
+    """A job's default name: its project folder's (where submit or render runs; the folder init writes), as the
+    starter's job.sbatch says it; a hidden folder's dot dropped (a hidden job folder is refused); `otherwise`
+    where nothing usable is left (/, a name with control characters) (pure)."""
+    name = folder.name.lstrip(".")
+    return name if name and not any(ord(char) < 32 or char == "\x7f" for char in name) else otherwise
 
 
 def _check_text(texts: tuple[tuple[str, str | None], ...]) -> None:

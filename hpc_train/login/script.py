@@ -21,6 +21,7 @@ from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import JobBody, script_line
 from hpc_train.login.request import Group, JobRequest
 from hpc_train.login.sweep import Sweep
+from hpc_train.runs.folders import RANK_LOG_PATTERN
 
 
 
@@ -74,14 +75,16 @@ def job_config(spec: JobRequest, train: TrainConfig) -> TrainConfig:
 
 def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str = "runs",
                   template: Path | None = None, command: Sequence[str] | None = None,
-                  sweep: Sweep | None = None, max_parallel: int | None = None) -> str:
+                  sweep: Sweep | None = None, max_parallel: int | None = None, batch_log: str | None = None) -> str:
     """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
     `command`: the user's own command for every task, instead of the trainer; `sweep`: one job array, an element
     per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
-    running at once."""
+    running at once. `batch_log`: the batch script's log (sbatch --output), where the default, in the directory
+    sbatch runs in, will not do."""
     config = job_config(spec, train)
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
                                       "output": "slurm-%x-%A_%a.out"}
+    array |= {"output": batch_log} if batch_log else {}
     lines = directive_lines(spec, array)
     launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
     from hpc_train.resources import resource
@@ -97,7 +100,7 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
         config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
         job_line=script_line("hpc-train", '"$run_dir"', job_body(spec, config, command), launcher + (
             task_command(spec, config, command) if sweep is None or not command else '"${element_command[@]}"'),
-            output='"$run_dir/logs/rank-%t.out"'),
+            output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
     )
 
 

@@ -27,7 +27,8 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import kill_on_bad_exit, script_line
-from hpc_train.runs.folders import RUNS, JobRecord, element_records, run_folder
+from hpc_train.runs.folders import (ELEMENT_BATCH_LOG, RANK_LOG_PATTERN, RUNS, JobRecord, element_records,
+                                    run_folder)
 from hpc_train.login.script import activation_script, config_lines, job_body, job_config
 from hpc_train.login.request import JobRequest, time_minutes
 from hpc_train.login.sweep import Sweep
@@ -82,16 +83,15 @@ def job_folder_word(folder: Path) -> str:
 def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str, ranks: str,
                command: Sequence[str] | None) -> list[str]:
     """The script's setup: the settings into the job folder, then the job body in this shell's place (`exec`),
-    so that submitit's own srun line after it never runs. Its ranks log where submitit's would have (the
-    folder's JOBID_RANK_log.out and .err, where status and logs look)."""
+    so that submitit's own srun line after it never runs. Its ranks log as every job's do (logs/rank-N.out,
+    stdout and stderr together: runs/folders.rank_log); submitit's own files keep the batch script's log."""
     from hpc_train.login.script import task_command
 
-    return [f"run_dir={job_folder_word(folder)}", 'mkdir -p "$run_dir"', config_lines(config),
+    return [f"run_dir={job_folder_word(folder)}", 'mkdir -p "$run_dir/logs"', config_lines(config),
             "# hpc-train's job body (hpc_train/injob/body.py) replaces this shell: submitit's srun line never runs.",
             script_line(f"{python} -m hpc_train", '"$run_dir"', job_body(spec, config, command),
                         task_command(spec, config, command, f"{ranks} -u -m hpc_train"),
-                        output=shlex.quote(str(folder / "%j_%t_log.out")),
-                        error=shlex.quote(str(folder / "%j_%t_log.err")))]
+                        output=shlex.quote(str(folder / RANK_LOG_PATTERN)))]
 
 
 @contextmanager
@@ -164,16 +164,20 @@ def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Seq
 
 def sweep_script(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
                  runs: Path = RUNS, command: Sequence[str] | None = None) -> str:
-    """The job array's script: templates/job.sbatch rendered with every element (render --sweep's)."""
+    """The job array's script: templates/job.sbatch rendered with every element (render --sweep's), each
+    element's batch log in its own run folder (submit_sweep makes the folders before any element starts)."""
     from hpc_train.login.script import render_script
 
     return render_script(spec, train, home, runs_dir=str(runs.absolute()), command=command, sweep=sweep,
-                         max_parallel=max_parallel)
+                         max_parallel=max_parallel, batch_log=str(runs.absolute() / ELEMENT_BATCH_LOG))
 
 
 def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
                  runs: Path = RUNS, command: Sequence[str] | None = None) -> JobRecord:
-    """Submit a sweep as one job array (one sbatch); its record, and one per element (runs/NAME-ARRAYID_I/)."""
+    """Submit a sweep as one job array (one sbatch); its record, and one per element (runs/NAME-ARRAYID_I/).
+
+    The array is submitted held and released once every element's folder is there: Slurm opens an element's
+    batch log, in that folder, before its script runs. (--hold: it stays held, for the user's scontrol release.)"""
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): a sweep runs as a job array; start a local cluster "
                             "with hpc-train cluster up")
@@ -184,8 +188,9 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     runs.mkdir(parents=True, exist_ok=True)
     script = runs / f".{spec.name}-sweep-{os.getpid()}.sbatch"
     script.write_text(sweep_script(spec, train, sweep, max_parallel, home, runs, command))
+    slurm = SlurmClient.local(os.environ)
     try:
-        array_id = SlurmClient.local(os.environ).submit_script(str(script))
+        array_id = slurm.submit_script(str(script), options=("--hold",))
     finally:
         text = script.read_text()
         script.unlink()
@@ -193,10 +198,16 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     record = JobRecord(array_id, spec.name, str(run_folder(runs, spec.name, array_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, now, list(command) if command else None, sweep=array_id,
                        elements=[dict(values) for values in sweep.elements])
-    record.write()
-    (Path(record.folder) / "sweep.sbatch").write_text(text)
-    for element in element_records(record):
-        element.write()
+    try:
+        record.write()
+        (Path(record.folder) / "sweep.sbatch").write_text(text)
+        for element in element_records(record):
+            element.write()
+    finally:
+        refused = None if spec.hold else slurm.release(array_id)
+    if refused:
+        raise HpcTrainError(f"sweep {array_id} was submitted held and scontrol release {array_id} failed "
+                            f"({refused}); release it with: scontrol release {array_id}")
     return record
 
 

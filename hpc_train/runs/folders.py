@@ -8,14 +8,19 @@ batch script's shell spells the same in login/script.py)."""
 from __future__ import annotations
 
 import json
+import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from hpc_train.errors import HpcTrainError
 
 RUNS = Path("runs")
 RECORD = "job.json"
+# Each rank's log in its job's folder, as srun's --output pattern (%t: the rank): one layout for every job.
+RANK_LOG_PATTERN = "logs/rank-%t.out"
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,21 @@ class JobRecord:
     def write(self) -> None:
         Path(self.folder).mkdir(parents=True, exist_ok=True)
         (Path(self.folder) / RECORD).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    def write_new(self) -> bool:
+        """Write the record unless the folder has one (submit's, written meanwhile, stands); whether it did.
+        Never half a file: written aside, then linked into place, which fails where one is there."""
+        folder = Path(self.folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        aside = folder / f".{RECORD}.{os.getpid()}"
+        aside.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        try:
+            os.link(aside, folder / RECORD)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            aside.unlink()
 
     @property
     def what(self) -> str:
@@ -79,6 +99,12 @@ def element_id(array_id: str, index: int | str) -> str:
     return f"{array_id}_{index}"
 
 
+# An element's run folder as a Slurm filename pattern (an array's job name, array id and index): the folder of
+# element_folder, where a submitted sweep's elements keep their batch logs.
+ELEMENT_FOLDER_PATTERN = "%x-%A_%a"
+ELEMENT_BATCH_LOG = f"{ELEMENT_FOLDER_PATTERN}/slurm-%x-%A_%a.out"
+
+
 def element_folder(sweep: JobRecord, index: int | str) -> Path:
     """A sweep element's run folder, `runs/NAME-ARRAYID_I/`: the sweep's own, named by the element's id."""
     return run_folder(Path(sweep.folder).parent, sweep.name, element_id(sweep.job_id, index))
@@ -93,6 +119,59 @@ def element_records(sweep: JobRecord) -> list[JobRecord]:
     """The records of a sweep's elements, by index: each a job like the sweep's, with its own id and folder."""
     return [replace(sweep, job_id=element_id(sweep.job_id, index), folder=str(element_folder(sweep, index)),
                     elements=None) for index in range(len(sweep.elements or []))]
+
+
+def started_record(folder: Path, env: Mapping[str, str], strategy: str, nodes: int, tasks: int,
+                   command: list[str] | None, now: float) -> JobRecord:
+    """The record of a job in `folder` as its own batch script knows it (sbatch of a rendered script, the starter's,
+    slurm/*.sh; a job run here without Slurm): Slurm's variables where there are any, else `nodes` and `tasks`;
+    an array's task is the element ARRAYID_I of the sweep ARRAYID. `submitted`: when it started (pure)."""
+    array, index = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    job_id = (element_id(array, index) if array and index else env.get("SLURM_JOB_ID")
+              or "local" + folder.name.partition("-local")[2])
+    name = env.get("SLURM_JOB_NAME") or folder.name.removesuffix(f"-{job_id}")
+    started = env.get("SLURM_JOB_START_TIME", "")
+    return JobRecord(job_id, name, str(folder), int(env.get("SLURM_JOB_NUM_NODES") or nodes),
+                     int(env.get("SLURM_NTASKS") or tasks), strategy, float(started) if started.isdigit() else now,
+                     command, sweep=array if array and index else None)
+
+
+def element_values(env: Mapping[str, str]) -> dict[str, Any]:
+    """A sweep element's values, as its batch script exports them (HPC_TRAIN_SWEEP_<KEY>=VALUE; pure)."""
+    import yaml
+
+    prefix = "HPC_TRAIN_SWEEP_"
+    return {key[len(prefix):].lower(): _value(yaml.safe_load, text) for key, text in sorted(env.items())
+            if key.startswith(prefix)}
+
+
+def _value(read: Any, text: str) -> Any:
+    try:
+        value = read(text)
+    except ValueError:  # (yaml's errors are ValueErrors)
+        return text
+    return value if isinstance(value, (int, float, str, bool)) else text
+
+
+def note_element(element: JobRecord, count: int, values: dict[str, Any]) -> None:
+    """A sweep started with sbatch has no record of its own until its elements start: each element makes it
+    (`count` elements, each's values {} until that element has started) and adds its own values."""
+    import fcntl
+
+    assert element.sweep is not None
+    index = int(element.job_id.rpartition("_")[2])
+    folder = run_folder(Path(element.folder).parent, element.name, element.sweep)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{RECORD}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the array's elements start together
+        try:
+            sweep = JobRecord(**json.loads((folder / RECORD).read_text()))
+        except (OSError, ValueError, TypeError):
+            sweep = replace(element, job_id=element.sweep, folder=str(folder), elements=[])
+        elements = [*(sweep.elements or []), *([{}] * max(0, max(count, index + 1) - len(sweep.elements or [])))]
+        if not elements[index]:
+            elements[index] = values
+            replace(sweep, elements=elements).write()
 
 
 def all_records(runs: Path = RUNS) -> list[JobRecord]:
@@ -120,8 +199,10 @@ def find_record(job_id: str | None, runs: Path = RUNS) -> JobRecord:
 
 
 def rank_log(record: JobRecord, rank: int, stream: str = "out") -> Path:
-    """A rank's log: submitit's JOBID_RANK_log.out (stdout) or .err (stderr); a sweep element's (a rendered
-    script's), logs/rank-RANK.out, stdout and stderr together."""
-    if record.is_element:  # the rendered script writes stdout and stderr into .out: there is never an .err
-        return Path(record.folder) / "logs" / f"rank-{rank}.{stream}"
-    return Path(record.folder) / f"{record.job_id}_{rank}_log.{stream}"
+    """A rank's log: logs/rank-RANK.out, stdout and stderr together (srun --output=RANK_LOG_PATTERN), however the
+    job started; there is never an .err. A job submitted before that layout kept submitit's JOBID_RANK_log.out
+    (stdout) and .err (stderr): those are read where they are and the new one is not."""
+    old = Path(record.folder) / f"{record.job_id}_{rank}_log.{stream}"
+    if not record.is_element and old.is_file() and not (Path(record.folder) / RANK_LOG_PATTERN).parent.is_dir():
+        return old
+    return Path(record.folder) / RANK_LOG_PATTERN.replace("%t", str(rank)).replace(".out", f".{stream}")

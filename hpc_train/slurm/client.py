@@ -99,6 +99,11 @@ class SlurmClient:
         result = self.run(["scontrol", "requeue", job_id], timeout=timeout)
         return None if result.returncode == 0 else last_words(result, f"exit code {result.returncode}")
 
+    def release(self, job_id: str, timeout: float = 60.0) -> str | None:
+        """`scontrol release JOBID` (a held job, or every element of a held array); None, else Slurm's complaint."""
+        result = self.run(["scontrol", "release", job_id], timeout=timeout)
+        return None if result.returncode == 0 else last_words(result, f"exit code {result.returncode}")
+
     def update_node(self, name: str, **settings: str) -> subprocess.CompletedProcess[str]:
         """`scontrol update NodeName=NAME Key=Value ...` (State=RESUME, State=DOWN Reason=...)."""
         return self.run(["scontrol", "update", f"NodeName={name}", *settings_words(settings)])
@@ -153,10 +158,10 @@ class SlurmClient:
     # sbatch
 
     def submit_script(self, script: str, arguments: Sequence[str] = (),
-                      cwd: str | os.PathLike[str] | None = None) -> str:
-        """`sbatch --parsable SCRIPT ARGS` (SCRIPT a path where Slurm runs): the job id; HpcTrainError with
+                      cwd: str | os.PathLike[str] | None = None, options: Sequence[str] = ()) -> str:
+        """`sbatch --parsable OPTIONS SCRIPT ARGS` (SCRIPT a path where Slurm runs): the job id; HpcTrainError with
         sbatch's reason when it refuses."""
-        result = self.run(["sbatch", "--parsable", script, *arguments], timeout=120, cwd=cwd)
+        result = self.run(["sbatch", "--parsable", *options, script, *arguments], timeout=120, cwd=cwd)
         if result.returncode != 0:
             raise HpcTrainError(f"sbatch {script} failed: {last_words(result)}")
         return job_id_of(result)

@@ -37,10 +37,11 @@ REASONS = {
 }
 
 
-def reason_in_words(reason: str) -> str:
-    """'Resources: waiting for nodes to come free'; an unknown code as Slurm gives it."""
+def reason_in_words(reason: str, job_id: str = "JOBID") -> str:
+    """'Resources: waiting for nodes to come free'; an unknown code as Slurm gives it. `job_id`: the job's, in
+    what to do (scontrol release 1234), so that it can be pasted as it is."""
     code = reason.strip().strip("()")
-    meaning = REASONS.get(code)
+    meaning = REASONS.get(code, "").replace("JOBID", job_id) or None
     if meaning is None and code.startswith(("QOS", "Assoc")):
         meaning = "a limit of your QOS or account: it starts when the limit allows (sacctmgr show assoc)"
     return f"{code}: {meaning}" if meaning else code

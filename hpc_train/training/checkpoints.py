@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpc_train.errors import HpcTrainError
 from hpc_train.training.keras import tf
 
 _NUMBER = re.compile(r"ckpt-(\d+)\.index$")
@@ -41,12 +42,29 @@ def readable(prefix: str) -> str | None:
     return None
 
 
+class CheckpointMismatch(HpcTrainError):
+    """The output folder holds another model's checkpoints (another task's, or this one's changed)."""
+
+
+def mismatch(prefix: str, output: Path, error: Exception) -> CheckpointMismatch:
+    """One line: which checkpoint does not fit, why in TensorFlow's words, and the two ways on (pure)."""
+    detail = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    return CheckpointMismatch(f"checkpoint {prefix} does not fit this model ({detail}): {output} holds another "
+                              f"model's run; give this one another --output-dir, or delete {output} to start afresh")
+
+
 def restore_newest(checkpoint: Any, directory: Path) -> str | None:
-    """Restore the newest readable checkpoint and return its prefix; None when there is none."""
+    """Restore the newest readable checkpoint and return its prefix; None when there is none. One line
+    (CheckpointMismatch) when it is another model's."""
     for _, prefix in checkpoints_newest_first(directory):
         problem = readable(prefix)
         if problem is None:
-            checkpoint.restore(prefix)
+            try:
+                checkpoint.restore(prefix)
+            except (ValueError, tf.errors.InvalidArgumentError) as error:  # shapes or structure differ
+                # Else TensorFlow lists every value left unrestored, a line each, as the process ends.
+                tf.get_logger().setLevel("ERROR")
+                raise mismatch(prefix, directory.parent, error) from None
             return prefix
         print(f"hpc-train: warning: checkpoint {prefix} is damaged ({problem}); trying the one before it",
               file=sys.stderr, flush=True)

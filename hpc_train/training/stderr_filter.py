@@ -1,10 +1,12 @@
-"""TensorFlow's start-up noise on CPU nodes kept out of the rank logs, unless asked for.
+"""TensorFlow's start-up noise kept out of the rank logs and a run's output, unless asked for.
 
 On a node without a CUDA driver (every CPU node, and the local cluster's fake
 GPUs), TensorFlow's C++ start-up prints a dozen lines per task that say nothing
 a user can act on ("failed call to cuInit", "Could not find cuda drivers", the
-oneDNN and CPU-instruction notices). TF_CPP_MIN_LOG_LEVEL cannot hide them all:
-some are printed before TensorFlow reads it. So a Slurm task's stderr goes
+oneDNN and CPU-instruction notices), and a multi-worker cluster's start a dozen
+more (its servers, the coordination service meeting every task). TF_CPP_MIN_LOG_LEVEL
+cannot hide them all: some are printed before TensorFlow reads it. So a run's stderr (a
+Slurm task's, one the mock launcher started, a plain `hpc-train train`) goes
 through a small filter process that drops exactly those known lines and passes
 every other byte on. The filter is its own process, so nothing is lost when the
 task dies (it drains the pipe, then exits), and it ignores the signals Slurm
@@ -40,10 +42,25 @@ NOISE = re.compile("|".join([
     r"To enable the following instructions: .*, in other operations, rebuild TensorFlow with the appropriate "
     r"compiler flags\.",
     _ABSL + r"port\.cc:\d+\] oneDNN custom operations are on\..*",
+    # A multi-worker cluster's start: each task's server, the coordination service meeting every task.
+    _ABSL + r"grpc_server_lib\.cc:\d+\] Started server with target: grpc://\S+",
+    _ABSL + r"coordination_service\.cc:\d+\] Initializing CoordinationService",
+    _ABSL + r"coordination_service\.h:\d+\] /job:\w+/replica:\d+/task:\d+ has connected to coordination service\."
+    r" Incarnation: \d+",
+    _ABSL + r"coordination_service\.cc:\d+\] Waiting for \d+/\d+ tasks to connect\.",
+    _ABSL + r"coordination_service\.cc:\d+\] Example stragglers:",
+    r"/job:\w+/replica:\d+/task:\d+",  # a straggler, a line each after the one above
+    _ABSL + r"coordination_service_agent\.cc:\d+\] Coordination agent has successfully connected\.",
+    _ABSL + r"coordination_service\.cc:\d+\] Barrier\(WaitForAllTasks::[\d:]+\) has passed with status: OK",
+    # The input pipeline's first batch, every run.
+    _ABSL + r"generator_dataset_op\.cc:\d+\] Memory patch applied: M_TRIM_THRESHOLD=\d+ kb was set\.",
+    _ABSL + r"dataset\.cc:\d+\] Input of GeneratorDatasetOp::Dataset will not be optimized because the dataset "
+    r"does not implement the AsGraphDefInternal\(\) method needed to apply optimizations\.",
 ]))
 # How the NOISE lines begin: an absl prefix (a letter and 4 digits, perhaps still being written), or these words.
 _NOISE_START = re.compile(r"[IWE](\d{0,3}$|\d{4}( |$))")
-_NOISE_OPENINGS = ("WARNING: All log messages before absl::InitializeLog()", "To enable the following instructions: ")
+_NOISE_OPENINGS = ("WARNING: All log messages before absl::InitializeLog()", "To enable the following instructions: ",
+                   "/job:")
 # How much of a line already passed on is kept to match the watched patterns against.
 _WATCHED_TAIL = 4096
 # Signals Slurm sends every process of a step; the filter must outlive the task to pass on its last words.
@@ -56,8 +73,9 @@ def is_noise(line: str) -> bool:
 
 
 def wanted(environ: Mapping[str, str], tensorflow_imported: bool) -> bool:
-    """Filter a Slurm task's stderr, unless asked not to or too late (TensorFlow has started already)."""
-    return "SLURM_PROCID" in environ and environ.get(SHOW_VARIABLE, "") in ("", "0") and not tensorflow_imported
+    """Filter the stderr of every run (a Slurm task's, --local's, a plain `hpc-train train`), unless asked not to or
+    too late (TensorFlow has started already)."""
+    return environ.get(SHOW_VARIABLE, "") in ("", "0") and not tensorflow_imported
 
 
 class _Filter:

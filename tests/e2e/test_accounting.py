@@ -99,7 +99,7 @@ def test_status_and_list_read_failed_and_completed_jobs_from_sacct(env: dict[str
 
 def test_a_requeued_job_shows_its_requeue_from_sacct(env: dict[str, str], tmp_path: Path) -> None:
     job = submit(tmp_path, env, "again", ONCE_REQUEUED)
-    log = tmp_path / "runs" / f"again-{job}" / f"{job}_0_log.out"
+    log = tmp_path / "runs" / f"again-{job}" / "logs" / "rank-0.out"
     deadline = time.monotonic() + 60
     while "run 0" not in (log.read_text() if log.exists() else ""):
         assert time.monotonic() < deadline, "the job did not start within 60 s"

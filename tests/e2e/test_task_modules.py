@@ -47,8 +47,11 @@ class SubmittedJob:
         return wait_for_end(self.id, self.env, lambda: self.log(0, "err"), timeout)
 
     def log(self, rank: int, stream: str = "out") -> str:
-        path = self.folder / f"{self.id}_{rank}_log.{stream}"
-        return path.read_text(errors="replace") if path.exists() else ""
+        """The rank's log (logs/rank-N.out: its stdout and stderr together); "err": the batch script's stderr first
+        (submitit's JOBID_0_log.err: the job body's lines and srun's), where rank 0's stderr used to be too."""
+        paths = [self.folder / "logs" / f"rank-{rank}.out"]
+        paths = [self.folder / f"{self.id}_0_log.err", *paths] if stream == "err" else paths
+        return "".join(path.read_text(errors="replace") for path in paths if path.exists())
 
     def digest(self) -> str:
         [digest] = set(re.findall(r"finished; weights digest (\w+)", self.log(0, "err") + self.log(1, "err")))

@@ -262,6 +262,12 @@ def test_a_rendered_script_with_hostile_values_runs_and_creates_no_file(cluster:
         "rank 1 is worker 1")
     assert json.loads((run_dir / "metrics.json").read_text())["world_size"] == 2
     assert (run_dir / "job.sbatch").read_text() == script.read_text()
+    # Started with sbatch, followed as a submitted job (issue 27, 2): the job wrote its own job.json.
+    record = json.loads((run_dir / "job.json").read_text())
+    assert (record["job_id"], record["name"], record["nodes"], record["tasks"]) == (job_id, name, 2, 2)
+    status = subprocess.run(["hpc-train", "status", job_id], cwd=tmp_path, capture_output=True, text=True,
+                            env={**env, "PATH": f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"})
+    assert status.returncode == 0 and f"job {job_id} ({name}): completed" in status.stdout, status.stdout + status.stderr
 
 
 def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effects(cluster: LocalCluster,
@@ -274,10 +280,11 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
     assert submitted.returncode == 0, submitted.stderr
     job = Job(submitted.stdout.splitlines()[0], tmp_path, env)
     folder = tmp_path / "runs" / f"{name}-{job.id}"
-    logs = "".join(path.read_text() for path in sorted(folder.glob("*_log.*")))
+    # The batch script's log (submitit's JOBID_0_log.out/.err), then each rank's (logs/rank-N.out: every job's layout).
+    logs = "".join(path.read_text() for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
     assert job.wait() == ("COMPLETED", "0:0"), logs[-3000:]
-    logs = "".join(path.read_text() for path in sorted(folder.glob("*_log.*")))
-    assert sorted(path.name for path in folder.glob("*_log.out")) == [f"{job.id}_{rank}_log.out" for rank in range(4)]
+    logs = "".join(path.read_text() for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
+    assert sorted(path.name for path in folder.glob("logs/*")) == [f"rank-{rank}.out" for rank in range(4)]
     roles = sorted(re.findall(r"rank (\d) is worker (\d) at (node\d):\d+", logs))
     assert roles == [("0", "0", "node1"), ("1", "1", "node1"), ("2", "2", "node2"), ("3", "3", "node2")]
     assert json.loads((folder / "metrics.json").read_text())["world_size"] == 4

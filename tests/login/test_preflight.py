@@ -51,3 +51,9 @@ def test_pending_reasons_are_told_in_words() -> None:
     assert reason_in_words("Resources") == "Resources: waiting for nodes to come free"
     assert reason_in_words("QOSGrpGRES").startswith("QOSGrpGRES: a limit of your QOS or account")
     assert reason_in_words("SomethingNew") == "SomethingNew"
+
+
+def test_a_held_job_is_told_how_to_release_it_by_its_own_id() -> None:
+    """(issue 27, 11) status pasted a literal "scontrol release JOBID"."""
+    assert reason_in_words("JobHeldUser", "4242").endswith("it starts after scontrol release 4242")
+    assert "scontrol release 4242" in reason_in_words("launch failed requeued held", "4242")

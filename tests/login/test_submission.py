@@ -41,7 +41,8 @@ def test_submit_prints_the_job_id_and_fills_the_job_folder(tmp_path: Path) -> No
     result = hpc_train("submit", "--nodes", "4", "--gpus-per-node", "2", "--name", "mnist", "--time", "2:00:00",
                        "--set", "epochs=3", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0] == "4242"
+    assert result.stdout == "4242\n"  # alone: JOB=$(hpc-train submit ...) gets the id (issue 27, 10)
+    assert "hpc-train submit: job 4242 (8 tasks on 4 nodes" in result.stderr
     folder = tmp_path / "runs" / "mnist-4242"
     record = json.loads((folder / "job.json").read_text())
     assert (record["job_id"], record["nodes"], record["tasks"], record["strategy"]) == ("4242", 4, 8, "multiworker")
@@ -99,11 +100,13 @@ def test_without_slurm_submit_says_what_to_do(tmp_path: Path) -> None:
 def test_status_falls_back_to_scontrol_without_accounting_and_says_so(tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake")
     hpc_train("submit", "--nodes", "2", cwd=tmp_path, fake=fake)
-    (tmp_path / "runs" / "hpc-train-4242" / "4242_0_log.out").write_text(
+    name = tmp_path.name  # the job is named after the folder it is submitted from (issue 27, 11)
+    (tmp_path / "runs" / f"{name}-4242" / "logs").mkdir()
+    (tmp_path / "runs" / f"{name}-4242" / "logs" / "rank-0.out").write_text(
         "hpc-train: epoch 1/5  loss 0.5\nnoise\nhpc-train: epoch 2/5  loss 0.3\n")
     result = hpc_train("status", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
-    assert "job 4242 (hpc-train): running [scontrol/squeue: no Slurm accounting here]" in result.stdout
+    assert f"job 4242 ({name}): running [scontrol/squeue: no Slurm accounting here]" in result.stdout
     assert "nodes:   node[1-2] (2 tasks, multiworker)" in result.stdout
     assert "last:    hpc-train: epoch 2/5  loss 0.3" in result.stdout
 
@@ -119,7 +122,7 @@ def test_where_slurm_is_not_on_path_status_list_and_cancel_answer_in_words(tmp_p
                               text=True, timeout=120, env=env)
 
     status, listing, cancel = run("status"), run("list"), run("cancel", "4242")
-    assert status.returncode == 0 and "job 4242 (hpc-train): unknown [" in status.stdout, status.stderr
+    assert status.returncode == 0 and f"job 4242 ({tmp_path.name}): unknown [" in status.stdout, status.stderr
     assert listing.returncode == 0 and "4242" in listing.stdout and "unknown" in listing.stdout, listing.stderr
     assert cancel.returncode == 2 and cancel.stderr.startswith("hpc-train cancel: error: scancel 4242 failed: ")
     assert len(cancel.stderr.strip().splitlines()) == 1
@@ -146,12 +149,12 @@ def test_logs_list_and_cancel(tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake", job_state="COMPLETED")
     hpc_train("submit", "--nodes", "2", "--name", "a b", cwd=tmp_path, fake=fake)
     folder = tmp_path / "runs" / "a b-4242"
-    (folder / "4242_1_log.out").write_text("rank one says hi\n")
-    (folder / "4242_1_log.err").write_text("rank one warns\n")
+    (folder / "logs").mkdir()
+    (folder / "logs" / "rank-1.out").write_text("rank one says hi\nrank one warns\n")
     assert hpc_train("logs", "4242", "--rank", "1", cwd=tmp_path, fake=fake).stdout == (
         "rank one says hi\nrank one warns\n")
     followed = hpc_train("logs", "4242", "--rank", "1", "--follow", cwd=tmp_path, fake=fake)
-    assert followed.returncode == 0 and followed.stdout == "rank one says hi\n"  # the job is over: it returns
+    assert followed.returncode == 0 and followed.stdout == "rank one says hi\nrank one warns\n"  # over: it returns
     bad = hpc_train("logs", "4242", "--rank", "2", cwd=tmp_path, fake=fake)
     assert bad.returncode == 2 and "--rank 2: job 4242 has ranks 0-1" in bad.stderr
     listing = hpc_train("list", cwd=tmp_path, fake=fake).stdout.splitlines()
@@ -191,6 +194,8 @@ def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
     record = json.loads((folder / "job.json").read_text())
     assert record["tasks"] == 2 and folder.name == f"run-here-{record['job_id']}"
     assert "1: hpc-train bootstrap: rank 1 is worker 1 at 127.0.0.2:" in result.stderr
+    # Nor TensorFlow's start-up noise, the multi-worker cluster's included (issue 27, 9).
+    assert "coordination_service" not in result.stderr and "cuInit" not in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("hostile", ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "b" c'])
@@ -208,7 +213,8 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
     assert not list(tmp_path.rglob("PWNED"))
     [srun] = fake.calls("srun")
     srun_args = srun.args
-    assert f"--output={tmp_path / 'runs' / f'{hostile}-%j' / '%j_%t_log.out'}" in srun_args
+    assert f"--output={tmp_path / 'runs' / f'{hostile}-%j' / 'logs' / 'rank-%t.out'}" in srun_args
+    assert not any(arg.startswith("--error") for arg in srun_args)  # stdout and stderr together, as render's
     assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
     assert f"#SBATCH --partition={shlex.quote(hostile)}" in script
 
@@ -251,3 +257,31 @@ def test_home_is_what_the_submitted_job_activates_or_is_refused_in_one_line(tmp_
     local = hpc_train("submit", "--nodes", "2", "--home", str(venv), "--local", cwd=tmp_path)
     assert local.returncode == 2 and "--home with --local" in local.stderr
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_a_job_submitted_before_the_one_layout_still_shows_its_rank_logs(tmp_path: Path) -> None:
+    """Rank logs were submitit's JOBID_RANK_log.out and .err once; logs reads them where they are (issue 27, 8)."""
+    fake = mock_slurm(tmp_path / "fake", job_state="COMPLETED")
+    hpc_train("submit", "--nodes", "2", "--name", "old", cwd=tmp_path, fake=fake)
+    folder = tmp_path / "runs" / "old-4242"
+    (folder / "4242_1_log.out").write_text("rank one says hi\n")
+    (folder / "4242_1_log.err").write_text("rank one warns\n")
+    assert hpc_train("logs", "4242", "--rank", "1", cwd=tmp_path, fake=fake).stdout == (
+        "rank one says hi\nrank one warns\n")
+
+
+def test_a_jobs_default_name_is_its_project_folders_as_in_the_starters_script(tmp_path: Path) -> None:
+    """(issue 27, 11) Inside myproject, submit named the job hpc-train while init's job.sbatch said myproject."""
+    fake = mock_slurm(tmp_path / "fake")
+    assert hpc_train("init", "myproject", cwd=tmp_path).returncode == 0
+    project = tmp_path / "myproject"
+    assert "#SBATCH --job-name=myproject" in (project / "job.sbatch").read_text()
+    submitted = hpc_train("submit", "--nodes", "2", "--config", "config.yaml", cwd=project, fake=fake)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "#SBATCH --job-name=myproject" in fake.scripts()[0]
+    assert json.loads((project / "runs" / "myproject-4242" / "job.json").read_text())["name"] == "myproject"
+    rendered = hpc_train("render", "--nodes", "2", cwd=project)
+    assert "#SBATCH --job-name=myproject" in rendered.stdout
+    hidden = tmp_path / ".hidden"
+    hidden.mkdir()
+    assert "#SBATCH --job-name=hidden" in hpc_train("render", "--nodes", "1", cwd=hidden).stdout

@@ -44,9 +44,14 @@ def test_a_sweep_is_one_array_whose_elements_are_followed_one_by_one(tmp_path: P
     assert not fake.scripts() and not (tmp_path / "runs").exists()
     submitted = hpc_train("submit", "--nodes", "2", "--name", "sw", *sweep, cwd=tmp_path, fake=fake)
     assert submitted.returncode == 0, submitted.stderr
-    assert submitted.stdout.splitlines()[0] == "4242"
+    assert submitted.stdout == "4242\n"  # the id alone on stdout (issue 27, 10)
     [script] = fake.scripts()
     assert "#SBATCH --array=0-3%2" in script
+    # Each element's batch log in its own run folder, not slurm-sw-4242_I.out in the submit directory (issue 27,
+    # 11): submitted held, released once the folders Slurm opens the logs in are there.
+    assert f"#SBATCH --output={tmp_path / 'runs' / '%x-%A_%a' / 'slurm-%x-%A_%a.out'}" in script
+    assert [call.args[:2] for call in fake.calls("sbatch") if call.script] == [["--parsable", "--hold"]]
+    assert [line for line in fake.lines("scontrol") if " release " in line] == ["scontrol release 4242"]
     record = json.loads((tmp_path / "runs" / "sw-4242" / "job.json").read_text())
     assert record["sweep"] == "4242" and record["elements"][3] == {"learning_rate": 0.001, "seed": 2}
     assert (tmp_path / "runs" / "sw-4242" / "sweep.sbatch").read_text() == script
@@ -114,3 +119,18 @@ def test_without_slurm_a_sweep_is_one_line_saying_how_to_get_one(tmp_path: Path)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "a sweep runs as a job array; start a local cluster with hpc-train cluster up" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_submitted_held_stays_held_for_its_own_release(tmp_path: Path) -> None:
+    fake = mock_array_slurm(tmp_path / "fake")
+    submitted = hpc_train("submit", "--nodes", "1", "--name", "sw", "--sweep", "seed=1,2", "--hold", cwd=tmp_path,
+                          fake=fake)
+    assert submitted.returncode == 0, submitted.stderr
+    assert not [line for line in fake.lines("scontrol") if " release " in line] and (tmp_path / "runs" / "sw-4242_1").is_dir()
+
+
+def test_a_release_slurm_refuses_is_one_line_naming_the_command(tmp_path: Path) -> None:
+    fake = mock_array_slurm(tmp_path / "fake").on("scontrol release", Reply(stderr="Access denied\n", code=1))
+    submitted = hpc_train("submit", "--nodes", "1", "--name", "sw", "--sweep", "seed=1,2", cwd=tmp_path, fake=fake)
+    assert submitted.returncode == 2 and submitted.stderr.count("\n") == 1, submitted.stderr
+    assert "release it with: scontrol release 4242" in submitted.stderr

@@ -86,8 +86,11 @@ def test_reading_a_run_folder_takes_max_retries_from_config_yaml_only_where_stat
 def test_the_chiefs_log_is_rank_0s_and_none_before_it_exists(tmp_path: Path) -> None:
     record = job(folder=str(tmp_path))
     assert views.chief_log(record) is None
-    (tmp_path / "17_0_log.out").write_text("0: hpc-train: epoch 1/2\n")
+    (tmp_path / "17_0_log.out").write_text("0: hpc-train: epoch 1/2\n")  # submitted before logs/rank-N.out
     assert views.chief_log(record) == ["0: hpc-train: epoch 1/2"]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-0.out").write_text("hpc-train: epoch 2/2\n")  # every job's layout now
+    assert views.chief_log(record) == ["hpc-train: epoch 2/2"]
 
 
 @pytest.mark.parametrize(("figures", "shown"), [

@@ -29,6 +29,22 @@ NOISE = [
     "compiler flags.",
     "I0000 00:00:1795413871.783906    3549 port.cc:153] oneDNN custom operations are on. You may see slightly "
     "different numerical results due to floating-point round-off errors from different computation orders.",
+    # A multi-worker start (TensorFlow 2.21, hpc-train submit --local --nodes 2).
+    "I0000 00:00:1795569731.563726    9621 grpc_server_lib.cc:467] Started server with target: grpc://127.0.0.2:26553",
+    "I0000 00:00:1795569731.560997    9617 coordination_service.cc:221] Initializing CoordinationService",
+    "I0000 00:00:1795569731.655367   11149 coordination_service.h:529] /job:worker/replica:0/task:0 has connected to "
+    "coordination service. Incarnation: 9169136583574792542",
+    "I0000 00:00:1795569731.655665   11149 coordination_service.cc:502] Waiting for 1/2 tasks to connect.",
+    "I0000 00:00:1795569731.655698   11149 coordination_service.cc:505] Example stragglers:",
+    "/job:worker/replica:0/task:1",
+    "I0000 00:00:1795569731.655917    9617 coordination_service_agent.cc:245] Coordination agent has successfully "
+    "connected.",
+    "I0000 00:00:1795569731.659248   11148 coordination_service.cc:1472] Barrier(WaitForAllTasks::14242593598648495677"
+    "::0) has passed with status: OK",
+    "I0000 00:00:1795569732.221079    9621 generator_dataset_op.cc:213] Memory patch applied: M_TRIM_THRESHOLD=128 kb "
+    "was set.",
+    "W0000 00:00:1795569732.230344    9621 dataset.cc:997] Input of GeneratorDatasetOp::Dataset will not be optimized "
+    "because the dataset does not implement the AsGraphDefInternal() method needed to apply optimizations.",
 ]
 KEPT = [
     "hpc-train [worker 1]: stopped by SIGTERM after epoch 1 (step 62)",
@@ -36,6 +52,11 @@ KEPT = [
     "W0000 00:00:1795413875.015156    3548 cuda_platform.cc:52] something new about CUDA",
     "Traceback (most recent call last):",
     "",
+    # The coordination service when something is wrong: never hidden.
+    "E0000 00:00:1795569731.659248   11148 coordination_service.cc:1472] Barrier(WaitForAllTasks::1::0) has passed "
+    "with status: DEADLINE_EXCEEDED",
+    "I0000 00:00:1795569731.655698   11149 coordination_service.cc:505] /job:worker/replica:0/task:1 has disconnected",
+    "/job:worker/replica:0/task:1 is lost",
 ]
 
 
@@ -49,10 +70,11 @@ def test_anything_else_is_kept(line: str) -> None:
     assert not is_noise(line)
 
 
-def test_only_slurm_tasks_are_filtered_and_only_when_not_asked_to_show_and_not_too_late() -> None:
+def test_every_run_is_filtered_unless_asked_to_show_or_too_late() -> None:
     assert wanted({"SLURM_PROCID": "0"}, tensorflow_imported=False)
-    assert not wanted({}, tensorflow_imported=False)
+    assert wanted({}, tensorflow_imported=False)  # a plain hpc-train train too (issue 27, 9)
     assert not wanted({"SLURM_PROCID": "0", SHOW_VARIABLE: "1"}, tensorflow_imported=False)
+    assert not wanted({SHOW_VARIABLE: "1"}, tensorflow_imported=False)
     assert not wanted({"SLURM_PROCID": "0"}, tensorflow_imported=True)
 
 

@@ -149,3 +149,29 @@ def test_start_up_builds_each_dataset_once_and_trains_on_it(tmp_path: Path) -> N
     # train: one build counted and checked, one stream for the run's one stretch (there were three);
     # validation: one counted, one for fit, whatever the epochs.
     assert sorted(calls.read_text().split()) == ["train", "train", "validation", "validation"]
+
+
+def test_a_task_writes_to_its_own_folder_and_another_models_checkpoint_is_one_line(tmp_path: Path) -> None:
+    """(issue 27, 3) A task module wrote to runs/mnist; a model that met another's checkpoint died in a traceback."""
+    other = tmp_path / "wider.py"
+    other.write_text(Path(TASK).read_text().replace("Dense(32", "Dense(16"))
+
+    def train(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hpc_train", "train", "--set", "epochs=1", "--set",
+                               "steps_per_epoch=2", "--set", "batch_size=16", *args], cwd=tmp_path,
+                              env=without_slurm(), capture_output=True, text=True, timeout=300)
+
+    first = train("--task", TASK)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "runs" / "regression" / "metrics.json").is_file()  # named after the task, not runs/mnist
+    # A plain train outside Slurm shows no start-up noise either (issue 27, 9): the run's own lines only.
+    assert "cuInit" not in first.stderr and "cpu_feature_guard" not in first.stderr, first.stderr
+    assert not [line for line in first.stderr.splitlines() if line.startswith(("I0000", "W0000", "E0000"))]
+    mismatched = train("--task", str(other), "--output-dir", "runs/regression")
+    assert mismatched.returncode == 2 and "Traceback" not in mismatched.stderr, mismatched.stderr
+    [said] = [line for line in mismatched.stderr.splitlines() if line.startswith("hpc-train train:")]
+    assert said.startswith("hpc-train train: error: checkpoint runs/regression/checkpoints/ckpt-2 does not fit this "
+                           "model (Received incompatible tensor"), said
+    assert said.endswith("runs/regression holds another model's run; give this one another --output-dir, or "
+                         "delete runs/regression to start afresh")
+    assert "could not be found in the restored object" not in mismatched.stderr
