@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import shutil
+
     from hpc_train.errors import HpcTrainError
     from hpc_train.login import submission as submit
 
@@ -64,6 +67,10 @@ def run(args: argparse.Namespace) -> int:
 
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     if args.dry_run:
+        if spec.heterogeneous and shutil.which("sbatch"):  # refused as submit would refuse it, nothing queued
+            from hpc_train.login.preflight import check_request
+
+            check_request(spec, os.environ)
         print(submit.submission_script(spec, train, home=args.home, command=args.command), end="")
         return 0
     if args.local:

@@ -33,6 +33,9 @@ class JobRecord:
     sweep: str | None = None
     # On the sweep's own record: each element's values, by index.
     elements: list[dict] | None = None
+    # A heterogeneous job (parameter servers on CPU nodes): each component's partition, nodes, tasks, GPUs per
+    # node and roles, in order; None for a job of one component.
+    components: list[dict] | None = None
 
     def write(self) -> None:
         Path(self.folder).mkdir(parents=True, exist_ok=True)
@@ -120,8 +123,8 @@ def find_record(job_id: str | None, runs: Path = RUNS) -> JobRecord:
 
 
 def rank_log(record: JobRecord, rank: int, stream: str = "out") -> Path:
-    """A rank's log: submitit's JOBID_RANK_log.out (stdout) or .err (stderr); a sweep element's (a rendered
-    script's), logs/rank-RANK.out, stdout and stderr together."""
-    if record.is_element:  # the rendered script writes stdout and stderr into .out: there is never an .err
+    """A rank's log: submitit's JOBID_RANK_log.out (stdout) or .err (stderr); a sweep element's or a heterogeneous
+    job's (a rendered script's), logs/rank-RANK.out, stdout and stderr together."""
+    if record.is_element or record.components:  # the rendered script writes stdout and stderr into .out: there is never an .err
         return Path(record.folder) / "logs" / f"rank-{rank}.{stream}"
     return Path(record.folder) / f"{record.job_id}_{rank}_log.{stream}"
