@@ -107,3 +107,22 @@ def test_the_start_line_names_every_components_nodes_and_tasks() -> None:
 def test_a_heterogeneous_jobs_rank_logs_are_the_rendered_scripts() -> None:
     record = JobRecord("9", "x", "runs/x-9", 3, 6, "parameter_server", 0.0, components=[{"partition": "cpu"}])
     assert rank_log(record, 5) == Path("runs/x-9/logs/rank-5.out")
+
+
+def test_sacct_rows_of_a_heterogeneous_job_are_its_leaders() -> None:
+    from hpc_train.slurm.follow import parse_sacct_jobs
+
+    rows = "15+0|COMPLETED|0:0|00:00:38|node1\n15+1|FAILED|1:0|00:00:38|node[3-4]\n16|RUNNING|0:0|00:00:02|n2\n"
+    jobs = parse_sacct_jobs(rows)
+    assert set(jobs) == {"15", "16"} and (jobs["15"].state, jobs["15"].nodes) == ("COMPLETED", "node1")
+
+
+def test_status_shows_each_component() -> None:
+    from hpc_train.login.submission import components
+    from hpc_train.runs.views import component_lines
+
+    request = JobRequest.parameter_servers(WORKERS, "cpu", num_ps=2)
+    record = JobRecord("9", "x", "runs/x-9", 3, 7, "parameter_server", 0.0, components=components(request))
+    assert component_lines(record) == [
+        "  part 0:  cpu, 1 node(s), 3 task(s) (chief, ps), no GPU(s) per node",
+        "  part 1:  gpu, 2 node(s), 4 task(s) (worker), 2 GPU(s) per node"]
