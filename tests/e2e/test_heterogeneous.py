@@ -123,3 +123,21 @@ def test_what_the_cluster_cannot_give_is_refused_and_nothing_is_queued(env: dict
     assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1 and not result.stdout
     queued = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True).stdout
     assert not queued.strip() and not (tmp_path / "runs").exists()
+
+
+def test_the_shipped_heterogeneous_script_runs_under_plain_sbatch(env: dict[str, str], tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    small = ["--set", "epochs=1", "--set", "steps_per_epoch=4", "--set", "train_images=2048", "--set",
+             "validation_images=1024"]
+    script_env = {**env, "HPC_TRAIN_HOME": str(root), "HPC_TRAIN_DATA_DIR": str(shared_mnist())}
+    result = subprocess.run(["sbatch", "--parsable", str(root / "slurm" / "mnist_ps_het.sh"), *small],
+                            cwd=tmp_path, env=script_env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    job = result.stdout.strip().split(";")[0]
+    log = tmp_path / f"slurm-mnist-ps-het-{job}.out"
+    assert wait_for_end(job, env, lambda: log.read_text() if log.exists() else "") == ("COMPLETED", "0:0"), (
+        log.read_text()[-3000:])
+    text = log.read_text()
+    assert re.search(rf"^hpc-train: job {job} on hcpu1 \+ hgpu\[1-2\], 2\+4 tasks", text, re.M), text[-3000:]
+    assert re.search(r"^0: hpc-train bootstrap: rank 0 is chief 0 at hcpu1:\d+, GPUs: none$", text, re.M)
+    assert len(re.findall(r"is worker \d at hgpu[12]:\d+, GPUs: [01]$", text, re.M)) == 4, text[-3000:]
