@@ -27,6 +27,8 @@ KERAS_CHOICES = ("auto", "2", "3")  # what a user's command gets as tf.keras (--
 COMMAND_SIGNALS = ("USR1", "TERM")  # the signal the time-limit warning reaches a user's command as
 # A job's failed step is retried this many times by default (--max-retries, max_retries).
 DEFAULT_MAX_RETRIES = 3
+# A job stopped by its time-limit warning requeues itself at most this many times by default (max_requeues).
+DEFAULT_MAX_REQUEUES = 5
 BUILTIN_TASK = "hpc_train.tasks.mnist"
 # The settings only the built-in MNIST task reads; a user's task module has its own model and data.
 BUILTIN_TASK_SETTINGS = ("model", "data_dir", "train_images", "validation_images")
@@ -86,7 +88,7 @@ class TrainConfig:
     # at epoch ends.
     checkpoint_minutes: float | None = None
     # Times a job stopped by Slurm's warning signal requeues itself (scontrol requeue); 0: never.
-    max_requeues: int = 5
+    max_requeues: int = DEFAULT_MAX_REQUEUES
     # In a sweep: stop an element whose objective ranks in the worse half at epochs 1, 2, 4, 8, ...
     # (asynchronous successive halving); none: never.
     prune: Literal["none", "halving"] = "none"

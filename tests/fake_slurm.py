@@ -113,6 +113,13 @@ class FakeSlurm:
         for key, answer in (answers or {}).items():
             self.on(key, answer)
 
+    @classmethod
+    def at(cls, folder: Path) -> FakeSlurm:
+        """The fake made earlier in `folder` (its table and its calls so far), e.g. by a test's helper."""
+        fake = cls.__new__(cls)
+        fake.state, fake.functions = folder / "fake-slurm.json", {}
+        return fake
+
     def on(self, key: str, answer: Answer) -> FakeSlurm:
         """Answer command lines starting with `key` ("squeue", "scontrol show") so from now on."""
         with _locked(self.state) as state:
@@ -161,6 +168,13 @@ class FakeSlurm:
 
     def has(self, command: str, env: Mapping[str, str] | None) -> bool:
         return command in self.commands()
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+        """The call recorded, and its answer run as a process of its own (a step the caller waits for)."""
+        reply = answer(self.state, _call(argv, None, None), self.functions)
+        shell = reply.shell if reply.shell is not None else (
+            f"printf %s {_quoted(reply.stdout)}; printf %s {_quoted(reply.stderr)} >&2; exit {reply.code}")
+        return subprocess.Popen(["bash", "-c", shell, *argv], env=None if env is None else dict(env))
 
     # On PATH: executables that call back into the state file.
 
@@ -251,7 +265,7 @@ def waiting_srun(bin_dir: Path, record: Path, ready: Path) -> FakeSlurm:
     return fake
 
 
-def _quoted(path: Path) -> str:
+def _quoted(text: Path | str) -> str:
     import shlex
 
-    return shlex.quote(str(path))
+    return shlex.quote(str(text))

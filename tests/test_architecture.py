@@ -1,5 +1,6 @@
 """The layout's rules, checked on the source: no import cycles, no private names across modules, no import up
-the layers, and Slurm's commands run from one module, the Slurm client (hpc_train/slurm/client.py)."""
+the layers, Slurm's commands run by the Slurm client alone (hpc_train/slurm/client.py), metrics.json named by
+runs/metrics.py alone, and the first floor's limits (root modules, module sizes, names)."""
 
 from __future__ import annotations
 
@@ -190,3 +191,29 @@ def test_only_the_metrics_module_names_the_metrics_file(name: str) -> None:
     """metrics.json is written and read by hpc_train.runs.metrics alone: everything else asks it."""
     assert not names_of_the_metrics_file(MODULES[name].read_text())
 
+
+
+def test_the_package_root_holds_at_most_eight_modules() -> None:
+    assert len([path for path in PACKAGE.glob("*.py")]) <= 8
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_is_over_400_lines_and_the_trainer_not_over_300(name: str) -> None:
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= (300 if name == "hpc_train.training.trainer" else 400), f"{name}: {lines} lines"
+
+
+def test_no_file_name_stands_for_three_modules() -> None:
+    """A name says what a module holds: no three modules share one (their packages' __init__ aside)."""
+    names = [path.name for path in PACKAGE.rglob("*.py") if path.name != "__init__.py"]
+    assert not [name for name in set(names) if names.count(name) >= 3]
+
+
+def test_the_rank_side_never_imports_the_cli_and_training_knows_no_mnist() -> None:
+    graph = edges()
+    upward = [f"{name} imports {target}" for name, targets in graph.items()
+              if name.startswith(("hpc_train.training", "hpc_train.bootstrap", "hpc_train.tasks"))
+              for target in targets if target.startswith("hpc_train.cli")]
+    mnist = [f"{name} imports {target}" for name, targets in graph.items() if name.startswith("hpc_train.training")
+             for target in targets if target.startswith("hpc_train.tasks.mnist")]
+    assert not upward and not mnist

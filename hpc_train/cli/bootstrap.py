@@ -19,8 +19,10 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from hpc_train.config import DEFAULT_MAX_REQUEUES, JOB_STRATEGIES  # (yaml with it: only once parsing)
+
     parser.usage = "%(prog)s [options] (--print | --all | -- COMMAND [ARG ...])"
-    parser.add_argument("--strategy", choices=("multiworker", "parameter_server"), default="multiworker",
+    parser.add_argument("--strategy", choices=JOB_STRATEGIES, default="multiworker",
                         help="multiworker: all workers (default); parameter_server: chief, ps and workers")
     parser.add_argument("--num-ps", type=int, default=None, metavar="K",
                         help="parameter servers for --strategy parameter_server (default 1)")
@@ -33,18 +35,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--supervise", action="store_true",
                         help="run the command as a child instead of in this process: Slurm's warning reaches it as "
                              "SIGUSR1, and when it then exits 75 rank 0 requeues the job (see hpc-train submit --)")
-    parser.add_argument("--max-requeues", type=int, default=5, metavar="N",
-                        help="with --supervise: requeue the job at most N times (default 5)")
+    parser.add_argument("--max-requeues", type=int, default=DEFAULT_MAX_REQUEUES, metavar="N",
+                        help=f"with --supervise: requeue the job at most N times (default {DEFAULT_MAX_REQUEUES})")
     add_command_arguments(parser)
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a user's command (bootstrap, submit, render): its Keras and the signal its warning is."""
-    parser.add_argument("--keras", choices=("auto", "2", "3"), default="auto",
+    from hpc_train.config import COMMAND_SIGNALS, KERAS_CHOICES
+
+    parser.add_argument("--keras", choices=KERAS_CHOICES, default="auto",
                         help="what tf.keras is for the command: auto (default) tf-keras when it matches TensorFlow "
                              "(TF_USE_LEGACY_KERAS=1: Keras 3 cannot fit under these strategies), else Keras 3 with "
                              "a warning; 2: tf-keras or refuse; 3: Keras 3. A TF_USE_LEGACY_KERAS you set wins")
-    parser.add_argument("--command-signal", choices=("USR1", "TERM"), default="USR1",
+    parser.add_argument("--command-signal", choices=COMMAND_SIGNALS, default="USR1",
                         help="the signal Slurm's time-limit warning reaches the command as: USR1 (default), or TERM "
                              "for TensorFlow's PreemptionCheckpointHandler (it saves and exits 42, which requeues)")
 

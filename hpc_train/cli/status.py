@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from hpc_train.injob.epilogue import DEFAULT_MAX_RETRIES
+    from hpc_train.config import DEFAULT_MAX_RETRIES
     from hpc_train.runs import views
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.client import SlurmClient

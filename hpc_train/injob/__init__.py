@@ -1,8 +1,9 @@
 """What runs inside a Slurm job, around and beside its ranks.
 
-`prologue` and `epilogue` are what every batch script runs before its step and after a failed one (a retry, or
-the job's exit code); `failures` says why a step failed (pure) and `retry` whether and where to retry it;
-`requeue` asks Slurm to requeue a stopped job; `supervisor` runs a user's command as a rank, under the
-bootstrap; `entrypoints` is what each rank of a submitit-submitted job runs. Nothing here imports TensorFlow at
-import time.
+`body` is the job body every batch script hands the job to (`hpc-train job`): the start line, then `prologue`
+(how this attempt came about), the step, and after a failed one `epilogue` (a retry, or the job's exit code);
+`failures` says why a step failed (pure) and `retry` whether and where to retry it; `requeue` is the one rule for
+a run stopped by the time-limit warning; `supervisor` runs a user's command as a rank, under the bootstrap;
+`entrypoints` is the callable submitit pickles (the body runs the ranks instead). Nothing here imports TensorFlow
+at import time.
 """

@@ -49,6 +49,7 @@ from hpc_train.bootstrap.keras import KNOWN_FAILURES, KerasChoice, choose_keras,
 from hpc_train.bootstrap.layout import Layout
 from hpc_train.bootstrap.startup import PREFIX, gpu_driver_note, start_rank
 from hpc_train.errors import HpcTrainError
+from hpc_train.config import COMMAND_SIGNALS, DEFAULT_MAX_REQUEUES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
 from hpc_train.injob.requeue import requeue_stopped
@@ -59,8 +60,6 @@ REQUEUE_GRACE_SECONDS = 10.0
 WARNINGS = (signal.SIGUSR1, signal.SIGUSR2)
 # Slurm (and hpc-train launch) signal every process of a rank: these reach the command by themselves.
 REACHING_IT = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
-# How the warning reaches the command: --command-signal USR1 (the default) or TERM (PreemptionCheckpointHandler's).
-COMMAND_SIGNALS = ("USR1", "TERM")
 # A command's exits that ask to go on later, after the warning: saved, not finished.
 GO_ON_LATER = (EXIT_STOPPED, EXIT_TF_PREEMPTION)
 
@@ -72,7 +71,7 @@ class CommandJob:
     command: tuple[str, ...]
     strategy: str = "multiworker"
     num_ps: int = 1
-    max_requeues: int = 5
+    max_requeues: int = DEFAULT_MAX_REQUEUES
     keras: str = "auto"  # what tf.keras is: auto (tf-keras when it fits), 2 (tf-keras, or refuse), 3 (Keras 3)
     command_signal: str = "USR1"  # the signal the time-limit warning reaches the command as
 

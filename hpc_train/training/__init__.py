@@ -2,7 +2,8 @@
 
 It knows nothing of MNIST (that is hpc_train/tasks/mnist/, a task module like a
 user's). Modules without TensorFlow: `usertask` (loading and calling a task
-module), `cluster` (which rank am I), `rendezvous` (the start-up barrier),
+module, and checking what it returns), `rank` (which rank am I), `outcome` (how a run
+ends), `lines` (what a rank prints), `paths` (where a rank writes), `rendezvous` (the start-up barrier),
 `progress` (steps, epochs and the data position), `stopping` (signals),
 `stderr_filter` (the rank log's filter), `memory` and
 `threads`, `fit` (`hpc_train.fit`). With TensorFlow, through tf-keras (Keras 3

@@ -113,12 +113,7 @@ def check_model_fits(task: TaskModule, model: Any, dataset: tf.data.Dataset) -> 
 
 def epoch_steps(task: TaskModule, config: Any, pipelines: Pipelines, epochs: EpochDatasets | None = None) -> int:
     """Steps per epoch: `steps_per_epoch` if set, else the fewest batches any pipeline's epoch holds."""
-    if config.steps_per_epoch:
-        return config.steps_per_epoch
-    epochs = epochs or EpochDatasets(task, config, "train_dataset")
-    counts = [_batches(epochs, context) for context in pipelines.contexts()]
-    return _at_least_one(task, "train_dataset", pipelines.steps(_fewest(task, "train_dataset", counts,
-                                                                        "steps_per_epoch")))
+    return _steps(task, config, pipelines, "train_dataset", "steps_per_epoch", epochs)
 
 
 def validation_steps(task: TaskModule, config: Any, pipelines: Pipelines,
@@ -126,12 +121,17 @@ def validation_steps(task: TaskModule, config: Any, pipelines: Pipelines,
     """Validation steps per epoch (the same on every rank), or None when the task has no validation data."""
     if not task.has("validation_dataset"):
         return None
-    if config.validation_steps:
-        return config.validation_steps
-    epochs = epochs or EpochDatasets(task, config, "validation_dataset")
+    return _steps(task, config, pipelines, "validation_dataset", "validation_steps", epochs)
+
+
+def _steps(task: TaskModule, config: Any, pipelines: Pipelines, function: str, setting: str,
+           epochs: EpochDatasets | None) -> int:
+    """The setting's steps if set, else the fewest batches any pipeline's epoch of `function` holds."""
+    if getattr(config, setting):
+        return getattr(config, setting)
+    epochs = epochs or EpochDatasets(task, config, function)
     counts = [_batches(epochs, context) for context in pipelines.contexts()]
-    return _at_least_one(task, "validation_dataset", pipelines.steps(_fewest(task, "validation_dataset", counts,
-                                                                             "validation_steps")))
+    return _at_least_one(task, function, pipelines.steps(_fewest(task, function, counts, setting)))
 
 
 def training_fn(task: TaskModule, config: Any, batches_done: int) -> DatasetFn:

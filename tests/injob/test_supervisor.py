@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from hpc_train.injob.supervisor import CommandJob, exit_code, supervised_argumen
 from hpc_train.login.script import render_script
 from hpc_train.login.request import JobSpec
 from hpc_train.config import TrainConfig
-from tests.fake_slurm import without_slurm
+from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 
 HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", "semi;colon && touch PWNED"]
 # Waits for SIGUSR1 or SIGTERM, notes which in $NOTE.<rank>, and exits 75 (saved, go on later) or 143.
@@ -56,19 +55,21 @@ time.sleep(60)
 
 def launch(tmp_path: Path, *command: str, tasks: int = 2, command_signal: str = "USR1", keras: str = "auto",
            **env: str) -> subprocess.Popen[str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    scontrol = bin_dir / "scontrol"  # records a requeue instead of asking a controller
-    scontrol.write_text(f'#!/bin/bash\necho "$@" >> "{tmp_path / "scontrol.calls"}"\n')
-    scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
+    # scontrol takes a requeue instead of asking a controller (scontrol_lines reads what it was asked).
+    path = FakeSlurm(tmp_path / "fake", {"scontrol": ""}).install(tmp_path / "bin")["PATH"]
     # (This process may have set TF_USE_LEGACY_KERAS itself, importing hpc-train's trainer: not the user's choice.)
     inherited = {name: value for name, value in without_slurm().items() if name != "TF_USE_LEGACY_KERAS"}
-    environment = {**inherited, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
+    environment = {**inherited, "PATH": path, **env}
     arguments = supervised_arguments(CommandJob(tuple(command), max_requeues=2, command_signal=command_signal,
                                                 keras=keras))
     return subprocess.Popen([sys.executable, "-m", "hpc_train", "launch", "--nodes", str(tasks), "--",
                              sys.executable, "-m", "hpc_train", *arguments], env=environment, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def scontrol_lines(tmp_path: Path) -> list[str]:
+    """What the command's ranks asked scontrol (launch's fake)."""
+    return FakeSlurm.at(tmp_path / "fake").lines("scontrol")
 
 
 def wait_for(*paths: Path, timeout: float = 60) -> None:
@@ -97,8 +98,8 @@ def test_a_warning_reaches_the_command_as_usr1_and_exit_75_requeues_the_job_once
     out, err = job.communicate(timeout=60)
     assert job.returncode == 75, err
     assert Path(f"{note}.0").read_text() == Path(f"{note}.1").read_text() == "SIGUSR1"
-    [call] = (tmp_path / "scontrol.calls").read_text().splitlines()  # rank 0 alone asks
-    assert call.startswith("requeue ") and "requeued job" in err and "(requeue 1 of at most 2)" in err
+    [call] = scontrol_lines(tmp_path)  # rank 0 alone asks
+    assert call.startswith("scontrol requeue ") and "requeued job" in err and "(requeue 1 of at most 2)" in err
 
 
 @pytest.mark.parametrize("warning", [signal.SIGUSR1, signal.SIGUSR2])
@@ -110,8 +111,8 @@ def test_with_command_signal_term_the_warning_is_a_sigterm_and_exit_42_requeues(
     out, err = job.communicate(timeout=60)
     assert job.returncode == 42, err
     assert Path(f"{note}.0").read_text() == Path(f"{note}.1").read_text() == "SIGTERM"
-    [call] = (tmp_path / "scontrol.calls").read_text().splitlines()
-    assert call.startswith("requeue ") and "the command stopped to go on later (exit 42); requeued job" in err
+    [call] = scontrol_lines(tmp_path)
+    assert call.startswith("scontrol requeue ") and "the command stopped to go on later (exit 42); requeued job" in err
 
 
 def test_sigterm_reaches_the_command_as_it_is_and_nothing_is_requeued(tmp_path: Path) -> None:
@@ -121,7 +122,7 @@ def test_sigterm_reaches_the_command_as_it_is_and_nothing_is_requeued(tmp_path: 
     job.send_signal(signal.SIGTERM)
     job.communicate(timeout=60)
     assert Path(f"{note}.0").read_text() == "SIGTERM"
-    assert not (tmp_path / "scontrol.calls").exists()
+    assert scontrol_lines(tmp_path) == []
 
 
 @pytest.mark.parametrize("command, expected", [(("sh", "-c", "exit 3"), 3), (("sh", "-c", "kill -9 $$"), 137)])
@@ -162,12 +163,10 @@ def test_exit_codes_and_the_arguments_that_run_a_command() -> None:
 
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_a_rendered_command_reaches_the_tasks_word_for_word_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    srun = bin_dir / "srun"  # runs its command once, as rank 0 of a one-task step
-    srun.write_text('#!/bin/bash\nwhile [[ "$1" == --* ]]; do shift; done\n'
-                    'SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=1 SLURM_PROCID=0 exec "$@"\n')
-    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    bin_dir = tmp_path / "bin"  # an srun that runs its command once, as rank 0 of a one-task step
+    FakeSlurm(tmp_path / "fake", {"srun": Reply(shell='while [[ "$1" == --* ]]; do shift; done\n'
+                                                     'SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=1 '
+                                                     'SLURM_PROCID=0 exec "$@"\n')}).install(bin_dir)
     venv_bin = Path(sys.executable).parent  # the hpc-train the job's environment has
     words = [sys.executable, "-c", "import json, os, sys; json.dump([sys.argv[1:], os.environ['HPC_TRAIN_RUN_DIR']],"
              " open('seen.json', 'w'))", hostile, "$HOME"]

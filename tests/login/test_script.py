@@ -16,7 +16,7 @@ import yaml
 from hpc_train.config import TrainConfig
 from hpc_train.login.script import render_script
 from hpc_train.login.request import JobSpec
-from tests.fake_slurm import waiting_srun
+from tests.fake_slurm import FakeSlurm, Reply, waiting_srun
 
 GOLDEN = Path(__file__).with_name("golden")
 HOME = "/opt/hpc-train"
@@ -47,22 +47,22 @@ def fake_hpc_train(bin_dir: Path, body: str) -> None:
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
 
 
-def mock_srun(bin_dir: Path) -> None:
-    """An srun that runs its command once, as rank 0, and records the arguments it got."""
-    bin_dir.mkdir()
-    srun = bin_dir / "srun"
-    srun.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$SRUN_ARGS"\n'
-                    'while [[ "$1" == --* ]]; do shift; done\nexec "$@"\n')
-    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+def mock_srun(bin_dir: Path) -> FakeSlurm:
+    """An srun that runs its command once, as rank 0 (its arguments recorded by the fake), and an apptainer that
+    records its arguments and runs the command."""
+    fake = FakeSlurm(bin_dir / ".fake-slurm", {"srun": Reply(shell='while [[ "$1" == --* ]]; do shift; done\n'
+                                                                  'exec "$@"\n')})
+    fake.install(bin_dir)
     apptainer = bin_dir / "apptainer"  # `apptainer exec --nv IMAGE CMD...`: record, then run CMD
     apptainer.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$APPTAINER_ARGS"\nshift 3\nexec "$@"\n')
     apptainer.chmod(apptainer.stat().st_mode | stat.S_IEXEC)
     fake_hpc_train(bin_dir, 'printf "%s\\n" "$@" > "$TRAIN_ARGS"\n')  # the trainer: record what it was asked
+    return fake
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
-    mock_srun(tmp_path / "bin")
+    fake = mock_srun(tmp_path / "bin")
     spec = JobSpec(nodes=2, name=hostile.replace("/", ""), partition=hostile, account=hostile,
                    container=f"/images/{hostile}.sif")
     train = TrainConfig(data_dir=f"/data/{hostile}", output_dir=hostile)
@@ -71,7 +71,7 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
-           "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": "n[1-2]", "SRUN_ARGS": str(tmp_path / "srun.args"),
+           "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": "n[1-2]",
            "APPTAINER_ARGS": str(tmp_path / "apptainer.args"), "TRAIN_ARGS": str(tmp_path / "train.args")}
     result = subprocess.run(["bash", str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -79,7 +79,8 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
     run_dir = work / "runs" / f"{spec.name}-7"
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["data_dir"] == f"/data/{hostile}"
     assert (tmp_path / "apptainer.args").read_text().splitlines()[:3] == ["exec", "--nv", f"/images/{hostile}.sif"]
-    assert (tmp_path / "srun.args").read_text().splitlines()[:3] == [
+    [srun] = fake.calls("srun")
+    assert srun.args[:3] == [
         "--kill-on-bad-exit=1", "--open-mode=append", f"--output=runs/{spec.name}-7/logs/rank-%t.out"]
     train_args = (tmp_path / "train.args").read_text().splitlines()
     assert train_args == ["train", "--config", f"runs/{spec.name}-7/config.yaml", "--output-dir",
@@ -159,8 +160,7 @@ def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(
     work.mkdir()
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "12",
            "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_NAME": "sw",
-           "SLURM_JOB_NODELIST": "n[1-2]", "SRUN_ARGS": str(tmp_path / "srun.args"),
-           "TRAIN_ARGS": str(tmp_path / "train.args")}
+           "SLURM_JOB_NODELIST": "n[1-2]", "TRAIN_ARGS": str(tmp_path / "train.args")}
     result = subprocess.run(["bash", str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert not list(tmp_path.rglob("PWNED"))
