@@ -141,3 +141,26 @@ def test_the_shipped_heterogeneous_script_runs_under_plain_sbatch(env: dict[str,
     assert re.search(rf"^hpc-train: job {job} on hcpu1 \+ hgpu\[1-2\], 2\+4 tasks", text, re.M), text[-3000:]
     assert re.search(r"^0: hpc-train bootstrap: rank 0 is chief 0 at hcpu1:\d+, GPUs: none$", text, re.M)
     assert len(re.findall(r"is worker \d at hgpu[12]:\d+, GPUs: [01]$", text, re.M)) == 4, text[-3000:]
+
+
+# Rank 2 (the first worker) killed by a signal on the job's first run, as a crash would; every rank done after.
+WORKER_ONCE_KILLED = ("import os; os.environ['SLURM_PROCID'] == '2' and os.environ.get('SLURM_RESTART_COUNT', '0') "
+                      "== '0' and os.kill(os.getpid(), 9); print('done', os.environ['SLURMD_NODENAME'])")
+
+
+def test_a_worker_killed_is_retried_with_its_node_excluded_in_the_workers_component(env: dict[str, str],
+                                                                                  tmp_path: Path) -> None:
+    args = [*HET, "--nodes", "1", "--name", "crashy", "--", sys.executable, "-c", WORKER_ONCE_KILLED]
+    job = submitted(hpc_train(tmp_path, env, "submit", *args))
+    log = tmp_path / f"slurm-crashy-{job}.out"
+    assert wait_for_end(job, env, lambda: log.read_text() if log.exists() else "") == ("COMPLETED", "0:0"), (
+        log.read_text()[-3000:])
+    said = log.read_text()
+    blamed = re.search(r"attempt 2 of 4: retried after (hgpu\d) task \d was killed; \1 excluded", said)
+    assert blamed, said[-3000:]
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True,
+                           text=True).stdout.splitlines()
+    excluded = [re.search(r"ExcNodeList=(\S+)", line).group(1) for line in shown]
+    assert excluded == ["(null)", blamed.group(1)], shown
+    second = (tmp_path / "runs" / f"crashy-{job}" / "logs" / "rank-2.out").read_text().splitlines()[-1]
+    assert second.startswith("done hgpu") and blamed.group(1) not in second, second

@@ -126,3 +126,13 @@ def test_status_shows_each_component() -> None:
     assert component_lines(record) == [
         "  part 0:  cpu, 1 node(s), 3 task(s) (chief, ps), no GPU(s) per node",
         "  part 1:  gpu, 2 node(s), 4 task(s) (worker), 2 GPU(s) per node"]
+
+
+def test_a_node_to_blame_is_excluded_in_the_component_that_ran_on_it() -> None:
+    from hpc_train.injob.epilogue import expand_nodes
+    from hpc_train.injob.retry import component_exclusions
+
+    parts = [{"JobId": "15", "NodeList": "c1", "ExcNodeList": "(null)"},
+             {"JobId": "16", "NodeList": "g[1-2]", "ExcNodeList": "g9"}]
+    assert component_exclusions(("g1", "g9"), parts, expand_nodes) == [("15", ()), ("16", ("g1", "g9"))]
+    assert component_exclusions(("c1",), parts, expand_nodes) == [("15", ("c1",)), ("16", ())]
