@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,3 +165,21 @@ def test_a_worker_killed_is_retried_with_its_node_excluded_in_the_workers_compon
     assert excluded == ["(null)", blamed.group(1)], shown
     second = (tmp_path / "runs" / f"crashy-{job}" / "logs" / "rank-2.out").read_text().splitlines()[-1]
     assert second.startswith("done hgpu") and blamed.group(1) not in second, second
+
+
+def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_path: Path) -> None:
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "1", "--name", "long", "--", "sh", "-c",
+                              'echo "rank $SLURM_PROCID on $SLURMD_NODENAME"; sleep 120'))
+    last = tmp_path / "runs" / f"long-{job}" / "logs" / "rank-3.out"
+    deadline = time.monotonic() + 60
+    while "rank 3 on hgpu" not in (last.read_text() if last.exists() else ""):
+        assert time.monotonic() < deadline, "the workers did not start within 60 s"
+        time.sleep(0.5)
+    assert re.search(r"rank 3 on hgpu\d", hpc_train(tmp_path, env, "logs", job, "--rank", "3").stdout)
+    assert re.search(r"rank 0 on hcpu\d", hpc_train(tmp_path, env, "logs", job, "--rank", "0").stdout)
+    hpc_train(tmp_path, env, "cancel", job)
+    assert wait_for_end(job, env, lambda: "")[0] == "CANCELLED"
+    time.sleep(2)  # slurmdbd takes the components' ends a moment after
+    states = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State"], env=env,
+                            capture_output=True, text=True).stdout.splitlines()
+    assert [state.split("|")[1].split()[0] for state in states] == ["CANCELLED", "CANCELLED"], states
