@@ -183,3 +183,24 @@ def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_
     states = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State"], env=env,
                             capture_output=True, text=True).stdout.splitlines()
     assert [state.split("|")[1].split()[0] for state in states] == ["CANCELLED", "CANCELLED"], states
+
+
+def test_a_warned_heterogeneous_job_checkpoints_requeues_itself_and_resumes(env: dict[str, str],
+                                                                            tmp_path: Path) -> None:
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "1", "--name", "warned", "--set", "epochs=4",
+                              "--set", "steps_per_epoch=8", "--set", "train_images=2048", "--set",
+                              "validation_images=1024", "--set", f"data_dir={shared_mnist()}"))
+    chief = tmp_path / "runs" / f"warned-{job}" / "logs" / "rank-0.out"
+    log = tmp_path / f"slurm-warned-{job}.out"
+    deadline = time.monotonic() + 120
+    while "epoch 1/4" not in (chief.read_text() if chief.exists() else ""):
+        assert time.monotonic() < deadline, log.read_text()[-3000:] if log.exists() else "no job log"
+        time.sleep(0.5)
+    # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on to the step.
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
+    assert wait_for_end(job, env, lambda: log.read_text()) == ("COMPLETED", "0:0"), log.read_text()[-3000:]
+    said = log.read_text() + chief.read_text()
+    assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it resumes from there", said), said[-3000:]
+    assert re.search(rf"^hpc-train: job {job} \(restart 1\) on hcpu\d \+ hgpu\d, 2\+2 tasks", said, re.M)
+    metrics = json.loads((tmp_path / "runs" / f"warned-{job}" / "metrics.json").read_text())
+    assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2, 3, 4]
