@@ -84,7 +84,8 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
     config = job_config(spec, train)
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
                                       "output": "slurm-%x-%A_%a.out"}
-    lines = directive_lines(spec, array)
+    # A held job (submit --hold) starts after scontrol release; render's scripts are for people, who hold by hand.
+    lines = directive_lines(spec, {**array, **({"hold": True} if spec.hold and spec.heterogeneous else {})})
     launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
     from hpc_train.resources import resource
 

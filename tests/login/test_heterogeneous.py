@@ -136,3 +136,10 @@ def test_a_node_to_blame_is_excluded_in_the_component_that_ran_on_it() -> None:
              {"JobId": "16", "NodeList": "g[1-2]", "ExcNodeList": "g9"}]
     assert component_exclusions(("g1", "g9"), parts, expand_nodes) == [("15", ()), ("16", ("g1", "g9"))]
     assert component_exclusions(("c1",), parts, expand_nodes) == [("15", ("c1",)), ("16", ())]
+
+
+def test_a_held_heterogeneous_job_is_submitted_held() -> None:
+    held = JobRequest.parameter_servers(WORKERS, "cpu", hold=True)
+    script = render_script(held, TrainConfig(), "/opt/hpc").splitlines()
+    assert script.index("#SBATCH --hold") < script.index("#SBATCH hetjob")
+    assert "#SBATCH --hold" not in render_script(JobRequest.parameter_servers(WORKERS, "cpu"), TrainConfig(), "/x")
