@@ -15,9 +15,10 @@ from functools import cached_property
 from typing import NamedTuple
 
 from hpc_train.bootstrap.devices import Devices, assign_devices
-from hpc_train.bootstrap.placement import place_tasks
+from hpc_train.bootstrap.hetstep import component_of_node
+from hpc_train.bootstrap.placement import place_components
 from hpc_train.bootstrap.ports import HIGHEST_PORT, assign_ports
-from hpc_train.bootstrap.roles import ROLE_ORDER, Strategy, assign_roles, uses_gpus
+from hpc_train.bootstrap.roles import ROLE_ORDER, Strategy, Roles, assign_component_roles, assign_roles, uses_gpus
 from hpc_train.bootstrap.slurm_env import SlurmStep, read_slurm_step
 from hpc_train.errors import HpcTrainError, SlurmEnvError
 
@@ -75,6 +76,12 @@ class Layout:
     devices: tuple[Devices, ...]
     port_rule: str
     notes: tuple[str, ...] = field(default=())
+    # The heterogeneous job component of every rank (all 0 in a plain step); () when not computed.
+    components: tuple[int, ...] = field(default=())
+
+    @property
+    def heterogeneous(self) -> bool:
+        return any(self.components)
 
     def rank_at(self, rank: int) -> Rank:
         return Rank(rank, self.roles[rank], self.indexes[rank], self.hosts[rank], self.ports[rank],
@@ -109,18 +116,33 @@ class Layout:
 def compute_layout(env: Mapping[str, str], options: BootstrapOptions = BootstrapOptions()) -> Layout:
     """Compute the whole step's layout from one rank's environment."""
     step = read_slurm_step(env)
-    node_of_rank, local_of_rank = place_tasks(step.tasks_per_node, step.distribution)
+    node_of_rank, local_of_rank = place_components(step.tasks_per_node, step.distribution, step.component_nodes)
     _check_own_place(step, node_of_rank[step.rank], local_of_rank[step.rank])
-    roles = assign_roles(step.num_tasks, options.strategy, options.num_ps)
+    roles, role_notes = _roles(step, options)
     ports = assign_ports(local_of_rank, job_id=step.job_id, reserved=step.reserved_ports,
                          port_base=options.port_base)
     computing = {role: uses_gpus(role, options.strategy) for role in ROLE_ORDER}
     devices, device_notes = assign_devices(step.nodes, node_of_rank, [computing[role] for role in roles.types],
                                            step.gpus)
     hosts = tuple(step.nodes[node] for node in node_of_rank)
-    notes = ((step.note,) if step.note else ()) + device_notes
+    notes = ((step.note,) if step.note else ()) + role_notes + device_notes
+    component_of = component_of_node(step.component_nodes, len(step.nodes))
     return Layout(options.strategy, step.rank, roles.types, roles.indexes, hosts, ports.ports,
-                  node_of_rank, local_of_rank, devices, ports.rule, notes)
+                  node_of_rank, local_of_rank, devices, ports.rule, notes,
+                  tuple(component_of[node] for node in node_of_rank))
+
+
+def _roles(step: SlurmStep, options: BootstrapOptions) -> tuple[Roles, tuple[str, ...]]:
+    """Roles by rank in a plain step, by component in a heterogeneous one (saying so when --num-ps differs)."""
+    if not step.component_nodes:
+        return assign_roles(step.num_tasks, options.strategy, options.num_ps), ()
+    per_component = step.tasks_per_component
+    roles = assign_component_roles(per_component, options.strategy)
+    num_ps = per_component[0] - 1
+    if options.strategy is Strategy.PARAMETER_SERVER and num_ps != options.num_ps:
+        return roles, (f"heterogeneous step: component 0 runs the chief and {num_ps} ps (--num-ps "
+                       f"{options.num_ps} does not apply)",)
+    return roles, ()
 
 
 def _check_own_place(step: SlurmStep, node: int, local: int) -> None:

@@ -43,6 +43,27 @@ def place_tasks(tasks_per_node: Sequence[int],
     return _place_cyclic(tasks_per_node)
 
 
+def place_components(tasks_per_node: Sequence[int], distribution: Distribution,
+                     component_nodes: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`place_tasks` for a heterogeneous step: each component's ranks on its own nodes, component 0's first.
+
+    Slurm applies the distribution inside each component (a cyclic step goes round component 0's nodes, then
+    component 1's), so placing across the union would put ranks on the wrong component. `component_nodes`:
+    how many of the step's nodes each component holds, in order; empty for a plain step.
+    """
+    if not component_nodes:
+        return place_tasks(tasks_per_node, distribution)
+    nodes: list[int] = []
+    local: list[int] = []
+    first = 0
+    for count in component_nodes:
+        inner_nodes, inner_local = place_tasks(tasks_per_node[first:first + count], distribution)
+        nodes.extend(first + node for node in inner_nodes)
+        local.extend(inner_local)
+        first += count
+    return tuple(nodes), tuple(local)
+
+
 def _place_block(tasks_per_node: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     # Consecutive ranks fill one node before the next.
     nodes: list[int] = []

@@ -60,6 +60,22 @@ def assign_roles(num_tasks: int, strategy: Strategy, num_ps: int) -> Roles:
                  (0,) + tuple(range(num_ps)) + tuple(range(num_workers)))
 
 
+def assign_component_roles(tasks_per_component: tuple[int, ...], strategy: Strategy) -> Roles:
+    """The roles of a heterogeneous step's ranks: the components decide, not --num-ps.
+
+    parameter_server: component 0 holds the chief (its first rank) and the ps (the rest), every later component
+    workers; multiworker: every rank a worker, as in a plain step.
+    """
+    num_tasks = sum(tasks_per_component)
+    if strategy is Strategy.MULTIWORKER:
+        return assign_roles(num_tasks, strategy, 1)
+    first = tasks_per_component[0]
+    if first < 2:
+        raise HpcTrainError(f"component 0 of the heterogeneous step runs {first} task(s) but holds the chief and "
+                            "the ps: give it 1 + K tasks for K ps (e.g. #SBATCH --ntasks=2 in its block)")
+    return assign_roles(num_tasks, strategy, first - 1)
+
+
 def uses_gpus(role: str, strategy: Strategy) -> bool:
     """Whether tasks of this role compute and so get a share of the node's GPUs."""
     return role == WORKER or strategy is Strategy.MULTIWORKER

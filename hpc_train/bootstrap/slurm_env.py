@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from hpc_train.bootstrap.devices import NodeGpus
+from hpc_train.bootstrap.hetstep import component_node_counts
 from hpc_train.bootstrap.nodelist import expand_nodelist, expand_port_list, expand_tasks_per_node, optional_count
 from hpc_train.bootstrap.placement import Distribution, parse_distribution
 from hpc_train.errors import SlurmEnvError
@@ -49,10 +50,21 @@ class SlurmStep:
     local_id: int | None = None
     node_name: str | None = None
     note: str | None = None
+    # A heterogeneous step: how many of `nodes` each component holds, in order (hetstep.py); () for a plain one.
+    component_nodes: tuple[int, ...] = ()
 
     @property
     def num_tasks(self) -> int:
         return sum(self.tasks_per_node)
+
+    @property
+    def tasks_per_component(self) -> tuple[int, ...]:
+        """Each component's task count, in order; (num_tasks,) for a plain step."""
+        counts, first = [], 0
+        for size in self.component_nodes or (len(self.nodes),):
+            counts.append(sum(self.tasks_per_node[first:first + size]))
+            first += size
+        return tuple(counts)
 
 
 def read_slurm_step(env: Mapping[str, str]) -> SlurmStep:
@@ -75,6 +87,7 @@ def read_slurm_step(env: Mapping[str, str]) -> SlurmStep:
         local_id=optional_count(env, "SLURM_LOCALID"),
         node_name=env.get("SLURMD_NODENAME"),
         note=note,
+        component_nodes=component_node_counts(env, nodes) if source is STEP else (),
     )
 
 

@@ -1,7 +1,7 @@
 """A real Slurm cluster on this machine, for tests and the demo (needs root).
 
     hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR] [--gpus-per-node G] [--separate-hosts]
-                         [--accounting]
+                         [--accounting] [--partition NAME:NODES[:GPUS] ...]
     export SLURM_CONF=/tmp/hpc-train-slurm/slurm.conf     # as `up` prints
     sbatch slurm/mnist_2node.sh
     hpc-train cluster status
@@ -10,6 +10,9 @@
 `up` installs slurm-wlm and munge with apt-get when they are missing, and is
 idempotent; `down` stops only what `up` started. State, logs and slurm.conf
 live in DIR (default /tmp/hpc-train-slurm); a system Slurm is left alone.
+With --partition (repeatable) the cluster has those partitions instead of one `debug` over --nodes: the first
+is the default, the nodes are their union, and a partition's GPUS (default --gpus-per-node) is what each of its
+nodes declares, e.g. `--partition cpu:node[1-2]:0 --partition gpu:node[3-4]:2` for heterogeneous jobs.
 With --accounting, `up` also starts slurmdbd and a MariaDB of the cluster's own
 (data in DIR/mariadb, on 127.0.0.1 only; slurmdbd and mariadb-server installed
 when missing), so that sacct answers; `down` stops them too.
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 
+from hpc_train.errors import HpcTrainError
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="up: start (installing if needed); down: stop; status: show; env: print SLURM_CONF")
     parser.add_argument("--dir", default=None, metavar="DIR", help="state, logs and slurm.conf (default "
                                                                     "/tmp/hpc-train-slurm)")
-    parser.add_argument("--nodes", default="node[1-4]", metavar="LIST", help="node names, a Slurm node list")
+    parser.add_argument("--nodes", default=None, metavar="LIST", help="node names, a Slurm node list "
+                                                                      "(default node[1-4])")
+    parser.add_argument("--partition", action="append", default=[], metavar="NAME:NODES[:GPUS]",
+                        help="a partition of these nodes, each declaring GPUS GPUs (default --gpus-per-node); "
+                             "repeatable, the first the default partition, the nodes their union (instead of "
+                             "--nodes)")
     parser.add_argument("--cpus", type=int, default=None, metavar="N", help="CPUs per node (default max(4, cores))")
     parser.add_argument("--port", type=int, default=None, metavar="PORT",
                         help="slurmctld's port; the nodes take the next ones (default 6917)")
@@ -48,8 +58,11 @@ def run(args: argparse.Namespace) -> int:
     settings = {key: value for key, value in (("directory", args.dir), ("cpus", args.cpus),
                                               ("controller_port", args.port),
                                               ("gpus_per_node", args.gpus_per_node)) if value is not None}
-    cluster = LocalCluster(nodes=args.nodes, separate_hosts=args.separate_hosts, accounting=args.accounting,
-                           **settings)
+    if args.partition and args.nodes is not None:
+        raise HpcTrainError("--nodes with --partition: the nodes are the partitions' union; give them in "
+                            "--partition NAME:NODES[:GPUS] only")
+    cluster = LocalCluster(nodes=args.nodes or "node[1-4]", separate_hosts=args.separate_hosts,
+                           accounting=args.accounting, partitions=tuple(args.partition), **settings)
     if args.action == "up":
         control.up(cluster)
     elif args.action == "down":

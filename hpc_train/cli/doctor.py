@@ -1,6 +1,6 @@
 """Check a cluster before you wait in its queue: Slurm, accounting, GPUs, and a tiny 2-node step.
 
-    hpc-train doctor [--partition P] [--data-dir DIR] [--nodes 2]
+    hpc-train doctor [--partition P] [--data-dir DIR] [--nodes 2] [--ps-partition CPU_PARTITION]
 
 One line per check, with the fix when it fails; exit 0 only when all pass.
 The step (one task per node) imports TensorFlow on each node and compares its
@@ -16,6 +16,9 @@ import argparse
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", "-p", default=None, help="the partition to check (default: the default one)")
     parser.add_argument("--data-dir", default=None, metavar="DIR", help="a data folder the nodes must read")
+    parser.add_argument("--ps-partition", default=None, metavar="P",
+                        help="also check the partition a parameter-server job's chief and ps go to (submit "
+                             "--ps-partition: one heterogeneous job)")
     parser.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes in the test step (default 2)")
     parser.add_argument("--wait", type=int, default=120, metavar="S",
                         help="seconds the test step may wait for nodes (srun --immediate; default 120)")
@@ -25,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     from importlib import metadata
 
-    from hpc_train.doctor.checks import Check, accounting, run_step, slurm_partition, step_checks
+    from hpc_train.doctor.checks import Check, accounting, ps_partition, run_step, slurm_partition, step_checks
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
 
@@ -39,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
               accounting(slurm),
               Check("gpus", True, f"{max(partition.node_gpus, default=0)} per node (GRES)" if any(partition.node_gpus)
                     else "none declared (CPU nodes)")]
+    if args.ps_partition is not None:
+        checks.append(ps_partition(slurm, args.ps_partition, slurm.config_value("AccountingStorageTRES")))
     for check in checks:
         print(check.line(), flush=True)
     print(f"...   step: {nodes} task(s), one per node, on {partition.name} (waits up to {args.wait} s for nodes)",

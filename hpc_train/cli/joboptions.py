@@ -22,6 +22,11 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         "folder's name, as hpc-train init names the starter's job)")
     for option in ("partition", "account", "qos", "time", "mem", "constraint", "gres"):
         parser.add_argument(f"--{option}", default=None, help=f"sbatch --{option}")
+    parser.add_argument("--ps-partition", default=None, metavar="NAME",
+                        help="parameter_server: the chief and the ps on this (CPU) partition, no GPU, the workers on "
+                             "--partition with their GPUs: one heterogeneous job")
+    parser.add_argument("--ps-nodes", type=int, default=None, metavar="M",
+                        help="with --ps-partition: the nodes the chief and ps share (default 1)")
     parser.add_argument("--cpus-per-task", type=int, default=None, metavar="C")
     parser.add_argument("--exclusive", action="store_true")
     parser.add_argument("--container", default=None, metavar="IMAGE.sif", help="run tasks in apptainer exec --nv")
@@ -59,18 +64,15 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
     from hpc_train.config import data_dir_default, load_config
-    from hpc_train.login.request import JobRequest, project_name
-
-    spec = JobRequest.one_group(
-        nodes=args.nodes, gpus_per_node=args.gpus_per_node, one_task_per_node=args.one_task_per_node,
-        cpu_tasks_per_node=args.ntasks_per_node, partition=args.partition, constraint=args.constraint, mem=args.mem,
-        cpus_per_task=args.cpus_per_task, exclusive=args.exclusive, gres=args.gres,
-        strategy=args.strategy, num_ps=args.num_ps,
-        name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account, qos=args.qos,
-        time=args.time, container=args.container, hold=getattr(args, "hold", False),
-        signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
-        retry_exit_codes=exit_codes(args.retry_exit_codes))
     from hpc_train.errors import HpcTrainError
+    from hpc_train.login.request import Group, project_name
+
+    group = Group(args.nodes, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
+                  args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres)
+    job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account, qos=args.qos, time=args.time, container=args.container,
+                    hold=getattr(args, "hold", False), signal_seconds=args.signal_seconds, keras=args.keras,
+                    command_signal=args.command_signal, retry_exit_codes=exit_codes(args.retry_exit_codes))
+    spec = parameter_servers_request(args, group, job_wide)
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
         raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
@@ -85,6 +87,26 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home
+
+
+def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict):  # -> JobRequest
+    """The job of one group; with --ps-partition, the heterogeneous one (chief and ps on that partition, `group`
+    the workers). One line for what does not fit."""
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.login.request import JobRequest
+
+    if args.ps_partition is None:
+        if args.ps_nodes is not None:
+            raise HpcTrainError("--ps-nodes applies with --ps-partition (the chief and ps on CPU nodes); add it")
+        return JobRequest((group,), strategy=args.strategy, num_ps=args.num_ps, **job_wide)
+    if args.strategy != "parameter_server":
+        raise HpcTrainError("--ps-partition applies to --strategy parameter_server (the chief and ps on CPU nodes); "
+                            "add it, or drop --ps-partition for multiworker")
+    if getattr(args, "local", False):
+        raise HpcTrainError("--ps-partition with --local: a heterogeneous job runs under Slurm; drop --local "
+                            "(hpc-train cluster up --partition cpu:node[1-2]:0 --partition gpu:node[3-4]:2 gives one)")
+    return JobRequest.parameter_servers(group, args.ps_partition, 1 if args.ps_nodes is None else args.ps_nodes,
+                                        args.num_ps, **job_wide)
 
 
 def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
@@ -102,6 +124,9 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
             raise HpcTrainError(f"{'--max-parallel' if args.max_parallel is not None else '--prune'} applies to a "
                                 "sweep: add --sweep KEY=V1,V2,...")
         return None
+    if args.ps_partition is not None:
+        raise HpcTrainError("--ps-partition with a sweep: Slurm has no job arrays of heterogeneous jobs; submit "
+                            "each element as a job of its own, or drop --ps-partition")
     sweep = grid(grid_axes(args.sweep)) if args.sweep else from_yaml(section)
     for key in sweep.keys:
         if key in JOB_KEYS:

@@ -3,6 +3,8 @@
     hpc-train render --nodes 4 --gpus-per-node 2 --config job.yaml -o job.sbatch
     hpc-train render --nodes 2 -o job.sbatch -- python train.py    # your own script on every task
     hpc-train render --nodes 2 --sweep learning_rate=0.01,0.001 --sweep seed=1,2 --max-parallel 2 -o sweep.sbatch
+    hpc-train render --strategy parameter_server --nodes 2 --gpus-per-node 2 --partition gpu --ps-partition cpu \
+        -o ps.sbatch                              # chief and ps on CPU nodes: one heterogeneous job
     sbatch job.sbatch
 
 The request is checked first (impossible ones are refused). Every value reaches

@@ -40,6 +40,8 @@ def slurm_view(record: JobRecord, slurm: SlurmClient) -> SlurmView:
 
         waiting = reason_in_words(info["Reason"], record.job_id)
     nodes = info.get("NodeList") or (accounted.nodes if accounted else "")  # once Slurm forgot it, sacct's
+    if record.components and info:  # a heterogeneous job: scontrol says each component's nodes on a line of its own
+        nodes = " + ".join(part.get("NodeList", "?") for part in slurm.show_job_components(record.job_id))
     return SlurmView(state, code, elapsed, requeues, source, nodes, waiting,
                      ended=state.split()[0].upper() in FINAL_STATES)
 

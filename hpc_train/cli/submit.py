@@ -7,6 +7,8 @@
     hpc-train submit ... --local                                 # no Slurm: tasks run here (mock launcher)
     hpc-train submit --nodes 2 -- python train.py --epochs 3     # your own script on every task
     hpc-train submit --nodes 2 --sweep learning_rate=0.01,0.001 --sweep seed=1,2 --max-parallel 2  # a job array
+    hpc-train submit --strategy parameter_server --nodes 2 --gpus-per-node 2 --partition gpu --ps-partition cpu
+                                                    # chief and ps on CPU nodes: one heterogeneous job
 
 The request is checked before anything is submitted. The job's folder is
 runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
@@ -27,6 +29,11 @@ element is a whole job with its own values, run folder runs/NAME-ARRAYID_I/,
 retries and resume; `{KEY}` in a command becomes the element's value.
 `hpc-train status ARRAYID` shows a row per element; `logs ARRAYID_I`,
 `cancel ARRAYID` (or ARRAYID_I) and `list` know sweeps too.
+
+With `--ps-partition NAME` (parameter_server only; `--num-ps K`, `--ps-nodes M`) the chief and the ps run on
+that partition without GPUs and the workers on --partition, as one heterogeneous job (`#SBATCH hetjob`; the
+rendered script is submitted through sbatch, not submitit): one srun --het-group=0,1 step, one TF_CONFIG,
+a log per rank in runs/NAME-JOBID/logs/rank-R.out. Not with a sweep or --local.
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import shutil
+
     from hpc_train.errors import HpcTrainError
     from hpc_train.login import submission as submit
 
@@ -65,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
 
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     if args.dry_run:
+        if spec.heterogeneous and shutil.which("sbatch"):  # refused as submit would refuse it, nothing queued
+            from hpc_train.login.preflight import check_request
+
+            check_request(spec, os.environ)
         print(submit.submission_script(spec, train, home=args.home, command=args.command), end="")
         return 0
     if args.local:

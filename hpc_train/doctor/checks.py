@@ -34,7 +34,7 @@ class Check:
         return f"FAIL  {self.name}: {self.detail}{'; fix: ' + self.fix if self.fix else ''}"
 
 
-def slurm_partition(slurm: SlurmClient, wanted: str | None) -> Partition:
+def slurm_partition(slurm: SlurmClient, wanted: str | None, option: str = "--partition") -> Partition:
     """The partition jobs go to; HpcTrainError (one line) when Slurm does not answer or has no such partition."""
     if not slurm.available("sinfo", "srun"):
         raise HpcTrainError("no Slurm commands here (sinfo, srun not found): run it where you submit jobs, or "
@@ -43,7 +43,7 @@ def slurm_partition(slurm: SlurmClient, wanted: str | None) -> Partition:
     chosen = find_partition(partitions, wanted)
     if chosen is None:
         names = ", ".join(p.name for p in partitions) or "none"
-        raise HpcTrainError(f"no partition {wanted or '(default)'} here (partitions: {names}); pass --partition NAME")
+        raise HpcTrainError(f"no partition {wanted or '(default)'} here (partitions: {names}); pass {option} NAME")
     return chosen
 
 
@@ -54,6 +54,19 @@ def accounting(slurm: SlurmClient) -> Check:
     said = last_words(result)
     # Not a failure of the cluster: hpc-train works without accounting, so this check passes with a note.
     return Check("accounting", True, f"none ({said[:100]}); status, logs and list read scontrol and squeue instead")
+
+
+def ps_partition(slurm: SlurmClient, wanted: str, gpus_tracked: str | None) -> Check:
+    """--ps-partition: where a heterogeneous parameter-server job puts its chief and ps. It must exist (one line,
+    exit 2, when not); a partition of GPU nodes is allowed but books GPUs nobody uses (a note). `gpus_tracked`:
+    slurm.conf's AccountingStorageTRES, without gres/gpu sacct shows no component's GPUs."""
+    chosen = slurm_partition(slurm, wanted, "--ps-partition")
+    gpus = max(chosen.node_gpus, default=0)
+    note = f"; its nodes have {gpus} GPUs each, which the chief and ps do not use" if gpus else ", no GPUs"
+    tracked = "gres/gpu" in (gpus_tracked or "")
+    accounted = "" if tracked else " (sacct will not show GPUs per component: AccountingStorageTRES lacks gres/gpu)"
+    return Check("ps", True, f"partition {chosen.name}: {chosen.total_nodes} nodes{note}; heterogeneous jobs put the "
+                             f"chief and ps there{accounted}")
 
 
 def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | None, data_dir: str | None) -> list[Check]:

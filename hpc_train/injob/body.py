@@ -80,15 +80,43 @@ def start_line(body: JobBody, env: Mapping[str, str]) -> str:
     restarts = restart_count(env)
     again = f" (restart {restarts})" if restarts else ""
     tasks = env.get("SLURM_NTASKS") or str(body.nodes * body.tasks_per_node)
-    return (f"{PREFIX}: job {job_id}{again} on {env.get('SLURM_JOB_NODELIST') or 'this machine'}, {tasks} tasks; "
+    nodes = env.get("SLURM_JOB_NODELIST") or "this machine"
+    if job_components(env) > 1:  # the batch shell's plain variables are component 0's only
+        numbers = range(job_components(env))
+        nodes = " + ".join(env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{index}", "?") for index in numbers)
+        tasks = "+".join(env.get(f"SLURM_NTASKS_HET_GROUP_{index}", "?") for index in numbers)
+    return (f"{PREFIX}: job {job_id}{again} on {nodes}, {tasks} tasks; "
             f"logs and results in {body.run_dir}")
 
 
-def srun_arguments(body: JobBody, rank_command: Sequence[str]) -> list[str]:
-    """srun's arguments for the step under Slurm (pure). Without rank logs, srun labels each rank's lines."""
+def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int = 1) -> list[str]:
+    """srun's arguments for the step under Slurm (pure). Without rank logs, srun labels each rank's lines.
+    A heterogeneous job's (`components` > 1) step spans every component (a plain srun there runs component 0's
+    tasks only): one step, SLURM_PROCID counting across them, which the bootstrap reads (bootstrap/hetstep.py)."""
+    if components > 1:
+        groups = ",".join(map(str, range(components)))
+        return [f"--het-group={groups}", f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
+                *(rank_logs_by_procid(body, rank_command) if body.output else ("--label", *rank_command))]
     return [*(() if body.output else ("--label",)), f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
             *(("--open-mode=append", f"--output={body.output}") if body.output else ()),
             *((f"--error={body.error}",) if body.error else ()), *rank_command]
+
+
+# Each rank appends to its own log, named by its SLURM_PROCID (%t in the patterns), from inside the rank.
+_OWN_LOGS = ('out=${1//%t/$SLURM_PROCID}; err=${2//%t/$SLURM_PROCID}; shift 2; '
+             'if [ -n "$err" ]; then exec "$@" >>"$out" 2>>"$err"; else exec "$@" >>"$out" 2>&1; fi')
+
+
+def rank_logs_by_procid(body: JobBody, rank_command: Sequence[str]) -> list[str]:
+    """The rank command, writing its own log (pure). In a heterogeneous step Slurm 22.05's %t in srun --output is
+    not the rank (component 1's start one too high, docs/bootstrap.md), so each rank names its log itself."""
+    return ["bash", "-c", _OWN_LOGS, "rank-log", body.output or "", body.error or "", *rank_command]
+
+
+def job_components(env: Mapping[str, str]) -> int:
+    """The components of the job this batch shell runs (SLURM_HET_SIZE; 1 for a plain job) (pure)."""
+    size = env.get("SLURM_HET_SIZE", "")
+    return int(size) if size.isdigit() and int(size) > 1 else 1
 
 
 def under_slurm(env: Mapping[str, str]) -> bool:
@@ -168,7 +196,7 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str])
 
     previous = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
     try:
-        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command)))
+        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env))))
         for signum in early:
             _signal(step[0].pid, signum)
         return exit_status(step[0].wait())

@@ -37,7 +37,7 @@ from hpc_train.runs import attempts
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.injob.failures import Failure, diagnose
 from hpc_train.injob.requeue import restart_count
-from hpc_train.injob.retry import RetryPlan, plan_retry, requeue_excluding, usable_and_lost
+from hpc_train.injob.retry import RetryPlan, component_exclusions, plan_retry, requeue_excluding, usable_and_lost
 from hpc_train.runs.state import read_state
 
 # How much of the end of the job log is read for srun's lines on this attempt's tasks.
@@ -133,21 +133,27 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
              "not retried here")
         attempts.clear_notes(run_dir)
         return code
+    # A heterogeneous job: scontrol says each component on its own line (show_job keeps the last one's).
+    parts = slurm.show_job_components(job_id) if env.get("SLURM_HET_SIZE", "1") not in ("", "1") else []
+    if parts:
+        job = {**job, "NodeList": ",".join(part.get("NodeList", "") for part in parts)}
     nodes = expand_nodes(job.get("NodeList", ""))
-    states = slurm.node_states(job.get("Partition") or None)
+    states = slurm.node_states(None if parts else job.get("Partition") or None)
     usable, lost = usable_and_lost(states)
     failure = diagnose(code, attempt_log(log_tail(job), job_id), notes, sorted(lost & set(nodes)), command,
                        retry_exit_codes)
     history = attempts.history(run_dir)
     used = attempts.retries_used(history)
     needed = job.get("NumNodes", "1").split("-")[0]
-    plan = plan_retry(failure, used, max_retries, expand_nodes(job.get("ExcNodeList", "")), usable if states else None,
+    excluded = [node for part in parts or [job] for node in expand_nodes(part.get("ExcNodeList", ""))]
+    plan = plan_retry(failure, used, max_retries, excluded, usable if states else None,
                       len(nodes) or (int(needed) if needed.isdigit() else 1))
     entry = _entry(failure, plan, run_dir, job, env)
     attempt = entry["attempt"]
     total = attempts.attempts_allowed(history, max_retries)
     if plan.retry:
-        problem = requeue_excluding(job_id, plan.exclude, slurm)
+        targets = component_exclusions(plan.exclude, parts, expand_nodes) if parts else None
+        problem = requeue_excluding(job_id, plan.exclude, slurm, targets=targets)
         if problem is not None and problem.startswith("scontrol requeue"):
             entry = {**entry, "action": "failed", "why": f"not retried: {problem}"}
     attempts.record(run_dir, entry)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from hpc_train.slurm.client import SlurmClient, last_words
@@ -68,9 +68,21 @@ def usable_and_lost(states: Mapping[str, str]) -> tuple[set[str], set[str]]:
     return usable, lost
 
 
+def component_exclusions(exclude: Collection[str], components: Sequence[Mapping[str, str]],
+                         expand: Callable[[str], list[str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """A heterogeneous job's excluded nodes, each in the component that ran on it or excluded it before: (the
+    component's own job id, its nodes), in order (pure). Slurm keeps ExcNodeList per component."""
+    targets = []
+    for part in components:
+        own = {*expand(part.get("NodeList", "")), *expand(part.get("ExcNodeList", ""))}
+        targets.append((part.get("JobId", ""), tuple(node for node in sorted(exclude) if node in own)))
+    return targets
+
+
 def requeue_excluding(job_id: str, exclude: tuple[str, ...], slurm: SlurmClient,
-                      timeout: float = 4.0) -> str | None:
+                      timeout: float = 4.0, targets: Sequence[tuple[str, tuple[str, ...]]] | None = None) -> str | None:
     """Requeue the job, then set its excluded nodes; None when both were done, else what went wrong.
+    `targets`: a heterogeneous job's (component job id, its excluded nodes); else the job's own, `exclude`.
 
     Run from the job's own batch script: SIGTERM, which the requeue sends it, is ignored here.
     """
@@ -80,7 +92,14 @@ def requeue_excluding(job_id: str, exclude: tuple[str, ...], slurm: SlurmClient,
         return f"scontrol requeue {job_id} failed ({problem})"
     if not exclude:
         return None
-    wanted = ",".join(exclude)
+    for target, nodes in (targets if targets is not None else [(job_id, exclude)]):
+        problem = _exclude(target, ",".join(nodes), slurm, timeout) if nodes else None
+        if problem:
+            return problem
+    return None
+
+
+def _exclude(job_id: str, wanted: str, slurm: SlurmClient, timeout: float) -> str | None:
     deadline = time.monotonic() + timeout
     while True:  # the controller takes the update once the job is requeued (a moment after the requeue returns)
         result = slurm.update_job(job_id, ExcNodeList=wanted)

@@ -9,6 +9,8 @@ from pathlib import Path
 from hpc_train.bootstrap.nodelist import expand_nodelist
 from hpc_train.errors import HpcTrainError
 from hpc_train.localslurm.netns import NetworkPlan, hosts_lines, plan_network
+from hpc_train.localslurm.partitions import (PartitionSpec, check_partitions, compressed, node_gpus,
+                                             parse_partition, partition_lines, union_nodes)
 
 DEFAULT_DIR = Path("/tmp/hpc-train-slurm")
 HOSTS_MARK = "# hpc-train local cluster"
@@ -40,9 +42,18 @@ class LocalCluster:
     gpus_per_node: int = 2
     # slurmdbd and a MariaDB of the cluster's own (accounting.py): sacct answers.
     accounting: bool = False
+    # Several partitions (--partition NAME:NODES[:GPUS], partitions.py): the first the default, the nodes their
+    # union; `nodes` and `partition` then follow from them.
+    partitions: tuple[PartitionSpec, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory).absolute())
+        if self.partitions:
+            specs = tuple(parse_partition(spec) if isinstance(spec, str) else spec for spec in self.partitions)
+            check_partitions(specs, self.gpus_per_node)
+            object.__setattr__(self, "partitions", specs)
+            object.__setattr__(self, "nodes", compressed(union_nodes(specs)))
+            object.__setattr__(self, "partition", specs[0].name)
         expand_nodelist("--nodes", self.nodes)  # refuse a bad node list at once
         if self.cpus < 1:
             raise HpcTrainError(f"--cpus {self.cpus}: a node needs at least 1 CPU")
@@ -58,7 +69,17 @@ class LocalCluster:
 
     @property
     def node_names(self) -> tuple[str, ...]:
+        if self.partitions:
+            return union_nodes(self.partitions)
         return expand_nodelist("--nodes", self.nodes)
+
+    def gpus_on(self, node: str) -> int:
+        """The GPUs `node` declares: its partition's, or --gpus-per-node."""
+        return node_gpus(self.partitions, self.gpus_per_node).get(node, self.gpus_per_node)
+
+    @property
+    def most_gpus(self) -> int:
+        return max((self.gpus_on(node) for node in self.node_names), default=0)
 
     def node_port(self, index: int) -> int:
         return self.controller_port + 1 + (0 if self.separate_hosts else index)
@@ -87,7 +108,7 @@ class LocalCluster:
     @property
     def gpu_devices(self) -> tuple[Path, ...]:
         """The fake GPU device nodes, shared by every node (on a real cluster each node has its own /dev/nvidiaN)."""
-        return tuple(self.directory / "dev" / f"gpu{index}" for index in range(self.gpus_per_node))
+        return tuple(self.directory / "dev" / f"gpu{index}" for index in range(self.most_gpus))
 
     @property
     def munge_dir(self) -> Path:
@@ -135,7 +156,7 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         f"SlurmdPidFile={d}/run/slurmd-%n.pid",
         f"SlurmctldLogFile={cluster.log_file('slurmctld')}",
         f"SlurmdLogFile={d}/log/slurmd-%n.log",
-        *(["GresTypes=gpu"] if cluster.gpus_per_node else []),
+        *(["GresTypes=gpu"] if cluster.most_gpus else []),
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "SelectType=select/cons_tres",
@@ -157,17 +178,27 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         "SlurmdTimeout=30",
         "MinJobAge=600",
     ]
-    gres = f"Gres=gpu:{cluster.gpus_per_node} " if cluster.gpus_per_node else ""
     lines += [f"NodeName={name} {_node_address(cluster, name)} Port={cluster.node_port(index)} CPUs={cluster.cpus} "
-              f"{gres}State=UNKNOWN" for index, name in enumerate(cluster.node_names)]
-    lines.append(f"PartitionName={cluster.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+              f"{_gres(cluster.gpus_on(name))}State=UNKNOWN" for index, name in enumerate(cluster.node_names)]
+    if cluster.partitions:
+        lines += partition_lines(cluster.partitions)
+    else:
+        lines.append(f"PartitionName={cluster.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
+
+
+def _gres(gpus: int) -> str:
+    return f"Gres=gpu:{gpus} " if gpus else ""
 
 
 def render_gres_conf(cluster: LocalCluster) -> str:
     """gres.conf: each node's GPUs, one fake device file each (no NVML autodetection: there is no driver)."""
     lines = ["# Written by hpc-train cluster up; rewritten on every up.", "AutoDetect=off"]
-    lines += [f"Name=gpu File={device}" for device in cluster.gpu_devices]
+    if not cluster.partitions:
+        return "\n".join(lines + [f"Name=gpu File={device}" for device in cluster.gpu_devices]) + "\n"
+    # Nodes differ: each names its own devices (a node that declares no GPU must not be given any).
+    lines += [f"NodeName={node} Name=gpu File={device}" for node in cluster.node_names
+              for device in cluster.gpu_devices[:cluster.gpus_on(node)]]
     return "\n".join(lines) + "\n"
 
 
@@ -193,4 +224,6 @@ def _accounting_storage(cluster: LocalCluster) -> list[str]:
     return ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
             f"AccountingStoragePort={cluster.dbd_port}",
             # The munge socket for talking to slurmdbd: AuthInfo's is not used there (the default socket would be).
-            f"AccountingStoragePass={cluster.munge_socket}"]
+            f"AccountingStoragePass={cluster.munge_socket}",
+            # sacct shows GPUs only for the TRES named here: without it no job would appear to hold any.
+            *(["AccountingStorageTRES=gres/gpu"] if cluster.most_gpus else [])]

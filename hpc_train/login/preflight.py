@@ -27,10 +27,10 @@ def limit_problems(spec: JobRequest, partition: Partition, group: Group | None =
     problems = []
     other = "or submit to another partition (--partition; sinfo lists them)"
     if group.nodes > partition.total_nodes:
-        problems.append(f"--nodes {group.nodes}: partition {partition.name} has {partition.total_nodes} node(s) in "
+        problems.append(f"{group.option('nodes')} {group.nodes}: partition {partition.name} has {partition.total_nodes} node(s) in "
                         f"all; ask for at most {partition.total_nodes}, {other}")
     elif partition.max_nodes is not None and group.nodes > partition.max_nodes:
-        problems.append(f"--nodes {group.nodes}: partition {partition.name} allows at most {partition.max_nodes} "
+        problems.append(f"{group.option('nodes')} {group.nodes}: partition {partition.name} allows at most {partition.max_nodes} "
                         f"node(s) per job (MaxNodes); ask for fewer, {other}")
     if group.gpus_per_node:
         enough = sum(1 for gpus in partition.node_gpus if gpus >= group.gpus_per_node)
@@ -89,7 +89,7 @@ def _partition(group: Group, env: Mapping[str, str]) -> Partition | None:
         return None
     chosen = find_partition(partitions, group.partition)
     if chosen is None and group.partition is not None:
-        raise JobSpecError(f"--partition {group.partition}: no such partition here; choose one of "
+        raise JobSpecError(f"{group.option('partition')} {group.partition}: no such partition here; choose one of "
                            f"{', '.join(partition.name for partition in partitions)}")
     return chosen
 

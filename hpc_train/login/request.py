@@ -4,14 +4,15 @@ settings.
 Tasks: by default one task per GPU (`--ntasks-per-node` = GPUs per node), all of
 them MultiWorkerMirrored; `one_task_per_node` gives each node one task that
 mirrors over all its GPUs; with no GPUs, CPU tasks (`tasks_per_node`, default 1).
-Every job has one group today (`JobRequest.one_group`); a heterogeneous job
-will have one per kind of node, each a block of #SBATCH lines.
+A job has one group (`JobRequest.one_group`), or two for parameter servers on CPU nodes
+(`JobRequest.parameter_servers`): a heterogeneous job, the chief and ps in group 0 on a CPU partition, the
+workers in group 1, each group a block of #SBATCH lines (`#SBATCH hetjob` between them).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,11 +67,15 @@ class Group:
     exclusive: bool = False
     gres: str | None = None
     roles: tuple[str, ...] = ROLES
+    # The group's tasks in all, when they need not fill its nodes evenly (sbatch --ntasks: the chief and K ps on
+    # M nodes); None: nodes x tasks_per_node.
+    ntasks: int | None = None
 
     def __post_init__(self) -> None:
-        _check_counts((("--nodes", self.nodes, 1), ("--gpus-per-node", self.gpus_per_node, 0),
-                       ("--ntasks-per-node", self.cpu_tasks_per_node, 1), ("--cpus-per-task", self.cpus_per_task, 1)))
-        _check_text((("--partition", self.partition), ("--mem", self.mem), ("--constraint", self.constraint),
+        _check_counts(((self.option("nodes"), self.nodes, 1), ("--gpus-per-node", self.gpus_per_node, 0),
+                       ("--ntasks", self.ntasks, 1), ("--ntasks-per-node", self.cpu_tasks_per_node, 1),
+                       ("--cpus-per-task", self.cpus_per_task, 1)))
+        _check_text(((self.option("partition"), self.partition), ("--mem", self.mem), ("--constraint", self.constraint),
                      ("--gres", self.gres)))
         _check_gres(self)
         if not self.roles or set(self.roles) - set(ROLES):
@@ -84,7 +89,18 @@ class Group:
 
     @property
     def num_tasks(self) -> int:
-        return self.nodes * self.tasks_per_node
+        return self.ntasks if self.ntasks is not None else self.nodes * self.tasks_per_node
+
+    @property
+    def holds_workers(self) -> bool:
+        return WORKER in self.roles
+
+    def option(self, name: str) -> str:
+        """The command-line option that set this group's `name` (nodes, partition): the ps group's own, --ps-*."""
+        return f"--{name}" if self.holds_workers else f"--ps-{name}"
+
+
+WORKER = "worker"
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,8 @@ class JobRequest:
                 f"--num-ps {self.num_ps} needs at least {self.num_ps + 2} tasks (1 chief + {self.num_ps} ps + "
                 f"1 worker) but {_shape(self)} give {self.num_tasks}; "
                 "lower --num-ps or ask for more nodes")
+        if len(self.groups) > 1:
+            _check_components(self)
 
     @classmethod
     def one_group(cls, nodes: int, gpus_per_node: int = 0, one_task_per_node: bool = False,
@@ -134,6 +152,19 @@ class JobRequest:
         """The request of one group of nodes (every job today): the group's settings, then the job's."""
         return cls((Group(nodes, gpus_per_node, one_task_per_node, cpu_tasks_per_node, partition, constraint, mem,
                           cpus_per_task, exclusive, gres),), **job_wide)
+
+    @classmethod
+    def parameter_servers(cls, workers: Group, ps_partition: str, ps_nodes: int = 1, num_ps: int = 1,
+                          **job_wide: Any) -> JobRequest:
+        """A heterogeneous job: the chief and `num_ps` ps on `ps_nodes` nodes of `ps_partition` (no GPU, one task a
+        rank), then `workers`' group (its GPUs, as a job of one group would have them)."""
+        servers = Group(ps_nodes, partition=ps_partition, roles=("chief", "ps"), ntasks=1 + num_ps)
+        return cls((servers, replace(workers, roles=(WORKER,))), strategy="parameter_server", num_ps=num_ps,
+                   **job_wide)
+
+    @property
+    def heterogeneous(self) -> bool:
+        return len(self.groups) > 1
 
     @property
     def group(self) -> Group:
@@ -159,6 +190,20 @@ JobSpec = JobRequest.one_group
 def _shape(request: JobRequest) -> str:
     """The request's nodes and tasks in words: `2 node(s) x 1 task(s)`, a group's after another's."""
     return " + ".join(f"{group.nodes} node(s) x {group.tasks_per_node} task(s)" for group in request.groups)
+
+
+def _check_components(request: JobRequest) -> None:
+    """A heterogeneous job is the parameter-server one: the chief and the ps in group 0, the workers after."""
+    if request.strategy != "parameter_server":
+        raise JobSpecError("--ps-partition applies to --strategy parameter_server (the chief and ps on CPU nodes); "
+                           "add it, or drop --ps-partition for multiworker")
+    servers = request.groups[0]
+    if servers.num_tasks != 1 + request.num_ps:
+        raise JobSpecError(f"the ps group runs {servers.num_tasks} tasks but 1 chief + {request.num_ps} ps are "
+                           f"{1 + request.num_ps}")
+    if servers.nodes > servers.num_tasks:
+        raise JobSpecError(f"--ps-nodes {servers.nodes}: the chief and {request.num_ps} ps are {servers.num_tasks} "
+                           f"tasks, one a node at most; ask for at most {servers.num_tasks} (or raise --num-ps)")
 
 
 def _check_counts(counts: tuple[tuple[str, int | None, int], ...]) -> None:

@@ -30,7 +30,9 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
     The first group's also hold the job's own (name, account, time, log, requeue, warning)."""
     group = group or request.groups[0]
     values: dict[str, str | int | bool | None] = {
-        "nodes": group.nodes, "ntasks-per-node": group.tasks_per_node, "gpus-per-node": group.gpus_per_node or None,
+        "nodes": group.nodes, "gpus-per-node": group.gpus_per_node or None,
+        # The chief and ps need not fill their nodes evenly: their count in all (Slurm spreads them, block).
+        **({"ntasks": group.ntasks} if group.ntasks is not None else {"ntasks-per-node": group.tasks_per_node}),
         "cpus-per-task": group.cpus_per_task, "partition": group.partition, "mem": group.mem,
         "constraint": group.constraint, "gres": group.gres, "exclusive": group.exclusive or None,
     }
@@ -85,13 +87,13 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
                                       "output": "slurm-%x-%A_%a.out"}
     array |= {"output": batch_log} if batch_log else {}
-    lines = directive_lines(spec, array)
+    # A held job (submit --hold) starts after scontrol release; render's scripts are for people, who hold by hand.
+    lines = directive_lines(spec, {**array, **({"hold": True} if spec.hold and spec.heterogeneous else {})})
     launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
     from hpc_train.resources import resource
 
     return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
-        summary=" + ".join(f"{group.nodes} node(s) x {group.tasks_per_node} task(s), {group.gpus_per_node} GPU(s) "
-                           "per node" for group in spec.groups) + f", {spec.strategy}",
+        summary=" + ".join(group_summary(group) for group in spec.groups) + f", {spec.strategy}",
         directives="\n".join(lines),
         home=shlex.quote(home),
         runs_dir=shlex.quote(runs_dir),
@@ -102,6 +104,14 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
             task_command(spec, config, command) if sweep is None or not command else '"${element_command[@]}"'),
             output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
     )
+
+
+def group_summary(group: Group) -> str:
+    """A group in words, for the script's header."""
+    if group.ntasks is not None:
+        where = f" on {group.partition}" if group.partition else ""
+        return f"{', '.join(group.roles)}: {group.ntasks} task(s) on {group.nodes} node(s){where}, no GPU"
+    return f"{group.nodes} node(s) x {group.tasks_per_node} task(s), {group.gpus_per_node} GPU(s) per node"
 
 
 def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None) -> JobBody:

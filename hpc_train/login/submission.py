@@ -129,6 +129,11 @@ def submission_script(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, h
     """The sbatch script submit would submit, as submitit writes it: handed to a recording sbatch, nothing queued."""
     from hpc_train.injob.entrypoints import body_runs_the_ranks
 
+    if spec.heterogeneous:
+        from hpc_train.login.script import render_script
+
+        return render_script(spec, train, home or default_home_text(), runs_dir=str(runs.absolute()),
+                             command=command)
     executor = make_executor(spec, train, runs, home, command)
     with recording_sbatch(runs) as recorded:
         executor.submit(body_runs_the_ranks)
@@ -149,6 +154,8 @@ def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Seq
     from hpc_train.injob.entrypoints import body_runs_the_ranks
 
     check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
+    if spec.heterogeneous:
+        return _submit_rendered(spec, train, runs, command, home)
     config = job_config(spec, train)
     executor = make_executor(spec, train, runs, home, command)
     try:
@@ -160,6 +167,33 @@ def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Seq
                        spec.strategy, time.time(), list(command) if command else None)
     _write_folder(record, config)
     return record
+
+
+def _submit_rendered(spec: JobRequest, train: TrainConfig, runs: Path, command: Sequence[str] | None,
+                     home: str | None) -> JobRecord:
+    """A heterogeneous job: submitit writes one group's #SBATCH lines only, so the rendered script (render's,
+    `#SBATCH hetjob` between the groups) goes to sbatch through the Slurm client; the id is the het leader's."""
+    from hpc_train.login.script import render_script
+    from hpc_train.slurm.client import SlurmClient
+
+    script = render_script(spec, train, home or default_home_text(), runs_dir=str(runs.absolute()), command=command)
+    job_id = SlurmClient.local(os.environ).submit_text(script, cwd=os.getcwd())
+    record = JobRecord(job_id, spec.name, str(run_folder(runs, spec.name, job_id)), spec.nodes, spec.num_tasks,
+                       spec.strategy, time.time(), list(command) if command else None,
+                       components=components(spec))
+    _write_folder(record, job_config(spec, train))
+    return record
+
+
+def components(spec: JobRequest) -> list[dict]:
+    """What a job record keeps of each group: what status shows per component."""
+    return [{"partition": group.partition, "nodes": group.nodes, "tasks": group.num_tasks,
+             "gpus_per_node": group.gpus_per_node, "roles": list(group.roles)} for group in spec.groups]
+
+
+def default_home_text() -> str:
+    """What a rendered script activates when no --home is given: this Python's environment."""
+    return sys.prefix
 
 
 def sweep_script(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,

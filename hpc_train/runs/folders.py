@@ -38,6 +38,9 @@ class JobRecord:
     sweep: str | None = None
     # On the sweep's own record: each element's values, by index.
     elements: list[dict] | None = None
+    # A heterogeneous job (parameter servers on CPU nodes): each component's partition, nodes, tasks, GPUs per
+    # node and roles, in order; None for a job of one component.
+    components: list[dict] | None = None
 
     def write(self) -> None:
         Path(self.folder).mkdir(parents=True, exist_ok=True)

@@ -111,7 +111,7 @@ def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[
     exit_code = f", exit {slurm.exit_code}" if slurm.exit_code and slurm.ended else ""
     lines = [f"job {record.job_id} ({record.name}): {slurm.state.lower()}{exit_code} [{slurm.source}]",
              f"  nodes:   {slurm.nodes or 'none yet'} ({record.tasks} tasks, {record.strategy})",
-             f"  runs:    {record.what}"]
+             *component_lines(record), f"  runs:    {record.what}"]
     if slurm.requeues:
         lines.append(f"  again:   requeued {slurm.requeues} time{'s' if slurm.requeues > 1 else ''}")
     lines += [f"  history: {line}" for line in history_lines(run, default_max_retries)]
@@ -119,6 +119,13 @@ def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[
         lines.append(f"  waiting: {slurm.waiting}")
     return lines + [f"  elapsed: {slurm.elapsed}", f"  last:    {last_progress(record, log)}",
                     f"  folder:  {record.folder}"]
+
+
+def component_lines(record: JobRecord) -> list[str]:
+    """A heterogeneous job's components, a line each: partition, nodes, tasks and their roles, GPUs."""
+    return [f"  part {index}:  {part.get('partition') or 'default partition'}, {part.get('nodes')} node(s), "
+            f"{part.get('tasks')} task(s) ({', '.join(part.get('roles') or [])}), "
+            f"{part.get('gpus_per_node') or 'no'} GPU(s) per node" for index, part in enumerate(record.components or [])]
 
 
 def shown_state(slurm_state: str, run: RunFiles) -> str:

@@ -79,6 +79,11 @@ class SlurmClient:
         """`scontrol show job` as a dict (JobState, ExitCode, StdOut, NodeList, ...); empty once Slurm forgot it."""
         return fields(self.run(["scontrol", "show", "job", "-o", job_id]).stdout)
 
+    def show_job_components(self, job_id: str) -> list[dict[str, str]]:
+        """`scontrol show job` of a heterogeneous job: a dict per component (one line each), in order."""
+        lines = self.run(["scontrol", "show", "job", "-o", job_id]).stdout.splitlines()
+        return [fields(line) for line in lines if line.strip()]
+
     def config_value(self, name: str, timeout: float = 10) -> str | None:
         """One value of the controller's configuration (`scontrol show config`: MaxArraySize, ...), None if
         unknown."""

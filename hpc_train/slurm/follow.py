@@ -54,8 +54,11 @@ def parse_sacct_jobs(text: str) -> dict[str, Accounted]:
     rows: dict[str, list[str]] = {}
     for line in text.splitlines():
         job_id, _, rest = line.partition("|")
+        leader, plus, component = job_id.strip().partition("+")
+        if plus and component != "0":
+            continue  # a heterogeneous job's later component: the job's state is its leader's (ID+0)
         if rest:
-            rows.setdefault(job_id.strip(), []).append(rest)
+            rows.setdefault(leader, []).append(rest)
     parsed = {job_id: parse_sacct("\n".join(lines)) for job_id, lines in rows.items()}
     return {job_id: accounted for job_id, accounted in parsed.items() if accounted is not None}
 

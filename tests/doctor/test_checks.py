@@ -87,3 +87,19 @@ def test_the_tensorflow_line_says_what_precision_auto_picks_on_each_node() -> No
     assert tensorflow.passed and tensorflow.detail.endswith(
         "float32 on node2 (the CPU has no bf16 units (AMX, AVX512-BF16)) (the nodes differ: a job across them "
         "trains in the weakest)")
+
+
+def test_the_ps_partition_is_checked_and_named_in_its_refusal(tmp_path: Path) -> None:
+    from hpc_train.doctor.checks import ps_partition
+
+    slurm = FakeSlurm(tmp_path, {
+        "sinfo": "", "srun": "",
+        "scontrol show partition": "PartitionName=gpu Default=YES Nodes=g[1-2] TotalNodes=2 MaxNodes=UNLIMITED\n"
+                                   "PartitionName=cpu Default=NO Nodes=c[1-3] TotalNodes=3 MaxNodes=UNLIMITED\n",
+        "scontrol show node": "NodeName=g1 Gres=gpu:2\nNodeName=g2 Gres=gpu:2\nNodeName=c1 Gres=(null)\n"
+                              "NodeName=c2 Gres=(null)\nNodeName=c3 Gres=(null)\n"}).client()
+    check = ps_partition(slurm, "cpu", "cpu,mem,energy,node,billing,fs/disk,vmem,pages,gres/gpu")
+    assert check.passed and check.detail.startswith("partition cpu: 3 nodes, no GPUs; heterogeneous jobs put")
+    assert "AccountingStorageTRES lacks gres/gpu" in ps_partition(slurm, "gpu", None).detail
+    with pytest.raises(HpcTrainError, match=r"no partition nowhere here \(partitions: gpu, cpu\); pass --ps-partition"):
+        ps_partition(slurm, "nowhere", None)

@@ -60,3 +60,31 @@ def test_up_restarts_only_for_files_it_would_change() -> None:
     assert configuration_changes({"slurm.conf": "old", "gres.conf": "same"}, wanted) == ["slurm.conf"]
     assert configuration_changes({"slurm.conf": "new", "gres.conf": "same"}, wanted) == []
     assert configuration_changes({"slurm.conf": None, "gres.conf": None}, wanted) == []  # a first up
+
+
+def test_partitions_split_the_nodes_and_each_declares_its_gpus() -> None:
+    cluster = LocalCluster(Path("/tmp/x"), partitions=("cpu:node[1-2]:0", "gpu:node[3-4]:2"), accounting=True)
+    assert cluster.node_names == ("node1", "node2", "node3", "node4") and cluster.partition == "cpu"
+    conf = render_slurm_conf(cluster).splitlines()
+    assert [line for line in conf if line.startswith("PartitionName=")] == [
+        "PartitionName=cpu Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP",
+        "PartitionName=gpu Nodes=node[3-4] Default=NO MaxTime=INFINITE State=UP"]
+    assert [("Gres=gpu:2" in line) for line in conf if line.startswith("NodeName=")] == [False, False, True, True]
+    assert "AccountingStorageTRES=gres/gpu" in conf  # else sacct would show no job holding a GPU
+    assert render_gres_conf(cluster).splitlines()[2:] == [
+        "NodeName=node3 Name=gpu File=/tmp/x/dev/gpu0", "NodeName=node3 Name=gpu File=/tmp/x/dev/gpu1",
+        "NodeName=node4 Name=gpu File=/tmp/x/dev/gpu0", "NodeName=node4 Name=gpu File=/tmp/x/dev/gpu1"]
+
+
+def test_a_partition_without_gpus_takes_the_clusters_gpus_per_node() -> None:
+    cluster = LocalCluster(Path("/tmp/x"), partitions=("a:n[1-2]", "b:n[2-3]"), gpus_per_node=1)
+    assert cluster.node_names == ("n1", "n2", "n3") and cluster.gpus_on("n3") == 1
+
+
+@pytest.mark.parametrize("partitions, message", [
+    (("cpu",), "expected NAME:NODES"), (("cpu:n1:x",), "expected NAME:NODES"), (("1x:n1",), "expected NAME:NODES"),
+    (("a:n1", "a:n2"), "given twice"), (("a:n1:0", "b:n1:2"), "n1 is in another partition"),
+])
+def test_bad_partitions_are_refused(partitions: tuple[str, ...], message: str) -> None:
+    with pytest.raises(HpcTrainError, match=message):
+        LocalCluster(partitions=partitions)

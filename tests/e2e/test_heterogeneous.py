@@ -1,0 +1,206 @@
+"""Parameter servers on CPU nodes, as one heterogeneous job, on a real Slurm: a cluster of its own with a `cpu`
+and a `gpu` partition (`cluster up --partition cpu:hcpu[1-2] --partition gpu:hgpu[1-2]:2 --accounting`, node
+names apart from the session cluster's), brought up through the command line and down at the end.
+
+The MNIST job runs to COMPLETED with the chief and ps on the cpu nodes and no GPU, each worker on a GPU of its
+own, and sacct shows GPUs on the workers' component only (AccountingStorageTRES=gres/gpu).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpc_train.localslurm import control
+from hpc_train.localslurm.spec import LocalCluster
+from tests.e2e.jobs import wait_for_end
+from tests.fake_slurm import without_slurm
+from tests.mnist_data import shared_mnist
+
+pytestmark = pytest.mark.slurm_cluster
+PARTITIONS = ("cpu:hcpu[1-2]:0", "gpu:hgpu[1-2]:2")
+HET_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-het"), cpus=2, controller_port=7417, accounting=True,
+                           partitions=PARTITIONS)
+WHERE = ["--dir", str(HET_CLUSTER.directory), "--port", str(HET_CLUSTER.controller_port), "--cpus", "2",
+         *(word for spec in PARTITIONS for word in ("--partition", spec))]
+HET = ["--strategy", "parameter_server", "--nodes", "2", "--gpus-per-node", "2", "--partition", "gpu",
+       "--ps-partition", "cpu"]
+SHOW = ("import json, os; print('RANK', json.dumps({name: os.environ.get(name) for name in ("
+        "'SLURMD_NODENAME', 'SLURM_PROCID', 'CUDA_VISIBLE_DEVICES', 'TF_CONFIG')}))")
+
+
+def hpc_train(workdir: Path, env: dict[str, str], *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    # `python -m hpc_train`: the code under test, whichever hpc-train is first on PATH.
+    result = subprocess.run([sys.executable, "-m", "hpc_train", *args], cwd=workdir, env=env, capture_output=True,
+                            text=True, timeout=180)
+    assert result.returncode == code, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    if os.geteuid() != 0:
+        pytest.skip("a local Slurm cluster needs root")
+    if shutil.which("apt-get") is None and not all(shutil.which(p) for p in ("slurmctld", "slurmdbd", "mariadbd")):
+        pytest.skip("no Slurm, slurmdbd and MariaDB, and no apt-get to install them")
+    root = Path(__file__).resolve().parents[2]
+    cluster_env = {**without_slurm(), **control.slurm_env(HET_CLUSTER), "PYTHONPATH": str(root),
+                   "PATH": f"{root / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    was_running = all(control.status(HET_CLUSTER).values())
+    hpc_train(tmp_path_factory.mktemp("up"), dict(os.environ), "cluster", "up", "--accounting", *WHERE)
+    yield cluster_env
+    queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=cluster_env, capture_output=True, text=True).stdout
+    if queued.split():
+        subprocess.run(["scancel", *queued.split()], env=cluster_env, capture_output=True)
+    if not was_running:
+        hpc_train(tmp_path_factory.mktemp("down"), dict(os.environ), "cluster", "down", "--accounting", *WHERE)
+
+
+def submitted(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout.splitlines()[0]
+
+
+def test_a_parameter_server_mnist_job_runs_as_one_heterogeneous_job(env: dict[str, str], tmp_path: Path) -> None:
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--name", "het", "--set", "epochs=1", "--set",
+                              "steps_per_epoch=4", "--set", "train_images=2048", "--set", "validation_images=1024",
+                              "--set", f"data_dir={shared_mnist()}"))
+    folder = tmp_path / "runs" / f"het-{job}"
+    logs = [folder / "logs" / f"rank-{rank}.out" for rank in range(6)]
+    log = tmp_path / f"slurm-het-{job}.out"
+    assert wait_for_end(job, env, lambda: log.read_text() if log.exists() else "") == ("COMPLETED", "0:0"), (
+        logs[0].read_text()[-3000:])
+    said = [re.search(r"rank (\d) is (\w+) (\d) at (\w+):\d+, GPUs: (\S+)$", path.read_text(), re.M) for path in logs]
+    assert all(said), [path.read_text()[-1500:] for path in logs]
+    ranks = [(line.group(2), line.group(4)[:4], line.group(5)) for line in said]
+    assert ranks[:2] == [("chief", "hcpu", "none"), ("ps", "hcpu", "none")]
+    assert [role for role, _, _ in ranks[2:]] == ["worker"] * 4 and all(host == "hgpu" for _, host, _ in ranks[2:])
+    assert {(line.group(4), line.group(5)) for line in said[2:]} == {  # each worker a GPU of its own
+        ("hgpu1", "0"), ("hgpu1", "1"), ("hgpu2", "0"), ("hgpu2", "1")}
+    assert "final_val_accuracy" in logs[0].read_text()
+    accounted = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,Partition,AllocTRES"], env=env,
+                               capture_output=True, text=True).stdout.split()
+    parts = dict(line.split("|", 1) for line in accounted)
+    assert set(parts) == {f"{job}+0", f"{job}+1"}, accounted
+    assert parts[f"{job}+0"].startswith("cpu|") and "gres/gpu" not in parts[f"{job}+0"]
+    assert parts[f"{job}+1"].startswith("gpu|") and "gres/gpu=4" in parts[f"{job}+1"]
+    status = hpc_train(tmp_path, env, "status", job).stdout
+    assert "completed, exit 0:0 [sacct]" in status and "part 0:  cpu, 1 node(s), 2 task(s) (chief, ps)" in status
+    assert "part 1:  gpu, 2 node(s), 4 task(s) (worker), 2 GPU(s) per node" in status, status
+
+
+def test_a_users_command_gets_the_same_cluster(env: dict[str, str], tmp_path: Path) -> None:
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--num-ps", "2", "--ps-nodes", "2", "--name", "cmd",
+                              "--", sys.executable, "-c", SHOW))
+    assert wait_for_end(job, env, lambda: "") == ("COMPLETED", "0:0")
+    folder = tmp_path / "runs" / f"cmd-{job}"
+    seen = [json.loads(re.search(r"^RANK (.*)$", (folder / "logs" / f"rank-{rank}.out").read_text(), re.M).group(1))
+            for rank in range(7)]
+    assert [rank["SLURM_PROCID"] for rank in seen] == [str(rank) for rank in range(7)]
+    configs = [json.loads(rank["TF_CONFIG"]) for rank in seen]
+    assert all(config["cluster"] == configs[0]["cluster"] for config in configs)
+    hosts = {role: [address.split(":")[0] for address in members] for role, members in configs[0]["cluster"].items()}
+    assert hosts == {"chief": ["hcpu1"], "ps": ["hcpu1", "hcpu2"], "worker": ["hgpu1", "hgpu1", "hgpu2", "hgpu2"]}
+    assert [rank["CUDA_VISIBLE_DEVICES"] for rank in seen[:3]] == ["", "", ""]
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--ps-partition", "nowhere"], "--ps-partition nowhere: no such partition here; choose one of cpu, gpu"),
+    (["--num-ps", "2", "--ps-nodes", "3"], "--ps-nodes 3: partition cpu has 2 node(s) in all"),
+])
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry-run"])
+def test_what_the_cluster_cannot_give_is_refused_and_nothing_is_queued(env: dict[str, str], tmp_path: Path,
+                                                                       extra: list[str], said: str,
+                                                                       dry_run: list[str]) -> None:
+    result = hpc_train(tmp_path, env, "submit", *HET, *extra, *dry_run, code=2)
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1 and not result.stdout
+    queued = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True).stdout
+    assert not queued.strip() and not (tmp_path / "runs").exists()
+
+
+def test_the_shipped_heterogeneous_script_runs_under_plain_sbatch(env: dict[str, str], tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    small = ["--set", "epochs=1", "--set", "steps_per_epoch=4", "--set", "train_images=2048", "--set",
+             "validation_images=1024"]
+    script_env = {**env, "HPC_TRAIN_HOME": str(root), "HPC_TRAIN_DATA_DIR": str(shared_mnist())}
+    result = subprocess.run(["sbatch", "--parsable", str(root / "slurm" / "mnist_ps_het.sh"), *small],
+                            cwd=tmp_path, env=script_env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    job = result.stdout.strip().split(";")[0]
+    log = tmp_path / f"slurm-mnist-ps-het-{job}.out"
+    assert wait_for_end(job, env, lambda: log.read_text() if log.exists() else "") == ("COMPLETED", "0:0"), (
+        log.read_text()[-3000:])
+    text = log.read_text()
+    assert re.search(rf"^hpc-train: job {job} on hcpu1 \+ hgpu\[1-2\], 2\+4 tasks", text, re.M), text[-3000:]
+    assert re.search(r"^0: hpc-train bootstrap: rank 0 is chief 0 at hcpu1:\d+, GPUs: none$", text, re.M)
+    assert len(re.findall(r"is worker \d at hgpu[12]:\d+, GPUs: [01]$", text, re.M)) == 4, text[-3000:]
+
+
+# Rank 2 (the first worker) killed by a signal on the job's first run, as a crash would; every rank done after.
+WORKER_ONCE_KILLED = ("import os; os.environ['SLURM_PROCID'] == '2' and os.environ.get('SLURM_RESTART_COUNT', '0') "
+                      "== '0' and os.kill(os.getpid(), 9); print('done', os.environ['SLURMD_NODENAME'])")
+
+
+def test_a_worker_killed_is_retried_with_its_node_excluded_in_the_workers_component(env: dict[str, str],
+                                                                                  tmp_path: Path) -> None:
+    args = [*HET, "--nodes", "1", "--name", "crashy", "--", sys.executable, "-c", WORKER_ONCE_KILLED]
+    job = submitted(hpc_train(tmp_path, env, "submit", *args))
+    log = tmp_path / f"slurm-crashy-{job}.out"
+    assert wait_for_end(job, env, lambda: log.read_text() if log.exists() else "") == ("COMPLETED", "0:0"), (
+        log.read_text()[-3000:])
+    said = log.read_text()
+    blamed = re.search(r"attempt 2 of 4: retried after (hgpu\d) task \d was killed; \1 excluded", said)
+    assert blamed, said[-3000:]
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True,
+                           text=True).stdout.splitlines()
+    excluded = [re.search(r"ExcNodeList=(\S+)", line).group(1) for line in shown]
+    assert excluded == ["(null)", blamed.group(1)], shown
+    second = (tmp_path / "runs" / f"crashy-{job}" / "logs" / "rank-2.out").read_text().splitlines()[-1]
+    assert second.startswith("done hgpu") and blamed.group(1) not in second, second
+
+
+def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_path: Path) -> None:
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "1", "--name", "long", "--", "sh", "-c",
+                              'echo "rank $SLURM_PROCID on $SLURMD_NODENAME"; sleep 120'))
+    last = tmp_path / "runs" / f"long-{job}" / "logs" / "rank-3.out"
+    deadline = time.monotonic() + 60
+    while "rank 3 on hgpu" not in (last.read_text() if last.exists() else ""):
+        assert time.monotonic() < deadline, "the workers did not start within 60 s"
+        time.sleep(0.5)
+    assert re.search(r"rank 3 on hgpu\d", hpc_train(tmp_path, env, "logs", job, "--rank", "3").stdout)
+    assert re.search(r"rank 0 on hcpu\d", hpc_train(tmp_path, env, "logs", job, "--rank", "0").stdout)
+    hpc_train(tmp_path, env, "cancel", job)
+    assert wait_for_end(job, env, lambda: "")[0] == "CANCELLED"
+    time.sleep(2)  # slurmdbd takes the components' ends a moment after
+    states = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State"], env=env,
+                            capture_output=True, text=True).stdout.splitlines()
+    assert [state.split("|")[1].split()[0] for state in states] == ["CANCELLED", "CANCELLED"], states
+
+
+def test_a_warned_heterogeneous_job_checkpoints_requeues_itself_and_resumes(env: dict[str, str],
+                                                                            tmp_path: Path) -> None:
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "1", "--name", "warned", "--set", "epochs=4",
+                              "--set", "steps_per_epoch=8", "--set", "train_images=2048", "--set",
+                              "validation_images=1024", "--set", f"data_dir={shared_mnist()}"))
+    chief = tmp_path / "runs" / f"warned-{job}" / "logs" / "rank-0.out"
+    log = tmp_path / f"slurm-warned-{job}.out"
+    deadline = time.monotonic() + 120
+    while "epoch 1/4" not in (chief.read_text() if chief.exists() else ""):
+        assert time.monotonic() < deadline, log.read_text()[-3000:] if log.exists() else "no job log"
+        time.sleep(0.5)
+    # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on to the step.
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
+    assert wait_for_end(job, env, lambda: log.read_text()) == ("COMPLETED", "0:0"), log.read_text()[-3000:]
+    said = log.read_text() + chief.read_text()
+    assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it resumes from there", said), said[-3000:]
+    assert re.search(rf"^hpc-train: job {job} \(restart 1\) on hcpu\d \+ hgpu\d, 2\+2 tasks", said, re.M)
+    metrics = json.loads((tmp_path / "runs" / f"warned-{job}" / "metrics.json").read_text())
+    assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2, 3, 4]

@@ -1,0 +1,145 @@
+"""Parameter servers on CPU nodes: the two-group request, its script, its refusals, its step and its record.
+(On a real local cluster with a cpu and a gpu partition: tests/e2e/test_heterogeneous.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpc_train.config import TrainConfig
+from hpc_train.injob.body import JobBody, srun_arguments, start_line
+from hpc_train.login.preflight import limit_problems
+from hpc_train.login.partitions import parse_partitions
+from hpc_train.login.request import Group, JobRequest, JobSpecError
+from hpc_train.login.script import render_script
+from hpc_train.runs.folders import JobRecord, rank_log
+from tests.cli.running import run_main
+
+WORKERS = Group(nodes=2, gpus_per_node=2, partition="gpu")
+HET = ["--strategy", "parameter_server", "--nodes", "2", "--gpus-per-node", "2", "--partition", "gpu",
+       "--ps-partition", "cpu"]
+
+
+def test_the_chief_and_ps_are_one_group_on_the_cpu_partition_and_the_workers_another() -> None:
+    request = JobRequest.parameter_servers(WORKERS, "cpu", ps_nodes=2, num_ps=2)
+    servers, workers = request.groups
+    assert (servers.partition, servers.nodes, servers.num_tasks, servers.gpus_per_node) == ("cpu", 2, 3, 0)
+    assert servers.roles == ("chief", "ps") and workers.roles == ("worker",)
+    assert (workers.partition, workers.num_tasks) == ("gpu", 4) and request.num_tasks == 7 and request.heterogeneous
+
+
+def test_the_script_is_one_heterogeneous_job_with_the_job_wide_options_in_the_first_block() -> None:
+    script = render_script(JobRequest.parameter_servers(WORKERS, "cpu", num_ps=2, name="ps het"), TrainConfig(),
+                           "/opt/hpc")
+    directives = [line for line in script.splitlines() if line.startswith("#SBATCH")]
+    hetjob = directives.index("#SBATCH hetjob")
+    first, second = directives[:hetjob], directives[hetjob + 1:]
+    assert {"#SBATCH --partition=cpu", "#SBATCH --nodes=1", "#SBATCH --ntasks=3", "#SBATCH --requeue",
+            "#SBATCH --job-name='ps het'"} <= set(first)
+    assert not any("gpus" in line for line in first)
+    assert set(second) == {"#SBATCH --partition=gpu", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2",
+                           "#SBATCH --gpus-per-node=2"}
+    assert "--strategy parameter_server" in script
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--strategy", "multiworker"], "--ps-partition applies to --strategy parameter_server"),
+    (["--ps-nodes", "3"], "--ps-nodes 3: the chief and 1 ps are 2 tasks"),
+    (["--ps-nodes", "0"], "--ps-nodes 0: must be a whole number of 1 or more"),
+    (["--sweep", "seed=1,2"], "Slurm has no job arrays of heterogeneous jobs"),
+    (["--ps-partition", "bad\nname"], "--ps-partition 'bad\\nname': empty, or holds a line break"),
+])
+def test_a_request_that_cannot_be_a_heterogeneous_job_is_one_line(extra: list[str], said: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(["render", *HET, *extra, "-o", str(tmp_path / "job.sbatch")], capsys)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "job.sbatch").exists()
+
+
+def test_ps_nodes_without_ps_partition_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(["render", "--nodes", "1", "--ps-nodes", "2"], capsys)
+    assert code == 2 and "--ps-nodes applies with --ps-partition" in err
+
+
+def test_ps_nodes_beyond_the_cpu_partition_names_the_ps_option() -> None:
+    partitions = ("PartitionName=cpu Default=YES MaxNodes=UNLIMITED MaxTime=UNLIMITED Nodes=c[1-2] TotalNodes=2\n")
+    [cpu] = parse_partitions(partitions, "NodeName=c1 Gres=(null)\nNodeName=c2 Gres=(null)\n")
+    request = JobRequest.parameter_servers(WORKERS, "cpu", ps_nodes=3, num_ps=3)
+    [problem] = limit_problems(request, cpu, request.groups[0])
+    assert problem.startswith("--ps-nodes 3: partition cpu has 2 node(s) in all")
+
+
+def test_a_two_group_request_of_multiworker_is_refused() -> None:
+    servers = Group(1, partition="cpu", roles=("chief", "ps"), ntasks=2)
+    with pytest.raises(JobSpecError, match="--ps-partition applies to --strategy parameter_server"):
+        JobRequest((servers, WORKERS))
+
+
+def test_the_step_spans_every_component_and_each_rank_logs_by_its_procid() -> None:
+    body = JobBody(Path("runs/x-9"), "parameter_server", output="/r/logs/rank-%t.out")
+    arguments = srun_arguments(body, ["hpc-train", "train"], components=2)
+    assert arguments[:2] == ["--het-group=0,1", "--kill-on-bad-exit=0"]
+    assert not any(argument.startswith("--output") for argument in arguments)  # Slurm's %t is off there
+    assert arguments[2:4] == ["bash", "-c"] and arguments[-4:] == ["/r/logs/rank-%t.out", "", "hpc-train", "train"]
+    assert srun_arguments(body, ["x"])[:3] == ["--kill-on-bad-exit=0", "--open-mode=append",
+                                                "--output=/r/logs/rank-%t.out"]  # a plain job: as before
+
+
+def test_a_rank_of_a_heterogeneous_step_writes_its_own_log(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    body = JobBody(tmp_path, output=str(tmp_path / "rank-%t.out"))
+    wrapped = srun_arguments(body, ["sh", "-c", "echo out; echo err >&2"], components=2)[2:]
+    subprocess.run(wrapped, env={**os.environ, "SLURM_PROCID": "4"}, check=True)
+    assert (tmp_path / "rank-4.out").read_text() == "out\nerr\n"
+
+
+def test_the_start_line_names_every_components_nodes_and_tasks() -> None:
+    env = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "c1", "SLURM_NTASKS": "3", "SLURM_HET_SIZE": "2",
+           "SLURM_JOB_NODELIST_HET_GROUP_0": "c1", "SLURM_JOB_NODELIST_HET_GROUP_1": "g[1-2]",
+           "SLURM_NTASKS_HET_GROUP_0": "3", "SLURM_NTASKS_HET_GROUP_1": "4"}
+    assert start_line(JobBody(Path("runs/x-9")), env) == (
+        "hpc-train: job 9 on c1 + g[1-2], 3+4 tasks; logs and results in runs/x-9")
+
+
+def test_a_heterogeneous_jobs_rank_logs_are_the_rendered_scripts() -> None:
+    record = JobRecord("9", "x", "runs/x-9", 3, 6, "parameter_server", 0.0, components=[{"partition": "cpu"}])
+    assert rank_log(record, 5) == Path("runs/x-9/logs/rank-5.out")
+
+
+def test_sacct_rows_of_a_heterogeneous_job_are_its_leaders() -> None:
+    from hpc_train.slurm.follow import parse_sacct_jobs
+
+    rows = "15+0|COMPLETED|0:0|00:00:38|node1\n15+1|FAILED|1:0|00:00:38|node[3-4]\n16|RUNNING|0:0|00:00:02|n2\n"
+    jobs = parse_sacct_jobs(rows)
+    assert set(jobs) == {"15", "16"} and (jobs["15"].state, jobs["15"].nodes) == ("COMPLETED", "node1")
+
+
+def test_status_shows_each_component() -> None:
+    from hpc_train.login.submission import components
+    from hpc_train.runs.views import component_lines
+
+    request = JobRequest.parameter_servers(WORKERS, "cpu", num_ps=2)
+    record = JobRecord("9", "x", "runs/x-9", 3, 7, "parameter_server", 0.0, components=components(request))
+    assert component_lines(record) == [
+        "  part 0:  cpu, 1 node(s), 3 task(s) (chief, ps), no GPU(s) per node",
+        "  part 1:  gpu, 2 node(s), 4 task(s) (worker), 2 GPU(s) per node"]
+
+
+def test_a_node_to_blame_is_excluded_in_the_component_that_ran_on_it() -> None:
+    from hpc_train.injob.epilogue import expand_nodes
+    from hpc_train.injob.retry import component_exclusions
+
+    parts = [{"JobId": "15", "NodeList": "c1", "ExcNodeList": "(null)"},
+             {"JobId": "16", "NodeList": "g[1-2]", "ExcNodeList": "g9"}]
+    assert component_exclusions(("g1", "g9"), parts, expand_nodes) == [("15", ()), ("16", ("g1", "g9"))]
+    assert component_exclusions(("c1",), parts, expand_nodes) == [("15", ("c1",)), ("16", ())]
+
+
+def test_a_held_heterogeneous_job_is_submitted_held() -> None:
+    held = JobRequest.parameter_servers(WORKERS, "cpu", hold=True)
+    script = render_script(held, TrainConfig(), "/opt/hpc").splitlines()
+    assert script.index("#SBATCH --hold") < script.index("#SBATCH hetjob")
+    assert "#SBATCH --hold" not in render_script(JobRequest.parameter_servers(WORKERS, "cpu"), TrainConfig(), "/x")
