@@ -147,8 +147,12 @@ def _check_ranges(config: TrainConfig) -> None:
         raise ConfigError(f"validation_images: must be 1 or more, got {config.validation_images!r}")
 
 
-# A job's YAML may hold a sweep (render and submit run it as a job array, jobs/sweep.py), not a setting.
+# A job's YAML may hold a sweep (render and submit run it as a job array, login/sweep.py), not a setting.
 SWEEP_KEY = "sweep"
+# ... and a `job:` section: options of the job request that render and submit read (a flag given wins).
+JOB_KEY = "job"
+JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterogeneous job (--ps-partition)",
+               "ps_nodes": "the nodes the chief and ps share, with ps_partition (--ps-nodes, default 1)"}
 
 
 def data_dir_default(environ: Mapping[str, str]) -> str | None:
@@ -169,6 +173,12 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), s
             raise ConfigError(f"{path}: a sweep runs as a job array: use it with hpc-train render or submit, or "
                               "drop its 'sweep:' section to train once")
         del values[SWEEP_KEY]
+    if JOB_KEY in values:
+        if not sweep_allowed:
+            raise ConfigError(f"{path}: its 'job:' section holds render's and submit's options "
+                              f"({', '.join(JOB_SECTION)}): use it with hpc-train render or submit, or drop it to train "
+                              "here")
+        del values[JOB_KEY]
     _refuse_unknown(values, source)
     if path is not None:
         values = _task_path_from(Path(path).parent, values)
@@ -190,6 +200,23 @@ def default_output_dir(task: str) -> str:
     if task == BUILTIN_TASK:
         return DEFAULT_OUTPUT_DIR
     return f"runs/{Path(task).stem if task.endswith('.py') or '/' in task else task.rpartition('.')[2]}"
+
+
+def read_job_section(path: str | Path | None) -> dict[str, Any]:
+    """The YAML file's `job:` section, checked: {} when there is none; one line for an unknown key or a value
+    of the wrong kind."""
+    section = {} if path is None else _read_yaml(Path(path)).get(JOB_KEY) or {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{path}: 'job:' must be a mapping of {', '.join(JOB_SECTION)}")
+    for key, value in section.items():
+        if key not in JOB_SECTION:
+            raise ConfigError(f"{path}: job: {key!r} is not a job option; known: {', '.join(JOB_SECTION)}")
+    partition, nodes = section.get("ps_partition"), section.get("ps_nodes")
+    if partition is not None and (not isinstance(partition, str) or not partition.strip()):
+        raise ConfigError(f"{path}: job: ps_partition {partition!r}: a partition's name, e.g. cpu")
+    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
+        raise ConfigError(f"{path}: job: ps_nodes {nodes!r}: a whole number of 1 or more")
+    return dict(section)
 
 
 def read_sweep(path: str | Path | None) -> Any:

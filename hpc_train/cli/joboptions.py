@@ -24,7 +24,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{option}", default=None, help=f"sbatch --{option}")
     parser.add_argument("--ps-partition", default=None, metavar="NAME",
                         help="parameter_server: the chief and the ps on this (CPU) partition, no GPU, the workers on "
-                             "--partition with their GPUs: one heterogeneous job")
+                             "--partition with their GPUs: one heterogeneous job (YAML: job: {ps_partition: NAME})")
     parser.add_argument("--ps-nodes", type=int, default=None, metavar="M",
                         help="with --ps-partition: the nodes the chief and ps share (default 1)")
     parser.add_argument("--cpus-per-task", type=int, default=None, metavar="C")
@@ -63,7 +63,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
-    from hpc_train.config import data_dir_default, load_config
+    from hpc_train.config import data_dir_default, load_config, read_job_section
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.request import Group, project_name
 
@@ -72,6 +72,9 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account, qos=args.qos, time=args.time, container=args.container,
                     hold=getattr(args, "hold", False), signal_seconds=args.signal_seconds, keras=args.keras,
                     command_signal=args.command_signal, retry_exit_codes=exit_codes(args.retry_exit_codes))
+    for key, value in read_job_section(args.config).items():  # the YAML's job: section, where no flag was given
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     spec = parameter_servers_request(args, group, job_wide)
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:

@@ -143,3 +143,40 @@ def test_a_held_heterogeneous_job_is_submitted_held() -> None:
     script = render_script(held, TrainConfig(), "/opt/hpc").splitlines()
     assert script.index("#SBATCH --hold") < script.index("#SBATCH hetjob")
     assert "#SBATCH --hold" not in render_script(JobRequest.parameter_servers(WORKERS, "cpu"), TrainConfig(), "/x")
+
+
+def test_the_yaml_job_section_asks_for_the_same_heterogeneous_job_and_a_flag_wins(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text("epochs: 2\njob:\n  ps_partition: cpu\n  ps_nodes: 1\n")
+    flags = ["--strategy", "parameter_server", "--nodes", "2", "--gpus-per-node", "2", "--partition", "gpu"]
+    code, _, err = run_main(["render", *flags, "--config", str(config), "-o", str(tmp_path / "yaml.sbatch")], capsys)
+    assert code == 0, err
+    code, _, err = run_main(["render", *HET, "-o", str(tmp_path / "flags.sbatch")], capsys)
+    assert code == 0, err
+    directives = [[line for line in (tmp_path / name).read_text().splitlines() if line.startswith("#SBATCH")]
+                  for name in ("yaml.sbatch", "flags.sbatch")]
+    assert directives[0] == directives[1] and "#SBATCH --partition=cpu" in directives[0]
+    code, _, err = run_main(["render", *flags, "--config", str(config), "--ps-partition", "small",
+                             "-o", str(tmp_path / "wins.sbatch")], capsys)
+    assert code == 0 and "#SBATCH --partition=small" in (tmp_path / "wins.sbatch").read_text()
+
+
+@pytest.mark.parametrize("section, said", [
+    ("job:\n  ps_nodes: 0\n", "job: ps_nodes 0: a whole number of 1 or more"),
+    ("job:\n  partitions: cpu\n", "job: 'partitions' is not a job option; known: ps_partition, ps_nodes"),
+    ("job: cpu\n", "'job:' must be a mapping of ps_partition, ps_nodes"),
+])
+def test_a_bad_job_section_is_one_line(section: str, said: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(section)
+    code, _, err = run_main(["render", *HET[:-2], "--config", str(config), "-o", str(tmp_path / "x")], capsys)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1
+
+
+def test_train_refuses_a_job_section_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text("epochs: 1\njob:\n  ps_partition: cpu\n")
+    code, _, err = run_main(["train", "--config", str(config)], capsys)
+    assert code == 2 and "its 'job:' section holds render's and submit's options" in err
