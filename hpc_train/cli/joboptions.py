@@ -16,8 +16,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--one-task-per-node", action="store_true",
                         help="one task per node, mirroring over all its GPUs")
     parser.add_argument("--ntasks-per-node", type=int, default=1, metavar="T", help="CPU tasks per node when G = 0")
-    parser.add_argument("--strategy", choices=JOB_STRATEGIES, default=JOB_STRATEGIES[0])
-    parser.add_argument("--num-ps", type=int, default=1, metavar="K")
+    parser.add_argument("--strategy", choices=JOB_STRATEGIES, default=None,
+                        help=f"default: the YAML's strategy when it is one of these, else {JOB_STRATEGIES[0]}")
+    parser.add_argument("--num-ps", type=int, default=None, metavar="K", help="default: the YAML's num_ps, else 1")
     parser.add_argument("--name", default=None, help="job name; results go to runs/NAME-JOBID/ (default: this "
                         "folder's name, as hpc-train init names the starter's job)")
     for option in ("partition", "account", "qos", "time", "mem", "constraint", "gres"):
@@ -63,19 +64,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
-    from hpc_train.config import data_dir_default, load_config, read_job_section
+    from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config, read_job_section
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.request import Group, project_name
-
-    group = Group(args.nodes, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
-                  args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres)
-    job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account, qos=args.qos, time=args.time, container=args.container,
-                    hold=getattr(args, "hold", False), signal_seconds=args.signal_seconds, keras=args.keras,
-                    command_signal=args.command_signal, retry_exit_codes=exit_codes(args.retry_exit_codes))
-    for key, value in read_job_section(args.config).items():  # the YAML's job: section, where no flag was given
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    spec = parameter_servers_request(args, group, job_wide)
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
         raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
@@ -87,6 +78,21 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     retries += [f"prune={args.prune}"] if args.prune is not None else []
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries],
                         sweep_allowed=True, data_dir=data_dir_default(os.environ))
+    # One rule for what the job is: a flag given wins, else the YAML (its strategy and num_ps, its job: section).
+    if args.strategy is None:
+        args.strategy = train.strategy if train.strategy in JOB_STRATEGIES else JOB_STRATEGIES[0]
+    if args.num_ps is None:
+        args.num_ps = train.num_ps
+    for key, value in read_job_section(args.config).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    group = Group(args.nodes, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
+                  args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres)
+    job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account,
+                    qos=args.qos, time=args.time, container=args.container, hold=getattr(args, "hold", False),
+                    signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
+                    retry_exit_codes=exit_codes(args.retry_exit_codes))
+    spec = parameter_servers_request(args, group, job_wide)
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home

@@ -180,3 +180,17 @@ def test_train_refuses_a_job_section_in_one_line(tmp_path: Path, capsys: pytest.
     config.write_text("epochs: 1\njob:\n  ps_partition: cpu\n")
     code, _, err = run_main(["train", "--config", str(config)], capsys)
     assert code == 2 and "its 'job:' section holds render's and submit's options" in err
+
+
+def test_the_yamls_strategy_and_num_ps_make_the_job_unless_a_flag_says_otherwise(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """They were read for training but not for the job, which stayed multiworker without a word."""
+    config = tmp_path / "ps.yaml"
+    config.write_text("strategy: parameter_server\nnum_ps: 2\n")
+    code, _, err = run_main(["render", "--nodes", "2", "--ntasks-per-node", "2", "--config", str(config),
+                             "-o", str(tmp_path / "ps.sbatch")], capsys)
+    script = (tmp_path / "ps.sbatch").read_text()
+    assert code == 0 and "--strategy parameter_server" in script and "num_ps: 2\n" in script, err
+    code, _, err = run_main(["render", "--nodes", "2", "--strategy", "multiworker", "--config", str(config),
+                             "-o", str(tmp_path / "mw.sbatch")], capsys)
+    assert code == 0 and "--strategy multiworker" in (tmp_path / "mw.sbatch").read_text(), err
