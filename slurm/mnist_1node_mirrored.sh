@@ -34,4 +34,4 @@ source "$root/env/activate.sh"
 # The job body (hpc-train job): the start line, the retries' prologue, the step (srun, or without Slurm the
 # same tasks on this machine), the epilogue after a failure; results in runs/mnist-mirrored-<jobid>/.
 exec hpc-train job --name mnist-mirrored --nodes 1 --ntasks-per-node 1 --strategy mirrored --trainer -- \
-  hpc-train train --config "$root/templates/mnist-mirrored.yaml" ${HPC_TRAIN_DATA_DIR:+--data-dir "$HPC_TRAIN_DATA_DIR"} "$@"
+  hpc-train train --config "$root/templates/mnist-mirrored.yaml" "$@"

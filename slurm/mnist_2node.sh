@@ -38,4 +38,4 @@ source "$root/env/activate.sh"
 # The job body (hpc-train job): the start line, the retries' prologue, the step (srun, or without Slurm the
 # same tasks on this machine), the epilogue after a failure; results in runs/mnist-2node-<jobid>/.
 exec hpc-train job --name mnist-2node --nodes 2 --ntasks-per-node 1 --strategy multiworker --trainer -- \
-  hpc-train train --config "$root/templates/mnist-multiworker.yaml" ${HPC_TRAIN_DATA_DIR:+--data-dir "$HPC_TRAIN_DATA_DIR"} "$@"
+  hpc-train train --config "$root/templates/mnist-multiworker.yaml" "$@"

@@ -37,4 +37,4 @@ source "$root/env/activate.sh"
 # The job body (hpc-train job): the start line, the retries' prologue, the step (srun, or without Slurm the
 # same tasks on this machine), the epilogue after a failure; results in runs/mnist-ps-<jobid>/.
 exec hpc-train job --name mnist-ps --nodes 2 --ntasks-per-node 2 --strategy parameter_server --trainer -- \
-  hpc-train train --config "$root/templates/mnist-parameter_server.yaml" ${HPC_TRAIN_DATA_DIR:+--data-dir "$HPC_TRAIN_DATA_DIR"} "$@"
+  hpc-train train --config "$root/templates/mnist-parameter_server.yaml" "$@"

@@ -41,4 +41,4 @@ source "$root/env/activate.sh"
 # The job body (hpc-train job): the start line, the retries' prologue, the step (srun --het-group=0,1 across
 # both components; without Slurm the same tasks on this machine), the epilogue after a failure.
 exec hpc-train job --name mnist-ps-het --nodes 3 --ntasks-per-node 2 --strategy parameter_server --trainer -- \
-  hpc-train train --config "$root/templates/mnist-parameter_server.yaml" ${HPC_TRAIN_DATA_DIR:+--data-dir "$HPC_TRAIN_DATA_DIR"} "$@"
+  hpc-train train --config "$root/templates/mnist-parameter_server.yaml" "$@"

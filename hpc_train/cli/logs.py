@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import FINAL_STATES, job_state
-    from hpc_train.runs.folders import find_record, rank_log
+    from hpc_train.runs.folders import find_record, rank_text
 
     record = find_record(args.job)
     if record.is_sweep:
@@ -41,23 +41,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not 0 <= args.rank < record.tasks:
         raise HpcTrainError(f"--rank {args.rank}: job {record.job_id} has ranks 0-{record.tasks - 1}")
-    out, err = rank_log(record, args.rank, "out"), rank_log(record, args.rank, "err")
     if not args.follow:
-        for path in (out, err):
-            if path.is_file():
-                sys.stdout.write(path.read_text(errors="replace"))
+        sys.stdout.write(rank_text(record, args.rank) or "")
         return 0
     shown = 0
     while True:
         finished = job_state(record.job_id, SlurmClient.local(os.environ))[0] in FINAL_STATES | {"UNKNOWN"}
-        text = out.read_text(errors="replace") if out.is_file() else ""
+        text = rank_text(record, args.rank) or ""
         sys.stdout.write(text[shown:])
         sys.stdout.flush()
         shown = len(text)
         if finished:
             return 0
         time.sleep(1)
-
 
 def sweep_tails(sweep: JobRecord, rank: int) -> list[str]:
     """Each element's values and the last lines of its rank's log (or that it has none yet), then how to see one

@@ -30,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.epilogue import PREFIX, QuietParser
 from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.requeue import restart_count
+from hpc_train.slurm.client import SlurmClient
 
 # Signals a batch script passes on to its step: Slurm's time-limit warning when it reaches the script itself.
 PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
@@ -183,7 +184,6 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str])
             return report(error, "hpc-train launch")
     import subprocess
 
-    from hpc_train.slurm.client import SlurmClient
 
     step: list[subprocess.Popen[bytes]] = []
     early: list[int] = []  # a warning that came before srun started: passed on once it has
@@ -222,6 +222,8 @@ def record_job(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str
     user_command = command[command.index("--") + 1:] if body.command and "--" in command else None
     record = started_record(body.run_dir, env, body.strategy, body.nodes, body.nodes * body.tasks_per_node,
                             user_command, now)
+    if body.output is None and under_slurm(env):  # srun labels every rank's lines into the batch log: say where
+        record = replace(record, batch_log=SlurmClient.local(env).show_job(env["SLURM_JOB_ID"]).get("StdOut"))
     if record.write_new() and record.is_element:
         count = env.get("SLURM_ARRAY_TASK_COUNT") or str(int(env.get("SLURM_ARRAY_TASK_MAX") or -1) + 1)
         note_element(record, int(count), element_values(env))

@@ -52,8 +52,8 @@ ROLES = ("chief", "worker", "ps")
 @dataclass(frozen=True)
 class Group:
     """Nodes of a job alike: how many, the tasks and GPUs on each, what Slurm gives them (one #SBATCH block), and
-    the roles their tasks take. Every job has one today; a heterogeneous one (`#SBATCH hetjob`: chief and ps on a
-    CPU partition, workers on a GPU one) will have one per kind of node."""
+    the roles their tasks take. A job has one; a heterogeneous one (`#SBATCH hetjob`: chief and ps on a CPU
+    partition, workers on a GPU one, --ps-partition) has one per kind of node."""
 
     nodes: int
     gpus_per_node: int = 0

@@ -1,4 +1,4 @@
-"""Render a job's sbatch script from templates/job.sbatch (pure: values in, text out).
+"""Render a job's sbatch script from templates/job.sbatch (values in, text out; the template read from disk).
 
 Quoting happens here, at the render boundary: every value from the user reaches
 the script through `shlex.quote`. The few raw shell pieces are the template's

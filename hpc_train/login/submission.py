@@ -27,6 +27,7 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import kill_on_bad_exit, script_line
+from hpc_train.runs.state import write_text_atomically
 from hpc_train.runs.folders import (ELEMENT_BATCH_LOG, RANK_LOG_PATTERN, RUNS, JobRecord, element_records,
                                     run_folder)
 from hpc_train.login.script import activation_script, config_lines, job_body, job_config
@@ -270,4 +271,5 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
 
 def _write_folder(record: JobRecord, config: TrainConfig) -> None:
     record.write()
-    (Path(record.folder) / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    # Written then renamed: the job may already run (submit writes after sbatch), and its ranks read this file.
+    write_text_atomically(Path(record.folder) / "config.yaml", yaml.safe_dump(to_dict(config), sort_keys=False))

@@ -41,6 +41,9 @@ class JobRecord:
     # A heterogeneous job (parameter servers on CPU nodes): each component's partition, nodes, tasks, GPUs per
     # node and roles, in order; None for a job of one component.
     components: list[dict] | None = None
+    # Where the ranks' lines are when they have no logs/ of their own (slurm/*.sh: srun --label into the batch
+    # log, "R: " before each line of rank R); None otherwise.
+    batch_log: str | None = None
 
     def write(self) -> None:
         Path(self.folder).mkdir(parents=True, exist_ok=True)
@@ -134,9 +137,34 @@ def started_record(folder: Path, env: Mapping[str, str], strategy: str, nodes: i
               or "local" + folder.name.partition("-local")[2])
     name = env.get("SLURM_JOB_NAME") or folder.name.removesuffix(f"-{job_id}")
     started = env.get("SLURM_JOB_START_TIME", "")
-    return JobRecord(job_id, name, str(folder), int(env.get("SLURM_JOB_NUM_NODES") or nodes),
-                     int(env.get("SLURM_NTASKS") or tasks), strategy, float(started) if started.isdigit() else now,
-                     command, sweep=array if array and index else None)
+    parts = het_components(env)
+    if parts:  # the batch shell's plain variables are component 0's alone
+        nodes, tasks = sum(part["nodes"] for part in parts), sum(part["tasks"] for part in parts)
+    else:
+        nodes, tasks = int(env.get("SLURM_JOB_NUM_NODES") or nodes), int(env.get("SLURM_NTASKS") or tasks)
+    return JobRecord(job_id, name, str(folder), nodes, tasks, strategy, float(started) if started.isdigit() else now,
+                     command, sweep=array if array and index else None, components=parts or None)
+
+
+def het_components(env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A heterogeneous job's components as its batch shell sees them (SLURM_HET_SIZE > 1; [] for a plain job):
+    partition, nodes, tasks, GPUs per node where Slurm says, and the roles hpc-train gives them (component 0 the
+    chief and the ps, the others workers) (pure)."""
+    import hostlist
+
+    size = env.get("SLURM_HET_SIZE", "")
+    if not size.isdigit() or int(size) < 2:
+        return []
+    parts = []
+    for number in range(int(size)):
+        own = {name: env.get(f"SLURM_{name}_HET_GROUP_{number}", "") for name in
+               ("JOB_PARTITION", "JOB_NODELIST", "NTASKS", "GPUS_PER_NODE")}
+        gpus = own["GPUS_PER_NODE"].rpartition(":")[2]  # "2" or "a100:2"
+        parts.append({"partition": own["JOB_PARTITION"] or None,
+                      "nodes": len(hostlist.expand_hostlist(own["JOB_NODELIST"])) if own["JOB_NODELIST"] else 0,
+                      "tasks": int(own["NTASKS"] or 0), "gpus_per_node": int(gpus) if gpus.isdigit() else None,
+                      "roles": ["chief", "ps"] if number == 0 else ["worker"]})
+    return parts
 
 
 def element_values(env: Mapping[str, str]) -> dict[str, Any]:
@@ -199,6 +227,20 @@ def find_record(job_id: str | None, runs: Path = RUNS) -> JobRecord:
         if record.job_id == job_id:
             return record
     raise HpcTrainError(f"no job {job_id} in {runs}/ here (known: {', '.join(r.job_id for r in records[:10])})")
+
+
+def rank_text(record: JobRecord, rank: int) -> str | None:
+    """Everything rank `rank` wrote so far: its own log (stdout, then stderr where apart), or its labelled lines of
+    the batch log (their "R: " dropped); None before there is any."""
+    own = [rank_log(record, rank, stream) for stream in ("out", "err")]
+    if any(path.is_file() for path in own):
+        return "".join(path.read_text(errors="replace") for path in own if path.is_file())
+    batch = Path(record.batch_log) if record.batch_log else None
+    if batch is None or not batch.is_file():
+        return None
+    label = f"{rank}: "
+    return "".join(line[len(label):] for line in batch.read_text(errors="replace").splitlines(keepends=True)
+                   if line.startswith(label))
 
 
 def rank_log(record: JobRecord, rank: int, stream: str = "out") -> Path:

@@ -25,9 +25,14 @@ CARRIED = ("attempts", "attempt", "max_retries")
 
 def write_json_atomically(path: Path, value: Any) -> None:
     """Write, then rename: a reader never sees half a file, a crash never loses the old one."""
+    write_text_atomically(path, json.dumps(value, indent=2) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write, then rename (a file of the run folder that another process may be reading)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(value, indent=2) + "\n")
+    partial.write_text(text)
     os.replace(partial, path)
 
 

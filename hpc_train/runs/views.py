@@ -15,7 +15,7 @@ from typing import Any
 
 from hpc_train.runs import attempts, compare
 from hpc_train.runs.columns import aligned, value_text
-from hpc_train.runs.folders import JobRecord, element_folder, element_id, rank_log
+from hpc_train.runs.folders import JobRecord, element_folder, element_id, rank_text
 from hpc_train.runs.metrics import epochs_in, metrics_path, read_metrics
 from hpc_train.runs.objective import default_objective
 from hpc_train.runs.state import read_state
@@ -81,8 +81,8 @@ def settings_max_retries(folder: Path) -> Any:
 
 def chief_log(record: JobRecord) -> list[str] | None:
     """The chief's (rank 0's) log, a line each; None before there is one."""
-    log = rank_log(record, 0)
-    return log.read_text(errors="replace").splitlines() if log.is_file() else None
+    text = rank_text(record, 0)
+    return None if text is None else text.splitlines()
 
 
 def history_lines(run: RunFiles, default_max_retries: int) -> list[str]:
@@ -125,7 +125,12 @@ def component_lines(record: JobRecord) -> list[str]:
     """A heterogeneous job's components, a line each: partition, nodes, tasks and their roles, GPUs."""
     return [f"  part {index}:  {part.get('partition') or 'default partition'}, {part.get('nodes')} node(s), "
             f"{part.get('tasks')} task(s) ({', '.join(part.get('roles') or [])}), "
-            f"{part.get('gpus_per_node') or 'no'} GPU(s) per node" for index, part in enumerate(record.components or [])]
+            f"{gpu_count(part.get('gpus_per_node'))} GPU(s) per node" for index, part in enumerate(record.components or [])]
+
+
+def gpu_count(gpus: int | None) -> str:
+    """GPUs per node as a component's line says them: "no", a number, or "?" where Slurm did not say."""
+    return "no" if gpus == 0 else "?" if gpus is None else str(gpus)
 
 
 def shown_state(slurm_state: str, run: RunFiles) -> str:

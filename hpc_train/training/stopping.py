@@ -78,9 +78,13 @@ def stuck_line(signal_name: str, second: bool, boundary_reached: bool, waited: f
 
 
 def _end_now(line: str, code: int) -> None:
-    """End the process from the watcher thread: the main thread is stuck in C++, so no exception can reach it."""
+    """End the process from the watcher thread: the main thread is stuck in C++, so no exception can reach it.
+    The rank log's filter is drained first: os._exit skips atexit, and a cluster ends the filter with the task."""
+    from hpc_train.training.stderr_filter import drain
+
     sys.stdout.flush()
     print(line, file=sys.stderr, flush=True)
+    drain()
     os._exit(code)
 
 

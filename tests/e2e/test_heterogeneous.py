@@ -142,6 +142,9 @@ def test_the_shipped_heterogeneous_script_runs_under_plain_sbatch(env: dict[str,
     assert re.search(rf"^hpc-train: job {job} on hcpu1 \+ hgpu\[1-2\], 2\+4 tasks", text, re.M), text[-3000:]
     assert re.search(r"^0: hpc-train bootstrap: rank 0 is chief 0 at hcpu1:\d+, GPUs: none$", text, re.M)
     assert len(re.findall(r"is worker \d at hgpu[12]:\d+, GPUs: [01]$", text, re.M)) == 4, text[-3000:]
+    # Followed as a submitted job: the record the job body wrote holds both components, not component 0's alone.
+    [record] = [json.loads(path.read_text()) for path in tmp_path.glob(f"runs/*-{job}/job.json")]
+    assert (record["nodes"], record["tasks"]) == (3, 6) and [part["tasks"] for part in record["components"]] == [2, 4]
 
 
 # Rank 2 (the first worker) killed by a signal on the job's first run, as a crash would; every rank done after.

@@ -135,3 +135,29 @@ def test_the_record_a_job_writes_never_replaces_submits(tmp_path: Path) -> None:
     assert first.write_new() and not JobRecord("1", "b", first.folder, 2, 2, "multiworker", 2.0).write_new()
     assert json.loads((tmp_path / "a-1" / "job.json").read_text())["name"] == "a"
     assert os.listdir(tmp_path / "a-1") == ["job.json"]
+
+
+def test_the_ranks_of_a_hand_written_script_are_read_from_the_batch_log_they_are_labelled_in(tmp_path: Path) -> None:
+    """slurm/*.sh run srun --label into the batch log (no logs/ of their own): logs and status read them there."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    (home / "env").mkdir(parents=True)
+    (home / "env" / "activate.sh").write_text("")
+    batch_log = work / "slurm-mnist-2node-56.out"
+    labelled = ('while [[ "$1" == --* ]]; do shift; done\n'
+                '"$@" 2>&1 | sed "s/^/0: /"; echo "1: hpc-train: rank 1 says hi"\n')
+    fake = FakeSlurm(tmp_path / "fake", {
+        "srun": Reply(shell=labelled),
+        "sacct": Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1),
+        "scontrol": f"JobId=56 JobState=RUNNING ExitCode=0:0 RunTime=00:00:42 NodeList=node[1-2] StdOut={batch_log}\n",
+        "squeue": "56 RUNNING\n"})
+    env = {**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"]}
+    fake_hpc_train(tmp_path / "bin", TRAINER)
+    work.mkdir()
+    job = subprocess.run(["bash", str(ROOT / "slurm" / "mnist_2node.sh")], cwd=work, capture_output=True, text=True,
+                         timeout=120, env={**env, "HPC_TRAIN_HOME": str(home), "SLURM_JOB_ID": "56",
+                                           "SLURM_JOB_NAME": "mnist-2node", "SLURM_NTASKS": "2"})
+    assert job.returncode == 0, job.stderr
+    batch_log.write_text(job.stderr + job.stdout)  # where Slurm writes the batch script's output
+    assert hpc_train(work, env, "logs", "56").stdout == "hpc-train: epoch 1/5  loss 0.5\n"
+    assert hpc_train(work, env, "logs", "56", "--rank", "1").stdout == "hpc-train: rank 1 says hi\n"
+    assert "last:    hpc-train: epoch 1/5  loss 0.5" in hpc_train(work, env, "status", "56").stdout

@@ -42,3 +42,22 @@ def test_a_jobs_folders_are_found_by_its_id_whatever_its_name(tmp_path: Path) ->
     (tmp_path / "mnist-170").mkdir()
     assert folders_of("17", tmp_path) == [tmp_path / "mnist-17"]
     assert folders_of("18", tmp_path) == []
+
+
+def test_a_heterogeneous_job_started_with_sbatch_records_every_component() -> None:
+    """The batch shell's SLURM_NTASKS and SLURM_JOB_NUM_NODES are component 0's alone."""
+    from hpc_train.runs.folders import started_record
+
+    env = {"SLURM_JOB_ID": "42", "SLURM_JOB_NAME": "het", "SLURM_HET_SIZE": "2", "SLURM_NTASKS": "3",
+           "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST_HET_GROUP_0": "cpu1", "SLURM_NTASKS_HET_GROUP_0": "3",
+           "SLURM_JOB_PARTITION_HET_GROUP_0": "cpu", "SLURM_JOB_NODELIST_HET_GROUP_1": "gpu[1-2]",
+           "SLURM_NTASKS_HET_GROUP_1": "4", "SLURM_JOB_PARTITION_HET_GROUP_1": "gpu",
+           "SLURM_GPUS_PER_NODE_HET_GROUP_1": "a100:2"}
+    record = started_record(Path("runs/het-42"), env, "parameter_server", 1, 3, None, 0.0)
+    assert (record.nodes, record.tasks) == (3, 7)
+    assert record.components == [
+        {"partition": "cpu", "nodes": 1, "tasks": 3, "gpus_per_node": None, "roles": ["chief", "ps"]},
+        {"partition": "gpu", "nodes": 2, "tasks": 4, "gpus_per_node": 2, "roles": ["worker"]}]
+    plain = started_record(Path("runs/one-7"), {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}, "multiworker", 2, 2,
+                           None, 0.0)
+    assert plain.components is None and plain.tasks == 2
