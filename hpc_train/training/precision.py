@@ -136,14 +136,32 @@ def this_rank(requested: str) -> Precision:
     return choose(requested, Hardware(cpu_flags(), gpu_capabilities(), onednn))
 
 
+# What Slurm sets where a job's nodes hold GPUs (a heterogeneous job's per component, _HET_GROUP_N).
+GPU_VARIABLES = ("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS", "SLURM_GPUS_PER_TASK")
+
+
+def for_parameter_servers(chief: Precision, environ: Mapping[str, str]) -> Precision:
+    """auto under parameter_server: the chief decides (it traces every step the workers run) but never sees a GPU
+    (the bootstrap gives it none). Where the job's nodes hold GPUs, the workers' kind is unknown to it: float32,
+    saying how to choose; else the chief's CPU rule (pure)."""
+    job_has_gpus = any(value.strip() not in ("", "0") for name, value in environ.items()
+                       if name.startswith(GPU_VARIABLES))
+    if not job_has_gpus:
+        return chief
+    return Precision("float32", "auto: the workers' GPUs are not visible to the chief, which traces their steps; set "
+                                "precision=mixed_bfloat16 for Ampere or newer, mixed_float16 for Volta or Turing")
+
+
 def job_precision(requested: str, strategy: Any) -> Precision:
     """This rank's dtype policy and why; under MultiWorkerMirrored with auto, the job's: one tiny all-reduce of
     each replica's choice, so that all of them run the same arithmetic (precision.common). A parameter-server
-    job's chief traces every step the workers run: its choice is the job's."""
+    job's chief traces every step the workers run: its choice is the job's (for_parameter_servers)."""
     from hpc_train.training.callbacks import summed_over_ranks
     from hpc_train.training.keras import tf
 
     own = this_rank(requested)
+    if requested == AUTO and isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+        return for_parameter_servers(own, os.environ)
     if requested != AUTO or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return own
     counts = summed_over_ranks(strategy)(tf.constant([float(own.policy == policy) for policy in ORDER])).numpy()

@@ -85,3 +85,14 @@ def test_cpu_flags_are_read_from_cpuinfo_text() -> None:
 ])
 def test_the_machine_line_names_the_vector_and_matrix_units(flags: frozenset[str], words: str) -> None:
     assert vector_units(flags) == words
+
+
+def test_auto_under_parameter_servers_keeps_the_chiefs_cpu_rule_unless_the_job_has_gpus_it_cannot_see() -> None:
+    from hpc_train.training.precision import Precision, for_parameter_servers
+
+    amx = Precision("mixed_bfloat16", "auto: the CPU has AMX")
+    assert for_parameter_servers(amx, {"SLURM_JOB_ID": "7"}) == amx  # a CPU job: the chief's choice holds
+    assert for_parameter_servers(amx, {"SLURM_GPUS_ON_NODE": "0"}) == amx
+    for gpus in ({"SLURM_GPUS_ON_NODE": "2"}, {"SLURM_GPUS_PER_NODE_HET_GROUP_1": "a100:2"}):
+        chosen = for_parameter_servers(amx, gpus)
+        assert chosen.policy == "float32" and "set precision=mixed_bfloat16 for Ampere" in chosen.why
