@@ -77,12 +77,14 @@ def job_config(spec: JobRequest, train: TrainConfig) -> TrainConfig:
 
 def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str = "runs",
                   template: Path | None = None, command: Sequence[str] | None = None,
-                  sweep: Sweep | None = None, max_parallel: int | None = None, batch_log: str | None = None) -> str:
+                  sweep: Sweep | None = None, max_parallel: int | None = None, batch_log: str | None = None,
+                  program: str = "hpc-train") -> str:
     """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
     `command`: the user's own command for every task, instead of the trainer; `sweep`: one job array, an element
     per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
     running at once. `batch_log`: the batch script's log (sbatch --output), where the default, in the directory
-    sbatch runs in, will not do."""
+    sbatch runs in, will not do. `program`: how the job starts hpc-train (shell text): the activated environment's
+    `hpc-train`, or `PYTHON -m hpc_train` for submit's own Python (a container's ranks use the image's)."""
     config = job_config(spec, train)
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
                                       "output": "slurm-%x-%A_%a.out"}
@@ -100,8 +102,9 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
         run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
         '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
         config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
-        job_line=script_line("hpc-train", '"$run_dir"', job_body(spec, config, command), launcher + (
-            task_command(spec, config, command) if sweep is None or not command else '"${element_command[@]}"'),
+        job_line=script_line(program, '"$run_dir"', job_body(spec, config, command), launcher + (
+            task_command(spec, config, command, "hpc-train" if spec.container else program)
+            if sweep is None or not command else '"${element_command[@]}"'),
             output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
     )
 

@@ -177,7 +177,10 @@ def _submit_rendered(spec: JobRequest, train: TrainConfig, runs: Path, command: 
     from hpc_train.login.script import render_script
     from hpc_train.slurm.client import SlurmClient
 
-    script = render_script(spec, train, home or default_home_text(), runs_dir=str(runs.absolute()), command=command)
+    # As a plain submit's job runs hpc-train: this very Python, unless --home names the environment to activate.
+    program = "hpc-train" if home else f"{shlex.quote(sys.executable)} -m hpc_train"
+    script = render_script(spec, train, home or default_home_text(), runs_dir=str(runs.absolute()), command=command,
+                           program=program)
     job_id = SlurmClient.local(os.environ).submit_text(script, cwd=os.getcwd())
     record = JobRecord(job_id, spec.name, str(run_folder(runs, spec.name, job_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, time.time(), list(command) if command else None,

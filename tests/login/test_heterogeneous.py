@@ -194,3 +194,25 @@ def test_the_yamls_strategy_and_num_ps_make_the_job_unless_a_flag_says_otherwise
     code, _, err = run_main(["render", "--nodes", "2", "--strategy", "multiworker", "--config", str(config),
                              "-o", str(tmp_path / "mw.sbatch")], capsys)
     assert code == 0 and "--strategy multiworker" in (tmp_path / "mw.sbatch").read_text(), err
+
+
+def test_submit_runs_a_heterogeneous_job_with_its_own_python_as_a_plain_submit_does(tmp_path: Path) -> None:
+    """Not the `hpc-train` some PATH has: `python -m hpc_train submit` works without the console script."""
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.fake_slurm import FakeSlurm, without_slurm
+
+    fake = FakeSlurm(tmp_path / "fake", {
+        "sbatch": "77\n", "sinfo": "",  # (--parsable)
+        "scontrol show partition": "PartitionName=gpu Default=YES Nodes=g[1-2] TotalNodes=2 MaxNodes=UNLIMITED\n"
+                                   "PartitionName=cpu Default=NO Nodes=c[1-3] TotalNodes=3 MaxNodes=UNLIMITED\n",
+        "scontrol show node": "NodeName=g1 Gres=gpu:2\nNodeName=g2 Gres=gpu:2\nNodeName=c1 Gres=(null)\n"
+                              "NodeName=c2 Gres=(null)\nNodeName=c3 Gres=(null)\n"})
+    env = {**without_slurm(), "PATH": fake.install(tmp_path / "bin", ["sbatch"])["PATH"]}
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "submit", *HET], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout == "77\n", result.stderr
+    [script] = fake.scripts()
+    assert f"exec {shlex.quote(sys.executable)} -m hpc_train job " in script and "#SBATCH hetjob" in script
