@@ -26,7 +26,7 @@ import yaml
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
-from hpc_train.injob.body import kill_on_bad_exit, script_line
+from hpc_train.injob.body import script_line
 from hpc_train.runs.state import write_text_atomically
 from hpc_train.runs.folders import (ELEMENT_BATCH_LOG, RANK_LOG_PATTERN, RUNS, JobRecord, element_records,
                                     run_folder)
@@ -250,9 +250,11 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
 
 
 def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> int:
-    """The same job, its tasks started on this machine by the mock launcher."""
+    """The same job, run here by the same job body as a batch script's (its start line, its epilogue's verdict),
+    its ranks started on this machine by the mock launcher."""
+    from hpc_train.injob.body import run_job
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
-    from hpc_train.login.mock_srun import Step, launch
+    from hpc_train.login.script import job_body
 
     config = job_config(spec, train)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -260,16 +262,15 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
                        list(command) if command else None)
     _write_folder(record, replace(config, output_dir=str(folder)))
-    base = dict(os.environ)
     if command:
-        base["HPC_TRAIN_RUN_DIR"] = str(folder.resolve())  # the tasks' only: this process's own stays as it was
         job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues, spec.keras,
                          spec.command_signal)
         task_command = [sys.executable, "-m", "hpc_train", *supervised_arguments(job)]
     else:
         task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
-    return launch(Step.make(spec.nodes, spec.group.tasks_per_node), task_command, base,
-                  kill_on_bad_exit=bool(kill_on_bad_exit(spec.strategy)))
+    # Here, even inside a Slurm allocation: without Slurm's variables the body starts the mock launcher, not srun.
+    here = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
+    return run_job(replace(job_body(spec, config, command), run_dir=folder), task_command, here)
 
 
 def _write_folder(record: JobRecord, config: TrainConfig) -> None:

@@ -194,6 +194,8 @@ def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
     record = json.loads((folder / "job.json").read_text())
     assert record["tasks"] == 2 and folder.name == f"run-here-{record['job_id']}"
     assert "1: hpc-train bootstrap: rank 1 is worker 1 at 127.0.0.2:" in result.stderr
+    # Run by the job body, as every batch script's job is: its start line first.
+    assert result.stderr.startswith(f"hpc-train: job {record['job_id']} on this machine, 2 tasks; logs and results in")
     # Nor TensorFlow's start-up noise, the multi-worker cluster's included (issue 27, 9).
     assert "coordination_service" not in result.stderr and "cuInit" not in result.stderr, result.stderr
 
