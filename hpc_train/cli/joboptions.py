@@ -102,15 +102,14 @@ def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict): 
     """The job of one group; with --ps-partition, the heterogeneous one (chief and ps on that partition, `group`
     the workers). One line for what does not fit."""
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.request import JobRequest
+    from hpc_train.login.request import PS_PARTITION_WITHOUT_PS, JobRequest
 
     if args.ps_partition is None:
         if args.ps_nodes is not None:
             raise HpcTrainError("--ps-nodes applies with --ps-partition (the chief and ps on CPU nodes); add it")
         return JobRequest((group,), strategy=args.strategy, num_ps=args.num_ps, **job_wide)
     if args.strategy != "parameter_server":
-        raise HpcTrainError("--ps-partition applies to --strategy parameter_server (the chief and ps on CPU nodes); "
-                            "add it, or drop --ps-partition for multiworker")
+        raise HpcTrainError(PS_PARTITION_WITHOUT_PS)
     if getattr(args, "local", False):
         raise HpcTrainError("--ps-partition with --local: a heterogeneous job runs under Slurm; drop --local "
                             "(hpc-train cluster up --partition cpu:node[1-2]:0 --partition gpu:node[3-4]:2 gives one)")

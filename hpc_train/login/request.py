@@ -192,11 +192,14 @@ def _shape(request: JobRequest) -> str:
     return " + ".join(f"{group.nodes} node(s) x {group.tasks_per_node} task(s)" for group in request.groups)
 
 
+PS_PARTITION_WITHOUT_PS = ("--ps-partition applies to --strategy parameter_server (the chief and ps on CPU nodes); "
+                           "add it, or drop --ps-partition for multiworker")
+
+
 def _check_components(request: JobRequest) -> None:
     """A heterogeneous job is the parameter-server one: the chief and the ps in group 0, the workers after."""
     if request.strategy != "parameter_server":
-        raise JobSpecError("--ps-partition applies to --strategy parameter_server (the chief and ps on CPU nodes); "
-                           "add it, or drop --ps-partition for multiworker")
+        raise JobSpecError(PS_PARTITION_WITHOUT_PS)
     servers = request.groups[0]
     if servers.num_tasks != 1 + request.num_ps:
         raise JobSpecError(f"the ps group runs {servers.num_tasks} tasks but 1 chief + {request.num_ps} ps are "
