@@ -43,7 +43,7 @@ from hpc_train.injob.requeue import restart_count
 PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
 USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
          "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
-         "[--trainer] -- COMMAND ...")
+         "[--hang-minutes M] [--trainer] -- COMMAND ...")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class JobBody:
     command: bool = False  # the ranks run a user's command (the epilogue reads its exits so)
     output: str | None = None  # srun --output (rank logs, %t the rank); None: every rank into the job log, labelled
     error: str | None = None  # srun --error; None: with the output
+    hang_minutes: float | None = None  # the watchdog's threshold (watchdog.py); None: from the run's pace; 0: off
 
 
 def kill_on_bad_exit(strategy: str) -> int:
@@ -170,8 +171,45 @@ def _quietly(call: Callable[[], int], what: str, otherwise: int) -> int:
         return otherwise
 
 
-def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> int:
-    """The step's exit status: srun under Slurm, else the mock launcher; USR1/USR2 passed on to it."""
+def watched_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> int:
+    """The step, with the hang watchdog beside it (watchdog.py): it ends a step on which no rank makes progress."""
+    from hpc_train.injob.watchdog import Watch, Watchdog
+
+    step: list[Any] = []  # srun's process once started (under Slurm); the watchdog ends it
+    watch = Watch(body.run_dir, body.hang_minutes, body.command, restart_count(env) + 1)
+    dog = Watchdog(watch, lambda: end_step(step), say=lambda line: print(line, file=sys.stderr, flush=True))
+    if body.hang_minutes is None or body.hang_minutes > 0:
+        dog.start()
+    try:
+        return run_step(body, rank_command, env, step)
+    finally:
+        dog.stop()
+
+
+def end_step(step: Sequence[Any]) -> None:
+    """End a hung step: srun's (which ends its tasks), else the mock launcher's, which runs in this process and
+    stops its ranks on SIGTERM. A second SIGTERM a few seconds later ends a rank stuck in a step at once
+    (training/stopping.py), without its grace period."""
+    import threading
+
+    target = step[0].pid if step else os.getpid()
+    _signal(target, signal.SIGTERM)
+
+    def again() -> None:
+        time.sleep(3)
+        if step:
+            _signal(target, signal.SIGTERM)
+        time.sleep(60)
+        if step and step[0].poll() is None:
+            _signal(target, signal.SIGKILL)
+
+    threading.Thread(target=again, name="hpc-train end step", daemon=True).start()
+
+
+def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
+             step: list[Any] | None = None) -> int:
+    """The step's exit status: srun under Slurm, else the mock launcher; USR1/USR2 passed on to it. `step`
+    receives srun's process once it started."""
     if not under_slurm(env):
         from hpc_train.errors import HpcTrainError, report
         from hpc_train.login.mock_srun import Step, launch
@@ -185,7 +223,7 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str])
 
     from hpc_train.slurm.client import SlurmClient
 
-    step: list[subprocess.Popen[bytes]] = []
+    step = [] if step is None else step
     early: list[int] = []  # a warning that came before srun started: passed on once it has
 
     def pass_on(signum: int, frame: Any) -> None:
@@ -237,7 +275,7 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     ended = prologue(body, env)
     if ended is not None:
         return ended
-    code = run_step(body, rank_command, env)
+    code = watched_step(body, rank_command, env)
     return epilogue(body, code, env) if code != 0 else 0
 
 
@@ -254,6 +292,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--command", action="store_true")
     parser.add_argument("--output")
     parser.add_argument("--error")
+    parser.add_argument("--hang-minutes", type=float, default=None)
     parser.add_argument("--trainer", action="store_true")
     return parser
 
@@ -268,7 +307,8 @@ def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, ou
     options = ["--nodes", str(body.nodes), "--ntasks-per-node", str(body.tasks_per_node), "--strategy",
                body.strategy, *(("--max-retries", str(body.max_retries)) if body.max_retries is not None else ()),
                *(("--retry-exit-codes", ",".join(map(str, body.retry_exit_codes))) if body.retry_exit_codes else ()),
-               *(("--command",) if body.command else ())]
+               *(("--command",) if body.command else ()),
+               *(("--hang-minutes", f"{body.hang_minutes:g}") if body.hang_minutes is not None else ())]
     logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
     return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
 
@@ -286,7 +326,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
     run_dir = args.run_dir if args.run_dir is not None else run_dir_for(args.name, env, now)
     body = JobBody(run_dir, args.strategy, args.nodes, args.ntasks_per_node, args.max_retries,
                    tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
-                   args.output, args.error)
+                   args.output, args.error, args.hang_minutes)
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
 
 

@@ -1,0 +1,108 @@
+"""Every rank's Python stacks, on request, into the run folder: what a hung attempt was doing.
+
+The job body's watchdog (injob/watchdog.py) asks by writing a request file
+(`.stacks-request`, the attempt's number in it); a thread in each rank polls
+for it and answers with faulthandler's dump of all its threads into
+`stacks/attempt-A-rank-R.txt`. A file, not a signal: USR1 and USR2 are the
+time-limit warning, and a file reaches every rank on every path (srun, the
+mock launcher, a container) without a signal to forward. faulthandler writes
+from this thread while the main thread is stuck in TensorFlow's C++, where no
+Python signal handler would run.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+REQUEST_FILE = ".stacks-request"
+STACKS = "stacks"
+# How often a rank looks for a request: the watchdog waits a few of these for the answers.
+POLL_SECONDS = 1.0
+
+
+def stacks_file(run_dir: Path, attempt: int, rank: int) -> Path:
+    return run_dir / STACKS / f"attempt-{attempt}-rank-{rank}.txt"
+
+
+def request_stacks(run_dir: Path, attempt: int) -> None:
+    """Ask every rank for its stacks (the watchdog's side)."""
+    path = run_dir / REQUEST_FILE
+    path.write_text(f"{attempt}\n")
+
+
+def clear_request(run_dir: Path) -> None:
+    (run_dir / REQUEST_FILE).unlink(missing_ok=True)
+
+
+def requested_attempt(run_dir: Path) -> int | None:
+    """The attempt whose stacks are asked for, or None."""
+    try:
+        text = (run_dir / REQUEST_FILE).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def dump_stacks(run_dir: Path, attempt: int, rank: int) -> None:
+    """This process's stacks, all threads, into its file for the attempt."""
+    path = stacks_file(run_dir, attempt, rank)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as out:
+        out.write(f"rank {rank}, attempt {attempt}, pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        out.flush()
+        faulthandler.dump_traceback(out, all_threads=True)
+
+
+def answer_requests(run_dir: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> threading.Thread:
+    """Start this rank's thread that answers the watchdog's requests (a daemon: it ends with the process)."""
+    env = os.environ if environ is None else environ
+    rank = int(env.get("SLURM_PROCID", "0") or 0) if str(env.get("SLURM_PROCID", "0")).isdigit() else 0
+    folder = Path(run_dir)
+
+    def answer() -> None:
+        answered: set[int] = set()
+        while True:
+            attempt = requested_attempt(folder)
+            if attempt is not None and attempt not in answered:
+                answered.add(attempt)
+                try:
+                    dump_stacks(folder, attempt, rank)
+                except OSError:
+                    pass  # a rank that cannot write its stacks still ends as asked
+            time.sleep(POLL_SECONDS)
+
+    thread = threading.Thread(target=answer, name="hpc-train stacks", daemon=True)
+    thread.start()
+    return thread
+
+
+def read_stacks(run_dir: Path) -> list[tuple[str, str]]:
+    """Every stacks file (name, text), oldest attempt first, by rank."""
+    def order(path: Path) -> tuple[int, int]:
+        parts = path.stem.split("-")
+        numbers = [int(part) for part in parts if part.isdigit()]
+        return (numbers + [0, 0])[0], (numbers + [0, 0])[1]
+
+    files = sorted((run_dir / STACKS).glob("attempt-*-rank-*.txt"), key=order)
+    return [(path.name, path.read_text(errors="replace")) for path in files]
+
+
+def top_frames(text: str, count: int = 3) -> list[str]:
+    """The innermost frames of the main thread's stack in a faulthandler dump (pure): its first block is the
+    current thread (the stacks thread); the main thread is the one whose block reads 'Thread ... (most recent
+    call first)' last, or the only other."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith(("Thread ", "Current thread ")):
+            blocks.append([])
+        elif blocks and line.strip().startswith("File "):
+            blocks[-1].append(line.strip())
+    if not blocks:
+        return []
+    # The main thread is started first, so faulthandler lists it last.
+    return blocks[-1][:count]
