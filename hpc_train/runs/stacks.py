@@ -106,3 +106,13 @@ def top_frames(text: str, count: int = 3) -> list[str]:
         return []
     # The main thread is started first, so faulthandler lists it last.
     return blocks[-1][:count]
+
+
+def newest_chief_top(run_dir: Path, count: int = 3) -> tuple[str, list[str]]:
+    """The newest hung attempt's rank 0 stacks: (its file's name, its main thread's innermost frames); ("", [])
+    when no attempt hung."""
+    chief = [(name, text) for name, text in read_stacks(run_dir) if name.endswith("-rank-0.txt")]
+    if not chief:
+        return "", []
+    name, text = chief[-1]
+    return name, top_frames(text, count)
