@@ -92,20 +92,33 @@ def read_stacks(run_dir: Path) -> list[tuple[str, str]]:
     return [(path.name, path.read_text(errors="replace")) for path in files]
 
 
+# Frames that are not the run's own code: Python's library, installed packages, hpc-train's machinery.
+_NOT_OWN = ("/site-packages/", "/dist-packages/", "/hpc_train/training/", "/hpc_train/runs/", "/hpc_train/injob/")
+
+
+def _own(frame: str) -> bool:
+    return not any(part in frame for part in _NOT_OWN) and "/lib/python3." not in frame
+
+
 def top_frames(text: str, count: int = 3) -> list[str]:
-    """The innermost frames of the main thread's stack in a faulthandler dump (pure): its first block is the
-    current thread (the stacks thread); the main thread is the one whose block reads 'Thread ... (most recent
-    call first)' last, or the only other."""
+    """Where a faulthandler dump says the rank was stuck (pure): the innermost frames from the first frame of
+    the run's own code (the task module, the user's script), in the first thread that has one; without one,
+    the main thread's innermost. The dumping thread ("Current thread", this module's) is left out."""
     blocks: list[list[str]] = []
     for line in text.splitlines():
-        if line.startswith(("Thread ", "Current thread ")):
+        if line.startswith("Thread "):
             blocks.append([])
+        elif line.startswith("Current thread "):
+            blocks.append(["(current)"])
         elif blocks and line.strip().startswith("File "):
             blocks[-1].append(line.strip())
-    if not blocks:
-        return []
-    # The main thread is started first, so faulthandler lists it last.
-    return blocks[-1][:count]
+    threads = [block for block in blocks if block[:1] != ["(current)"]]
+    for frames in threads:
+        own = [index for index, frame in enumerate(frames) if _own(frame)]
+        if own:
+            return frames[own[0]:own[0] + count]
+    # faulthandler lists the threads newest first: the main thread, started first, is the last.
+    return threads[-1][:count] if threads else []
 
 
 def newest_chief_top(run_dir: Path, count: int = 3) -> tuple[str, list[str]]:

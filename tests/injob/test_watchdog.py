@@ -85,12 +85,20 @@ def test_the_cause_says_how_long() -> None:
     assert watchdog.hang_cause(3.2) == "hung: no progress on any rank for 3 s"
 
 
-def test_top_frames_are_the_main_threads_innermost() -> None:
-    dump = ('Thread 0x1 (most recent call first):\n  File "/x/stacks.py", line 70 in answer\n'
-            '  File "/usr/lib/threading.py", line 9 in run\n\n'
-            'Current thread 0x2 (most recent call first):\n  File "task.py", line 5 in stuck_in_the_data\n'
-            '  File "task.py", line 9 in <module>\n')
-    assert stacks.top_frames(dump, 1) == ['File "task.py", line 5 in stuck_in_the_data']
+def test_top_frames_are_where_the_runs_own_code_waits() -> None:
+    dump = ('Thread 0x1 (most recent call first):\n'
+            '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
+            '  File "/home/me/task.py", line 5 in wait_for_the_file_server\n'
+            '  File "/home/me/task.py", line 9 in _batches\n'
+            '  File "/v/lib/python3.11/site-packages/tensorflow/x.py", line 1 in call\n\n'
+            'Current thread 0x2 (most recent call first):\n  File "/h/hpc_train/runs/stacks.py", line 5 in dump\n\n'
+            'Thread 0x3 (most recent call first):\n'
+            '  File "/v/lib/python3.11/site-packages/tensorflow/execute.py", line 53 in quick_execute\n')
+    assert stacks.top_frames(dump, 2) == ['File "/home/me/task.py", line 5 in wait_for_the_file_server',
+                                          'File "/home/me/task.py", line 9 in _batches']
+    main_only = dump.replace("/home/me/", "/v/lib/python3.11/site-packages/")
+    assert stacks.top_frames(main_only, 1) == [
+        'File "/v/lib/python3.11/site-packages/tensorflow/execute.py", line 53 in quick_execute']
 
 
 RANK = """

@@ -34,7 +34,7 @@ def test_status_shows_that_the_attempt_hung_and_where_rank_0_was(tmp_path: Path)
     attempts.record(tmp_path, HUNG)
     (tmp_path / "stacks").mkdir()
     stacks.stacks_file(tmp_path, 1, 0).write_text(
-        'rank 0, attempt 1\nThread 0x1 (most recent call first):\n  File "stacks.py", line 70 in answer\n\n'
+        'rank 0, attempt 1\nThread 0x1 (most recent call first):\n  File "/h/hpc_train/runs/stacks.py", line 70 in answer\n\n'
         'Thread 0x2 (most recent call first):\n  File "task.py", line 5 in wait_for_the_file_server\n'
         '  File "task.py", line 9 in _batches\n')
     run = views.read_run(tmp_path)
