@@ -177,7 +177,8 @@ def watched_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, s
 
     step: list[Any] = []  # srun's process once started (under Slurm); the watchdog ends it
     watch = Watch(body.run_dir, body.hang_minutes, body.command, restart_count(env) + 1)
-    dog = Watchdog(watch, lambda: end_step(step), say=lambda line: print(line, file=sys.stderr, flush=True))
+    here = not under_slurm(env)
+    dog = Watchdog(watch, lambda: end_step(step, here), say=lambda line: print(line, file=sys.stderr, flush=True))
     if body.hang_minutes is None or body.hang_minutes > 0:
         dog.start()
     try:
@@ -186,24 +187,25 @@ def watched_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, s
         dog.stop()
 
 
-def end_step(step: Sequence[Any]) -> None:
-    """End a hung step: srun's (which ends its tasks), else the mock launcher's, which runs in this process and
-    stops its ranks on SIGTERM. A second SIGTERM a few seconds later ends a rank stuck in a step at once
-    (training/stopping.py), without its grace period."""
+def end_step(step: Sequence[Any], here: bool) -> None:
+    """End a hung step: srun's (which ends its tasks), else, `here`, the mock launcher's, which runs in this
+    process and stops its ranks on SIGTERM. srun is signalled through its Popen, which never signals a process
+    it already reaped (its pid may be another's by then); SIGKILL a minute later if it still runs."""
     import threading
 
-    target = step[0].pid if step else os.getpid()
-    _signal(target, signal.SIGTERM)
+    if here:
+        return _signal(os.getpid(), signal.SIGTERM)
+    if not step:
+        return  # srun never started: nothing to end
 
-    def again() -> None:
-        time.sleep(3)
-        if step:
-            _signal(target, signal.SIGTERM)
-        time.sleep(60)
-        if step and step[0].poll() is None:
-            _signal(target, signal.SIGKILL)
+    def end() -> None:
+        for signum, then in ((signal.SIGTERM, 3.0), (signal.SIGTERM, 60.0), (signal.SIGKILL, 0.0)):
+            if step[0].poll() is not None:
+                return
+            step[0].send_signal(signum)  # a second TERM: srun ends the step at once, as a second Ctrl-C
+            time.sleep(then)
 
-    threading.Thread(target=again, name="hpc-train end step", daemon=True).start()
+    threading.Thread(target=end, name="hpc-train end step", daemon=True).start()
 
 
 def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
@@ -219,8 +221,6 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
                           kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
         except HpcTrainError as error:  # a command that cannot start: one line, as `hpc-train launch` says it
             return report(error, "hpc-train launch")
-    import subprocess
-
     from hpc_train.slurm.client import SlurmClient
 
     step = [] if step is None else step

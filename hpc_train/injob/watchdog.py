@@ -139,6 +139,7 @@ class Watchdog:
         cause = hang_cause(seconds)
         self._say(f"hpc-train: {cause}: recording every rank's stacks, then ending the step")
         stacks.request_stacks(self.watch.run_dir, self.watch.attempt)
-        self._stopped.wait(STACKS_WAIT_SECONDS)
+        if self._stopped.wait(STACKS_WAIT_SECONDS):
+            return  # the step ended meanwhile by itself: its own failure, or success, stands
         attempts.note_hang(self.watch.run_dir, cause, round(seconds, 1))
         self._end()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +16,20 @@ from hpc_train.injob.watchdog import Beats, is_hung, threshold_seconds
 from hpc_train.runs import attempts, stacks
 
 
+@pytest.fixture(autouse=True)
+def sigterm_as_it_was() -> object:
+    """The body's epilogue ignores SIGTERM to its end (a requeue's TERM follows): not in the tests after."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
 def beats(*times: float, started: float = 0.0) -> Beats:
     seen = Beats(started)
-    for time in times:
-        seen = seen.beat(time)
+    for moment in times:
+        seen = seen.beat(moment)
     return seen
 
 
@@ -172,3 +182,34 @@ def test_submit_and_render_take_hang_minutes_as_the_setting() -> None:
     add_job_arguments(parser)
     spec, config, _ = job_request(parser.parse_args(["--nodes", "1", "--hang-minutes", "2"]))
     assert config.hang_minutes == 2 and job_body(spec, config, None).hang_minutes == 2
+
+
+def test_a_step_that_ends_while_the_stacks_are_written_is_not_ended_or_called_hung(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(watchdog, "STARTUP_SECONDS", 0.0)
+    monkeypatch.setattr(watchdog, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(watchdog, "STACKS_WAIT_SECONDS", 5.0)
+    ended = threading.Event()
+    dog = watchdog.Watchdog(watchdog.Watch(tmp_path, 0.001, False, 1), ended.set, say=lambda line: None).start()
+    deadline = time.monotonic() + 5
+    while stacks.requested_attempt(tmp_path) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert stacks.requested_attempt(tmp_path) == 1 and dog.fired
+    dog.stop()  # the step ended by itself
+    assert not ended.wait(0.5)
+    assert attempts.read_notes(tmp_path) == []
+
+
+def test_ending_a_hung_step_under_slurm_signals_srun_and_nothing_once_it_is_gone() -> None:
+    import signal
+    import subprocess
+
+    from hpc_train.injob.body import end_step
+
+    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    end_step([srun], here=False)
+    assert srun.wait(timeout=10) == -signal.SIGTERM
+    end_step([srun], here=False)  # reaped: its pid is not signalled again
+    end_step([], here=False)  # srun never started: nothing to end
