@@ -324,10 +324,22 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
     args = _parser().parse_args(argv[:at])
     command = argv[at + 1:]
     run_dir = args.run_dir if args.run_dir is not None else run_dir_for(args.name, env, now)
+    hang = args.hang_minutes if args.hang_minutes is not None or not args.trainer else trainers_hang_minutes(command)
     body = JobBody(run_dir, args.strategy, args.nodes, args.ntasks_per_node, args.max_retries,
                    tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
-                   args.output, args.error, args.hang_minutes)
+                   args.output, args.error, hang)
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
+
+
+def trainers_hang_minutes(command: Sequence[str]) -> float | None:
+    """`--set hang_minutes=M` given to the trainer (the slurm/*.sh scripts' way of saying settings), the last one;
+    None when there is none or it is not a number (the trainer refuses it then) (pure)."""
+    values = [word.split("=", 2)[-1] for before, word in zip(["", *command], command)
+              if word.startswith("--set=hang_minutes=") or (before == "--set" and word.startswith("hang_minutes="))]
+    try:
+        return float(values[-1]) if values else None
+    except ValueError:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

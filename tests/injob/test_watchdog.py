@@ -213,3 +213,15 @@ def test_ending_a_hung_step_under_slurm_signals_srun_and_nothing_once_it_is_gone
     assert srun.wait(timeout=10) == -signal.SIGTERM
     end_step([srun], here=False)  # reaped: its pid is not signalled again
     end_step([], here=False)  # srun never started: nothing to end
+
+
+def test_a_job_script_gives_hang_minutes_to_the_trainer_and_the_body_reads_it() -> None:
+    from hpc_train.injob.body import parse
+
+    line = ["--name", "m", "--trainer", "--", "hpc-train", "train", "--set", "epochs=2", "--set", "hang_minutes=3"]
+    assert parse(line, {}, 0.0)[0].hang_minutes == 3
+    assert parse(["--name", "m", "--trainer", "--", "hpc-train", "train", "--set=hang_minutes=0"], {}, 0.0)[0] \
+        .hang_minutes == 0
+    assert parse(["--name", "m", "--hang-minutes", "5", "--trainer", "--", "t", "--set", "hang_minutes=3"], {},
+                 0.0)[0].hang_minutes == 5  # the body's own option wins
+    assert parse(["--name", "m", "--", "cmd", "--set", "hang_minutes=3"], {}, 0.0)[0].hang_minutes is None
