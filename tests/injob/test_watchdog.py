@@ -208,7 +208,9 @@ def test_ending_a_hung_step_under_slurm_signals_srun_and_nothing_once_it_is_gone
 
     from hpc_train.injob.body import end_step
 
-    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # (Its TERM as srun's would be: an earlier test's epilogue may have left this process ignoring it.)
+    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
     end_step([srun], here=False)
     assert srun.wait(timeout=10) == -signal.SIGTERM
     end_step([srun], here=False)  # reaped: its pid is not signalled again
