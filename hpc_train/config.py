@@ -113,6 +113,10 @@ class TrainConfig:
     # Times a job whose step failed (a task died, hung or lost a peer; a node lost) is retried on other nodes,
     # resuming from its last checkpoint; 0: never. Counted apart from max_requeues.
     max_retries: int = DEFAULT_MAX_RETRIES
+    # Minutes without progress on any rank (the chief's beat; a command's logs or heartbeat) after which the job's
+    # watchdog records every rank's stacks and ends the attempt as hung, for a retry; empty: 20 times the longest
+    # gap between beats, at least 10 (so a slow but moving run is never a hang); at least 1; 0: never.
+    hang_minutes: float | None = None
     # The random seed of the weights and the data's order: the same seed, the same run.
     seed: int = 0
 
@@ -140,7 +144,9 @@ def _check_ranges(config: TrainConfig) -> None:
                           f"{config.checkpoint_share!r}")
     if not config.learning_rate > 0:
         raise ConfigError(f"learning_rate: must be more than 0, got {config.learning_rate!r}")
-    for name in ("max_requeues", "max_retries", "checkpoint_minutes"):
+    if config.hang_minutes is not None and 0 < config.hang_minutes < 1:
+        raise ConfigError(f"hang_minutes: must be 0 (off) or 1 or more, got {config.hang_minutes!r}")
+    for name in ("max_requeues", "max_retries", "checkpoint_minutes", "hang_minutes"):
         if (getattr(config, name) or 0) < 0:
             raise ConfigError(f"{name}: must be 0 or more, got {getattr(config, name)!r}")
     if config.validation_images < 1:

@@ -38,6 +38,10 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="retry a job whose step failed (a task died, hung or lost a peer; a node lost) up to N "
                              "times on other nodes, resuming from its last checkpoint (default 3; 0: never; same as "
                              "--set max_retries=N)")
+    parser.add_argument("--hang-minutes", type=float, default=None, metavar="M",
+                        help="end an attempt on which no rank made progress for M minutes, recording every rank's "
+                             "stacks, and retry it (default: 20 times the longest gap between progress beats, at "
+                             "least 10; 0: never; same as --set hang_minutes=M)")
     parser.add_argument("--retry-exit-codes", default=None, metavar="C,...",
                         help="your command's exit codes worth a retry (any other exit is its own verdict)")
     parser.add_argument("--config", default=None, metavar="FILE.yaml", help="training settings (hpc-train train)")
@@ -76,6 +80,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
                             "worth a retry are known to it")
     retries = [f"max_retries={args.max_retries}"] if args.max_retries is not None else []
     retries += [f"prune={args.prune}"] if args.prune is not None else []
+    retries += [f"hang_minutes={args.hang_minutes:g}"] if args.hang_minutes is not None else []
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries],
                         sweep_allowed=True, data_dir=data_dir_default(os.environ))
     # One rule for what the job is: a flag given wins, else the YAML (its strategy and num_ps, its job: section).

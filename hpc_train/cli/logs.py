@@ -3,6 +3,7 @@ last lines of each element's.
 
     hpc-train logs JOBID [--rank R] [--follow]
     hpc-train logs ARRAYID [--rank R]      # each element's last lines; ARRAYID_I for one element's whole log
+    hpc-train logs JOBID --stacks          # every rank's Python stacks, of each attempt that hung
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", metavar="JOBID")
     parser.add_argument("--rank", type=int, default=0, metavar="R", help="default 0, the chief")
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    parser.add_argument("--stacks", action="store_true",
+                        help="every rank's Python stacks (all threads), of each attempt the watchdog found hung")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
                                 f"{record.job_id}_I --follow (I from 0 to {len(record.elements or []) - 1})")
         print("\n".join(sweep_tails(record, args.rank)))
         return 0
+    if args.stacks:
+        return print_stacks(record)
     if not 0 <= args.rank < record.tasks:
         raise HpcTrainError(f"--rank {args.rank}: job {record.job_id} has ranks 0-{record.tasks - 1}")
     if not args.follow:
@@ -54,6 +59,21 @@ def run(args: argparse.Namespace) -> int:
         if finished:
             return 0
         time.sleep(1)
+
+
+def print_stacks(record: JobRecord) -> int:
+    """The stacks files of the run folder, each under its name; one line when there are none."""
+    from pathlib import Path
+
+    from hpc_train.runs.stacks import read_stacks
+
+    found = read_stacks(Path(record.folder))
+    if not found:
+        print(f"job {record.job_id}: no stacks recorded (they are, for every rank, when an attempt hangs)")
+    for name, text in found:
+        print(f"==> {Path(record.folder) / 'stacks' / name} <==\n{text.rstrip()}\n")
+    return 0
+
 
 def sweep_tails(sweep: JobRecord, rank: int) -> list[str]:
     """Each element's values and the last lines of its rank's log (or that it has none yet), then how to see one

@@ -44,7 +44,7 @@ from hpc_train.slurm.client import SlurmClient
 PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
 USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
          "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
-         "[--trainer] -- COMMAND ...")
+         "[--hang-minutes M] [--trainer] -- COMMAND ...")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ class JobBody:
     command: bool = False  # the ranks run a user's command (the epilogue reads its exits so)
     output: str | None = None  # srun --output (rank logs, %t the rank); None: every rank into the job log, labelled
     error: str | None = None  # srun --error; None: with the output
+    hang_minutes: float | None = None  # the watchdog's threshold (watchdog.py); None: from the run's pace; 0: off
 
 
 def kill_on_bad_exit(strategy: str) -> int:
@@ -171,8 +172,47 @@ def _quietly(call: Callable[[], int], what: str, otherwise: int) -> int:
         return otherwise
 
 
-def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> int:
-    """The step's exit status: srun under Slurm, else the mock launcher; USR1/USR2 passed on to it."""
+def watched_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> int:
+    """The step, with the hang watchdog beside it (watchdog.py): it ends a step on which no rank makes progress."""
+    from hpc_train.injob.watchdog import Watch, Watchdog
+
+    step: list[Any] = []  # srun's process once started (under Slurm); the watchdog ends it
+    watch = Watch(body.run_dir, body.hang_minutes, body.command, restart_count(env) + 1)
+    here = not under_slurm(env)
+    dog = Watchdog(watch, lambda: end_step(step, here), say=lambda line: print(line, file=sys.stderr, flush=True))
+    if body.hang_minutes is None or body.hang_minutes > 0:
+        dog.start()
+    try:
+        return run_step(body, rank_command, env, step)
+    finally:
+        dog.stop()
+
+
+def end_step(step: Sequence[Any], here: bool) -> None:
+    """End a hung step: srun's (which ends its tasks), else, `here`, the mock launcher's, which runs in this
+    process and stops its ranks on SIGTERM. srun is signalled through its Popen, which never signals a process
+    it already reaped (its pid may be another's by then); SIGKILL a minute later if it still runs."""
+    import threading
+
+    if here:
+        return _signal(os.getpid(), signal.SIGTERM)
+    if not step:
+        return  # srun never started: nothing to end
+
+    def end() -> None:
+        for signum, then in ((signal.SIGTERM, 3.0), (signal.SIGTERM, 60.0), (signal.SIGKILL, 0.0)):
+            if step[0].poll() is not None:
+                return
+            step[0].send_signal(signum)  # a second TERM: srun ends the step at once, as a second Ctrl-C
+            time.sleep(then)
+
+    threading.Thread(target=end, name="hpc-train end step", daemon=True).start()
+
+
+def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
+             step: list[Any] | None = None) -> int:
+    """The step's exit status: srun under Slurm, else the mock launcher; USR1/USR2 passed on to it. `step`
+    receives srun's process once it started."""
     if not under_slurm(env):
         from hpc_train.errors import HpcTrainError, report
         from hpc_train.login.mock_srun import Step, launch
@@ -182,10 +222,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str])
                           kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
         except HpcTrainError as error:  # a command that cannot start: one line, as `hpc-train launch` says it
             return report(error, "hpc-train launch")
-    import subprocess
 
-
-    step: list[subprocess.Popen[bytes]] = []
+    step = [] if step is None else step
     early: list[int] = []  # a warning that came before srun started: passed on once it has
 
     def pass_on(signum: int, frame: Any) -> None:
@@ -239,7 +277,7 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     ended = prologue(body, env)
     if ended is not None:
         return ended
-    code = run_step(body, rank_command, env)
+    code = watched_step(body, rank_command, env)
     return epilogue(body, code, env) if code != 0 else 0
 
 
@@ -256,6 +294,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--command", action="store_true")
     parser.add_argument("--output")
     parser.add_argument("--error")
+    parser.add_argument("--hang-minutes", type=float, default=None)
     parser.add_argument("--trainer", action="store_true")
     return parser
 
@@ -270,7 +309,8 @@ def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, ou
     options = ["--nodes", str(body.nodes), "--ntasks-per-node", str(body.tasks_per_node), "--strategy",
                body.strategy, *(("--max-retries", str(body.max_retries)) if body.max_retries is not None else ()),
                *(("--retry-exit-codes", ",".join(map(str, body.retry_exit_codes))) if body.retry_exit_codes else ()),
-               *(("--command",) if body.command else ())]
+               *(("--command",) if body.command else ()),
+               *(("--hang-minutes", f"{body.hang_minutes:g}") if body.hang_minutes is not None else ())]
     logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
     return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
 
@@ -286,10 +326,22 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
     args = _parser().parse_args(argv[:at])
     command = argv[at + 1:]
     run_dir = args.run_dir if args.run_dir is not None else run_dir_for(args.name, env, now)
+    hang = args.hang_minutes if args.hang_minutes is not None or not args.trainer else trainers_hang_minutes(command)
     body = JobBody(run_dir, args.strategy, args.nodes, args.ntasks_per_node, args.max_retries,
                    tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
-                   args.output, args.error)
+                   args.output, args.error, hang)
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
+
+
+def trainers_hang_minutes(command: Sequence[str]) -> float | None:
+    """`--set hang_minutes=M` given to the trainer (the slurm/*.sh scripts' way of saying settings), the last one;
+    None when there is none or it is not a number (the trainer refuses it then) (pure)."""
+    values = [word.split("=", 2)[-1] for before, word in zip(["", *command], command)
+              if word.startswith("--set=hang_minutes=") or (before == "--set" and word.startswith("hang_minutes="))]
+    try:
+        return float(values[-1]) if values else None
+    except ValueError:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

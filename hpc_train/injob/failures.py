@@ -3,7 +3,8 @@
 Three witnesses, in the order they are believed:
 
 - the nodes Slurm now says are down (a lost node);
-- the notes a failing rank left (attempts.py): a user function that raised and
+- the notes a failing rank left (attempts.py), and the watchdog's that the
+  attempt hung (watchdog.py): a user function that raised and
   hpc-train's own refusals would fail again; a rank that lost contact with a
   peer names that peer;
 - srun's own lines in the job log ("srun: error: node2: task 1: Killed"), the
@@ -53,7 +54,7 @@ class TaskEnd:
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str  # node_down, died, lost_peer, exit, out_of_memory, task_error, refused, unknown
+    kind: str  # node_down, hung, died, lost_peer, exit, out_of_memory, task_error, refused, unknown
     cause: str  # in words, for the history: "node2 task 1: Killed", "worker 1 stopped answering", "node3 down"
     after: str  # the same, after "retried after": "node2 task 1 was killed"
     blame: tuple[str, ...] = ()  # nodes worth excluding
@@ -86,6 +87,11 @@ def diagnose(step_code: int, log: str, notes: Sequence[dict[str, Any]], down: Co
     if down:
         nodes = sorted(down)
         return Failure("node_down", f"{', '.join(nodes)} down", f"{', '.join(nodes)} went down", tuple(nodes))
+    if hang := next((note for note in notes if note.get("kind") == "hung"), None):
+        # The watchdog ended the step: whatever the ranks said after is its doing. Worth a retry from the
+        # checkpoint (a file server back, a deadlock of one run's timing); no node to blame, all shared it.
+        cause = str(hang.get("message") or "hung: no progress on any rank")
+        return Failure("hung", cause, f"it {cause}")
     if stopping := _would_fail_again(notes):
         return stopping
     ends = task_ends(log)

@@ -27,7 +27,9 @@ NOTES = ".failures"
 # The chief's last step and when (at most every few seconds): how many steps a failure makes the run redo.
 PROGRESS_FILE = ".progress.json"
 # Kinds of failure a rank can note; the first three are worth a retry, the last two would fail again.
-NOTE_KINDS = ("lost_peer", "signal", "exit", "task_error", "refused")
+NOTE_KINDS = ("lost_peer", "signal", "exit", "task_error", "refused", "hung")
+# The job body's watchdog's note (injob/watchdog.py): no rank made progress; beside the ranks' own, never theirs.
+HANG_NOTE = "hung.json"
 
 
 def note_failure(run_dir: str | os.PathLike[str], kind: str, message: str, peers: tuple[str, ...] = (),
@@ -47,10 +49,20 @@ def note_failure(run_dir: str | os.PathLike[str], kind: str, message: str, peers
         pass
 
 
+def note_hang(run_dir: Path, cause: str, seconds: float) -> None:
+    """The watchdog's note that the attempt hung (failures.py reads it before the ranks' own). Never raises."""
+    note = {"rank": -1, "node": socket.gethostname(), "kind": "hung", "message": cause, "peers": [],
+            "seconds": seconds, "time": round(time.time(), 3)}
+    try:
+        write_json_atomically(Path(run_dir) / NOTES / HANG_NOTE, note)
+    except OSError:
+        pass
+
+
 def read_notes(run_dir: Path) -> list[dict[str, Any]]:
-    """The notes this attempt's ranks left, by rank."""
+    """The notes this attempt's ranks (and the watchdog, rank -1) left, by rank."""
     notes = []
-    for path in sorted((run_dir / NOTES).glob("rank-*.json")):
+    for path in sorted([*(run_dir / NOTES).glob("rank-*.json"), run_dir / NOTES / HANG_NOTE]):
         try:
             note = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -61,7 +73,7 @@ def read_notes(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def clear_notes(run_dir: Path) -> None:
-    for path in (run_dir / NOTES).glob("rank-*.json"):
+    for path in [*(run_dir / NOTES).glob("rank-*.json"), run_dir / NOTES / HANG_NOTE]:
         path.unlink(missing_ok=True)
 
 

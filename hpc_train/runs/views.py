@@ -18,6 +18,7 @@ from hpc_train.runs.columns import aligned, value_text
 from hpc_train.runs.folders import JobRecord, element_folder, element_id, rank_text
 from hpc_train.runs.metrics import epochs_in, metrics_path, read_metrics
 from hpc_train.runs.objective import default_objective
+from hpc_train.runs.stacks import newest_chief_top
 from hpc_train.runs.state import read_state
 from hpc_train.slurm.follow import PROGRESS
 
@@ -32,6 +33,7 @@ class RunFiles:
     state: Mapping[str, Any] = field(default_factory=dict)  # state.json
     metrics: Mapping[str, Any] = field(default_factory=dict)  # metrics.json
     max_retries: Any = None  # state.json's, else config.yaml's (read only for a run with a history); None: neither
+    stacks: tuple[str, tuple[str, ...]] = ("", ())  # a hung attempt's rank 0 stacks: file name, innermost frames
 
     @property
     def epochs(self) -> list[dict[str, Any]]:
@@ -66,7 +68,8 @@ def read_run(folder: Path) -> RunFiles:
     max_retries = state.get("max_retries")
     if max_retries is None and attempts.recorded(state):
         max_retries = settings_max_retries(folder)
-    return RunFiles(state, read_metrics(folder), max_retries)
+    name, frames = newest_chief_top(folder) if attempts.recorded(state) else ("", [])
+    return RunFiles(state, read_metrics(folder), max_retries, (name, tuple(frames)))
 
 
 def settings_max_retries(folder: Path) -> Any:
@@ -115,6 +118,9 @@ def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[
     if slurm.requeues:
         lines.append(f"  again:   requeued {slurm.requeues} time{'s' if slurm.requeues > 1 else ''}")
     lines += [f"  history: {line}" for line in history_lines(run, default_max_retries)]
+    if run.stacks[0]:  # an attempt hung: where rank 0 was (all of it: hpc-train logs JOBID --stacks)
+        lines += [f"  stacks:  rank 0 ({run.stacks[0]}, innermost first; all: hpc-train logs {record.job_id} "
+                  "--stacks)", *(f"    {frame}" for frame in run.stacks[1])]
     if slurm.waiting:
         lines.append(f"  waiting: {slurm.waiting}")
     return lines + [f"  elapsed: {slurm.elapsed}", f"  last:    {last_progress(record, log)}",

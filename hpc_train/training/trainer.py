@@ -27,6 +27,7 @@ from typing import Any
 from hpc_train.config import TrainConfig, applying_settings
 from hpc_train.runs import attempts
 from hpc_train.runs.hparams import tensorboard_dir, write_hparams
+from hpc_train.runs.stacks import answer_requests
 from hpc_train.runs.state import layout_changes, read_state, write_state
 from hpc_train.training import outcome
 from hpc_train.training.lines import Say, log, printer, world
@@ -63,6 +64,7 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
     """
     # First of all: Slurm's warning signal would otherwise end a rank that is still starting.
     signals = StopSignals().install()
+    answer_requests(config.output_dir)  # the job's hang watchdog may ask for this rank's stacks (runs/stacks.py)
     if config.tune_malloc:
         keep_freed_memory()  # before TensorFlow allocates: 2x the images/s without oneDNN (memory.py)
     rank = prepare_rank(config)  # before TensorFlow starts: it may set CUDA_VISIBLE_DEVICES

@@ -1,0 +1,145 @@
+"""The hang watchdog: a thread of the job body that ends an attempt on which no rank makes progress.
+
+A hang that every rank shares (a file server that stopped answering, a
+deadlocked data loader, a collective that never completes on every rank) sends
+no signal and kills no task: without this, it runs until the time limit. The
+watchdog looks at what progress leaves behind in the run folder: the chief's
+progress beat (`.progress.json`, the trainer's and a task module's), and for a
+user's command its ranks' logs growing (`logs/rank-N.out`...) or the heartbeat
+it may touch (`$HPC_TRAIN_RUN_DIR/.heartbeat`, docs/command.md). Any change of
+any of them is a beat. When no beat came for the threshold, it asks every rank
+for its stacks (runs/stacks.py), leaves the failure note "hung" (failures.py
+reads it) and ends the step; the epilogue retries as for a frozen rank.
+
+The decision is pure (`threshold_seconds`, `is_hung`): an explicit
+hang_minutes wins (down to 1 minute; 0 turns the watchdog off); otherwise the
+run's own pace sets it, 20 times the longest gap between beats seen, never
+under 10 minutes, so a slow but moving run is never taken for a hang. Before
+the first beat the start-up allowance (the rendezvous' startup_timeout) is
+added: TensorFlow's import, the data, the first compile.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpc_train.runs import attempts, stacks
+
+FLOOR_SECONDS = 600.0
+GAPS = 20.0
+# The trainer's default startup_timeout: the rendezvous may take this long before the first step.
+STARTUP_SECONDS = 300.0
+HEARTBEAT_FILE = ".heartbeat"
+# How long the ranks get to write their stacks before the step is ended (they look every second).
+STACKS_WAIT_SECONDS = 10.0
+# How often the watchdog looks at the run folder: a hang is seen within this of its threshold.
+POLL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Beats:
+    """What the watchdog has seen of the run's progress (monotonic seconds)."""
+
+    started: float
+    last: float | None = None  # the last beat, None before the first
+    longest_gap: float = 0.0  # the longest gap between two beats, the start to the first one counted
+
+    def beat(self, now: float) -> "Beats":
+        gap = now - (self.last if self.last is not None else self.started)
+        return Beats(self.started, now, max(self.longest_gap, gap))
+
+
+def threshold_seconds(hang_minutes: float | None, beats: Beats) -> float | None:
+    """How long without a beat is a hang; None: never (hang_minutes 0) (pure)."""
+    if hang_minutes is not None and hang_minutes <= 0:
+        return None
+    if hang_minutes is not None:  # (TrainConfig holds it to 1 minute or more)
+        threshold = hang_minutes * 60.0
+    else:
+        threshold = max(FLOOR_SECONDS, GAPS * beats.longest_gap)
+    return threshold if beats.last is not None else threshold + STARTUP_SECONDS
+
+
+def is_hung(hang_minutes: float | None, beats: Beats, now: float) -> bool:
+    """No beat for the threshold (pure)."""
+    threshold = threshold_seconds(hang_minutes, beats)
+    since = beats.last if beats.last is not None else beats.started
+    return threshold is not None and now - since >= threshold
+
+
+def hang_cause(seconds: float) -> str:
+    """The failure's words (pure)."""
+    span = f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+    return f"hung: no progress on any rank for {span}"
+
+
+def watched_files(run_dir: Path, command: bool) -> list[Path]:
+    """What progress shows in: the heartbeat always; the chief's beat, or a command's rank logs."""
+    files = [run_dir / HEARTBEAT_FILE]
+    if not command:
+        return [*files, run_dir / attempts.PROGRESS_FILE]
+    return [*files, *sorted((run_dir / "logs").glob("rank-*")), *sorted(run_dir.glob("*.out")),
+            *sorted(run_dir.glob("*.err"))]
+
+
+def signature(files: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
+    """Each file's size and modification time: any change is a beat."""
+    seen = []
+    for path in files:
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        seen.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return tuple(seen)
+
+
+@dataclass(frozen=True)
+class Watch:
+    run_dir: Path
+    hang_minutes: float | None
+    command: bool
+    attempt: int  # the attempt's number, as the stacks files name it (1 for the first)
+
+
+class Watchdog:
+    """The thread: start() beside the step, stop() once it ended; `end` ends the step (the body's)."""
+
+    def __init__(self, watch: Watch, end: Callable[[], None], clock: Callable[[], float] = time.monotonic,
+                 say: Callable[[str], None] = print) -> None:
+        self.watch, self._end, self._clock, self._say = watch, end, clock, say
+        self._stopped = threading.Event()
+        self.fired = False
+
+    def start(self) -> "Watchdog":
+        stacks.clear_request(self.watch.run_dir)
+        threading.Thread(target=self._run, name="hpc-train watchdog", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _run(self) -> None:
+        beats = Beats(self._clock())
+        seen = signature(watched_files(self.watch.run_dir, self.watch.command))
+        while not self._stopped.wait(POLL_SECONDS):
+            now_seen = signature(watched_files(self.watch.run_dir, self.watch.command))
+            if now_seen != seen:
+                seen, beats = now_seen, beats.beat(self._clock())
+            if is_hung(self.watch.hang_minutes, beats, self._clock()):
+                return self._act(self._clock() - (beats.last if beats.last is not None else beats.started))
+
+    def _act(self, seconds: float) -> None:
+        """Stacks from every rank, the note, then the step ended."""
+        self.fired = True
+        cause = hang_cause(seconds)
+        self._say(f"hpc-train: {cause}: recording every rank's stacks, then ending the step")
+        stacks.request_stacks(self.watch.run_dir, self.watch.attempt)
+        if self._stopped.wait(STACKS_WAIT_SECONDS):
+            return  # the step ended meanwhile by itself: its own failure, or success, stands
+        attempts.note_hang(self.watch.run_dir, cause, round(seconds, 1))
+        self._end()
