@@ -78,7 +78,9 @@ def run_dir_for(name: str, env: Mapping[str, str], now: float) -> Path:
 
 def start_line(body: JobBody, env: Mapping[str, str]) -> str:
     """The attempt's first line in the job log (pure)."""
-    job_id = env.get("SLURM_JOB_ID") or "local" + body.run_dir.name.partition("-local")[2]
+    from hpc_train.runs.folders import job_id_of
+
+    job_id = job_id_of(body.run_dir, env)
     restarts = restart_count(env)
     again = f" (restart {restarts})" if restarts else ""
     tasks = env.get("SLURM_NTASKS") or str(body.nodes * body.tasks_per_node)

@@ -127,14 +127,18 @@ def element_records(sweep: JobRecord) -> list[JobRecord]:
                     elements=None) for index in range(len(sweep.elements or []))]
 
 
+def job_id_of(folder: Path, env: Mapping[str, str]) -> str:
+    """The id of the job running in `folder`: Slurm's, else the local one its name ends in (NAME-local-...) (pure)."""
+    return env.get("SLURM_JOB_ID") or "local" + folder.name.partition("-local")[2]
+
+
 def started_record(folder: Path, env: Mapping[str, str], strategy: str, nodes: int, tasks: int,
                    command: list[str] | None, now: float) -> JobRecord:
     """The record of a job in `folder` as its own batch script knows it (sbatch of a rendered script, the starter's,
     slurm/*.sh; a job run here without Slurm): Slurm's variables where there are any, else `nodes` and `tasks`;
     an array's task is the element ARRAYID_I of the sweep ARRAYID. `submitted`: when it started (pure)."""
     array, index = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
-    job_id = (element_id(array, index) if array and index else env.get("SLURM_JOB_ID")
-              or "local" + folder.name.partition("-local")[2])
+    job_id = element_id(array, index) if array and index else job_id_of(folder, env)
     name = env.get("SLURM_JOB_NAME") or folder.name.removesuffix(f"-{job_id}")
     started = env.get("SLURM_JOB_START_TIME", "")
     parts = het_components(env)
