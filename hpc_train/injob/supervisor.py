@@ -151,8 +151,9 @@ def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
             _requeue(job, env, code)
         else:
             # A non-zero exit ends the step (--kill-on-bad-exit), signalling every process of rank 0 too,
-            # its `scontrol requeue` included: leave rank 0 the time to requeue first, which ends us anyway.
-            time.sleep(REQUEUE_GRACE_SECONDS)
+            # its `scontrol requeue` included: leave rank 0 the time to requeue first. Its own exit then ends
+            # the step, and the SIGTERM that brings ends this wait: the requeued job starts again at once.
+            relay.wait_for_the_step_to_end(REQUEUE_GRACE_SECONDS)
     return code
 
 
@@ -193,6 +194,13 @@ class _Relay:
         self.child: subprocess.Popen[bytes] | None = None
         self.warned = False
         self.warning_to_command = warning_to_command
+        self.step_ending = False  # a SIGTERM after the command had ended: the step is being ended
+
+    def wait_for_the_step_to_end(self, at_most: float) -> None:
+        """Sleep until the step's SIGTERM arrives, or `at_most` seconds."""
+        deadline = time.monotonic() + at_most
+        while not self.step_ending and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def install(self) -> None:
         for signum in {*WARNINGS, *REACHING_IT}:
@@ -201,6 +209,8 @@ class _Relay:
     def _note(self, signum: int, frame: FrameType | None) -> None:
         if signum in WARNINGS:
             self.warned = True
+        if signum == signal.SIGTERM and self.child is not None and self.child.poll() is not None:
+            self.step_ending = True
         # USR1 reaches a USR1 command by itself (Slurm signals every process of the rank); the rest is passed on.
         passes_on = signum in WARNINGS and not (signum == signal.SIGUSR1 == self.warning_to_command)
         if passes_on and self.child is not None and self.child.poll() is None:
