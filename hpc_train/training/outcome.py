@@ -14,7 +14,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -116,6 +116,16 @@ def stopped(stop: Any, config: TrainConfig, progress: Progress, paths: RunPaths,
     write_state(paths.output, "stopped", **details, not_requeued=why_not)
     say(f"stopped {progress.describe()} and saved {stop.checkpoint}; not requeued: {why_not}")
     return EXIT_STOPPED
+
+
+def ended_at_once(paths: RunPaths) -> Callable[[str, str], None]:
+    """What the chief records when the stop watcher ends its process at once (stopping.py): the run stopped, with
+    nothing saved since its last checkpoint. Without it, state.json would still say the run is running."""
+    def record(signal_name: str, line: str) -> None:
+        if paths.rank.is_chief:
+            write_state(paths.output, "stopped", signal=signal_name, checkpoint=None,
+                        reason=line.removeprefix("hpc-train: "))
+    return record
 
 
 def pruned(verdict: Any, config: TrainConfig, progress: Progress, paths: RunPaths, say: Say) -> int:

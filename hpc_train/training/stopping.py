@@ -100,6 +100,7 @@ class StopSignals:
         self._last_boundary: float | None = None
         self._longest_stretch = 0.0
         self._boundary_after_stop = False
+        self._before_ending: Callable[[str, str], None] | None = None
 
     def install(self) -> "StopSignals":
         """Handle every signal in KINDS from now on (they would otherwise end the process)."""
@@ -109,9 +110,11 @@ class StopSignals:
             signal.set_wakeup_fd(self._watching[1].fileno(), warn_on_full_buffer=False)
         return self
 
-    def watch(self) -> "StopSignals":
+    def watch(self, before_ending: Callable[[str, str], None] | None = None) -> "StopSignals":
         """From now on, end the process at once on a second stop, or when no step boundary comes in the grace
-        period after the first (call install first; from the main thread)."""
+        period after the first (call install first; from the main thread). `before_ending(signal name, line)`
+        runs first, on the watcher thread: what the run records of it (a failure there does not stop the end)."""
+        self._before_ending = before_ending or self._before_ending
         if self._watching:
             return self
         # A stop asked before the watch began: its grace starts now (looked at before the fd can count it again).
@@ -169,12 +172,21 @@ class StopSignals:
                 if first is not None and self._clock() - first[1] < self._grace.same_request_seconds:
                     continue
                 if first is not None:
-                    return self._end(stuck_line(name, True, self._boundary_after_stop, 0.0), 128 + signum)
+                    return self._end_at_once(name, stuck_line(name, True, self._boundary_after_stop, 0.0), signum)
                 first = (name, self._clock())
             if first is not None and not received and self._clock() >= self._deadline(first[1]):
                 waited = self._clock() - first[1]
                 number = signal.Signals[first[0]].value
-                return self._end(stuck_line(first[0], False, self._boundary_after_stop, waited), 128 + number)
+                return self._end_at_once(first[0], stuck_line(first[0], False, self._boundary_after_stop, waited),
+                                         number)
+
+    def _end_at_once(self, signal_name: str, line: str, signum: int) -> None:
+        if self._before_ending is not None:
+            try:
+                self._before_ending(signal_name, line)
+            except Exception:  # noqa: BLE001 - the process must end whatever the record's trouble
+                pass
+        self._end(line, 128 + signum)
 
     def grace_seconds(self) -> float:
         """How long a stop waits now: for its step boundary, or, once that came, for its checkpoint."""

@@ -103,7 +103,7 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     # TensorFlow's coordination service (multi-worker strategies) installs its own SIGTERM handler in C++,
     # which would swallow Slurm's SIGTERM: take the signals back. A step that never returns would hold a stop
     # forever: the watcher ends the process on a second stop or after a grace period (stopping.py).
-    signals.install().watch()
+    signals.install().watch(outcome.ended_at_once(paths))  # the chief's state.json then says so
     if note := gpus_unused_note():
         log(rank, note)
     precision = job_precision(config.precision, strategy)

@@ -139,3 +139,14 @@ def test_without_final_metrics_the_last_epochs_validation_figures_are_final() ->
 def _config() -> TrainConfig:
     return TrainConfig(epochs=5, max_requeues=5)
 
+
+
+def test_a_process_ended_at_once_leaves_its_run_stopped_not_running(tmp_path: Path) -> None:
+    (tmp_path / "worker").mkdir()
+    line = "hpc-train: stopping at once (SIGTERM again): the training step never returned (...)"
+    outcome.ended_at_once(RunPaths(tmp_path / "worker", RankInfo("worker", 1, TWO_WORKERS)))("SIGTERM", line)
+    assert read_state(tmp_path / "worker") == {}  # only the chief writes the run's state
+    outcome.ended_at_once(RunPaths(tmp_path, SINGLE))("SIGTERM", line)
+    state = read_state(tmp_path)
+    assert state["state"] == "stopped" and state["signal"] == "SIGTERM" and state["checkpoint"] is None
+    assert state["reason"].startswith("stopping at once (SIGTERM again)")

@@ -157,3 +157,26 @@ def test_a_stop_delivered_twice_at_once_is_one_request() -> None:
         signals.close()
         for signum, handler in before.items():
             signal.signal(signum, handler)
+
+
+def test_what_the_run_records_comes_before_the_end_and_its_failure_does_not_stop_it() -> None:
+    ended, recorded = Ended(), []
+
+    def record(signal_name: str, line: str) -> None:
+        recorded.append((signal_name, line, list(ended.calls)))  # ended.calls still empty: recorded first
+        raise OSError("a full disk")  # must not keep the process from ending
+
+    signals = StopSignals(Grace(floor_seconds=30.0, same_request_seconds=0.0), end=ended)
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signals.install().watch(record)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert ended.event.wait(5)
+        [(name, line, calls_then)] = recorded
+        assert name == "SIGTERM" and calls_then == [] and line == ended.calls[0][0]
+    finally:
+        signals.close()
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
