@@ -194,9 +194,11 @@ def close_parent_when_done(mlflow: Any, record: Mapping[str, Any]) -> None:
     count = len(sweep.get("elements") or [])
     elements = [run_folder(folder.parent, str(record.get("name")), element_id(str(record["sweep"]), index))
                 for index in range(count)]
-    parent = read_tracking(folder).get("run_id")
-    if parent and count and all(read_tracking(element).get("closed") for element in elements):
-        mlflow.set_terminated(str(parent), "FINISHED")
+    with open(folder / ".tracking.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two elements that end together: one of them sees both closed
+        parent = read_tracking(folder).get("run_id")
+        if parent and count and all(read_tracking(element).get("closed") for element in elements):
+            mlflow.set_terminated(str(parent), "FINISHED")
 
 
 def git_commit() -> str | None:
