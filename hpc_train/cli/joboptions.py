@@ -126,7 +126,8 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries,
                                       *tracking_overrides(args)], sweep_allowed=True,
                         data_dir=data_dir_default(os.environ))
-    check_tracking(train, getattr(args, "subcommand", "") == "submit" and not getattr(args, "dry_run", False))
+    check_tracking(train, getattr(args, "subcommand", "") == "submit"  # (--local: the job says it, at once)
+                   and not getattr(args, "dry_run", False) and not getattr(args, "local", False))
     # One rule for what the job is: a flag given wins, else the YAML (its strategy and num_ps, its job: section).
     if args.strategy is None:
         args.strategy = train.strategy if train.strategy in JOB_STRATEGIES else JOB_STRATEGIES[0]

@@ -55,6 +55,8 @@ class JobTracking:
     def start(self) -> dict[str, str]:
         """Open the job's run (made once, found again by a requeued or retried attempt) and start logging;
         the variables for every rank, {} when the tracker is out of reach."""
+        if not read_tracking(self.run_dir).get("run_id"):  # where it goes, for `track sync` if it cannot now
+            write_tracking(self.run_dir, uri=self.settings.uri, experiment=self.settings.experiment)
         if not bounded(self._open, START_SECONDS):
             self.warn(f"no answer in {START_SECONDS:.0f} s")
         if self.run_id is None:

@@ -26,6 +26,7 @@ def client(settings: TrackSettings) -> Any:
     """An MlflowClient for the store, its requests bounded; HpcTrainError (MISSING) without MLflow."""
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(REQUEST_SECONDS))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # our own line says where, once
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:

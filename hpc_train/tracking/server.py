@@ -20,7 +20,7 @@ def start_server(folder: Path, port: int) -> tuple[subprocess.Popen[bytes], str]
     """`mlflow server` on 127.0.0.1:`port`, its store and artifacts in `folder`, once it answers /health;
     (its process, its URI). HpcTrainError, with the end of its log, when it does not start."""
     folder.mkdir(parents=True, exist_ok=True)
-    command = [str(Path(sys.executable).with_name("mlflow")), "server", "--backend-store-uri",
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
                f"sqlite:///{folder.resolve()}/mlflow.db", "--default-artifact-root", str(folder.resolve() / "artifacts"),
                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     with open(folder / "server.log", "w") as log:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 import subprocess
@@ -126,3 +127,20 @@ def test_asking_for_mlflow_where_it_is_missing_is_one_line_with_the_pip_command(
     assert done.stderr.strip().splitlines() == [
         "hpc-train render: error: --track mlflow needs MLflow, which is not installed here: "
         "pip install 'hpc-train[mlflow]'"]
+
+
+def test_at_submit_a_server_that_does_not_answer_is_a_warning_not_a_refusal(capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.cli.joboptions import check_tracking
+    from tests.tracking.server import dead_uri
+
+    if importlib.util.find_spec("mlflow") is None:
+        pytest.skip("MLflow is not installed")
+    dead = dead_uri()
+    check_tracking(TrainConfig(track="mlflow", tracking_uri=dead), say_unreachable=True)  # returns: queued anyway
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"hpc-train: warning: MLflow at {dead} does not answer (")
+    assert line.endswith("the job is queued all the same, and logs to it if it answers then (else: hpc-train track "
+                         "sync ID)")
+    check_tracking(TrainConfig(track="mlflow", tracking_uri=dead), say_unreachable=False)
+    check_tracking(TrainConfig(), say_unreachable=True)
+    assert capsys.readouterr().err == ""
