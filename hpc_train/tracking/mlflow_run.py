@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.runs.metrics import epochs, metrics_path
+from hpc_train.runs.metrics import epochs_in, metrics_path, read_metrics
 from hpc_train.runs.state import read_tracking, write_tracking
-from hpc_train.tracking.settings import MISSING, TrackSettings, artifact_root, epochs_to_log, ui_hint
+from hpc_train.tracking.settings import MISSING, TrackSettings, artifact_root, epochs_to_log, params_of, ui_hint
 
 REQUEST_SECONDS = 10
 BATCH = 900  # MLflow takes at most 1000 metrics in one log_batch
@@ -77,11 +77,18 @@ def last_step(mlflow: Any, run_id: str) -> int:
 
 
 def log_epochs(mlflow: Any, run_id: str, run_dir: Path) -> int:
-    """Log the epochs metrics.json gained since the last one logged (each once); the last epoch logged."""
+    """Log the epochs metrics.json gained since the last one logged (each once); the last epoch logged. The
+    trainer's settings too, the first time metrics.json holds them (a job of the slurm/*.sh scripts has no
+    config.yaml in its folder: its settings are the trainer's options)."""
     from mlflow.entities import Metric
 
-    last = int(read_tracking(run_dir).get("last_epoch") or 0)
-    new = epochs_to_log(epochs(run_dir), last)
+    figures = read_metrics(run_dir)
+    known = read_tracking(run_dir)
+    if not known.get("settings_logged") and isinstance(figures.get("config"), dict):
+        log_new_params(mlflow, run_id, params_of(figures["config"], {}))
+        write_tracking(run_dir, settings_logged=True)
+    last = int(known.get("last_epoch") or 0)
+    new = epochs_to_log(epochs_in(figures), last)
     if not new:
         return last
     now = int(time.time() * 1000)
@@ -90,6 +97,16 @@ def log_epochs(mlflow: Any, run_id: str, run_dir: Path) -> int:
         mlflow.log_batch(run_id, metrics=points[start:start + BATCH])
     write_tracking(run_dir, last_epoch=new[-1][0])
     return new[-1][0]
+
+
+def log_new_params(mlflow: Any, run_id: str, params: dict[str, str]) -> None:
+    """The parameters the run does not hold yet (MLflow refuses to change one)."""
+    from mlflow.entities import Param
+
+    held = mlflow.get_run(run_id).data.params
+    new = [Param(key, value) for key, value in params.items() if key not in held]
+    if new:
+        mlflow.log_batch(run_id, params=new)
 
 
 def close_run(mlflow: Any, run_id: str, run_dir: Path, status: str, tags: dict[str, str]) -> None:
