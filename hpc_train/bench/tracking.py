@@ -63,7 +63,8 @@ def logging_seconds(uri: str, epochs: int, repetitions: int) -> list[float]:
 def render(runs: dict[str, list[float]], logged: list[float], epochs: int) -> str:
     ratios = [tracked / untracked for tracked, untracked in zip(runs[TRACKED], runs[UNTRACKED])]
     epoch = summary(runs[UNTRACKED])[0]
-    share = summary(logged)[0] / epoch
+    share, cost = summary(logged)[0] / epoch, summary(ratios)[0] - 1
+    break_even = summary(logged)[0] / GOAL
     return "\n".join([
         "## Tracking in MLflow: what it costs an epoch", "",
         f"Machine: {machine()}, CPU only. Command: `{command_line('tracking')}`: a local `mlflow server` (SQLite "
@@ -72,9 +73,11 @@ def render(runs: dict[str, list[float]], logged: list[float], epochs: int) -> st
         "order. Tracked, the chief's own thread logs each epoch as metrics.json gains it: the training process "
         "shares its interpreter with the logging, the worst case (a job's body logs from a process of its own).",
         "",
-        f"Goal: tracking under {GOAL:.0%} of the epoch time: one epoch's logging takes **{share:.2%}** of an epoch "
-        f"here, **{'met' if share < GOAL else 'missed'}**; and it is not on the training loop's path (a thread, "
-        "which the epoch times below do not wait on).", "",
+        f"Goal: tracking costs under {GOAL:.0%} of the epoch time. Side by side, the tracked epochs took "
+        f"**{1 + cost:.3f}x** the untracked ones (median of the rounds): **{'met' if cost < GOAL else 'missed'}**, "
+        "the training loop never waits on the tracker. The logging's own work, in its thread, is "
+        f"{summary(logged)[0] * 1000:.1f} ms per epoch: {share:.1%} of this task's {epoch:.2f}-s epochs were it all "
+        f"taken from the loop, under {GOAL:.0%} of any epoch of {break_even:.1f} s or more.", "",
         *table(("run", "epoch training s, median", "min-max"),
                [(name, *spread(samples, 3)) for name, samples in runs.items()]),
         "", *table(("figure", "median", "min-max"), [
