@@ -21,7 +21,8 @@ def start_server(folder: Path, port: int) -> tuple[subprocess.Popen[bytes], str]
     (its process, its URI). HpcTrainError, with the end of its log, when it does not start."""
     folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-               f"sqlite:///{folder.resolve()}/mlflow.db", "--default-artifact-root", str(folder.resolve() / "artifacts"),
+               f"sqlite:///{folder.resolve()}/mlflow.db", "--default-artifact-root",
+               str(folder.resolve() / "artifacts"),
                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     with open(folder / "server.log", "w") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
