@@ -119,6 +119,12 @@ class TrainConfig:
     hang_minutes: float | None = None
     # The random seed of the weights and the data's order: the same seed, the same run.
     seed: int = 0
+    # mlflow: one MLflow run per job, through requeues and retries (pip install 'hpc-train[mlflow]'); none: none.
+    track: Literal["none", "mlflow"] = "none"
+    # With track: mlflow, the tracking server or store; empty: $MLFLOW_TRACKING_URI, else runs/mlflow.db.
+    tracking_uri: str | None = None
+    # With track: mlflow, the experiment; empty: the job's name.
+    experiment: str | None = None
 
     def __post_init__(self) -> None:
         for name, field_type in _field_types().items():

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from tests.fake_slurm import without_slurm
+from tests.tracking.server import mlflow_server  # noqa: F401 - the session's MLflow server, for every test folder
 
 # A bare `pytest` from another Python (a system one) would meet the first missing module in every test file:
 # say once what to run instead.
@@ -35,7 +36,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     real_cluster = local_cluster_possible()
     for item in items:
-        if not any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster")):
+        if not any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster", "mlflow")):
             item.add_marker(pytest.mark.quick)
         twin = item.get_closest_marker("mock_twin")
         if twin is not None and real_cluster:

@@ -24,6 +24,7 @@ LAYERS = [
     ("hpc_train.slurm",),
     ("hpc_train.runs",),
     ("hpc_train.injob.requeue", "hpc_train.injob.failures", "hpc_train.injob.retry", "hpc_train.injob.epilogue"),
+    ("hpc_train.tracking",),
     ("hpc_train.training",),
     ("hpc_train.tasks",),
     ("hpc_train.injob", "hpc_train.login", "hpc_train.localslurm", "hpc_train.doctor"),

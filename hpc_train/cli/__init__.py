@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "cluster": ("cluster", "run a real Slurm cluster on this machine (up, down, status, env)"),
     "doctor": ("doctor", "check a cluster before you queue: Slurm, accounting, GPUs, a 2-node step"),
     "data": ("data", "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"),
+    "track": ("track", "upload a job's run folder to MLflow (hpc-train track sync ID), for offline nodes"),
     "bench": ("bench", "measure speed against baselines; figures into BENCHMARKS.md"),
 }
 # Run by the batch scripts hpc-train writes and ships, not by people: not in --help. `job` is the job body

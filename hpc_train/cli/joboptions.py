@@ -56,6 +56,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
                         help="what to train: a task module (as hpc-train train --task); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    add_tracking_arguments(parser)
     from hpc_train.cli.bootstrap import add_command_arguments
 
     add_command_arguments(parser)
@@ -63,6 +64,47 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the job activates: a project root (its env/activate.sh) or a virtual "
                              "environment (its bin/activate); default: render, this checkout, else this "
                              "environment; submit, this very Python")
+
+
+def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
+    """--track, --tracking-uri, --experiment: submit's, render's and train's (each the same as its --set)."""
+    parser.add_argument("--track", choices=("none", "mlflow"), default=None,
+                        help="mlflow: one MLflow run per job, kept through requeues and retries (same as --set "
+                             "track=mlflow; pip install 'hpc-train[mlflow]')")
+    parser.add_argument("--tracking-uri", default=None, metavar="URI",
+                        help="the MLflow server or store (default: $MLFLOW_TRACKING_URI, else runs/mlflow.db)")
+    parser.add_argument("--experiment", default=None, metavar="NAME", help="the MLflow experiment (default: the "
+                        "job's name)")
+
+
+def tracking_overrides(args: argparse.Namespace) -> list[str]:
+    """The tracking flags as --set's words (a flag given wins over the YAML, as --set does)."""
+    return [f"{key}={value}" for key, value in (("track", args.track), ("tracking_uri", args.tracking_uri),
+                                                ("experiment", args.experiment)) if value is not None]
+
+
+def check_tracking(config, say_unreachable: bool) -> None:  # config: TrainConfig
+    """A job that asks for MLflow where it is not installed is refused in one line; with `say_unreachable`
+    (submit), a tracking server that does not answer is a warning: the job is queued all the same."""
+    if config.track != "mlflow":
+        return
+    import importlib.util
+    import sys
+
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.tracking.settings import MISSING, URI_VARIABLE
+
+    if importlib.util.find_spec("mlflow") is None:
+        raise HpcTrainError(MISSING)
+    uri = config.tracking_uri or os.environ.get(URI_VARIABLE) or ""
+    if say_unreachable and uri.startswith(("http://", "https://")):
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=3).close()
+        except (OSError, ValueError) as error:
+            print(f"hpc-train: warning: MLflow at {uri} does not answer ({error}); the job is queued all the same, "
+                  "and logs to it if it answers then (else: hpc-train track sync ID)", file=sys.stderr)
 
 
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
@@ -81,8 +123,11 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     retries = [f"max_retries={args.max_retries}"] if args.max_retries is not None else []
     retries += [f"prune={args.prune}"] if args.prune is not None else []
     retries += [f"hang_minutes={args.hang_minutes:g}"] if args.hang_minutes is not None else []
-    train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries],
-                        sweep_allowed=True, data_dir=data_dir_default(os.environ))
+    train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries,
+                                      *tracking_overrides(args)], sweep_allowed=True,
+                        data_dir=data_dir_default(os.environ))
+    check_tracking(train, getattr(args, "subcommand", "") == "submit"  # (--local: the job says it, at once)
+                   and not getattr(args, "dry_run", False) and not getattr(args, "local", False))
     # One rule for what the job is: a flag given wins, else the YAML (its strategy and num_ps, its job: section).
     if args.strategy is None:
         args.strategy = train.strategy if train.strategy in JOB_STRATEGIES else JOB_STRATEGIES[0]

@@ -39,6 +39,11 @@ def run(args: argparse.Namespace) -> int:
     elements, keys = views.report_elements(record, runs, states), views.report_keys(record)
     objective = args.objective or compare.default_objective(elements)
     print("\n".join(compare.report_lines(elements, keys, objective)))
+    from hpc_train.tracking.mlflow_run import tracked_line
+
+    tracked = tracked_line(Path(record.folder), "parent run" if record.is_sweep else "run")
+    if tracked:
+        print(tracked)
     if record.is_sweep:
         folder = Path(record.folder)
         (folder / "sweep.csv").write_text(compare.csv_text(elements, keys, objective))

@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", metavar="DIR", help="MNIST: IDX .gz files or mnist.npz (same as --set "
                         "data_dir=DIR); default: $HPC_TRAIN_DATA_DIR, else Keras' cache")
     parser.add_argument("--output-dir", metavar="DIR", help="where the chief writes (same as --set output_dir=DIR)")
+    from hpc_train.cli.joboptions import add_tracking_arguments
+
+    add_tracking_arguments(parser)
     parser.add_argument("--keys", action="store_true",
                         help="list the settings, each with what it does and its default, and exit")
 
@@ -48,10 +51,35 @@ def run(args: argparse.Namespace) -> int:
         return 0
     shortcuts = [f"{key}={value}" for key, value in (("task", args.task), ("data_dir", args.data_dir),
                                                      ("output_dir", args.output_dir)) if value is not None]
-    config = load_config(args.config, [*shortcuts, *args.overrides], data_dir=data_dir_default(os.environ))
+    from hpc_train.cli.joboptions import check_tracking, tracking_overrides
+
+    config = load_config(args.config, [*shortcuts, *args.overrides, *tracking_overrides(args)],
+                         data_dir=data_dir_default(os.environ))
+    check_tracking(config, say_unreachable=False)
     from hpc_train.training.stderr_filter import filter_stderr
 
     filter_stderr()  # a Slurm task's rank log without TensorFlow's CPU-node start-up noise
     from hpc_train.training.trainer import run as train
 
-    return train(config)
+    tracking = tracked_here(config, os.environ)
+    code = train(config)
+    if tracking is not None:
+        tracking.finish(code, code)
+    return code
+
+
+def tracked_here(config, env):  # (TrainConfig, Mapping) -> JobTracking | None
+    """`train --track mlflow` run by hand (not by a job, whose body tracks it): the chief's thread logs each
+    epoch of its output folder; the other ranks, and a job's ranks, log nothing."""
+    if config.track != "mlflow" or env.get("HPC_TRAIN_RUN_DIR") or env.get("SLURM_PROCID", "0") != "0":
+        return None
+    import sys
+    from pathlib import Path
+
+    from hpc_train.tracking.job import JobTracking
+
+    output = Path(config.output_dir)
+    tracking = JobTracking.for_job(output, config.tracking_uri, config.experiment or output.name, env,
+                                   lambda line: print(line, file=sys.stderr, flush=True))
+    tracking.start()
+    return tracking

@@ -44,7 +44,7 @@ from hpc_train.slurm.client import SlurmClient
 PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
 USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
          "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
-         "[--hang-minutes M] [--trainer] -- COMMAND ...")
+         "[--hang-minutes M] [--track mlflow [--tracking-uri URI] [--experiment NAME]] [--trainer] -- COMMAND ...")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ class JobBody:
     output: str | None = None  # srun --output (rank logs, %t the rank); None: every rank into the job log, labelled
     error: str | None = None  # srun --error; None: with the output
     hang_minutes: float | None = None  # the watchdog's threshold (watchdog.py); None: from the run's pace; 0: off
+    track: str = "none"  # mlflow: one MLflow run per job (hpc_train/tracking), opened here before the ranks start
+    tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else runs/mlflow.db
+    experiment: str | None = None  # None: the job's name
 
 
 def kill_on_bad_exit(strategy: str) -> int:
@@ -279,8 +282,23 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     ended = prologue(body, env)
     if ended is not None:
         return ended
+    tracking = job_tracking(body, env)
+    env = {**env, **(tracking.start() if tracking else {})}  # every rank joins the job's run
     code = watched_step(body, rank_command, env)
-    return epilogue(body, code, env) if code != 0 else 0
+    ended = epilogue(body, code, env) if code != 0 else 0
+    if tracking:
+        tracking.finish(code, ended)
+    return ended
+
+
+def job_tracking(body: JobBody, env: Mapping[str, str]) -> Any:
+    """The job's tracked run (tracking/job.py: a JobTracking) when the job asked for one, else None."""
+    if body.track != "mlflow":
+        return None
+    from hpc_train.tracking.job import JobTracking
+
+    return JobTracking.for_job(body.run_dir, body.tracking_uri, body.experiment, env,
+                               lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -298,6 +316,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--error")
     parser.add_argument("--hang-minutes", type=float, default=None)
     parser.add_argument("--trainer", action="store_true")
+    parser.add_argument("--track", choices=("none", "mlflow"), default=None)
+    parser.add_argument("--tracking-uri")
+    parser.add_argument("--experiment")
     return parser
 
 
@@ -312,7 +333,10 @@ def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, ou
                body.strategy, *(("--max-retries", str(body.max_retries)) if body.max_retries is not None else ()),
                *(("--retry-exit-codes", ",".join(map(str, body.retry_exit_codes))) if body.retry_exit_codes else ()),
                *(("--command",) if body.command else ()),
-               *(("--hang-minutes", f"{body.hang_minutes:g}") if body.hang_minutes is not None else ())]
+               *(("--hang-minutes", f"{body.hang_minutes:g}") if body.hang_minutes is not None else ()),
+               *(("--track", body.track) if body.track != "none" else ()),
+               *(("--tracking-uri", body.tracking_uri) if body.tracking_uri and body.track != "none" else ()),
+               *(("--experiment", body.experiment) if body.experiment and body.track != "none" else ())]
     logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
     return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
 
@@ -329,21 +353,31 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
     command = argv[at + 1:]
     run_dir = args.run_dir if args.run_dir is not None else run_dir_for(args.name, env, now)
     hang = args.hang_minutes if args.hang_minutes is not None or not args.trainer else trainers_hang_minutes(command)
+    said = {key: trainers_setting(command, key) if args.trainer else None
+            for key in ("track", "tracking_uri", "experiment")}  # the slurm/*.sh scripts' --set track=mlflow
     body = JobBody(run_dir, args.strategy, args.nodes, args.ntasks_per_node, args.max_retries,
                    tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
-                   args.output, args.error, hang)
+                   args.output, args.error, hang, args.track or said["track"] or "none",
+                   args.tracking_uri or said["tracking_uri"], args.experiment or said["experiment"])
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
 
 
 def trainers_hang_minutes(command: Sequence[str]) -> float | None:
     """`--set hang_minutes=M` given to the trainer (the slurm/*.sh scripts' way of saying settings), the last one;
     None when there is none or it is not a number (the trainer refuses it then) (pure)."""
-    values = [word.split("=", 2)[-1] for before, word in zip(["", *command], command)
-              if word.startswith("--set=hang_minutes=") or (before == "--set" and word.startswith("hang_minutes="))]
+    value = trainers_setting(command, "hang_minutes")
     try:
-        return float(values[-1]) if values else None
+        return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+def trainers_setting(command: Sequence[str], key: str) -> str | None:
+    """The last `--set KEY=VALUE` given to the trainer, its text; None when there is none (pure)."""
+    values = [word.split("=", 2)[-1] if word.startswith("--set=") else word.split("=", 1)[1]
+              for before, word in zip(["", *command], command)
+              if word.startswith(f"--set={key}=") or (before == "--set" and word.startswith(f"{key}="))]
+    return values[-1] if values else None
 
 
 def main(argv: list[str] | None = None) -> int:

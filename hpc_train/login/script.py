@@ -121,7 +121,8 @@ def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | Non
     """What the job body does for this request: its step's tasks (the mock launcher's: every node as the first
     group's), and how its failures are retried. Its run folder is the script's to say (script_line's word)."""
     return JobBody(Path("."), spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
-                   tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes)
+                   tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
+                   track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment)
 
 
 def config_lines(config: TrainConfig) -> str:

@@ -61,3 +61,18 @@ def read_state(output: Path) -> dict[str, Any]:
 def layout_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """'key a -> b' for each input-layout value that differs from the stopped run's."""
     return [f"{key} {before[key]} -> {now[key]}" for key in now if key in before and before[key] != now[key]]
+
+
+# The job's tracked run (hpc_train/tracking): its id, store, and the last epoch logged. A file of its own, not
+# state.json: the job body writes it while the chief writes state.json, and neither may lose the other's write.
+TRACKING_FILE = "tracking.json"
+
+
+def read_tracking(output: Path) -> dict[str, Any]:
+    """What tracking.json says ({} when the job was never tracked)."""
+    return read_json_object(Path(output) / TRACKING_FILE)
+
+
+def write_tracking(output: Path, **fields: Any) -> None:
+    """Add `fields` to tracking.json (one writer at a time: the job body, or `hpc-train track sync`)."""
+    write_json_atomically(Path(output) / TRACKING_FILE, {**read_tracking(output), **fields})

@@ -23,6 +23,7 @@ from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
 from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, rank_pid, wait_for_end
 from tests.mnist_data import shared_mnist
+from tests.tracking.server import MlflowServer
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,15 +162,28 @@ def assert_resumed_as_if_never_stopped(job: Job, uninterrupted: Job) -> None:
     assert job.state()[0] == "COMPLETED" and job.run_state()["state"] == "finished"
 
 
+@pytest.mark.mlflow
 def test_a_warned_job_checkpoints_requeues_itself_and_resumes(cluster: LocalCluster, tmp_path: Path,
-                                                             uninterrupted: Job) -> None:
-    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS)
+                                                             uninterrupted: Job, mlflow_server: MlflowServer) -> None:
+    # Tracked in MLflow too (the slurm/*.sh scripts' --set track=mlflow): one run through the requeue.
+    tracked = ("--set", "track=mlflow", "--set", f"tracking_uri={mlflow_server.uri}", "--set",
+               f"experiment=requeued-{tmp_path.name}")
+    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, *tracked)
     job.wait_for_log(f"epoch 1/{EPOCHS}")
     # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on.
     subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)
     assert_resumed_as_if_never_stopped(job, uninterrupted)
     assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it resumes from there", job.log())
     assert "Terminated" not in job.log() and "Killed" not in job.log()  # the tasks had left before the requeue
+    [run] = mlflow_server.runs(f"requeued-{tmp_path.name}")  # one run for both attempts and both ranks
+    for figure in ("loss", "val_accuracy", "images_per_second"):
+        assert mlflow_server.steps(run.info.run_id, figure) == list(range(1, EPOCHS + 1))  # each epoch once
+    assert run.info.status == "FINISHED" and "warning: MLflow" not in job.log()
+    assert run.data.params["epochs"] == str(EPOCHS) and run.data.params["nodes"] == "2"
+    assert run.data.tags["hpc_train.job_id"] == job.id and run.data.tags["hpc_train.attempts"] == "2"
+    assert "the time-limit warning" in run.data.tags["hpc_train.attempts_why"]
+    artifacts = {artifact.path for artifact in mlflow_server.client().list_artifacts(run.info.run_id)}
+    assert {"model.keras", "metrics.json"} <= artifacts
 
 
 def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster, tmp_path: Path,

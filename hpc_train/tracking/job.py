@@ -1,0 +1,220 @@
+"""The job body's side of tracking: the job's run opened before the ranks start, each epoch logged beside the
+step, the run closed as the job ended. The tracker is never worth a training: whatever it does (missing, slow,
+dead, refusing) is one warning line in the job log, and the job goes on as if it were not asked for.
+
+A thread beside the step logs each epoch as metrics.json gains it: the ranks never wait on the tracker, and no
+rank but the body's process ever talks to it. Opening and closing are bounded too (START_SECONDS,
+CLOSE_SECONDS). A sweep element's run is a child of the sweep's run, which the first element to start makes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from hpc_train.runs import attempts
+from hpc_train.runs.folders import RECORD, element_id, run_folder
+from hpc_train.runs.metrics import metrics_path
+from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
+from hpc_train.tracking import mlflow_run
+from hpc_train.tracking.settings import (TrackSettings, final_status, params_of, resolve, status_from_folder,
+                                         tags_of)
+
+POLL_SECONDS = 2.0  # how often the thread looks at metrics.json (a stat; it reads it when it changed)
+START_SECONDS = 30.0  # at most this long before the step starts without a tracked run
+CLOSE_SECONDS = 30.0  # at most this long after the step for the last epochs, the artifacts and the status
+
+
+class JobTracking:
+    """One attempt's tracking: `start` before the step (the ranks' variables), `finish` after it."""
+
+    def __init__(self, run_dir: Path, settings: TrackSettings, say: Callable[[str], None],
+                 env: Mapping[str, str]) -> None:
+        self.run_dir, self.settings, self.say, self.env = Path(run_dir), settings, say, env
+        self.record = read_json_object(self.run_dir / RECORD)
+        self.since = time.time()
+        self.mlflow: Any = None
+        self.run_id: str | None = None
+        self._warned = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._seen: int | None = None
+
+    @classmethod
+    def for_job(cls, run_dir: Path, uri: str | None, experiment: str | None, env: Mapping[str, str],
+                say: Callable[[str], None]) -> JobTracking:
+        """The tracking of the job in `run_dir` (its store and experiment resolved: settings.resolve)."""
+        name = read_json_object(Path(run_dir) / RECORD).get("name") or Path(run_dir).name.rpartition("-")[0]
+        return cls(run_dir, resolve(uri, experiment, env, Path(run_dir).parent, str(name)), say, env)
+
+    def start(self) -> dict[str, str]:
+        """Open the job's run (made once, found again by a requeued or retried attempt) and start logging;
+        the variables for every rank, {} when the tracker is out of reach."""
+        if not read_tracking(self.run_dir).get("run_id"):  # where it goes, for `track sync` if it cannot now
+            write_tracking(self.run_dir, uri=self.settings.uri, experiment=self.settings.experiment)
+        if not bounded(self._open, START_SECONDS):
+            self.warn(f"no answer in {START_SECONDS:.0f} s")
+        if self.run_id is None:
+            return {}
+        self._thread = threading.Thread(target=self._follow, name="hpc-train tracking", daemon=True)
+        self._thread.start()
+        return self.settings.environment(self.run_id)
+
+    def finish(self, step_code: int, job_code: int) -> None:
+        """After the step (and the epilogue): the last epochs, and the run's end when the job ended."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(CLOSE_SECONDS)
+        status = final_status(step_code, job_code, read_state(self.run_dir), self.since)
+        if status is not None:
+            write_tracking(self.run_dir, verdict=status)  # for `track sync`, whatever the tracker does now
+        if self.run_id is None:
+            return
+        if not bounded(lambda: self._close(status), CLOSE_SECONDS):
+            self.warn(f"no answer in {CLOSE_SECONDS:.0f} s at the job's end")
+
+    def warn(self, why: Any) -> None:
+        """One line in the job log, once per attempt."""
+        if self._warned:
+            return
+        self._warned = True
+        text = str(why).strip().splitlines()[0][:200] if str(why).strip() else type(why).__name__
+        job = self.record.get("job_id", "ID")
+        self.say(f"hpc-train: warning: MLflow at {self.settings.uri}: {text}; the job goes on without it "
+                 f"(hpc-train track sync {job} uploads its run later)")
+
+    def upload(self) -> str | None:
+        """The run folder as it is, now (`hpc-train track sync`): the run made or found, the epochs not yet
+        logged, and its end when the job ended (the body's verdict, else state.json's); that end, or None while
+        the job goes on. Failures raise: this is what the user asked for."""
+        self._open_or_raise()
+        known = read_tracking(self.run_dir)
+        status = status_from_folder(read_state(self.run_dir), known.get("verdict"))
+        self._close(status, quietly=False)
+        return status
+
+    def _open(self) -> None:
+        try:
+            self._open_or_raise()
+        except Exception as error:  # noqa: BLE001 - any failure of the tracker is a warning
+            self.warn(error)
+
+    def _open_or_raise(self) -> None:
+        self.mlflow = mlflow_run.client(self.settings)
+        tags = {**self._tags(), **self._parent()}
+        name = Path(str(self.record.get("folder") or self.run_dir)).name
+        self.run_id = mlflow_run.open_run(self.mlflow, self.settings, self.run_dir, name, tags,
+                                          params_of(job_settings(self.run_dir), self.record))
+
+    def _follow(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            self._log_new()
+
+    def _log_new(self) -> None:
+        try:
+            changed = metrics_path(self.run_dir).stat().st_mtime_ns
+        except OSError:
+            return
+        if changed == self._seen:
+            return
+        try:
+            mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)
+            self._seen = changed
+        except Exception as error:  # noqa: BLE001
+            self.warn(error)
+
+    def _close(self, status: str | None, quietly: bool = True) -> None:
+        try:
+            if status is None:  # requeued or retried: the next attempt goes on with this run
+                mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)
+                return
+            mlflow_run.close_run(self.mlflow, str(self.run_id), self.run_dir, status, self._tags())
+            close_parent_when_done(self.mlflow, self.record)
+        except Exception as error:  # noqa: BLE001
+            if not quietly:
+                raise
+            self.warn(error)
+
+    def _tags(self) -> dict[str, str]:
+        state = read_state(self.run_dir)
+        history = attempts.recorded(state)
+        said = [attempts.describe(attempt, index + 1) for index, attempt in enumerate(history)]
+        tags = tags_of(self.record, state, self.env.get("SLURM_JOB_NODELIST"), said)
+        commit = git_commit()
+        return {**tags, **({"mlflow.source.git.commit": commit} if commit else {})}
+
+    def _parent(self) -> dict[str, str]:
+        """A sweep element's tag naming its sweep's run ({} for a job of its own)."""
+        sweep = self.record.get("sweep")
+        if not sweep or sweep == self.record.get("job_id"):
+            return {}
+        return {"mlflow.parentRunId": sweep_run(self.mlflow, self.settings, sweep_folder(self.record)),
+                "hpc_train.sweep": str(sweep)}
+
+
+def job_settings(run_dir: Path) -> dict[str, Any]:
+    """The job's training settings (config.yaml; a command's job has none)."""
+    import yaml
+
+    try:
+        found = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def sweep_folder(record: Mapping[str, Any]) -> Path:
+    """The sweep's own folder, runs/NAME-ARRAYID, beside its element's."""
+    return run_folder(Path(str(record.get("folder", ""))).parent, str(record.get("name", "")), str(record["sweep"]))
+
+
+def sweep_run(mlflow: Any, settings: TrackSettings, folder: Path) -> str:
+    """The sweep's run id: made by the first element to ask (the elements start together: under a lock)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".tracking.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        known = read_tracking(folder)
+        if known.get("run_id") and known.get("uri") == settings.uri:
+            return str(known["run_id"])
+        run = mlflow.create_run(mlflow_run.experiment_id(mlflow, settings), run_name=folder.name,
+                                tags={"hpc_train.sweep": folder.name.rpartition("-")[2]})
+        write_tracking(folder, run_id=str(run.info.run_id), uri=settings.uri, experiment=settings.experiment)
+        return str(run.info.run_id)
+
+
+def close_parent_when_done(mlflow: Any, record: Mapping[str, Any]) -> None:
+    """The sweep's run ends FINISHED once every element's run has ended (the last element to end closes it)."""
+    if not record.get("sweep") or record.get("sweep") == record.get("job_id"):
+        return
+    folder = sweep_folder(record)
+    sweep = read_json_object(folder / RECORD)
+    count = len(sweep.get("elements") or [])
+    elements = [run_folder(folder.parent, str(record.get("name")), element_id(str(record["sweep"]), index))
+                for index in range(count)]
+    with open(folder / ".tracking.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two elements that end together: one of them sees both closed
+        parent = read_tracking(folder).get("run_id")
+        if parent and count and all(read_tracking(element).get("closed") for element in elements):
+            mlflow.set_terminated(str(parent), "FINISHED")
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout the job runs in, where it is one."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def bounded(call: Callable[[], None], seconds: float) -> bool:
+    """call() in a daemon thread, waited on at most `seconds`; whether it returned in time."""
+    thread = threading.Thread(target=call, name="hpc-train tracking", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive()

@@ -1,0 +1,38 @@
+"""`hpc-train track sync ID`: a job's run folder uploaded to MLflow after the fact, for compute nodes that cannot
+reach the tracking server at all (or a job whose server was down). Idempotent: the run tracking.json names is
+found again, and only the epochs it lacks are logged."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from hpc_train.errors import HpcTrainError
+from hpc_train.runs.folders import JobRecord, element_folders
+from hpc_train.runs.state import read_tracking
+from hpc_train.tracking.job import JobTracking
+from hpc_train.tracking.settings import ui_hint
+
+
+def sync(record: JobRecord, uri: str | None, experiment: str | None, env: Mapping[str, str]) -> list[str]:
+    """Upload the job's folder (a sweep's: each element's that has started); one line per run uploaded."""
+    folders = [folder for folder in element_folders(record) if folder.is_dir()] if record.is_sweep else \
+        [Path(record.folder)]
+    if not folders:
+        raise HpcTrainError(f"job {record.job_id}: none of its elements has started yet; sync it when one has")
+    lines = []
+    for folder in folders:
+        tracking = JobTracking.for_job(folder, uri, experiment, env, lambda line: None)
+        try:
+            status = tracking.upload()
+        except HpcTrainError:
+            raise
+        except Exception as error:  # noqa: BLE001 - MLflow's many errors: one line
+            text = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+            raise HpcTrainError(f"MLflow at {tracking.settings.uri}: {text}; check --tracking-uri (or "
+                                "MLFLOW_TRACKING_URI) and that the server answers, then run it again") from None
+        known = read_tracking(folder)
+        lines.append(f"{folder.name}: MLflow run {known.get('run_id')} in experiment {tracking.settings.experiment}, "
+                     f"{known.get('last_epoch') or 0} epoch(s) logged, {status or 'still running'}; see it: "
+                     f"{ui_hint(tracking.settings)}")
+    return lines
