@@ -28,6 +28,28 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+# The tests that run on the one local Slurm cluster (tests/e2e and the demo's): under pytest-xdist (env/test.sh runs
+# a worker per core) they run together in one worker, in order, as they would alone; the rest share the workers.
+ON_THE_LOCAL_CLUSTER = ("tests/e2e/", "tests/test_demo.py")
+
+
+def on_the_local_cluster(nodeid: str) -> bool:
+    return nodeid.startswith(ON_THE_LOCAL_CLUSTER)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's scheduling by scope, one scope for every test on the local cluster and one for each other test.
+    (Its own --dist loadgroup would do, but its xdist_group marks are not seen under pytest 9.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LocalClusterTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "the local cluster" if on_the_local_cluster(nodeid) else nodeid
+
+    return LocalClusterTogether(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`-m quick`: every test that neither starts TensorFlow nor submits jobs to the local cluster. A mock twin
     (the same behaviour as an end-to-end test, on hpc-train's mock launch instead of Slurm) runs only where the
@@ -35,6 +57,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from tests.e2e.jobs import local_cluster_possible
 
     real_cluster = local_cluster_possible()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The local cluster's tests are the longest share of one worker: started first, they end with the rest.
+        items.sort(key=lambda item: not on_the_local_cluster(item.nodeid))
     for item in items:
         if not any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster", "mlflow")):
             item.add_marker(pytest.mark.quick)
