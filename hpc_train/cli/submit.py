@@ -39,6 +39,7 @@ a log per rank in runs/NAME-JOBID/logs/rank-R.out. Not with a sweep or --local.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_request
 
@@ -46,15 +47,55 @@ TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.config import TrainConfig
     from hpc_train.login.request import JobRequest
+    from hpc_train.login.snapshot import JobCode
     from hpc_train.login.sweep import Sweep
 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from hpc_train.login.snapshot import DEFAULT_LIMIT
+
     add_job_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the sbatch script that would be submitted")
     parser.add_argument("--local", action="store_true", help="run the tasks on this machine, without Slurm")
     parser.add_argument("--hold", action="store_true", help="submit held: it starts after scontrol release JOBID")
+    parser.add_argument("--output-dir", type=Path, default=None, metavar="DIR",
+                        help="the runs folder: runs/NAME-JOBID/ and runs/snapshots/ in it (default: runs/ here)")
+    parser.add_argument("--no-snapshot", action="store_true",
+                        help="run the code on disk when the job (re)starts, not a snapshot taken now")
+    parser.add_argument("--snapshot-exclude", action="append", default=[], metavar="PATTERN",
+                        help="leave files out of the code snapshot: a gitignore-like glob (repeatable; e.g. data/, *.h5)")
+    parser.add_argument("--snapshot-limit-mb", type=float, default=DEFAULT_LIMIT / 1024 / 1024, metavar="MB",
+                        help=f"refuse a code snapshot bigger than this (default {DEFAULT_LIMIT // 1024 // 1024}): "
+                             "data is not code")
+    parser.add_argument("--in-snapshot", action="store_true", help=argparse.SUPPRESS)  # (submit --remote's)
+
+
+def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
+    """The snapshot the job runs (none with --no-snapshot; a dry run's is not stored) and the runs folder.
+    --in-snapshot: this directory is a stored snapshot's workdir; the job's submit directory is the runs folder's
+    parent (a remote's workdir)."""
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.login.snapshot import JobCode, SNAPSHOTS, plan_snapshot, stored_snapshot, take_snapshot
+
+    if args.snapshot_limit_mb <= 0:
+        raise HpcTrainError(f"--snapshot-limit-mb {args.snapshot_limit_mb:g}: must be more than 0")
+    if args.in_snapshot:
+        if args.no_snapshot or args.snapshot_exclude:
+            raise HpcTrainError("--in-snapshot runs a snapshot already stored: drop --no-snapshot and "
+                                "--snapshot-exclude")
+        snapshot = stored_snapshot(Path.cwd())
+        runs = (args.output_dir or snapshot.root.parent.parent).absolute()
+        if snapshot.root.parent != runs / SNAPSHOTS:
+            raise HpcTrainError(f"--in-snapshot: {snapshot.root} is not in {runs / SNAPSHOTS}; give the runs "
+                                "folder it is in as --output-dir")
+        return JobCode(snapshot, runs.parent), runs
+    runs = args.output_dir or Path("runs")
+    if args.no_snapshot:
+        return None, runs
+    take = plan_snapshot if args.dry_run else take_snapshot
+    limit = int(args.snapshot_limit_mb * 1024 * 1024)
+    return JobCode(take(Path.cwd(), runs, args.snapshot_exclude, limit), Path.cwd()), runs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,8 +107,13 @@ def run(args: argparse.Namespace) -> int:
 
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
+    code, runs = job_code(args)
+    if code is not None:
+        from hpc_train.login.snapshot import settings_in_snapshot
+
+        train = settings_in_snapshot(train, code)
     if sweep is not None:
-        return _submit_sweep(args, spec, train, sweep, home)
+        return _submit_sweep(args, spec, train, sweep, home, code, runs)
     if args.local and args.home:
         raise HpcTrainError("--home with --local: --local runs the ranks here, in this environment; drop --home")
     if args.home is not None:  # (render may name a folder of another machine: its script copes with none there)
@@ -79,18 +125,19 @@ def run(args: argparse.Namespace) -> int:
             from hpc_train.login.preflight import check_request
 
             check_request(spec, os.environ)
-        print(submit.submission_script(spec, train, home=args.home, command=args.command), end="")
+        print(submit.submission_script(spec, train, runs, home=args.home, command=args.command, code=code), end="")
         return 0
     if args.local:
-        return submit.run_locally(spec, train, command=args.command)
-    record = submit.submit(spec, train, command=args.command, home=args.home)
+        return submit.run_locally(spec, train, runs, command=args.command, code=code)
+    record = submit.submit(spec, train, runs, command=args.command, home=args.home, code=code)
     _say_submitted(record.job_id, f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} "
                    f"nodes, {record.what}); folder {record.folder}; follow it with: hpc-train logs {record.job_id} "
                    "--follow")
     return 0
 
 
-def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig, sweep: Sweep, home: str) -> int:
+def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig, sweep: Sweep, home: str,
+                  code: JobCode | None, runs: Path) -> int:
     """One sbatch of one job array; --dry-run shows the elements and the script instead."""
     import sys
 
@@ -105,9 +152,9 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
                        *(f"  {row}" for row in table(sweep))])
     if args.dry_run:
         print(shown)
-        print(submit.sweep_script(spec, train, sweep, args.max_parallel, home, command=args.command), end="")
+        print(submit.sweep_script(spec, train, sweep, args.max_parallel, home, runs, args.command, code), end="")
         return 0
-    record = submit.submit_sweep(spec, train, sweep, args.max_parallel, home, command=args.command)
+    record = submit.submit_sweep(spec, train, sweep, args.max_parallel, home, runs, args.command, code)
     print(shown, file=sys.stderr)  # once submitted: a refusal stays one line
     _say_submitted(record.job_id, f"hpc-train submit: sweep {record.job_id} ({len(sweep)} elements, "
                    f"runs/{record.name}-{record.job_id}_I/); follow it with: hpc-train status {record.job_id}")

@@ -30,6 +30,10 @@ from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
 
+TYPE_CHECKING = False  # (typing itself costs start-up: the command line reads DEFAULT_LIMIT)
+if TYPE_CHECKING:
+    from hpc_train.config import TrainConfig
+
 SNAPSHOTS = "snapshots"  # the folder in the runs root: runs/snapshots/<digest>/
 MANIFEST = "snapshot.json"
 DIFF = "diff.patch"
@@ -223,7 +227,7 @@ def take_snapshot(submit_dir: Path, runs: Path, exclude: Sequence[str] = (),
     folder = runs.absolute() / SNAPSHOTS
     folder.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder))
-    partial.chmod(0o755)  # (mkdtemp makes it private: the job may run as the same user elsewhere, others read)
+    partial.chmod(0o755)  # (mkdtemp's is private: the code is as readable as the run folders beside it)
     try:
         digest = _copy_and_hash(tree, partial / "files")
         (partial / MANIFEST).write_text(json.dumps({"digest": digest, **_manifest(tree)}, indent=2) + "\n")
@@ -261,3 +265,43 @@ def read_manifest(snapshot: Snapshot) -> dict:
     manifest = json.loads((snapshot.root / MANIFEST).read_text())
     diff = snapshot.root / DIFF
     return {**manifest, "diff": diff.read_text() if diff.is_file() else ""}
+
+
+@dataclass(frozen=True)
+class JobCode:
+    """A job's code: the snapshot its ranks run in, and the directory it was submitted from (where its data is)."""
+
+    snapshot: Snapshot
+    submit_dir: Path  # absolute
+
+    def environment(self) -> dict[str, str]:
+        """What every rank is told: where it was submitted from, and the snapshot it runs."""
+        return {"HPC_TRAIN_SUBMIT_DIR": str(self.submit_dir), "HPC_TRAIN_SNAPSHOT": str(self.snapshot.root)}
+
+    def tree_path(self, path: Path) -> Path | None:
+        """An absolute path's copy in the snapshot, when it is in the tree snapshotted; else None (pure)."""
+        depth = len(self.snapshot.workdir.relative_to(self.snapshot.files).parts)
+        top = self.submit_dir.parents[depth - 1] if depth else self.submit_dir
+        return self.snapshot.files / path.relative_to(top) if path.is_relative_to(top) else None
+
+
+def settings_in_snapshot(config: TrainConfig, code: JobCode) -> TrainConfig:
+    """The settings as a job running in the snapshot reads them: a task file from its copy (an absolute path in
+    the tree becomes the copy's; one the snapshot lacks is refused now), a relative data_dir where it was."""
+    from dataclasses import replace
+
+    from hpc_train.training.usertask import is_file_spec
+
+    task = config.task
+    if is_file_spec(task):
+        named = Path(os.path.normpath(code.submit_dir / Path(task).expanduser()))
+        copy = code.tree_path(named)
+        if copy is not None and code.snapshot.files.is_dir() and not copy.is_file():
+            raise HpcTrainError(f"task {task}: not in the code snapshot (git-ignored, or --snapshot-exclude?); "
+                                "let git see it (git add, or remove it from .gitignore), or submit with --no-snapshot")
+        # In the tree: its copy (relative: from the workdir, where the ranks run); outside: where it is.
+        task = str(named) if copy is None else task if not Path(task).is_absolute() else str(copy)
+    data_dir = config.data_dir
+    if data_dir and not Path(data_dir).expanduser().is_absolute():
+        data_dir = str(code.submit_dir / data_dir)  # data is not code: where it was
+    return replace(config, task=task, data_dir=data_dir)
