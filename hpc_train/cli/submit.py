@@ -75,6 +75,8 @@ def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
     """The snapshot the job runs (none with --no-snapshot; a dry run's is not stored) and the runs folder.
     --in-snapshot: this directory is a stored snapshot's workdir; the job's submit directory is the runs folder's
     parent (a remote's workdir)."""
+    import shutil
+
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.snapshot import JobCode, SNAPSHOTS, plan_snapshot, stored_snapshot, take_snapshot
 
@@ -93,7 +95,9 @@ def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
     runs = args.output_dir or Path("runs")
     if args.no_snapshot:
         return None, runs
-    take = plan_snapshot if args.dry_run else take_snapshot
+    # Stored when it will run: not for a dry run, nor where submit is refused for want of Slurm.
+    stored = not args.dry_run and (args.local or shutil.which("sbatch") is not None)
+    take = take_snapshot if stored else plan_snapshot
     limit = int(args.snapshot_limit_mb * 1024 * 1024)
     return JobCode(take(Path.cwd(), runs, args.snapshot_exclude, limit), Path.cwd()), runs
 

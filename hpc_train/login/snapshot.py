@@ -71,11 +71,11 @@ def excluded(path: str, patterns: Iterable[str]) -> bool:
     `/big`); a trailing slash matches folders only."""
     parts = path.split("/")
     for pattern in patterns:
-        folders_only = pattern.endswith("/")
-        pattern = pattern.strip("/") if "/" in pattern.rstrip("/") else pattern.rstrip("/")
+        folders_only, anchored = pattern.endswith("/"), "/" in pattern.rstrip("/")
+        pattern = pattern.strip("/")
         if not pattern:
             continue
-        if "/" not in pattern:
+        if not anchored:
             names = parts[:-1] if folders_only else parts
             if any(fnmatch.fnmatchcase(name, pattern) for name in names):
                 return True
