@@ -77,6 +77,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--in-snapshot", action="store_true", help=argparse.SUPPRESS)  # (submit --remote's)
 
 
+def _check_snapshot_options(args: argparse.Namespace) -> None:
+    """One line for snapshot options that contradict each other; --in-snapshot's job named after the folder the
+    snapshot was taken of (not "files", its copy's)."""
+    from hpc_train.errors import HpcTrainError
+
+    if args.snapshot_limit_mb <= 0:
+        raise HpcTrainError(f"--snapshot-limit-mb {args.snapshot_limit_mb:g}: must be more than 0")
+    if not args.in_snapshot:
+        return
+    if args.no_snapshot or args.snapshot_exclude:
+        raise HpcTrainError("--in-snapshot runs a snapshot already stored: drop --no-snapshot and --snapshot-exclude")
+    if args.name is None:
+        from hpc_train.login.request import project_name
+        from hpc_train.login.snapshot import stored_snapshot, taken_of
+
+        args.name = project_name(taken_of(stored_snapshot(Path.cwd())))
+
+
 def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
     """The snapshot the job runs (none with --no-snapshot; a dry run's is not stored) and the runs folder.
     --in-snapshot: this directory is a stored snapshot's workdir; the job's submit directory is the runs folder's
@@ -86,12 +104,7 @@ def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.snapshot import JobCode, SNAPSHOTS, plan_snapshot, stored_snapshot, take_snapshot
 
-    if args.snapshot_limit_mb <= 0:
-        raise HpcTrainError(f"--snapshot-limit-mb {args.snapshot_limit_mb:g}: must be more than 0")
     if args.in_snapshot:
-        if args.no_snapshot or args.snapshot_exclude:
-            raise HpcTrainError("--in-snapshot runs a snapshot already stored: drop --no-snapshot and "
-                                "--snapshot-exclude")
         snapshot = stored_snapshot(Path.cwd())
         runs = (args.output_dir or snapshot.root.parent.parent).absolute()
         if snapshot.root.parent != runs / SNAPSHOTS:
@@ -115,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.errors import HpcTrainError
     from hpc_train.login import submission as submit
 
+    _check_snapshot_options(args)
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
     code, runs = job_code(args)

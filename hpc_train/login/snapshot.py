@@ -260,6 +260,12 @@ def stored_snapshot(workdir: Path) -> Snapshot:
                         f"a files/ folder); run it from runs/{SNAPSHOTS}/<digest>/files/..., or drop --in-snapshot")
 
 
+def taken_of(snapshot: Snapshot) -> Path:
+    """The directory the snapshot was taken of (where its workdir's original is, on the machine that took it)."""
+    top = Path(json.loads((snapshot.root / MANIFEST).read_text()).get("top") or snapshot.files)
+    return top / snapshot.workdir.relative_to(snapshot.files)
+
+
 def read_manifest(snapshot: Snapshot) -> dict:
     """The snapshot's snapshot.json, and its diff (`diff`, empty when clean)."""
     manifest = json.loads((snapshot.root / MANIFEST).read_text())

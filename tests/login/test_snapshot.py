@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,25 @@ def test_snapshot_options_are_refused_in_one_line(tmp_path: Path) -> None:
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert expected in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_in_snapshot_submits_a_snapshot_stored_already_from_its_workdir(tmp_path: Path) -> None:
+    """As `submit --remote` does on the remote: the snapshot rsynced into WORKDIR/runs/snapshots/, then submit
+    --in-snapshot from its copy of the folder submitted from; the job's submit directory is WORKDIR."""
+    top = project(tmp_path / "laptop" / "proj")
+    taken = take_snapshot(top / "sub", top / "runs")
+    workdir = tmp_path / "remote work"
+    workdir.mkdir()
+    subprocess.run(["cp", "-a", str(top / "runs"), str(workdir / "runs")], check=True)
+    copy = workdir / "runs" / "snapshots" / taken.digest / "files" / "sub"
+    fake = mock_slurm(tmp_path / "fake")
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "submit", "--in-snapshot", "--output-dir",
+                             str(workdir / "runs"), "--nodes", "1", "--", "python", "task.py"], cwd=copy,
+                            capture_output=True, text=True, timeout=120,
+                            env={**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"]})
+    assert result.returncode == 0, result.stderr
+    [script] = fake.scripts()
+    assert f"cd {shlex.quote(str(copy))} ||" in script and f"HPC_TRAIN_SUBMIT_DIR={shlex.quote(str(workdir))}" in script
+    folder = workdir / "runs" / "sub-4242"  # named after the folder submitted from, not "files"
+    assert json.loads((folder / "provenance.json").read_text())["commit"] == git(top, "rev-parse", "HEAD").strip()
+    assert sorted(os.listdir(workdir / "runs" / "snapshots")) == [taken.digest]  # no new snapshot taken
