@@ -229,6 +229,7 @@ def take_snapshot(submit_dir: Path, runs: Path, exclude: Sequence[str] = (),
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder))
     partial.chmod(0o755)  # (mkdtemp's is private: the code is as readable as the run folders beside it)
     try:
+        (partial / "files").mkdir()  # (a folder with no code yet is a snapshot too: the ranks start in it)
         digest = _copy_and_hash(tree, partial / "files")
         (partial / MANIFEST).write_text(json.dumps({"digest": digest, **_manifest(tree)}, indent=2) + "\n")
         if tree.diff:

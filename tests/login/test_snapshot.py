@@ -96,6 +96,9 @@ def test_the_same_code_is_stored_once_and_an_edit_is_a_new_snapshot(tmp_path: Pa
     second = take_snapshot(tmp_path, tmp_path / "runs")
     assert second.digest != first.digest and (first.files / "train.py").read_text() == "v1\n"
     assert sorted(os.listdir(tmp_path / "runs" / "snapshots")) == sorted([first.digest, second.digest])
+    (tmp_path / "empty").mkdir()
+    empty = take_snapshot(tmp_path / "empty", tmp_path / "empty" / "runs")  # no code: still a folder to start in
+    assert empty.workdir.is_dir() and not os.listdir(empty.workdir)
 
 
 @pytest.mark.parametrize("in_git", [True, False])
