@@ -23,6 +23,12 @@ warning reaches it as SIGUSR1 (--signal-seconds before the end); a command that
 then saves and exits 75 has the job requeued (max_requeues), to run again and
 resume. The job's exit is the command's; a task that dies ends the job.
 
+Every attempt of the job runs the code as submitted: a snapshot taken now (git's files: HEAD, uncommitted
+changes, untracked files not ignored; else this directory's), stored once in runs/snapshots/<digest>/, whose copy
+of this directory the tasks start in (HPC_TRAIN_SUBMIT_DIR names this one, for data). Over --snapshot-limit-mb
+(50) it is refused: --snapshot-exclude PATTERN (or .gitignore) leaves data out; --no-snapshot runs the code on
+disk. runs/NAME-JOBID/provenance.json records the commit, the diff and the versions.
+
 With `--sweep KEY=V1,V2,...` (repeatable: every combination) or the YAML's
 `sweep:` (a grid, or a random search), one sbatch submits one job array: each
 element is a whole job with its own values, run folder runs/NAME-ARRAYID_I/,
@@ -39,6 +45,7 @@ a log per rank in runs/NAME-JOBID/logs/rank-R.out. Not with a sweep or --local.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_request
 
@@ -46,15 +53,72 @@ TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.config import TrainConfig
     from hpc_train.login.request import JobRequest
+    from hpc_train.login.snapshot import JobCode
     from hpc_train.login.sweep import Sweep
 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from hpc_train.login.snapshot import DEFAULT_LIMIT
+
     add_job_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the sbatch script that would be submitted")
     parser.add_argument("--local", action="store_true", help="run the tasks on this machine, without Slurm")
     parser.add_argument("--hold", action="store_true", help="submit held: it starts after scontrol release JOBID")
+    parser.add_argument("--output-dir", type=Path, default=None, metavar="DIR",
+                        help="the runs folder: runs/NAME-JOBID/ and runs/snapshots/ in it (default: runs/ here)")
+    parser.add_argument("--no-snapshot", action="store_true",
+                        help="run the code on disk when the job (re)starts, not a snapshot taken now")
+    parser.add_argument("--snapshot-exclude", action="append", default=[], metavar="PATTERN",
+                        help="leave files out of the code snapshot: a gitignore-like glob (repeatable; e.g. data/, *.h5)")
+    parser.add_argument("--snapshot-limit-mb", type=float, default=DEFAULT_LIMIT / 1024 / 1024, metavar="MB",
+                        help=f"refuse a code snapshot bigger than this (default {DEFAULT_LIMIT // 1024 // 1024}): "
+                             "data is not code")
+    parser.add_argument("--in-snapshot", action="store_true", help=argparse.SUPPRESS)  # (submit --remote's)
+
+
+def _check_snapshot_options(args: argparse.Namespace) -> None:
+    """One line for snapshot options that contradict each other; --in-snapshot's job named after the folder the
+    snapshot was taken of (not "files", its copy's)."""
+    from hpc_train.errors import HpcTrainError
+
+    if args.snapshot_limit_mb <= 0:
+        raise HpcTrainError(f"--snapshot-limit-mb {args.snapshot_limit_mb:g}: must be more than 0")
+    if not args.in_snapshot:
+        return
+    if args.no_snapshot or args.snapshot_exclude:
+        raise HpcTrainError("--in-snapshot runs a snapshot already stored: drop --no-snapshot and --snapshot-exclude")
+    if args.name is None:
+        from hpc_train.login.request import project_name
+        from hpc_train.login.snapshot import stored_snapshot, taken_of
+
+        args.name = project_name(taken_of(stored_snapshot(Path.cwd())))
+
+
+def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
+    """The snapshot the job runs (none with --no-snapshot; a dry run's is not stored) and the runs folder.
+    --in-snapshot: this directory is a stored snapshot's workdir; the job's submit directory is the runs folder's
+    parent (a remote's workdir)."""
+    import shutil
+
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.login.snapshot import JobCode, SNAPSHOTS, plan_snapshot, stored_snapshot, take_snapshot
+
+    if args.in_snapshot:
+        snapshot = stored_snapshot(Path.cwd())
+        runs = (args.output_dir or snapshot.root.parent.parent).absolute()
+        if snapshot.root.parent != runs / SNAPSHOTS:
+            raise HpcTrainError(f"--in-snapshot: {snapshot.root} is not in {runs / SNAPSHOTS}; give the runs "
+                                "folder it is in as --output-dir")
+        return JobCode(snapshot, runs.parent), runs
+    runs = args.output_dir or Path("runs")
+    if args.no_snapshot:
+        return None, runs
+    # Stored when it will run: not for a dry run, nor where submit is refused for want of Slurm.
+    stored = not args.dry_run and (args.local or shutil.which("sbatch") is not None)
+    take = take_snapshot if stored else plan_snapshot
+    limit = int(args.snapshot_limit_mb * 1024 * 1024)
+    return JobCode(take(Path.cwd(), runs, args.snapshot_exclude, limit), Path.cwd()), runs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,10 +128,16 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.errors import HpcTrainError
     from hpc_train.login import submission as submit
 
+    _check_snapshot_options(args)
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
+    code, runs = job_code(args)
+    if code is not None:
+        from hpc_train.login.snapshot import settings_in_snapshot
+
+        train = settings_in_snapshot(train, code)
     if sweep is not None:
-        return _submit_sweep(args, spec, train, sweep, home)
+        return _submit_sweep(args, spec, train, sweep, home, code, runs)
     if args.local and args.home:
         raise HpcTrainError("--home with --local: --local runs the ranks here, in this environment; drop --home")
     if args.home is not None:  # (render may name a folder of another machine: its script copes with none there)
@@ -79,18 +149,19 @@ def run(args: argparse.Namespace) -> int:
             from hpc_train.login.preflight import check_request
 
             check_request(spec, os.environ)
-        print(submit.submission_script(spec, train, home=args.home, command=args.command), end="")
+        print(submit.submission_script(spec, train, runs, home=args.home, command=args.command, code=code), end="")
         return 0
     if args.local:
-        return submit.run_locally(spec, train, command=args.command)
-    record = submit.submit(spec, train, command=args.command, home=args.home)
+        return submit.run_locally(spec, train, runs, command=args.command, code=code)
+    record = submit.submit(spec, train, runs, command=args.command, home=args.home, code=code)
     _say_submitted(record.job_id, f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} "
                    f"nodes, {record.what}); folder {record.folder}; follow it with: hpc-train logs {record.job_id} "
                    "--follow")
     return 0
 
 
-def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig, sweep: Sweep, home: str) -> int:
+def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig, sweep: Sweep, home: str,
+                  code: JobCode | None, runs: Path) -> int:
     """One sbatch of one job array; --dry-run shows the elements and the script instead."""
     import sys
 
@@ -105,9 +176,9 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
                        *(f"  {row}" for row in table(sweep))])
     if args.dry_run:
         print(shown)
-        print(submit.sweep_script(spec, train, sweep, args.max_parallel, home, command=args.command), end="")
+        print(submit.sweep_script(spec, train, sweep, args.max_parallel, home, runs, args.command, code), end="")
         return 0
-    record = submit.submit_sweep(spec, train, sweep, args.max_parallel, home, command=args.command)
+    record = submit.submit_sweep(spec, train, sweep, args.max_parallel, home, runs, args.command, code)
     print(shown, file=sys.stderr)  # once submitted: a refusal stays one line
     _say_submitted(record.job_id, f"hpc-train submit: sweep {record.job_id} ({len(sweep)} elements, "
                    f"runs/{record.name}-{record.job_id}_I/); follow it with: hpc-train status {record.job_id}")

@@ -258,7 +258,7 @@ def _signal(pid: int, signum: int) -> None:
 def record_job(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str], now: float) -> None:
     """The run folder's job.json, unless it has one (submit writes its own): a job started with sbatch (a rendered
     script, the starter's, slurm/*.sh) or run here is then followed as a submitted one (status, logs, list,
-    cancel, report); a sweep element's also makes or completes its sweep's."""
+    cancel, report), its provenance.json beside it; a sweep element's also makes or completes its sweep's."""
     from hpc_train.runs.folders import element_values, note_element, started_record
 
     command = list(rank_command)
@@ -267,7 +267,12 @@ def record_job(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str
                             user_command, now)
     if body.output is None and under_slurm(env):  # srun labels every rank's lines into the batch log: say where
         record = replace(record, batch_log=SlurmClient.local(env).show_job(env["SLURM_JOB_ID"]).get("StdOut"))
-    if record.write_new() and record.is_element:
+    if not record.write_new():
+        return
+    from hpc_train.login.provenance import provenance, write_provenance
+
+    write_provenance(body.run_dir, *provenance(None, Path.cwd()))  # no snapshot: the code on disk, git's word on it
+    if record.is_element:
         count = env.get("SLURM_ARRAY_TASK_COUNT") or str(int(env.get("SLURM_ARRAY_TASK_MAX") or -1) + 1)
         note_element(record, int(count), element_values(env))
 

@@ -20,6 +20,7 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import JobBody, script_line
 from hpc_train.login.request import Group, JobRequest
+from hpc_train.login.snapshot import SNAPSHOTS, JobCode
 from hpc_train.login.sweep import Sweep
 from hpc_train.runs.folders import RANK_LOG_PATTERN
 
@@ -78,13 +79,14 @@ def job_config(spec: JobRequest, train: TrainConfig) -> TrainConfig:
 def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str = "runs",
                   template: Path | None = None, command: Sequence[str] | None = None,
                   sweep: Sweep | None = None, max_parallel: int | None = None, batch_log: str | None = None,
-                  program: str = "hpc-train") -> str:
+                  program: str = "hpc-train", code: JobCode | None = None) -> str:
     """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
     `command`: the user's own command for every task, instead of the trainer; `sweep`: one job array, an element
     per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
     running at once. `batch_log`: the batch script's log (sbatch --output), where the default, in the directory
     sbatch runs in, will not do. `program`: how the job starts hpc-train (shell text): the activated environment's
-    `hpc-train`, or `PYTHON -m hpc_train` for submit's own Python (a container's ranks use the image's)."""
+    `hpc-train`, or `PYTHON -m hpc_train` for submit's own Python (a container's ranks use the image's). `code`:
+    the snapshot the job runs in (code_lines)."""
     config = job_config(spec, train)
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
                                       "output": "slurm-%x-%A_%a.out"}
@@ -102,11 +104,24 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
         run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
         '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
         config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
-        job_line=script_line(program, '"$run_dir"', job_body(spec, config, command), launcher + (
+        job_line="\n".join(code_lines(code)) + "\n" * bool(code) + script_line(program, '"$run_dir"', job_body(spec, config, command), launcher + (
             task_command(spec, config, command, "hpc-train" if spec.container else program)
             if sweep is None or not command else '"${element_command[@]}"'),
             output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
     )
+
+
+def code_lines(code: JobCode | None) -> list[str]:
+    """The script's lines before the job body that make the job run its snapshot, every attempt: the ranks are told
+    where it was submitted from and the snapshot's root, and start in the snapshot's copy of that directory (the
+    run folder's path is absolute). A snapshot deleted since ends the attempt in one line, never runs what is on
+    disk now."""
+    if code is None:
+        return []
+    snapshot = code.snapshot
+    exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in code.environment().items())
+    gone = f"hpc-train: the code snapshot this job runs ({SNAPSHOTS}/{snapshot.digest}) is gone; resubmit the job"
+    return [f"export {exports}", f"cd {shlex.quote(str(snapshot.workdir))} || {{ echo {shlex.quote(gone)} >&2; exit 1; }}"]
 
 
 def group_summary(group: Group) -> str:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import chdir, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,22 +27,25 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.body import script_line
+from hpc_train.login.provenance import write_provenance
 from hpc_train.runs.state import write_text_atomically
 from hpc_train.runs.folders import (ELEMENT_BATCH_LOG, RANK_LOG_PATTERN, RUNS, JobRecord, element_records,
                                     run_folder)
-from hpc_train.login.script import activation_script, config_lines, job_body, job_config
+from hpc_train.login.script import activation_script, code_lines, config_lines, job_body, job_config
+from hpc_train.login.snapshot import JobCode
 from hpc_train.login.request import JobRequest, time_minutes
 from hpc_train.login.sweep import Sweep
 
 
 def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
-                  command: Sequence[str] | None = None) -> Any:
+                  command: Sequence[str] | None = None, code: JobCode | None = None) -> Any:
     """A submitit SlurmExecutor for the request: folder runs/NAME-%j, whose script runs the job body.
 
     `home` (--home): the environment the job activates before the body and its ranks start (a checkout's
     env/activate.sh, with the site's modules, or a virtual environment); its python3 then runs them. None: this
     very Python. With a container, the body runs there and each rank's Python in the image.
     `command`: the user's own command for every rank (under the bootstrap) instead of the trainer.
+    `code`: the snapshot every attempt runs in (None: the code on disk, in the directory submitted from).
     """
     import submitit
 
@@ -70,7 +73,7 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
         # requeue the job (submitit's own requeueing is not used: the trainer's handlers replace it).
         signal_delay_s=spec.signal_seconds,
         setup=[*setup, *body_lines(spec, job_config(spec, train), (runs / f"{spec.name}-%j").absolute(), python,
-                                   ranks, command)],
+                                   ranks, command, code)],
     )
     return executor
 
@@ -82,13 +85,14 @@ def job_folder_word(folder: Path) -> str:
 
 
 def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str, ranks: str,
-               command: Sequence[str] | None) -> list[str]:
+               command: Sequence[str] | None, code: JobCode | None = None) -> list[str]:
     """The script's setup: the settings into the job folder, then the job body in this shell's place (`exec`),
     so that submitit's own srun line after it never runs. Its ranks log as every job's do (logs/rank-N.out,
     stdout and stderr together: runs/folders.rank_log); submitit's own files keep the batch script's log."""
     from hpc_train.login.script import task_command
 
     return [f"run_dir={job_folder_word(folder)}", 'mkdir -p "$run_dir/logs"', config_lines(config),
+            *code_lines(code),
             "# hpc-train's job body (hpc_train/injob/body.py) replaces this shell: submitit's srun line never runs.",
             script_line(f"{python} -m hpc_train", '"$run_dir"', job_body(spec, config, command),
                         task_command(spec, config, command, f"{ranks} -u -m hpc_train"),
@@ -126,7 +130,7 @@ def _remove_new(folder: Path, before: set[Path]) -> None:
 
 
 def submission_script(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
-                      command: Sequence[str] | None = None) -> str:
+                      command: Sequence[str] | None = None, code: JobCode | None = None) -> str:
     """The sbatch script submit would submit, as submitit writes it: handed to a recording sbatch, nothing queued."""
     from hpc_train.injob.entrypoints import body_runs_the_ranks
 
@@ -134,19 +138,19 @@ def submission_script(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, h
         from hpc_train.login.script import render_script
 
         return render_script(spec, train, home or default_home_text(), runs_dir=str(runs.absolute()),
-                             command=command)
-    executor = make_executor(spec, train, runs, home, command)
+                             command=command, code=code)
+    executor = make_executor(spec, train, runs, home, command, code)
     with recording_sbatch(runs) as recorded:
         executor.submit(body_runs_the_ranks)
         return recorded.read_text()
 
 
 def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
-           home: str | None = None) -> JobRecord:
+           home: str | None = None, code: JobCode | None = None) -> JobRecord:
     """Submit; return the job's record, its folder holding the script and the settings.
 
     `command`: the user's own command for every rank (under the bootstrap) instead of the trainer;
-    `home`: the environment the job activates (see make_executor).
+    `home`: the environment the job activates; `code`: the snapshot it runs (see make_executor).
     """
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): add --local to run the job's tasks on this machine, "
@@ -156,9 +160,9 @@ def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Seq
 
     check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     if spec.heterogeneous:
-        return _submit_rendered(spec, train, runs, command, home)
+        return _submit_rendered(spec, train, runs, command, home, code)
     config = job_config(spec, train)
-    executor = make_executor(spec, train, runs, home, command)
+    executor = make_executor(spec, train, runs, home, command, code)
     try:
         job = executor.submit(body_runs_the_ranks)
     except Exception as error:  # submitit wraps sbatch's own complaint
@@ -166,12 +170,12 @@ def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Seq
         raise HpcTrainError(f"sbatch refused the job: {message[-1] if message else error}") from None
     record = JobRecord(job.job_id, spec.name, str(run_folder(runs, spec.name, job.job_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, time.time(), list(command) if command else None)
-    _write_folder(record, config)
+    _write_folder(record, config, code)
     return record
 
 
 def _submit_rendered(spec: JobRequest, train: TrainConfig, runs: Path, command: Sequence[str] | None,
-                     home: str | None) -> JobRecord:
+                     home: str | None, code: JobCode | None = None) -> JobRecord:
     """A heterogeneous job: submitit writes one group's #SBATCH lines only, so the rendered script (render's,
     `#SBATCH hetjob` between the groups) goes to sbatch through the Slurm client; the id is the het leader's."""
     from hpc_train.login.script import render_script
@@ -180,12 +184,12 @@ def _submit_rendered(spec: JobRequest, train: TrainConfig, runs: Path, command: 
     # As a plain submit's job runs hpc-train: this very Python, unless --home names the environment to activate.
     program = "hpc-train" if home else f"{shlex.quote(sys.executable)} -m hpc_train"
     script = render_script(spec, train, home or default_home_text(), runs_dir=str(runs.absolute()), command=command,
-                           program=program)
+                           program=program, code=code)
     job_id = SlurmClient.local(os.environ).submit_text(script, cwd=os.getcwd())
     record = JobRecord(job_id, spec.name, str(run_folder(runs, spec.name, job_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, time.time(), list(command) if command else None,
                        components=components(spec))
-    _write_folder(record, job_config(spec, train))
+    _write_folder(record, job_config(spec, train), code)
     return record
 
 
@@ -201,21 +205,22 @@ def default_home_text() -> str:
 
 
 def sweep_script(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
-                 runs: Path = RUNS, command: Sequence[str] | None = None) -> str:
+                 runs: Path = RUNS, command: Sequence[str] | None = None, code: JobCode | None = None) -> str:
     """The job array's script: templates/job.sbatch rendered with every element (render --sweep's), each
     element's batch log in its own run folder (submit_sweep makes the folders before any element starts)."""
     from hpc_train.login.script import render_script
 
     return render_script(spec, train, home, runs_dir=str(runs.absolute()), command=command, sweep=sweep,
-                         max_parallel=max_parallel, batch_log=str(runs.absolute() / ELEMENT_BATCH_LOG))
+                         max_parallel=max_parallel, batch_log=str(runs.absolute() / ELEMENT_BATCH_LOG), code=code)
 
 
 def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
-                 runs: Path = RUNS, command: Sequence[str] | None = None) -> JobRecord:
+                 runs: Path = RUNS, command: Sequence[str] | None = None, code: JobCode | None = None) -> JobRecord:
     """Submit a sweep as one job array (one sbatch); its record, and one per element (runs/NAME-ARRAYID_I/).
 
     The array is submitted held and released once every element's folder is there: Slurm opens an element's
-    batch log, in that folder, before its script runs. (--hold: it stays held, for the user's scontrol release.)"""
+    batch log, in that folder, before its script runs. (--hold: it stays held, for the user's scontrol release.)
+    Every element runs the one snapshot, `code`."""
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): a sweep runs as a job array; start a local cluster "
                             "with hpc-train cluster up")
@@ -225,7 +230,7 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     check_request(spec, os.environ)
     runs.mkdir(parents=True, exist_ok=True)
     script = runs / f".{spec.name}-sweep-{os.getpid()}.sbatch"
-    script.write_text(sweep_script(spec, train, sweep, max_parallel, home, runs, command))
+    script.write_text(sweep_script(spec, train, sweep, max_parallel, home, runs, command, code))
     slurm = SlurmClient.local(os.environ)
     try:
         array_id = slurm.submit_script(str(script), options=("--hold",))
@@ -241,6 +246,8 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
         (Path(record.folder) / "sweep.sbatch").write_text(text)
         for element in element_records(record):
             element.write()
+        for folder in [record.folder, *(element.folder for element in element_records(record))]:
+            write_provenance(Path(folder), *provenance(code))
     finally:
         refused = None if spec.hold else slurm.release(array_id)
     if refused:
@@ -249,9 +256,10 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     return record
 
 
-def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None) -> int:
+def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
+                code: JobCode | None = None) -> int:
     """The same job, run here by the same job body as a batch script's (its start line, its epilogue's verdict),
-    its ranks started on this machine by the mock launcher."""
+    its ranks started on this machine by the mock launcher (in the snapshot, `code`, as a batch script's)."""
     from hpc_train.injob.body import run_job
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
     from hpc_train.login.script import job_body
@@ -261,7 +269,8 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
     folder = run_folder(runs, spec.name, job_id)
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
                        list(command) if command else None)
-    _write_folder(record, replace(config, output_dir=str(folder)))
+    folder = folder.absolute()  # (the ranks may start elsewhere: in the snapshot)
+    _write_folder(record, replace(config, output_dir=str(folder)), code)
     if command:
         job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues, spec.keras,
                          spec.command_signal)
@@ -270,10 +279,20 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
         task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
     # Here, even inside a Slurm allocation: without Slurm's variables the body starts the mock launcher, not srun.
     here = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
-    return run_job(replace(job_body(spec, config, command), run_dir=folder), task_command, here)
+    with chdir(code.snapshot.workdir if code else Path.cwd()):
+        return run_job(replace(job_body(spec, config, command), run_dir=folder), task_command,
+                       {**here, **(code.environment() if code else {})})
 
 
-def _write_folder(record: JobRecord, config: TrainConfig) -> None:
+def provenance(code: JobCode | None) -> tuple[dict, str]:
+    """The provenance of a job submitted now: its snapshot's, else git's word on this directory."""
+    from hpc_train.login.provenance import provenance as of
+
+    return of(code.snapshot, code.submit_dir) if code else of(None, Path.cwd())
+
+
+def _write_folder(record: JobRecord, config: TrainConfig, code: JobCode | None = None) -> None:
     record.write()
+    write_provenance(Path(record.folder), *provenance(code))
     # Written then renamed: the job may already run (submit writes after sbatch), and its ranks read this file.
     write_text_atomically(Path(record.folder) / "config.yaml", yaml.safe_dump(to_dict(config), sort_keys=False))

@@ -75,7 +75,8 @@ def test_the_plain_script_on_two_tasks_stops_together_when_one_is_stopped_and_re
             if line.startswith("1: epoch 1/6"):
                 # Rank 1 alone is stopped (TensorFlow's own SIGTERM handler must not swallow it): both must
                 # still stop after the same epoch, or rank 0 would hang in the next step's all-reduce.
-                os.kill(seed_script_of_rank(1, tmp_path), signal.SIGTERM)
+                [snapshot] = (tmp_path / "runs" / "snapshots").iterdir()  # where the ranks run: the code submitted
+                os.kill(seed_script_of_rank(1, snapshot / "files"), signal.SIGTERM)
         out = "".join(lines)
         assert first.wait() == 75, out + errors.read_text()[-3000:]
     finally:
@@ -85,7 +86,7 @@ def test_the_plain_script_on_two_tasks_stops_together_when_one_is_stopped_and_re
     assert sorted(rank for rank, _ in stops) == ["0", "1"] and stops[0][1] == stops[1][1], out
     stopped = int(stops[0][1])
     assert stopped < 6 and "done: final loss" not in out
-    [run] = (tmp_path / "runs").iterdir()  # HPC_TRAIN_RUN_DIR: the chief saved into the job's folder
+    [run] = (tmp_path / "runs").glob("*-local-*")  # HPC_TRAIN_RUN_DIR: the chief saved into the job's folder
     assert (run / "checkpoints" / f"ckpt-{stopped}.index").is_file()
 
     # Run again on that folder (a requeued Slurm job keeps its folder; a new local run makes a new one).

@@ -74,6 +74,9 @@ def test_a_rendered_script_started_with_sbatch_is_followed_like_a_submitted_job(
     sbatch(script, work, env, {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "myproject", "SLURM_RESTART_COUNT": "1",
                                "SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS": "2"})
     assert json.loads((work / "runs" / "myproject-4242" / "job.json").read_text()) == record
+    # No snapshot (plain sbatch runs the code on disk), but where the code came from all the same.
+    provenance = json.loads((work / "runs" / "myproject-4242" / "provenance.json").read_text())
+    assert (provenance["snapshot"], provenance["commit"], provenance["submit_dir"]) == (None, None, str(work))
 
 
 def test_a_user_command_started_with_sbatch_is_recorded_as_that_command(tmp_path: Path) -> None:

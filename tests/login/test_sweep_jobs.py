@@ -56,7 +56,12 @@ def test_a_sweep_is_one_array_whose_elements_are_followed_one_by_one(tmp_path: P
     assert record["sweep"] == "4242" and record["elements"][3] == {"learning_rate": 0.001, "seed": 2}
     assert (tmp_path / "runs" / "sw-4242" / "sweep.sbatch").read_text() == script
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == [
-        "sw-4242", "sw-4242_0", "sw-4242_1", "sw-4242_2", "sw-4242_3"]
+        "snapshots", "sw-4242", "sw-4242_0", "sw-4242_1", "sw-4242_2", "sw-4242_3"]
+    # One code snapshot for the whole array: every element starts in it and records it.
+    [snapshot] = (tmp_path / "runs" / "snapshots").iterdir()
+    assert f"cd {snapshot / 'files'} ||" in script
+    assert {json.loads((tmp_path / "runs" / f"sw-4242_{index}" / "provenance.json").read_text())["snapshot"]["digest"]
+            for index in range(4)} == {snapshot.name}
     element = tmp_path / "runs" / "sw-4242_0"
     (element / "metrics.json").write_text(json.dumps({"config": {"epochs": 3}, "epochs": [
         {"epoch": 1, "val_loss": 0.3, "val_accuracy": 0.91}, {"epoch": 2, "val_loss": 0.2, "val_accuracy": 0.95}]}))
