@@ -26,7 +26,7 @@ LAYERS = [
     ("hpc_train.injob.requeue", "hpc_train.injob.failures", "hpc_train.injob.retry", "hpc_train.injob.epilogue"),
     ("hpc_train.training",),
     ("hpc_train.tasks",),
-    ("hpc_train.injob", "hpc_train.login", "hpc_train.localslurm", "hpc_train.doctor"),
+    ("hpc_train.injob", "hpc_train.login", "hpc_train.remote", "hpc_train.localslurm", "hpc_train.doctor"),
     ("hpc_train.bench",),
 ]
 
