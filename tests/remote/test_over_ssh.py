@@ -110,16 +110,22 @@ def test_a_workdir_that_cannot_be_written_is_one_line(sshd: SshServer, laptop: d
     one_line_error(result, f"workdir {tmp_path / 'a-file' / 'work'} on login cannot be written", "Not a directory")
 
 
-def test_a_verb_runs_in_the_workdir_there_with_hostile_values_intact(sshd: SshServer, laptop: dict[str, str],
-                                                                     tmp_path: Path) -> None:
-    """`report --remote` reaches the remote's hpc-train (here a stand-in that says its argv and folder) with every
-    value whole, in a workdir whose name is hostile, and without --remote."""
+def says_its_argv(tmp_path: Path) -> Path:
+    """A folder holding a stand-in `hpc-train` that prints its argv, its folder and $HPC_TRAIN_REMOTE as JSON."""
     stand_in = tmp_path / "stand-in"
     stand_in.mkdir()
     (stand_in / "hpc-train").write_text(
         f"#!{sys.executable}\nimport json, os, sys\nif sys.argv[1:] == ['--version']: print('hpc-train 0.1.0')\n"
         "else: print(json.dumps([sys.argv[1:], os.getcwd(), os.environ.get('HPC_TRAIN_REMOTE')]))\n")
     (stand_in / "hpc-train").chmod(0o755)
+    return stand_in
+
+
+def test_a_verb_runs_in_the_workdir_there_with_hostile_values_intact(sshd: SshServer, laptop: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    """`report --remote` reaches the remote's hpc-train (here a stand-in that says its argv and folder) with every
+    value whole, in a workdir whose name is hostile, and without --remote."""
+    stand_in = says_its_argv(tmp_path)
     work = tmp_path / "it's $(touch pwned) work"
     add(laptop, "c", GOOD, work, f"export PATH={shlex.quote(str(stand_in))}:$PATH")
     hostile = ["1; touch pwned", "$(touch pwned)", "a'b\"c", "*"]
@@ -147,3 +153,33 @@ def test_pull_copies_a_sweeps_run_folders_into_runs_here(sshd: SshServer, laptop
     assert json.loads((here / "runs" / "sw-41_1" / "metrics.json").read_text()) == {"folder": "sw-41_1"}
     missing = hpc_train(laptop, "pull", "43", "--remote", "c", cwd=here)
     one_line_error(missing, "no run folder of job 43", "hpc-train list --remote c")
+
+
+def test_submit_copies_the_snapshot_and_submits_from_its_copy_there(sshd: SshServer, laptop: dict[str, str],
+                                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capfd: pytest.CaptureFixture[str]) -> None:
+    """The laptop's side of submit --remote, whatever the snapshot holds: its folder arrives under the workdir's
+    runs/snapshots/, and the remote's hpc-train submits --in-snapshot from the submit folder's copy, without
+    this side's options. (The real snapshot, end to end: tests/e2e/test_remote.py.)"""
+    from hpc_train.cli import main
+    from hpc_train.remote import snapshots
+
+    here, work = tmp_path / "laptop", tmp_path / "work"
+    root = here / "runs" / "snapshots" / "d1g35t"
+    (root / "files" / "sub").mkdir(parents=True)
+    (root / "files" / "sub" / "train.py").write_text("print('hi')\n")
+    (root / "snapshot.json").write_text("{}")
+    taken = []
+    monkeypatch.setattr(snapshots, "snapshot_here", lambda folder, exclude: taken.append(list(exclude)) or (
+        "d1g35t", root, "sub"))
+    for name, value in laptop.items():
+        if name != "PATH":
+            monkeypatch.setenv(name, value)
+    monkeypatch.chdir(here)
+    add(laptop, "c", GOOD, work, f"export PATH={says_its_argv(tmp_path)}:$PATH")
+    code = main(["submit", "--nodes", "1", "--remote", "c", "--name", "a b", "--", "python", "train.py", "$HOME"])
+    argv, folder, _ = json.loads(capfd.readouterr().out)
+    assert code == 0 and taken == [[]]
+    assert argv == ["submit", "--in-snapshot", "--nodes", "1", "--name", "a b", "--", "python", "train.py", "$HOME"]
+    assert folder == str(work / "runs" / "snapshots" / "d1g35t" / "files" / "sub")
+    assert (work / "runs" / "snapshots" / "d1g35t" / "snapshot.json").is_file()
