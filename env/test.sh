@@ -8,14 +8,17 @@ cd "$root"
 
 # A real Slurm (Debian's slurm-wlm and munge): the node-list tests compare with scontrol,
 # and the end-to-end tests submit jobs to a local cluster that they start themselves.
-if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
+# OpenSSH's server and rsync: the remotes' tests reach a login node through a real sshd they start.
+if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1 \
+    || [ ! -x /usr/sbin/sshd ] || ! command -v rsync >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "env/test.sh: installing slurm-wlm and munge with apt-get" >&2
+    echo "env/test.sh: installing slurm-wlm, munge, openssh-server and rsync with apt-get" >&2
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openssh-server openssh-client rsync \
+      >/dev/null
   else
-    echo "env/test.sh: note: no Slurm, and no root apt-get to install it: the Slurm tests are skipped" \
-      "(the same scripts are still tested through hpc-train launch)" >&2
+    echo "env/test.sh: note: no Slurm (or sshd, rsync), and no root apt-get to install them: their tests are" \
+      "skipped (the same scripts are still tested through hpc-train launch)" >&2
   fi
 fi
 

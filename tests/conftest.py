@@ -3,11 +3,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 from tests.fake_slurm import without_slurm
 from tests.tracking.server import mlflow_server  # noqa: F401 - the session's MLflow server, for every test folder
+from tests.sshd import SshServer
 
 # A bare `pytest` from another Python (a system one) would meet the first missing module in every test file:
 # say once what to run instead.
@@ -73,3 +75,15 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     """os.environ without any Slurm, CUDA or TF_CONFIG variable of the machine running the tests."""
     for name in set(os.environ) - set(without_slurm()):
         monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    """A real OpenSSH sshd on 127.0.0.1 (key login, pinned host key) for the remotes' tests, once a session."""
+    from tests.sshd import sshd_possible, start, stop
+
+    if not sshd_possible():
+        pytest.skip("needs root, OpenSSH's sshd, ssh and rsync (env/test.sh installs them)")
+    process, server = start(tmp_path_factory.mktemp("sshd"))
+    yield server
+    stop(process, server)

@@ -27,7 +27,7 @@ LAYERS = [
     ("hpc_train.tracking",),
     ("hpc_train.training",),
     ("hpc_train.tasks",),
-    ("hpc_train.injob", "hpc_train.login", "hpc_train.localslurm", "hpc_train.doctor"),
+    ("hpc_train.injob", "hpc_train.login", "hpc_train.remote", "hpc_train.localslurm", "hpc_train.doctor"),
     ("hpc_train.bench",),
 ]
 

@@ -40,7 +40,11 @@ SUBCOMMANDS = {
     "data": ("data", "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"),
     "track": ("track", "upload a job's run folder to MLflow (hpc-train track sync ID), for offline nodes"),
     "bench": ("bench", "measure speed against baselines; figures into BENCHMARKS.md"),
+    "remote": ("remote", "name a cluster's login node reached over ssh (add, list, remove, check) for --remote"),
+    "pull": ("pull", "copy a job's or sweep's run folders from a remote into ./runs/"),
 }
+# Verbs that take --remote NAME (hpc_train.cli.forwarding): they then run on the remote's login node.
+REMOTE_VERBS = ("submit", "status", "logs", "cancel", "list", "report")
 # Run by the batch scripts hpc-train writes and ships, not by people: not in --help. `job` is the job body
 # (hpc_train/injob/body.py) every script runs; `prologue` and `epilogue`, what scripts written before it run.
 # Verb -> its module in hpc_train.injob.
@@ -85,6 +89,10 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(f"hpc_train.cli.{module_name}")
             sub.description = module.__doc__
             module.add_arguments(sub)
+            if name in REMOTE_VERBS:
+                from hpc_train.cli.forwarding import add_remote_argument
+
+                add_remote_argument(sub)
             sub.set_defaults(run=module.run)
     return parser
 
@@ -116,6 +124,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.subcommand}: nothing after --; give the command, e.g. -- python train.py")
     args.command = command
     try:
+        remote = (getattr(args, "remote", None) or os.environ.get("HPC_TRAIN_REMOTE")
+                  if args.subcommand in REMOTE_VERBS else None)
+        if remote:  # the verb runs on the remote's login node, not here
+            from hpc_train.cli.forwarding import run_remote
+
+            return run_remote(args, remote, options, os.environ)
         code = int(args.run(args))
         sys.stdout.flush()  # a reader that left (`| head`) shows here, where it is handled, not at exit
         return code

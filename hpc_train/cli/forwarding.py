@@ -1,0 +1,78 @@
+"""`--remote NAME` (or $HPC_TRAIN_REMOTE) on submit, status, logs, cancel, list and report: the verb runs on the
+remote's login node, by its own hpc-train, instead of here. Not a subcommand: cli.main calls it before a verb."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+
+TYPE_CHECKING = False  # (typing itself costs start-up)
+if TYPE_CHECKING:
+    from hpc_train.remote.config import Remote
+
+# Options that mean something here only: dropped from what the remote runs (True: they take a value).
+SUBMIT_OPTIONS_HERE = {"--remote": True, "--no-snapshot": False, "--snapshot-exclude": True}
+ABBREVIATED = 5  # argparse takes an unambiguous prefix: "--rem" and longer are --remote
+
+
+def add_remote_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--remote", default=None, metavar="NAME",
+                        help="run it on a remote's login node (hpc-train remote add); default $HPC_TRAIN_REMOTE")
+
+
+def without(argv: Sequence[str], dropped: Mapping[str, bool]) -> list[str]:
+    """argv less the `dropped` options (and their values: `--opt V` or `--opt=V`, argparse's prefixes too)."""
+    kept, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        name = token.split("=", 1)[0]
+        matched = next((option for option in dropped if name.startswith("--") and
+                        (name == option or (len(name) >= ABBREVIATED and option.startswith(name)))), None)
+        if matched is None:
+            kept.append(token)
+        else:
+            skip = dropped[matched] and "=" not in token
+    return kept
+
+
+def forwarded(options: Sequence[str], verb: str, command: Sequence[str] | None,
+              dropped: Mapping[str, bool]) -> list[str]:
+    """What the remote's hpc-train runs: the verb and its options (less those of this side), then `-- COMMAND`."""
+    own = list(options[list(options).index(verb):])
+    return [*without(own, dropped), *(["--", *command] if command is not None else [])]
+
+
+def run_remote(args: argparse.Namespace, name: str, options: Sequence[str], environ: Mapping[str, str]) -> int:
+    """Run the parsed verb on remote `name`; its exit code."""
+    import sys
+
+    from hpc_train.remote import config, run
+
+    remote = config.find(name, environ)
+    if args.subcommand == "submit":
+        return _submit(args, remote, options, environ)
+    argv = forwarded(options, args.subcommand, None, {"--remote": True})
+    follow = args.subcommand == "logs" and args.follow
+    return run.forward(remote, argv, environ, tty=follow and sys.stdin.isatty() and sys.stdout.isatty())
+
+
+def _submit(args: argparse.Namespace, remote: Remote, options: Sequence[str], environ: Mapping[str, str]) -> int:
+    """Snapshot the code here, copy it to the remote, submit from the copy there."""
+    from pathlib import Path
+
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.remote import run, scripts
+    from hpc_train.remote.snapshots import snapshot_here
+    from hpc_train.remote.transfer import push_snapshot
+
+    if args.local:
+        raise HpcTrainError("--local with --remote: --local runs the job here; drop one of them")
+    rest = forwarded(options, "submit", args.command, SUBMIT_OPTIONS_HERE)
+    if getattr(args, "no_snapshot", False):  # the job runs the code already in the workdir
+        return run.forward(remote, ["submit", "--no-snapshot", *rest[1:]], environ)
+    digest, root, relative = snapshot_here(Path.cwd(), getattr(args, "snapshot_exclude", None) or [])
+    there = push_snapshot(remote, root, digest, environ)
+    folder = scripts.joined(there, "files", "" if relative == "." else relative)
+    return run.forward(remote, ["submit", "--in-snapshot", *rest[1:]], environ, folder=folder)

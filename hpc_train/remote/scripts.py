@@ -1,0 +1,149 @@
+"""The shell lines ssh runs on a login node, and what their answers mean (pure).
+
+Every user value is quoted here; the remote's `setup` is the one field that is shell
+on purpose (`source ~/venvs/hpc/bin/activate`, `export VAR=...`): it runs in the
+same shell as hpc-train, just before it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hpc_train.exitcodes import EXIT_REFUSED
+from hpc_train.remote.config import ENV_REMOTE, Remote
+
+NOT_FOUND = 127  # the shell's status for a command it cannot find
+PROBE_FILE = ".hpc-train-probe"
+
+
+def shell_path(path: str) -> str:
+    """A login node's path for its shell: `~/X` under $HOME (a quoted ~ would not expand), the rest quoted."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def rsync_path(path: str) -> str:
+    """The same path for rsync, whose relative paths start at the login node's home."""
+    if path == "~":
+        return "."
+    return path[2:] if path.startswith("~/") else path
+
+
+def joined(*parts: str) -> str:
+    """Paths joined with '/', the first as given (absolute, or ~/...)."""
+    return "/".join(part.rstrip("/") for part in parts if part)
+
+
+def _refuse(message: str, code: int = EXIT_REFUSED) -> str:
+    return f"{{ echo {shlex.quote(message)} >&2; exit {code}; }}"
+
+
+def _setup(remote: Remote) -> str:
+    """The remote's setup, in braces on its own line so that a trailing `;` or comment cannot swallow the rest."""
+    return f"{{ {remote.setup}\n}}" if remote.setup.strip() else ":"
+
+
+def verb_script(remote: Remote, argv: Sequence[str], folder: str | None = None) -> str:
+    """cd to the folder (default: the workdir), run setup, then `hpc-train ARGV`; each failure one line."""
+    verb = f"hpc-train {argv[0]}" if argv else "hpc-train"
+    here = folder or remote.workdir
+    return "\n".join([
+        f"cd {shell_path(here)} 2>/dev/null || "
+        + _refuse(f"{verb}: error: no folder {here} on {remote.host}; check remote {remote.name}'s --workdir "
+                  f"(hpc-train remote check {remote.name})"),
+        f"{_setup(remote)} || " + _refuse(f"{verb}: error: --setup of remote {remote.name} failed on {remote.host}: "
+                                          f"{remote.setup}; try it there by hand (ssh {remote.host})"),
+        "command -v hpc-train >/dev/null 2>&1 || " + _refuse(_missing(remote, verb), NOT_FOUND),
+        f"{ENV_REMOTE}= exec hpc-train {shlex.join(argv)}",
+    ])
+
+
+def _missing(remote: Remote, verb: str) -> str:
+    return (f"{verb}: error: hpc-train not found on {remote.host} after --setup; install it there (pip install "
+            f"hpc-train) or set a --setup that puts it on PATH, e.g. 'source ~/venvs/hpc/bin/activate'")
+
+
+def probe_script(remote: Remote, slurm: bool = False) -> str:
+    """Lines `key=value`: whether the workdir can be written (made if missing), setup ran, hpc-train's version
+    there, and with `slurm`, whether Slurm answers (sinfo)."""
+    work = shell_path(remote.workdir)
+    probe = f"{work}/{PROBE_FILE}"
+    lines = [
+        f"if said=$(mkdir -p -- {work} 2>&1 && touch -- {probe} 2>&1 && rm -f -- {probe} 2>&1); "
+        'then echo workdir=ok; else echo "workdir=$(echo "$said" | tail -n 1)"; fi',
+        f"cd {work} 2>/dev/null",
+        f"if {_setup(remote)} </dev/null >/dev/null 2>&1; then echo setup=ok; else echo setup=failed; fi",
+        f'if command -v hpc-train >/dev/null 2>&1; then echo "version=$({ENV_REMOTE}= hpc-train --version 2>&1 '
+        '| tail -n 1)"; else echo version=; fi',
+    ]
+    if slurm:
+        lines.append('if command -v sinfo >/dev/null 2>&1; then v=$(sinfo --version 2>&1 | tail -n 1); '
+                     'if said=$(sinfo -h -o %P 2>&1); then echo "slurm=$v"; '
+                     'else echo "slurm_failed=$v: $(echo "$said" | tail -n 1)"; fi; else echo slurm_failed=; fi')
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a login node answered to probe_script."""
+
+    workdir: str  # "ok", or why it cannot be written
+    setup_ok: bool
+    version: str | None  # hpc-train's there; None when it is not on PATH
+    slurm: str | None = None  # "slurm 22.05.8" when Slurm answered
+    slurm_problem: str = ""
+
+
+def parse_probe(text: str) -> Probe:
+    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    said = values.get("version", "")
+    version = said.split()[-1] if said.startswith("hpc-train ") else (said or None)
+    return Probe(values.get("workdir", "no answer"), values.get("setup") == "ok", version,
+                 values.get("slurm") or None, values.get("slurm_failed", ""))
+
+
+def compatible(there: str, here: str) -> bool:
+    """The rule: the same major.minor (a release may change what the verbs print; patches do not)."""
+    return there.split(".")[:2] == here.split(".")[:2]
+
+
+def version_problem(remote: Remote, there: str | None, here: str) -> str | None:
+    """Why hpc-train on the remote cannot serve this one, or None."""
+    if there is None:
+        return _missing(remote, "hpc-train").split("error: ", 1)[1]
+    if not there[:1].isdigit():
+        return f"hpc-train on {remote.host} does not start after --setup: {there}; try it there (ssh {remote.host})"
+    if not compatible(there, here):
+        older = tuple(int(part) if part.isdigit() else 0 for part in there.split(".")[:2]) < tuple(
+            int(part) if part.isdigit() else 0 for part in here.split(".")[:2])
+        fix = "upgrade it there (pip install -U hpc-train)" if older else "upgrade this one (pip install -U hpc-train)"
+        return (f"hpc-train {there} on {remote.host} {'is too old for' if older else 'is newer than'} this one "
+                f"({here}): the same major.minor is needed; {fix}")
+    return None
+
+
+def setup_problem(remote: Remote) -> str:
+    return (f"--setup of remote {remote.name} failed on {remote.host}: {remote.setup}; try it there by hand "
+            f"(ssh {remote.host})")
+
+
+def probe_problem(remote: Remote, probe: Probe, here: str) -> str | None:
+    """The first problem that stops every verb on this remote, or None."""
+    if probe.workdir != "ok":
+        return (f"workdir {remote.workdir} on {remote.host} cannot be written ({probe.workdir}); pick another: "
+                f"hpc-train remote remove {remote.name}, then remote add {remote.name} --workdir DIR")
+    if not probe.setup_ok:
+        return setup_problem(remote)
+    return version_problem(remote, probe.version, here)
+
+
+def folders_script(remote: Remote, job: str) -> str:
+    """The names of a job's run folders under the workdir's runs/ (a sweep's: its own and each element's)."""
+    quoted = shlex.quote(job)
+    return (f"cd {shell_path(joined(remote.workdir, 'runs'))} 2>/dev/null || exit 0\n"
+            f"for d in *-{quoted} *-{quoted}_*; do [ -d \"$d\" ] && printf '%s\\n' \"$d\"; done; exit 0")

@@ -1,0 +1,185 @@
+"""Remotes against a real sshd, from a "laptop" whose PATH holds only ssh, rsync and python: remote check, each
+bad remote's one-line error (fast), a verb forwarded with hostile values, pull. No Slurm needed."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sshd import CLOSED, GOOD, STRANGER, SshServer, hpc_train, laptop_env
+
+
+@pytest.fixture
+def laptop(sshd: SshServer, tmp_path: Path) -> dict[str, str]:
+    return laptop_env(sshd, tmp_path / "home")
+
+
+def add(env: dict[str, str], name: str, host: str, workdir: Path | str, setup: str) -> None:
+    added = hpc_train(env, "remote", "add", name, "--host", host, "--workdir", str(workdir), "--setup", setup,
+                      cwd=Path(env["HOME"]))
+    assert added.returncode == 0, added.stderr
+
+
+def one_line_error(result: object, *words: str) -> str:
+    stderr = result.stderr.strip()  # type: ignore[attr-defined]
+    assert result.returncode != 0 and len(stderr.splitlines()) == 1, stderr  # type: ignore[attr-defined]
+    assert all(word in stderr for word in words), stderr
+    return stderr
+
+
+def test_remote_check_says_each_thing_it_checked_on_a_line(sshd: SshServer, laptop: dict[str, str],
+                                                           tmp_path: Path) -> None:
+    fake_slurm = tmp_path / "slurm-bin"
+    fake_slurm.mkdir()
+    (fake_slurm / "sinfo").write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'slurm 22.05.8'\nexit 0\n")
+    (fake_slurm / "sinfo").chmod(0o755)
+    add(laptop, "c", GOOD, tmp_path / "work", sshd.setup() + f"; export PATH={fake_slurm}:$PATH")
+    checked = hpc_train(laptop, "remote", "check", "c", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    lines = checked.stdout.splitlines()
+    assert [line[:4] for line in lines] == ["ok  "] * 4, lines
+    assert lines[0].startswith(f"ok   reachable: {GOOD} (")
+    assert "hpc-train 0.1.0 on login (here 0.1.0)" in lines[1]
+    assert lines[2] == "ok   Slurm: slurm 22.05.8 answers"
+    assert lines[3] == f"ok   workdir writable: {tmp_path / 'work'}" and (tmp_path / "work").is_dir()
+
+
+def test_remote_check_fails_where_slurm_does_not_answer_and_says_it(sshd: SshServer, laptop: dict[str, str],
+                                                                       tmp_path: Path) -> None:
+    silent = tmp_path / "slurm-bin"
+    silent.mkdir()
+    (silent / "sinfo").write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'slurm 22.05.8' && exit 0\n"
+                                  "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2; exit 1\n")
+    (silent / "sinfo").chmod(0o755)
+    add(laptop, "c", GOOD, tmp_path / "work", sshd.setup() + f"; export PATH={silent}:$PATH")
+    checked = hpc_train(laptop, "remote", "check", "c", cwd=tmp_path)
+    assert checked.returncode == 1
+    assert ("FAIL Slurm: does not answer on login after --setup (slurm 22.05.8: slurm_load_partitions: Unable to "
+            "contact slurm controller)") in checked.stdout, checked.stdout
+
+
+def test_an_unknown_remote_is_refused_naming_the_known_ones(laptop: dict[str, str], tmp_path: Path) -> None:
+    add(laptop, "c", GOOD, "/w", "")
+    result = hpc_train(laptop, "status", "--remote", "nope", cwd=tmp_path)
+    one_line_error(result, "unknown remote 'nope' (known: c)", "hpc-train remote add nope")
+
+
+def test_a_closed_port_fails_at_once_in_one_line(laptop: dict[str, str], tmp_path: Path) -> None:
+    add(laptop, "c", CLOSED, "/w", "")
+    started = time.monotonic()
+    result = hpc_train({**laptop, "HPC_TRAIN_REMOTE": "c"}, "list", cwd=tmp_path)
+    assert time.monotonic() - started < 5
+    one_line_error(result, "closed cannot be reached", "Connection refused", "check that `ssh -F")
+
+
+def test_an_unknown_host_key_is_refused_with_the_ssh_to_run_once(sshd: SshServer, laptop: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    add(laptop, "c", STRANGER, "/w", "")
+    result = hpc_train(laptop, "status", "--remote", "c", cwd=tmp_path)
+    one_line_error(result, "stranger: host key unknown or changed, refused",
+                   f"run `ssh -F {sshd.client_config} stranger` once")
+
+
+def test_hpc_train_missing_on_the_remote_is_one_line(laptop: dict[str, str], tmp_path: Path) -> None:
+    add(laptop, "c", GOOD, tmp_path / "work", "export PATH=/usr/bin:/bin")
+    result = hpc_train(laptop, "list", "--remote", "c", cwd=tmp_path)
+    one_line_error(result, "hpc-train not found on login after --setup", "source ~/venvs/hpc/bin/activate")
+
+
+def test_an_older_hpc_train_on_the_remote_is_one_line(sshd: SshServer, laptop: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    old = tmp_path / "old-bin"
+    old.mkdir()
+    (old / "hpc-train").write_text("#!/bin/sh\necho 'hpc-train 0.0.9'\n")
+    (old / "hpc-train").chmod(0o755)
+    add(laptop, "c", GOOD, tmp_path / "work", f"export PATH={old}:$PATH")
+    result = hpc_train(laptop, "list", "--remote", "c", cwd=tmp_path)
+    one_line_error(result, "hpc-train 0.0.9 on login is too old for this one (0.1.0)", "pip install -U hpc-train")
+
+
+def test_a_workdir_that_cannot_be_written_is_one_line(sshd: SshServer, laptop: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")  # (root writes anywhere: a folder under a file cannot be made)
+    add(laptop, "c", GOOD, tmp_path / "a-file" / "work", sshd.setup())
+    result = hpc_train(laptop, "list", "--remote", "c", cwd=tmp_path)
+    one_line_error(result, f"workdir {tmp_path / 'a-file' / 'work'} on login cannot be written", "Not a directory")
+
+
+def says_its_argv(tmp_path: Path) -> Path:
+    """A folder holding a stand-in `hpc-train` that prints its argv, its folder and $HPC_TRAIN_REMOTE as JSON."""
+    stand_in = tmp_path / "stand-in"
+    stand_in.mkdir()
+    (stand_in / "hpc-train").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\nif sys.argv[1:] == ['--version']: print('hpc-train 0.1.0')\n"
+        "else: print(json.dumps([sys.argv[1:], os.getcwd(), os.environ.get('HPC_TRAIN_REMOTE')]))\n")
+    (stand_in / "hpc-train").chmod(0o755)
+    return stand_in
+
+
+def test_a_verb_runs_in_the_workdir_there_with_hostile_values_intact(sshd: SshServer, laptop: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    """`report --remote` reaches the remote's hpc-train (here a stand-in that says its argv and folder) with every
+    value whole, in a workdir whose name is hostile, and without --remote."""
+    stand_in = says_its_argv(tmp_path)
+    work = tmp_path / "it's $(touch pwned) work"
+    add(laptop, "c", GOOD, work, f"export PATH={shlex.quote(str(stand_in))}:$PATH")
+    hostile = ["1; touch pwned", "$(touch pwned)", "a'b\"c", "*"]
+    result = hpc_train({**laptop, "HPC_TRAIN_REMOTE": "c"}, "report", hostile[0], "--objective", hostile[1],
+                       cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [["report", hostile[0], "--objective", hostile[1]], str(work), ""]
+    result = hpc_train(laptop, "logs", hostile[2], "--rem", "c", "--rank", "1", cwd=tmp_path)
+    assert json.loads(result.stdout)[0] == ["logs", hostile[2], "--rank", "1"], result.stderr
+    assert not list(tmp_path.rglob("pwned")) and not (Path.home() / "pwned").exists()
+
+
+def test_pull_copies_a_sweeps_run_folders_into_runs_here(sshd: SshServer, laptop: dict[str, str],
+                                                         tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    for folder in ("sw-41", "sw-41_0", "sw-41_1", "other-411", "sw-42"):
+        (work / "runs" / folder / "logs").mkdir(parents=True)
+        (work / "runs" / folder / "metrics.json").write_text(json.dumps({"folder": folder}))
+    add(laptop, "c", GOOD, work, sshd.setup())
+    here = tmp_path / "laptop"
+    here.mkdir()
+    pulled = hpc_train(laptop, "pull", "41", "--remote", "c", cwd=here)
+    assert pulled.returncode == 0, pulled.stderr
+    assert sorted(path.name for path in (here / "runs").iterdir()) == ["sw-41", "sw-41_0", "sw-41_1"]
+    assert json.loads((here / "runs" / "sw-41_1" / "metrics.json").read_text()) == {"folder": "sw-41_1"}
+    missing = hpc_train(laptop, "pull", "43", "--remote", "c", cwd=here)
+    one_line_error(missing, "no run folder of job 43", "hpc-train list --remote c")
+
+
+def test_submit_copies_the_snapshot_and_submits_from_its_copy_there(sshd: SshServer, laptop: dict[str, str],
+                                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capfd: pytest.CaptureFixture[str]) -> None:
+    """The laptop's side of submit --remote, whatever the snapshot holds: its folder arrives under the workdir's
+    runs/snapshots/, and the remote's hpc-train submits --in-snapshot from the submit folder's copy, without
+    this side's options. (The real snapshot, end to end: tests/e2e/test_remote.py.)"""
+    from hpc_train.cli import main
+    from hpc_train.remote import snapshots
+
+    here, work = tmp_path / "laptop", tmp_path / "work"
+    root = here / "runs" / "snapshots" / "d1g35t"
+    (root / "files" / "sub").mkdir(parents=True)
+    (root / "files" / "sub" / "train.py").write_text("print('hi')\n")
+    (root / "snapshot.json").write_text("{}")
+    taken = []
+    monkeypatch.setattr(snapshots, "snapshot_here", lambda folder, exclude: taken.append(list(exclude)) or (
+        "d1g35t", root, "sub"))
+    for name, value in laptop.items():
+        if name != "PATH":
+            monkeypatch.setenv(name, value)
+    monkeypatch.chdir(here)
+    add(laptop, "c", GOOD, work, f"export PATH={says_its_argv(tmp_path)}:$PATH")
+    code = main(["submit", "--nodes", "1", "--remote", "c", "--name", "a b", "--", "python", "train.py", "$HOME"])
+    argv, folder, _ = json.loads(capfd.readouterr().out)
+    assert code == 0 and taken == [[]]
+    assert argv == ["submit", "--in-snapshot", "--nodes", "1", "--name", "a b", "--", "python", "train.py", "$HOME"]
+    assert folder == str(work / "runs" / "snapshots" / "d1g35t" / "files" / "sub")
+    assert (work / "runs" / "snapshots" / "d1g35t" / "snapshot.json").is_file()

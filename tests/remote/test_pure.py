@@ -1,0 +1,119 @@
+"""The remotes' pure parts: remotes.yaml, the ssh argv, ssh's failures in one line, the shell lines, the version
+rule, the options a forwarded verb drops."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpc_train.cli import main
+from hpc_train.cli.forwarding import SUBMIT_OPTIONS_HERE, forwarded, without
+from hpc_train.errors import HpcTrainError
+from hpc_train.remote import config, scripts, ssh
+from hpc_train.remote.config import Remote
+
+ENV = {"HOME": "/home/u", "XDG_RUNTIME_DIR": "/run/user/1"}
+
+
+def test_remotes_yaml_round_trips_and_lives_under_xdg_config_home(tmp_path: Path) -> None:
+    remotes = {"a": Remote("a", "login.example.org", "~/hpc", "source ~/v/bin/activate"), "b": Remote("b", "u@h", "/w")}
+    environ = {"XDG_CONFIG_HOME": str(tmp_path)}
+    assert config.save(remotes, environ) == tmp_path / "hpc-train" / "remotes.yaml"
+    assert config.load(environ) == remotes
+    assert config.config_file({"HOME": "/home/u"}) == Path("/home/u/.config/hpc-train/remotes.yaml")
+
+
+@pytest.mark.parametrize("fields, words", [
+    (("a b", "h", "/w"), "remote name 'a b'"), (("a", "-oProxyCommand=x", "/w"), "--host '-oProxyCommand=x'"),
+    (("a", "h x", "/w"), "without spaces"), (("a", "h", "w"), "--workdir 'w': give an absolute path"),
+    (("a", "h", "/w", "a\nb"), "--setup: one line"),
+])
+def test_a_bad_remote_is_refused_naming_the_field(fields: tuple[str, ...], words: str) -> None:
+    with pytest.raises(HpcTrainError) as refused:
+        Remote(*fields)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_remotes_yaml_that_is_not_ours_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(HpcTrainError, match="expected `remotes:`"):
+        config.parse("- a list\n", "f.yaml")
+    with pytest.raises(HpcTrainError, match="f.yaml: --workdir 'rel'"):
+        config.parse("remotes:\n  a: {host: h, workdir: rel}\n", "f.yaml")
+
+
+def test_remote_add_list_remove_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert main(["remote", "add", "c", "--host", "login", "--workdir", "/w", "--setup", "export A=1"]) == 0
+    assert main(["remote", "add", "c", "--host", "login", "--workdir", "/w"]) == 2
+    assert "remote 'c' exists; hpc-train remote remove c first" in capsys.readouterr().err
+    assert main(["remote", "list"]) == 0
+    assert capsys.readouterr().out == "c\tlogin\t/w\tsetup: export A=1\n"
+    assert main(["remote", "remove", "c"]) == 0 and config.load({"XDG_CONFIG_HOME": str(tmp_path)}) == {}
+    assert main(["remote", "remove", "c"]) == 2
+    assert "unknown remote 'c' (known: none yet)" in capsys.readouterr().err
+
+
+def test_every_ssh_shares_one_connection_asks_nothing_and_never_skips_host_keys() -> None:
+    argv = ssh.ssh_argv("login", "true", {**ENV, ssh.ENV_CONFIG: "/c", ssh.ENV_TIMEOUT: "3"})
+    assert argv[:3] == ["ssh", "-F", "/c"] and argv[-3:] == ["--", "login", "true"]
+    options = set(argv[4::2][:5])
+    assert options == {"ControlMaster=auto", "ControlPath=/run/user/1/hpc-train/cm-%C", "ControlPersist=10m",
+                       "BatchMode=yes", "ConnectTimeout=3"}
+    rsync = ssh.rsync_argv(["a/"], "login:b/", ENV)
+    assert rsync[:3] == ["rsync", "-a", "-s"] and "ControlMaster=auto" in rsync[rsync.index("-e") + 1]
+    assert not any("stricthostkeychecking" in word.lower() for word in argv + rsync)
+    assert str(ssh.control_folder({"HOME": "/home/u"})) == "/home/u/.cache/hpc-train"
+    with pytest.raises(HpcTrainError, match="HPC_TRAIN_SSH_TIMEOUT='soon': give whole seconds"):
+        ssh.ssh_options({ssh.ENV_TIMEOUT: "soon"})
+
+
+@pytest.mark.parametrize("stderr, words", [
+    ("Host key verification failed.\n", "host key unknown or changed, refused; run `ssh h` once"),
+    ("ssh: connect to host h port 22: Connection timed out\n", "h cannot be reached: ssh: connect to host h port 22"),
+    ("ssh: Could not resolve hostname h: Name or service not known\n", "h cannot be reached"),
+    ("root@h: Permission denied (publickey).\n", "h refused the login (root@h: Permission denied (publickey).)"),
+    ("mux_client_request_session: read from master failed\n", "ssh h failed: mux_client"),
+])
+def test_sshs_failures_read_as_one_line_with_the_fix(stderr: str, words: str) -> None:
+    message = str(ssh.failure("h", stderr, {}))
+    assert words in message and "\n" not in message
+
+
+def test_the_version_rule_is_the_same_major_minor() -> None:
+    assert scripts.compatible("0.1.7", "0.1.0") and not scripts.compatible("0.2.0", "0.1.0")
+    remote = Remote("c", "h", "/w")
+    assert scripts.version_problem(remote, "0.1.3", "0.1.0") is None
+    assert "is newer than this one (0.1.0)" in (scripts.version_problem(remote, "0.2.0", "0.1.0") or "")
+    assert "does not start after --setup: ModuleNotFoundError" in (
+        scripts.version_problem(remote, "ModuleNotFoundError: x", "0.1.0") or "")
+    assert scripts.parse_probe("workdir=ok\nsetup=ok\nversion=hpc-train 0.1.2\n").version == "0.1.2"
+    assert scripts.parse_probe("workdir=ok\nsetup=ok\nversion=\n").version is None
+
+
+def test_the_verb_script_keeps_hostile_values_whole_through_a_real_shell(tmp_path: Path) -> None:
+    """Run as the login node's shell would: a stand-in hpc-train says its argv; setup exports reach it."""
+    work = tmp_path / "w '$(touch pwned)"
+    work.mkdir()
+    bin_dir = tmp_path / "b"
+    bin_dir.mkdir()
+    (bin_dir / "hpc-train").write_text("#!/bin/sh\nprintf '%s|' \"$PWD\" \"$SEEN\" \"$@\"\n")
+    (bin_dir / "hpc-train").chmod(0o755)
+    remote = Remote("c", "h", str(work), f"export PATH={bin_dir}:$PATH SEEN=yes  # a comment")
+    hostile = ["status", "1; touch pwned", "`touch pwned`", "a'b"]
+    said = subprocess.run(["sh", "-c", scripts.verb_script(remote, hostile)], capture_output=True, text=True,
+                          cwd=tmp_path).stdout
+    assert said == "|".join([str(work), "yes", *hostile]) + "|"
+    assert not list(tmp_path.rglob("pwned"))
+    assert scripts.shell_path("~/a b") == "\"$HOME\"/'a b'" and scripts.rsync_path("~/a b") == "a b"
+
+
+def test_a_forwarded_verb_drops_the_options_of_this_side_only() -> None:
+    options = ["submit", "--nodes", "1", "--remote", "c", "--no-snapshot", "--snapshot-exclude=*.ckpt",
+               "--snapshot-ex", "data", "--name", "--remote-ish"]
+    assert forwarded(options, "submit", ["python", "--remote", "x"], SUBMIT_OPTIONS_HERE) == [
+        "submit", "--nodes", "1", "--name", "--remote-ish", "--", "python", "--remote", "x"]
+    assert without(["status", "--rem=c", "12"], {"--remote": True}) == ["status", "12"]
+    assert without(["status", "--re", "12"], {"--remote": True}) == ["status", "--re", "12"]
