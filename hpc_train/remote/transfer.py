@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.login.snapshot import SNAPSHOTS
 from hpc_train.remote import scripts
 from hpc_train.remote.config import Remote
 from hpc_train.remote.run import ask, connect
 from hpc_train.remote.ssh import SSH_FAILED, failure, rsync_argv
 
 JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
-SNAPSHOTS = "snapshots"  # runs/snapshots/<digest>/ (hpc_train.login.snapshot's folder)
 
 
 def _rsync(remote: Remote, argv: list[str], what: str, environ: Mapping[str, str]) -> None:

@@ -4,11 +4,9 @@ logs, list, report and pull over the same shared connection; cancel --remote a h
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +20,6 @@ pytestmark = pytest.mark.slurm_cluster
 TRAIN = ("import os, sys\nfrom hpc_train.runs.metrics import write_metrics\nseed = int(sys.argv[1])\n"
          "print('seed', seed, 'from the snapshot')\n"
          "write_metrics(os.environ['HPC_TRAIN_RUN_DIR'], {'epochs': [{'epoch': 1, 'val_accuracy': seed / 10}]})\n")
-SNAPSHOTS = importlib.util.find_spec("hpc_train.login.snapshot") is not None
 
 
 def submitted_id(result: subprocess.CompletedProcess[str]) -> str:
@@ -52,16 +49,8 @@ def test_a_sweep_submitted_from_a_laptop_runs_there_and_comes_back(cluster: Loca
     assert hpc_train(laptop, "remote", "add", "c", "--host", GOOD, "--workdir", str(work), "--setup", setup,
                      cwd=here).returncode == 0
     options = ["--nodes", "1", "--name", "sw", "--sweep", "seed=3,7"]
-    if SNAPSHOTS:
-        array = submitted_id(hpc_train(laptop, "submit", *options, "--", "python", "train.py", "{seed}",
-                                       cwd=here / "code"))
-    else:  # before snapshots (branch wt-snap) are merged: submitted on the login node by hand, code copied there
-        (work / "code").mkdir(parents=True)
-        (work / "code" / "train.py").write_text(TRAIN)
-        array = submitted_id(subprocess.run(
-            ["ssh", "-F", str(sshd.client_config), GOOD, f"cd {shlex.quote(str(work))} && {setup} && "
-             f"hpc-train submit {shlex.join(options)} -- python code/train.py '{{seed}}'"],
-            capture_output=True, text=True, timeout=120))
+    array = submitted_id(hpc_train(laptop, "submit", *options, "--", "python", "train.py", "{seed}",
+                                   cwd=here / "code"))
     status = wait_until_ended(laptop, array, here, 2)
     assert status.splitlines()[0] == f"sweep {array} (sw): 2 elements: 2 completed", status
     logs = hpc_train(laptop, "logs", f"{array}_1", cwd=here)
@@ -84,14 +73,8 @@ def test_cancel_over_a_remote_cancels_the_job_there(cluster: LocalCluster, sshd:
     work = tmp_path / "login-work"
     setup = sshd.setup(f"SLURM_CONF={shlex.quote(str(cluster.conf))}")
     hpc_train(laptop, "remote", "add", "c", "--host", GOOD, "--workdir", str(work), "--setup", setup, cwd=tmp_path)
-    if SNAPSHOTS:
-        job = submitted_id(hpc_train(laptop, "submit", "--remote", "c", "--nodes", "1", "--name", "held", "--hold",
-                                     "--", "python", "-c", "pass", cwd=tmp_path))
-    else:
-        job = submitted_id(subprocess.run(
-            ["ssh", "-F", str(sshd.client_config), GOOD, f"mkdir -p {shlex.quote(str(work))} && cd "
-             f"{shlex.quote(str(work))} && {setup} && hpc-train submit --nodes 1 --name held --hold -- python -c pass"],
-            capture_output=True, text=True, timeout=120))
+    job = submitted_id(hpc_train(laptop, "submit", "--remote", "c", "--nodes", "1", "--name", "held", "--hold",
+                                 "--", "python", "-c", "pass", cwd=tmp_path))
     cancelled = hpc_train(laptop, "cancel", job, "--remote", "c", cwd=tmp_path)
     assert cancelled.returncode == 0 and f"asked Slurm to cancel job {job} (held)" in cancelled.stdout, cancelled.stderr
     deadline = time.monotonic() + 30
