@@ -278,9 +278,35 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     print(start_line(body, env), file=sys.stderr, flush=True)
     ended = prologue(body, env)
     if ended is not None:
-        return ended
+        return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
+    requeues = _requeues(body.run_dir)
     code = watched_step(body, rank_command, env)
-    return epilogue(body, code, env) if code != 0 else 0
+    final = epilogue(body, code, env) if code != 0 else 0
+    # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
+    return settle_trial(body.run_dir, final, code != 0 or _requeues(body.run_dir) > requeues)
+
+
+def settle_trial(run_dir: Path, code: int, goes_on: bool) -> int:
+    """A sweep element with a trial in its study (runs/study.py): its end told to the study (COMPLETE with its
+    objective, FAIL), unless the element goes on; a warning when that fails. `code`, the job's, returned."""
+    from hpc_train.runs.study import read_trial, settle
+
+    if not read_trial(run_dir) or goes_on:
+        return code
+    try:
+        told = settle(run_dir, code)
+    except Exception as error:  # (a study that cannot be reached must not change the job's code)
+        print(f"{PREFIX}: warning: telling the study failed: {error}", file=sys.stderr, flush=True)
+        return code
+    if told:
+        print(f"{PREFIX}: trial {read_trial(run_dir).get('number')}: {told}", file=sys.stderr, flush=True)
+    return code
+
+
+def _requeues(run_dir: Path) -> int:
+    from hpc_train.runs import attempts
+
+    return attempts.requeues_done(attempts.history(run_dir))
 
 
 def _parser() -> argparse.ArgumentParser:
