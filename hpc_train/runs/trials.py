@@ -8,6 +8,7 @@ coordinates. `--export best.yaml` writes the best trial's element's settings, to
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,7 @@ def plots(study: Any, folder: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import optuna.visualization.matplotlib as drawings
+    from optuna.exceptions import ExperimentalWarning
     from optuna.importance import PedAnovaImportanceEvaluator
 
     makers = (lambda: drawings.plot_optimization_history(study),
@@ -90,7 +92,9 @@ def plots(study: Any, folder: Path) -> list[Path]:
     drawn = []
     for name, make in zip(PLOTS, makers):
         try:
-            axes = make()
+            with warnings.catch_warnings():  # Optuna's matplotlib plots are marked experimental: not news to a user
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                axes = make()
         except (ValueError, RuntimeError, ZeroDivisionError):  # too few trials for this plot
             continue
         figure = (axes.flat[0] if hasattr(axes, "flat") else axes).get_figure()
