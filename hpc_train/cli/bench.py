@@ -11,6 +11,7 @@
     hpc-train bench submit       # submit -> running vs a raw sbatch, on the Slurm SLURM_CONF names
     hpc-train bench faults       # a task killed at a random step, healed by a retry, vs the run uninterrupted
     hpc-train bench sweeps       # 8 trials as one job array vs 8 submits; the wall time --prune halving saves
+    hpc-train bench search       # grid, random and TPE at an equal budget of trials, with and without pruning
     hpc-train bench all          # each of the above in turn
     hpc-train bench NAME --help  # its options (repetitions, --quick)
 
@@ -22,7 +23,8 @@ from __future__ import annotations
 
 import argparse
 
-BENCHMARKS = ("trainer", "precision", "task", "startup", "scaling", "bootstrap", "submit", "faults", "sweeps")
+BENCHMARKS = ("trainer", "precision", "task", "startup", "scaling", "bootstrap", "submit", "faults", "sweeps",
+              "search")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
