@@ -90,22 +90,24 @@ def search(kind: str, prune: str, trials: int, epochs: int, seed: int, data: tup
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", sampler=studies.sampler(kind, SPACE, seed),
+    store = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=store, direction="maximize", sampler=studies.sampler(kind, SPACE, seed),
                                 pruner=studies.pruner(prune, epochs))
     grid = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
+    axes = studies.distributions({key: {"choices": values} for key, values in GRID.items()})
     finals: list[float | None] = []
     spent = [0]
     for number in range(trials):
-        fixed = grid[number % len(grid)] if kind == "grid" else None
-        trial = study.ask({key: optuna.distributions.CategoricalDistribution([value]) for key, value in fixed.items()}
-                          if fixed else studies.distributions(SPACE))
+        trial = (studies.ask_fixed(study, store, grid[number % len(grid)], axes) if kind == "grid" else
+                 study.ask(studies.distributions(SPACE)))
+        values = grid[number % len(grid)] if kind == "grid" else dict(trial.params)
 
         def report(epoch: int, value: float, trial: Any = trial) -> bool:
             spent[0] += 1
             trial.report(value, epoch)
             return trial.should_prune()
 
-        final = train(data, dict(trial.params), epochs, seed * 1000 + number, report)
+        final = train(data, values, epochs, seed * 1000 + number, report)
         spent[0] += 1 if final is not None else 0
         study.tell(trial, final) if final is not None else study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         finals.append(final)

@@ -146,7 +146,11 @@ def search_spec(config: TrainConfig, sweep: Sweep) -> dict:
     """The element's search.json: how its trial is drawn (runs/study.py), and the pruner its epochs report to."""
     from hpc_train.runs.objective import minimised
 
-    drawn = sweep.search.as_json() if sweep.search is not None else {"sampler": "grid", "space": {}, "seed": 0}
+    if sweep.search is not None:
+        drawn = sweep.search.as_json()
+    else:  # a grid's (or a random sweep's) values are the script's; the study holds each key's as one choice
+        drawn = {"sampler": "grid", "seed": 0, "space": {
+            key: {"choices": list(dict.fromkeys(values[key] for values in sweep.elements))} for key in sweep.keys}}
     return {**drawn, "keys": list(sweep.keys), "prune": config.prune, "epochs": config.epochs,
             "objective": config.objective, "minimize": minimised(config.objective or "val_accuracy"),
             "storage": sweep.storage}

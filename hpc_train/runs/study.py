@@ -113,7 +113,7 @@ def pruner(name: str, epochs: int) -> Any:
     return optuna.pruners.NopPruner()
 
 
-def load(run_dir: Path, spec: Mapping[str, Any] | None = None, seed_offset: int = 0) -> Any:
+def load(run_dir: Path, spec: Mapping[str, Any] | None = None, seed_offset: int = 0, store: Any = None) -> Any:
     """The element's study (created by the first element to ask), with its sampler and pruner."""
     import optuna
 
@@ -121,7 +121,7 @@ def load(run_dir: Path, spec: Mapping[str, Any] | None = None, seed_offset: int 
     folder = sweep_folder(run_dir)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.create_study(
-        storage=storage(folder, spec.get("storage")), study_name=folder.name, load_if_exists=True,
+        storage=store or storage(folder, spec.get("storage")), study_name=folder.name, load_if_exists=True,
         direction="minimize" if spec.get("minimize") else "maximize",
         sampler=sampler(spec.get("sampler", "tpe"), spec.get("space", {}), int(spec.get("seed", 0)) + seed_offset),
         pruner=pruner(spec.get("prune", "none"), int(spec.get("epochs", 1))))
@@ -129,25 +129,36 @@ def load(run_dir: Path, spec: Mapping[str, Any] | None = None, seed_offset: int 
 
 def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """This element's trial: read back when it has one (a requeue, a retry), else asked of the study once and
-    kept in trial.json. `fixed`: a grid element's own values (registered as they are)."""
+    kept in trial.json. `fixed`: a grid element's own values (registered as they are, search.json's space
+    holding each key's choices)."""
     known = read_trial(run_dir)
     if known:
         return known
-    from optuna.distributions import CategoricalDistribution
-
     spec = read_json(run_dir / SEARCH_FILE)
     index = element_index(run_dir)
+    store = storage(sweep_folder(run_dir), spec.get("storage"))
     # Each element its own seed: the same in all would draw the same first values.
-    study = load(run_dir, spec, seed_offset=1_000_003 * (index + 1))
-    wanted = ({key: CategoricalDistribution([value]) for key, value in fixed.items()} if fixed is not None
-              else distributions(spec.get("space", {})))
-    trial = study.ask(wanted)
+    study = load(run_dir, spec, seed_offset=1_000_003 * (index + 1), store=store)
+    space = distributions(spec.get("space", {}))
+    if fixed is None:
+        trial = study.ask(space)
+        values = dict(trial.params)
+    else:
+        trial, values = ask_fixed(study, store, fixed, space), dict(fixed)
     trial.set_user_attr("element", index)
     # Optuna names a trial to other processes by its id: kept with its number (the number is what people see).
-    kept = {"number": trial.number, "trial_id": trial._trial_id, "values": dict(trial.params),
-            "study": study.study_name}
+    kept = {"number": trial.number, "trial_id": trial._trial_id, "values": values, "study": study.study_name}
     write_json_atomically(run_dir / TRIAL_FILE, kept)
     return kept
+
+
+def ask_fixed(study: Any, store: Any, fixed: Mapping[str, Any], space: Mapping[str, Any]) -> Any:
+    """A trial whose values are given (a grid element's, in its config), each set under its key's whole choice
+    (`space`: every element's values), so that all the study's trials agree on their distributions."""
+    trial = study.ask()
+    for key, value in fixed.items():
+        store.set_trial_param(trial._trial_id, key, space[key].to_internal_repr(value), space[key])
+    return trial
 
 
 def report(run_dir: Path, epoch: int, value: float) -> bool:

@@ -84,10 +84,13 @@ def test_the_trial_step_writes_the_values_into_config_and_a_command_with_hostile
     assert prepare(folder, None)["number"] == kept["number"]  # a requeue: the same trial
 
 
-def test_a_grid_element_registers_its_own_values(tmp_path: Path) -> None:
-    folder = element(tmp_path, 0, sampler="grid", space={}, keys=["learning_rate"])
-    assert prepare(folder, None)["values"] == {"learning_rate": 0.001}
-    assert read_back(tmp_path).trials[0].params == {"learning_rate": 0.001}
+def test_grid_elements_register_their_own_values(tmp_path: Path) -> None:
+    axes = {"learning_rate": {"choices": [0.01, 0.001]}}
+    first, second = (element(tmp_path, index, sampler="grid", space=axes, keys=["learning_rate"]) for index in (0, 1))
+    (first / "config.yaml").write_text("learning_rate: 0.01\n")
+    assert prepare(first, None)["values"] == {"learning_rate": 0.01}
+    assert prepare(second, None)["values"] == {"learning_rate": 0.001}
+    assert [trial.params for trial in read_back(tmp_path).trials] == [{"learning_rate": 0.01}, {"learning_rate": 0.001}]
 
 
 def test_report_ranks_the_trials_names_the_best_draws_the_plots_and_exports_it(tmp_path: Path) -> None:
