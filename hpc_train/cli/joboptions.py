@@ -134,6 +134,8 @@ def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict): 
 
 def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked; None for one job."""
+    import dataclasses
+
     from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
@@ -163,6 +165,11 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     check(sweep, train, int(limit) if limit and limit.isdigit() else None)
     if sweep.search is not None:
         check_space(sweep.search, train)
+    if args.study_storage is not None:
+        if sweep.search is None and train.prune == "none":
+            raise HpcTrainError("--study-storage applies to a sweep with a study: add --search tpe|random|cmaes or "
+                                "--prune NAME")
+        sweep = dataclasses.replace(sweep, storage=args.study_storage)
     for values in sweep.elements:
         if args.command:  # a {KEY} no sweep key defines is refused now
             substitute(args.command, values or dict.fromkeys(sweep.keys, 0))
@@ -186,7 +193,7 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
         found = search.from_options(args.sweep, args.search, args.trials, train_seed(args))
         if found is None:
             return grid(grid_axes(args.sweep))
-    return Sweep(found.keys, tuple({} for _ in range(found.trials)), found, args.study_storage)
+    return Sweep(found.keys, tuple({} for _ in range(found.trials)), found)
 
 
 def train_seed(args: argparse.Namespace) -> int:

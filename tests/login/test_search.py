@@ -67,6 +67,7 @@ def test_the_yaml_search_section_reads_ranges_and_lists() -> None:
     (["--sweep", "epochs=0:3", "--trials", "3"], "--sweep epochs: 0: epochs: must be 1 or more"),
     (["--sweep", "learning_rate=0.001:0.1", "--search", "grid"], "a grid takes values"),
     (["--search", "tpe"], "--search applies to a sweep"),
+    (["--sweep", "seed=1,2", "--study-storage", "sqlite:///s.db"], "--study-storage applies to a sweep with a study"),
     (["--sweep", "optimizer=adam,sgd:x", "--search", "random", "--trials", "2"], "--sweep optimizer: sgd:x"),
     (["--sweep", "learning_rate=0.001:0.1", "--trials", "2", "--", "python", "t.py", "--bs={batch_size}"],
      "uses {batch_size}, which no --sweep"),
@@ -84,10 +85,22 @@ def test_a_search_renders_one_array_whose_elements_ask_the_study(tmp_path: Path,
     output = tmp_path / "search.sbatch"
     code, _, err = run_main(["render", "--nodes", "2", "-o", str(output), "--sweep", "learning_rate=1e-4:1e-2:log",
                              "--sweep", "batch_size=32,64", "--trials", "4", "--max-parallel", "2",
-                             "--prune", "median"], capsys)
+                             "--prune", "median", "--study-storage", "sqlite:////shared/s.db"], capsys)
     assert code == 0, err
     assert "tpe search of 4 trials" in err and "learning_rate: 0.0001..0.01 (log)" in err
     script = output.read_text()
     assert "#SBATCH --array=0-3%2\n" in script and 'hpc-train trial --run-dir "$run_dir"' in script
     assert '"sampler": "tpe"' in script and '"prune": "median"' in script and 'source "$run_dir/trial.sh"' in script
+    assert '"storage": "sqlite:////shared/s.db"' in script
     assert "case " not in script  # no values known at submit time
+
+
+def test_rendering_a_search_never_imports_optuna(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from hpc_train.cli import main; main(['render', '--nodes', '1', '--sweep', "
+            "'learning_rate=1e-4:1e-1:log', '--trials', '2', '--prune', 'hyperband', '-o', 'x.sbatch']); "
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('optuna', 'tensorflow')], 'imported'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and (tmp_path / "x.sbatch").is_file(), done.stderr
