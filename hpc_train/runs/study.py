@@ -16,7 +16,6 @@ CLI starts without it.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ from typing import Any
 
 from hpc_train.runs.metrics import epochs
 from hpc_train.runs.objective import objective_name
-from hpc_train.runs.state import read_state, write_json_atomically
+from hpc_train.runs.state import read_json_object as read_json, read_state, write_json_atomically
 
 STUDY_FILE = "study.journal"
 SEARCH_FILE = "search.json"
@@ -45,14 +44,6 @@ def sweep_folder(run_dir: Path) -> Path:
 def element_index(run_dir: Path) -> int:
     match = _ELEMENT.match(run_dir.name)
     return int(match.group("index")) if match else 0
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def read_trial(run_dir: Path) -> dict[str, Any]:

@@ -114,3 +114,15 @@ def test_report_ranks_the_trials_names_the_best_draws_the_plots_and_exports_it(t
 @pytest.mark.parametrize("name", ["halving", "median", "hyperband", "none"])
 def test_every_pruner_name_is_optunas(name: str) -> None:
     assert type(study.pruner(name, 8)).__module__.startswith("optuna.pruners")
+
+
+def test_the_job_body_tells_the_study_only_when_the_element_does_not_go_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.injob.body import settle_trial
+
+    retried, failed = element(tmp_path, 0), element(tmp_path, 1)
+    study.ask(retried), study.ask(failed)
+    assert settle_trial(retried, 0, goes_on=True) == 0 and settle_trial(failed, 1, goes_on=False) == 1
+    assert [trial.state.name for trial in read_back(tmp_path).trials] == ["RUNNING", "FAIL"]
+    assert "hpc-train: trial 1: FAIL" in capsys.readouterr().err
+    assert settle_trial(tmp_path / "plain-run", 1, goes_on=False) == 1  # no trial: nothing to tell
