@@ -165,6 +165,7 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     check(sweep, train, int(limit) if limit and limit.isdigit() else None)
     if sweep.search is not None:
         check_space(sweep.search, train)
+        _check_sampler_installed(sweep.search.sampler)
     if args.study_storage is not None:
         if sweep.search is None and train.prune == "none":
             raise HpcTrainError("--study-storage applies to a sweep with a study: add --search tpe|random|cmaes or "
@@ -194,6 +195,17 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
         if found is None:
             return grid(grid_axes(args.sweep))
     return Sweep(found.keys, tuple({} for _ in range(found.trials)), found)
+
+
+def _check_sampler_installed(sampler: str) -> None:
+    """CMA-ES is Optuna's wrapper of the cmaes package, which Optuna does not bring: refused now, not in a job."""
+    import importlib.util
+
+    from hpc_train.errors import HpcTrainError
+
+    if sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        raise HpcTrainError("--search cmaes needs the cmaes package, which is not installed: pip install cmaes (in "
+                            "the environment the jobs run), or use --search tpe")
 
 
 def train_seed(args: argparse.Namespace) -> int:

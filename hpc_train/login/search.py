@@ -66,9 +66,11 @@ class Search:
         """The search as `--dry-run`, render and submit show it: the sampler, then each key's range or choices."""
         shown = [f"{self.sampler} search of {self.trials} trials, each element's values drawn as it starts:"]
         for key, dim in self.space:
-            scale = (" (log)" if dim.log else "") + (" integers" if dim.integer else "") if isinstance(dim, Range) else ""
-            shown.append(f"{key}: {dim.low}..{dim.high}{scale}" if isinstance(dim, Range) else
-                         f"{key}: one of {', '.join(map(str, dim.values))}")
+            if isinstance(dim, Range):
+                scale = (" (log)" if dim.log else "") + (" integers" if dim.integer else "")
+                shown.append(f"{key}: {dim.low}..{dim.high}{scale}")
+            else:
+                shown.append(f"{key}: one of {', '.join(map(str, dim.values))}")
         return shown
 
     def as_json(self) -> dict[str, Any]:

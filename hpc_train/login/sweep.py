@@ -129,8 +129,9 @@ def _number(value: Any) -> Any:
 def from_yaml(section: Any) -> Sweep:
     """The YAML `sweep:` section: `grid: {KEY: [V1, V2]}` or `random: {trials: N, seed: S, space: {...}}`."""
     if not isinstance(section, Mapping) or len(section) != 1 or next(iter(section)) not in ("grid", "random"):
-        raise SweepError("sweep: expected either 'grid: {KEY: [V1, V2, ...]}' or 'random: {trials: N, seed: S, "
-                         "space: {KEY: loguniform(a, b)}}'")
+        raise SweepError("sweep: expected 'grid: {KEY: [V1, V2, ...]}', 'random: {trials: N, seed: S, "
+                         "space: {KEY: loguniform(a, b)}}' or 'search: {sampler: tpe, trials: N, space: {KEY: "
+                         "LOW:HIGH}}'")
     (kind, body), = section.items()
     if kind == "grid":
         if not isinstance(body, Mapping) or not body:

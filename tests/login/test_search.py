@@ -104,3 +104,20 @@ def test_rendering_a_search_never_imports_optuna(tmp_path: Path) -> None:
             "assert not [m for m in sys.modules if m.split('.')[0] in ('optuna', 'tensorflow')], 'imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and (tmp_path / "x.sbatch").is_file(), done.stderr
+
+
+def test_a_yaml_search_renders_and_cmaes_without_its_package_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    config = tmp_path / "search.yaml"
+    config.write_text("sweep:\n  search:\n    sampler: random\n    trials: 5\n    space:\n"
+                      "      learning_rate: 1e-4:1e-2:log\n      batch_size: [32, 64]\n")
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(config), "-o", str(tmp_path / "s.sbatch")],
+                            capsys)
+    assert code == 0 and "random search of 5 trials" in err, err
+    assert "#SBATCH --array=0-4\n" in (tmp_path / "s.sbatch").read_text()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None)
+    code, _, err = run_main(["render", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--search", "cmaes",
+                             "--trials", "3", "-o", str(tmp_path / "c.sbatch")], capsys)
+    assert code == 2 and "--search cmaes needs the cmaes package" in err and not (tmp_path / "c.sbatch").exists()
