@@ -283,7 +283,7 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     code = watched_step(body, rank_command, env)
     final = epilogue(body, code, env) if code != 0 else 0
     # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
-    return settle_trial(body.run_dir, final, code != 0 or _requeues(body.run_dir) > requeues)
+    return settle_trial(body.run_dir, final, (code != 0 and final == 0) or _requeues(body.run_dir) > requeues)
 
 
 def settle_trial(run_dir: Path, code: int, goes_on: bool) -> int:
