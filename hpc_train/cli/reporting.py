@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.runs import compare, views
+    from hpc_train.runs import compare, trials, views
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states, job_state
@@ -39,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         states = {0: "local" if record.is_local else job_state(record.job_id, slurm)[0]}
         runs = [views.read_run(Path(record.folder))]
+    if record.is_sweep and not any(run.epochs for run in runs) and \
+            trials.has_study(Path(record.folder), element_folders(record)):
+        # A command's sweep: its objective is what it reported to the study (hpc_train.report), no metrics.json.
+        return study_report(record, Path(record.folder), args.export, csv=True)
     elements, keys = views.report_elements(record, runs, states), views.report_keys(record, runs)
     objective = args.objective or compare.default_objective(elements)
     print("\n".join(compare.report_lines(elements, keys, objective)))
@@ -54,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def study_report(record, folder, export: str | None) -> int:  # (JobRecord, Path, str | None) -> int
-    """The sweep's Optuna study: its trials ranked, the best, Optuna's plots; --export: the best's settings."""
+def study_report(record, folder, export: str | None, csv: bool = False) -> int:  # (JobRecord, Path, ...) -> int
+    """The sweep's Optuna study: its trials ranked, the best, Optuna's plots; --export: the best's settings.
+    `csv`: sweep.csv from the study too (a sweep whose runs wrote no metrics.json)."""
     from pathlib import Path
 
     from hpc_train.errors import HpcTrainError
@@ -69,6 +74,9 @@ def study_report(record, folder, export: str | None) -> int:  # (JobRecord, Path
         return 0
     study = trials.load(folder, element_folders(record))
     print("\n".join(trials.lines(study)))
+    if csv:
+        (folder / "sweep.csv").write_text(trials.csv_text(study))
+        print(f"wrote {folder / 'sweep.csv'}")
     drawn = trials.plots(study, folder)
     if drawn:
         print(f"wrote {', '.join(str(path) for path in drawn)}")

@@ -64,6 +64,22 @@ def lines(study: Any) -> list[str]:
     return shown
 
 
+def csv_text(study: Any) -> str:
+    """The trials ranked as CSV: trial, element, state, value, then each key's value."""
+    import csv
+    import io
+
+    ranked_trials = ranked(study)
+    keys = list(dict.fromkeys(key for trial in ranked_trials for key in trial.params))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["trial", "element", "state", "value", *keys])
+    for trial in ranked_trials:
+        writer.writerow([trial.number, trial.user_attrs.get("element", ""), trial.state.name,
+                         "" if trial.value is None else trial.value, *(trial.params.get(key, "") for key in keys)])
+    return out.getvalue()
+
+
 def _best(study: Any) -> Any:
     complete = [trial for trial in study.trials if trial.state.name == "COMPLETE"]
     if not complete:

@@ -80,4 +80,8 @@ def test_a_tpe_search_draws_each_elements_values_once_and_a_requeued_element_kee
     report = subprocess.run([sys.executable, "-m", "hpc_train", "report", array, "--export", "best.yaml"],
                             cwd=tmp_path, env=env, capture_output=True, text=True)
     assert report.returncode == 0 and "best trial:" in report.stdout, report.stdout + report.stderr
-    assert (tmp_path / "runs" / f"tpe-{array}" / "study-history.png").is_file() and (tmp_path / "best.yaml").is_file()
+    best = max(kept, key=lambda trial: trial["values"]["learning_rate"])
+    assert f"best trial: {best['number']} " in report.stdout, report.stdout
+    assert (tmp_path / "runs" / f"tpe-{array}" / "study-history.png").is_file()
+    assert yaml.safe_load((tmp_path / "best.yaml").read_text())["learning_rate"] == best["values"]["learning_rate"]
+    assert (tmp_path / "runs" / f"tpe-{array}" / "sweep.csv").read_text().startswith("trial,element,state,value,")

@@ -103,6 +103,9 @@ def test_report_ranks_the_trials_names_the_best_draws_the_plots_and_exports_it(t
     shown = trials.lines(loaded)
     assert shown[0] == "study sw-7 (maximize): 4 trials" and shown[2].split()[:4] == ["1", "1", "COMPLETE", "0.9000"]
     assert shown[-1].startswith("best trial: 1 (element 1): 0.9000 with learning_rate=")
+    rows = trials.csv_text(loaded).splitlines()
+    assert rows[0].startswith("trial,element,state,value,") and rows[1].startswith("1,1,COMPLETE,0.9,")
+    assert rows[-1].startswith("3,3,RUNNING,,")
     drawn = trials.plots(loaded, tmp_path / "sw-7")
     assert [path.name for path in drawn] == list(trials.PLOTS) and all(path.stat().st_size > 0 for path in drawn)
     settings = trials.export_best(loaded, lambda index: runs[index], tmp_path / "best.yaml")
