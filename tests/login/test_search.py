@@ -121,3 +121,21 @@ def test_a_yaml_search_renders_and_cmaes_without_its_package_is_refused(
     code, _, err = run_main(["render", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--search", "cmaes",
                              "--trials", "3", "-o", str(tmp_path / "c.sbatch")], capsys)
     assert code == 2 and "--search cmaes needs the cmaes package" in err and not (tmp_path / "c.sbatch").exists()
+
+
+def test_a_hostile_command_reaches_the_trial_step_as_one_inert_word(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+    import subprocess
+
+    output = tmp_path / "s.sbatch"
+    code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--sweep", "learning_rate=1e-4:1e-2:log",
+                             "--trials", "2", "--", "python", "t.py", "$(touch PWNED)", "--lr={learning_rate}"], capsys)
+    assert code == 0, err
+    [line] = [line for line in output.read_text().splitlines() if line.startswith("hpc-train trial ")]
+    # The line as the batch shell runs it, hpc-train replaced by a function that prints its arguments.
+    shown = subprocess.run(["bash", "-c", f'hpc-train() {{ printf "%s\\n" "$@"; }}; run_dir=RUN; {line}'],
+                           cwd=tmp_path, capture_output=True, text=True)
+    words = shown.stdout.splitlines()
+    assert words[:4] == ["trial", "--run-dir", "RUN", "--command"] and not (tmp_path / "PWNED").exists()
+    assert shlex.split(words[4])[-2:] == ["$(touch PWNED)", "--lr={learning_rate}"], words
