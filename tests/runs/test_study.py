@@ -129,3 +129,18 @@ def test_the_job_body_tells_the_study_only_when_the_element_does_not_go_on(
     assert [trial.state.name for trial in read_back(tmp_path).trials] == ["RUNNING", "FAIL"]
     assert "hpc-train: trial 1: FAIL" in capsys.readouterr().err
     assert settle_trial(tmp_path / "plain-run", 1, goes_on=False) == 1  # no trial: nothing to tell
+
+
+def test_a_commands_report_goes_to_its_elements_trial_from_rank_0_only(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import hpc_train
+
+    folder = element(tmp_path, 0, prune="none")
+    study.ask(folder)
+    monkeypatch.setenv("HPC_TRAIN_RUN_DIR", str(folder))
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    assert hpc_train.report(1, 0.5) is False and read_back(tmp_path).trials[0].intermediate_values == {}
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    assert hpc_train.report(1, 0.5) is False and read_back(tmp_path).trials[0].intermediate_values == {1: 0.5}
+    monkeypatch.delenv("HPC_TRAIN_RUN_DIR")
+    assert hpc_train.report(2, 0.9) is False  # not in a sweep: nothing to report to
