@@ -144,3 +144,11 @@ def test_a_commands_report_goes_to_its_elements_trial_from_rank_0_only(tmp_path:
     assert hpc_train.report(1, 0.5) is False and read_back(tmp_path).trials[0].intermediate_values == {1: 0.5}
     monkeypatch.delenv("HPC_TRAIN_RUN_DIR")
     assert hpc_train.report(2, 0.9) is False  # not in a sweep: nothing to report to
+
+
+def test_a_study_in_a_database_url_instead_of_the_journal(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    folder = element(tmp_path, 0, storage=url)
+    kept = study.ask(folder)
+    assert study.conclude(folder, 0.8) == "COMPLETE" and not (tmp_path / "sw-7" / study.STUDY_FILE).exists()
+    assert optuna.load_study(study_name="sw-7", storage=url).trials[kept["number"]].value == 0.8
