@@ -12,3 +12,14 @@ def fit(*args, **kwargs):  # type: ignore[no-untyped-def]
     from hpc_train.training.fit import fit as fit_now
 
     return fit_now(*args, **kwargs)
+
+
+def report(epoch, value):  # type: ignore[no-untyped-def]
+    """From your own command in a sweep: its objective at the end of `epoch`; True when the sweep's pruner stops
+    this trial (save, then exit 0: the trial is already PRUNED). Rank 0 reports, the others get False; outside a
+    sweep element with a trial, always False (see hpc_train.runs.study.report_from_command)."""
+    import os
+
+    from hpc_train.runs.study import report_from_command
+
+    return report_from_command(int(epoch), float(value), os.environ)

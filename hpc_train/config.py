@@ -104,9 +104,10 @@ class TrainConfig:
     checkpoint_minutes: float | None = None
     # Times a job stopped by Slurm's warning signal requeues itself (scontrol requeue); 0: never.
     max_requeues: int = DEFAULT_MAX_REQUEUES
-    # In a sweep: stop an element whose objective ranks in the worse half at epochs 1, 2, 4, 8, ...
-    # (asynchronous successive halving); none: never.
-    prune: Literal["none", "halving"] = "none"
+    # In a sweep: stop an element early through the sweep's Optuna study: halving (asynchronous successive
+    # halving: the worse half stops at epochs 1, 2, 4, 8, ...), median (worse than the median of the finished
+    # trials at the same epoch), hyperband; none: never.
+    prune: Literal["none", "halving", "median", "hyperband"] = "none"
     # What pruning (and hpc-train report) compares: a figure of the epochs' logs; empty: val_accuracy where there
     # is one, else val_loss. A loss (or error) is minimised, anything else maximised.
     objective: str | None = None

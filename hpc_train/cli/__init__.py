@@ -46,9 +46,10 @@ SUBCOMMANDS = {
 # Verbs that take --remote NAME (hpc_train.cli.forwarding): they then run on the remote's login node.
 REMOTE_VERBS = ("submit", "status", "logs", "cancel", "list", "report")
 # Run by the batch scripts hpc-train writes and ships, not by people: not in --help. `job` is the job body
-# (hpc_train/injob/body.py) every script runs; `prologue` and `epilogue`, what scripts written before it run.
+# (hpc_train/injob/body.py) every script runs; `prologue` and `epilogue`, what scripts written before it run;
+# `trial`, a sweep element's ask of its study before the body (injob/trial.py).
 # Verb -> its module in hpc_train.injob.
-HIDDEN = {"job": "body", "prologue": "prologue", "epilogue": "epilogue"}
+HIDDEN = {"job": "body", "prologue": "prologue", "epilogue": "epilogue", "trial": "trial"}
 
 
 class OneLineParser(argparse.ArgumentParser):

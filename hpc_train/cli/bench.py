@@ -12,6 +12,7 @@
     hpc-train bench faults       # a task killed at a random step, healed by a retry, vs the run uninterrupted
     hpc-train bench sweeps       # 8 trials as one job array vs 8 submits; the wall time --prune halving saves
     hpc-train bench tracking     # epochs with and without --track mlflow, against a local mlflow server
+    hpc-train bench search       # grid, random and TPE at an equal budget of trials, with and without pruning
     hpc-train bench all          # each of the above in turn
     hpc-train bench NAME --help  # its options (repetitions, --quick)
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import argparse
 
 BENCHMARKS = ("trainer", "precision", "task", "startup", "scaling", "bootstrap", "submit", "faults", "sweeps",
-              "tracking")
+              "tracking", "search")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -45,12 +45,22 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-exit-codes", default=None, metavar="C,...",
                         help="your command's exit codes worth a retry (any other exit is its own verdict)")
     parser.add_argument("--config", default=None, metavar="FILE.yaml", help="training settings (hpc-train train)")
-    parser.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+    parser.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...|KEY=LOW:HIGH[:log]",
                         help="one job array: an element (a whole job) per combination of the values (repeatable; "
-                             "any --set key; {KEY} in your command becomes the value); or the YAML's sweep:")
-    parser.add_argument("--prune", choices=("none", "halving"), default=None,
-                        help="halving: an element of a sweep whose objective ranks in the worse half at epochs 1, 2, "
-                             "4, 8, ... stops itself, its checkpoint kept (same as --set prune=halving)")
+                             "any --set key; {KEY} in your command becomes the value); a range LOW:HIGH (:log) for "
+                             "--search; or the YAML's sweep:")
+    parser.add_argument("--search", choices=("grid", "random", "tpe", "cmaes"), default=None,
+                        help="how a sweep's values are chosen: grid (every combination; the default when every key "
+                             "lists values), or drawn by an Optuna sampler as each element starts (default tpe with "
+                             "a range)")
+    parser.add_argument("--trials", type=int, default=None, metavar="N", help="--search random|tpe|cmaes: N elements")
+    parser.add_argument("--study-storage", default=None, metavar="URL",
+                        help="the sweep's Optuna study in this database (an RDB URL); default: study.journal in "
+                             "the sweep's folder, no server")
+    parser.add_argument("--prune", choices=("none", "halving", "median", "hyperband"), default=None,
+                        help="an element of a sweep stops itself, its checkpoint kept, when Optuna's pruner says: "
+                             "halving (the worse half at epochs 1, 2, 4, 8, ...), median, hyperband "
+                             "(same as --set prune=NAME)")
     parser.add_argument("--max-parallel", type=int, default=None, metavar="K",
                         help="at most K elements of a sweep run at once (Slurm's --array=...%%K)")
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
@@ -169,23 +179,27 @@ def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict): 
 
 def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked; None for one job."""
+    import dataclasses
+
     from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
-    from hpc_train.login.sweep import JOB_KEYS, check, from_yaml, grid, grid_axes, substitute
+    from hpc_train.login.search import check_space
+    from hpc_train.login.sweep import JOB_KEYS, check, substitute
 
     section = read_sweep(args.config)
     if args.sweep and section is not None:
         raise HpcTrainError(f"--sweep and the sweep: section of {args.config}: give one of them")
     if not args.sweep and section is None:
-        if args.max_parallel is not None or train.prune != "none":
-            raise HpcTrainError(f"{'--max-parallel' if args.max_parallel is not None else '--prune'} applies to a "
-                                "sweep: add --sweep KEY=V1,V2,...")
+        given = [name for name, unset in (("--max-parallel", args.max_parallel is None), ("--prune", train.prune ==
+                 "none"), ("--search", args.search is None), ("--trials", args.trials is None)) if not unset]
+        if given:
+            raise HpcTrainError(f"{given[0]} applies to a sweep: add --sweep KEY=V1,V2,... (or KEY=LOW:HIGH)")
         return None
     if args.ps_partition is not None:
         raise HpcTrainError("--ps-partition with a sweep: Slurm has no job arrays of heterogeneous jobs; submit "
                             "each element as a job of its own, or drop --ps-partition")
-    sweep = grid(grid_axes(args.sweep)) if args.sweep else from_yaml(section)
+    sweep = sweep_of(args, section)
     for key in sweep.keys:
         if key in JOB_KEYS:
             raise HpcTrainError(f"--sweep {key}: {JOB_KEYS[key]}")
@@ -194,10 +208,55 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     slurm = SlurmClient.local(os.environ)
     limit = slurm.config_value("MaxArraySize") if slurm.available("scontrol") else None
     check(sweep, train, int(limit) if limit and limit.isdigit() else None)
+    if sweep.search is not None:
+        check_space(sweep.search, train)
+        _check_sampler_installed(sweep.search.sampler)
+    if args.study_storage is not None:
+        if sweep.search is None and train.prune == "none":
+            raise HpcTrainError("--study-storage applies to a sweep with a study: add --search tpe|random|cmaes or "
+                                "--prune NAME")
+        sweep = dataclasses.replace(sweep, storage=args.study_storage)
     for values in sweep.elements:
-        if args.command:
-            substitute(args.command, values)  # a {KEY} no sweep key defines is refused now
+        if args.command:  # a {KEY} no sweep key defines is refused now
+            substitute(args.command, values or dict.fromkeys(sweep.keys, 0))
     return sweep
+
+
+def sweep_of(args: argparse.Namespace, section):  # -> Sweep
+    """--sweep with --search and --trials, or the YAML's sweep: (grid, random or search)."""
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.login import search
+    from hpc_train.login.sweep import Sweep, from_yaml, grid, grid_axes
+
+    if section is not None and (args.search is not None or args.trials is not None):
+        raise HpcTrainError(f"--search and --trials with the sweep: section of {args.config}: give its search: "
+                            "sampler and trials there")
+    if isinstance(section, dict) and list(section) == ["search"]:
+        found = search.from_yaml(section["search"])
+    elif section is not None:
+        return from_yaml(section)
+    else:
+        found = search.from_options(args.sweep, args.search, args.trials, train_seed(args))
+        if found is None:
+            return grid(grid_axes(args.sweep))
+    return Sweep(found.keys, tuple({} for _ in range(found.trials)), found)
+
+
+def _check_sampler_installed(sampler: str) -> None:
+    """CMA-ES is Optuna's wrapper of the cmaes package, which Optuna does not bring: refused now, not in a job."""
+    import importlib.util
+
+    from hpc_train.errors import HpcTrainError
+
+    if sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        raise HpcTrainError("--search cmaes needs the cmaes package, which is not installed: pip install cmaes (in "
+                            "the environment the jobs run), or use --search tpe")
+
+
+def train_seed(args: argparse.Namespace) -> int:
+    """The search's seed: --set seed=S's, else 0 (each element draws with its own seed from it)."""
+    seeds = [item.partition("=")[2] for item in args.overrides if item.partition("=")[0].strip() == "seed"]
+    return int(seeds[-1]) if seeds and seeds[-1].strip().isdigit() else 0
 
 
 def exit_codes(text: str | None) -> tuple[int, ...]:

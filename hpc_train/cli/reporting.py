@@ -17,13 +17,16 @@ import argparse
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", metavar="ID", help="a sweep's array id, or a job id")
     parser.add_argument("--objective", default=None, metavar="NAME", help="a figure of metrics.json's epochs")
+    parser.add_argument("--export", default=None, metavar="FILE.yaml",
+                        help="a sweep with a study: write its best trial's settings here, to run again")
 
 
 def run(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from hpc_train.runs import compare, views
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.runs import compare, trials, views
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states, job_state
@@ -36,7 +39,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         states = {0: "local" if record.is_local else job_state(record.job_id, slurm)[0]}
         runs = [views.read_run(Path(record.folder))]
-    elements, keys = views.report_elements(record, runs, states), views.report_keys(record)
+    if record.is_sweep and not any(run.epochs for run in runs) and \
+            trials.has_study(Path(record.folder), element_folders(record)):
+        # A command's sweep: its objective is what it reported to the study (hpc_train.report), no metrics.json.
+        return study_report(record, Path(record.folder), args.export, csv=True)
+    elements, keys = views.report_elements(record, runs, states), views.report_keys(record, runs)
     objective = args.objective or compare.default_objective(elements)
     print("\n".join(compare.report_lines(elements, keys, objective)))
     from hpc_train.tracking.mlflow_run import tracked_line
@@ -50,4 +57,38 @@ def run(args: argparse.Namespace) -> int:
         drawn = compare.plot(elements, keys, objective, folder / "sweep.png")
         print(f"wrote {folder / 'sweep.csv'}" + (f" and {folder / 'sweep.png'}" if drawn else
                                                  " (no plot: matplotlib is missing; pip install matplotlib)"))
+        return study_report(record, folder, args.export)
+    if args.export:
+        raise HpcTrainError(f"--export applies to a sweep with a study (--search or --prune); {args.job} is one job")
+    return 0
+
+
+def study_report(record, folder, export: str | None, csv: bool = False) -> int:  # (JobRecord, Path, ...) -> int
+    """The sweep's Optuna study: its trials ranked, the best, Optuna's plots; --export: the best's settings.
+    `csv`: sweep.csv from the study too (a sweep whose runs wrote no metrics.json)."""
+    from pathlib import Path
+
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.runs import trials
+    from hpc_train.runs.folders import element_folder, element_folders
+
+    if not trials.has_study(folder, element_folders(record)):
+        if export:
+            raise HpcTrainError(f"--export: sweep {record.job_id} keeps no study (a grid without --prune); pick "
+                                "the best from the table above")
+        return 0
+    study = trials.load(folder, element_folders(record))
+    print("\n".join(trials.lines(study)))
+    if csv:
+        (folder / "sweep.csv").write_text(trials.csv_text(study))
+        print(f"wrote {folder / 'sweep.csv'}")
+    drawn = trials.plots(study, folder)
+    if drawn:
+        print(f"wrote {', '.join(str(path) for path in drawn)}")
+    if export:
+        try:
+            trials.export_best(study, lambda index: element_folder(record, index), Path(export))
+        except ValueError as error:
+            raise HpcTrainError(f"--export {export}: {error}") from None
+        print(f"wrote {export}: the best trial's settings; run them again with: hpc-train submit --config {export} ...")
     return 0

@@ -103,7 +103,7 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
         runs_dir=shlex.quote(runs_dir),
         run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
         '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
-        config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command),
+        config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command, program),
         job_line="\n".join(code_lines(code)) + "\n" * bool(code) + script_line(program, '"$run_dir"', job_body(spec, config, command), launcher + (
             task_command(spec, config, command, "hpc-train" if spec.container else program)
             if sweep is None or not command else '"${element_command[@]}"'),
@@ -146,9 +146,45 @@ def config_lines(config: TrainConfig) -> str:
            "HPC_TRAIN_CONFIG"
 
 
-def sweep_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
+def sweep_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,
+                program: str = "hpc-train") -> str:
     """Each array element's settings (and command, `{KEY}` replaced), chosen by SLURM_ARRAY_TASK_ID; its values
-    exported as HPC_TRAIN_SWEEP_<KEY>, its index as HPC_TRAIN_TRIAL."""
+    exported as HPC_TRAIN_SWEEP_<KEY>, its index as HPC_TRAIN_TRIAL. A sweep with a study (a search, or pruning)
+    then asks it for the element's trial: an adaptive search's values are drawn there (study_lines)."""
+    if sweep.search is not None:
+        return "\n".join(['export HPC_TRAIN_TRIAL="$SLURM_ARRAY_TASK_ID"', config_lines(config),
+                          *study_lines(spec, config, sweep, command, program)])
+    return grid_lines(spec, config, sweep, command) + (
+        "\n" + "\n".join(study_lines(spec, config, sweep, None, program)) if config.prune != "none" else "")
+
+
+def search_spec(config: TrainConfig, sweep: Sweep) -> dict:
+    """The element's search.json: how its trial is drawn (runs/study.py), and the pruner its epochs report to."""
+    from hpc_train.runs.objective import minimised
+
+    if sweep.search is not None:
+        drawn = sweep.search.as_json()
+    else:  # a grid's (or a random sweep's) values are the script's; the study holds each key's as one choice
+        drawn = {"sampler": "grid", "seed": 0, "space": {
+            key: {"choices": list(dict.fromkeys(values[key] for values in sweep.elements))} for key in sweep.keys}}
+    return {**drawn, "keys": list(sweep.keys), "prune": config.prune, "epochs": config.epochs,
+            "objective": config.objective, "minimize": minimised(config.objective or "val_accuracy"),
+            "storage": sweep.storage}
+
+
+def study_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,
+                program: str) -> list[str]:
+    """search.json (a quoted here-document), the trial step (its values into config.yaml and trial.sh), then
+    trial.sh sourced: the values exported and, for a command, the element's command."""
+    import json
+
+    words = f" --command {shlex.quote(task_command(spec, config, command))}" if command else ""
+    return [f"cat > \"$run_dir/search.json\" <<'HPC_TRAIN_SEARCH'\n{json.dumps(search_spec(config, sweep))}\n"
+            "HPC_TRAIN_SEARCH", f'{program} trial --run-dir "$run_dir"{words}', 'source "$run_dir/trial.sh"']
+
+
+def grid_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
+    """A grid's elements, each its values in a case of SLURM_ARRAY_TASK_ID."""
     from hpc_train.config import replace as with_values
     from hpc_train.login.sweep import substitute, value_text
 

@@ -45,6 +45,11 @@ class SweepError(ConfigError):
 class Sweep:
     keys: tuple[str, ...]
     elements: tuple[dict[str, Any], ...]
+    # An adaptive search (login/search.py's Search): each element asks the sweep's study for its values when it
+    # starts, so `elements` are empty until then.
+    search: Any = None
+    # The study's RDB URL (--study-storage); None: study.journal in the sweep's folder.
+    storage: str | None = None
 
     def __len__(self) -> int:
         return len(self.elements)
@@ -124,8 +129,9 @@ def _number(value: Any) -> Any:
 def from_yaml(section: Any) -> Sweep:
     """The YAML `sweep:` section: `grid: {KEY: [V1, V2]}` or `random: {trials: N, seed: S, space: {...}}`."""
     if not isinstance(section, Mapping) or len(section) != 1 or next(iter(section)) not in ("grid", "random"):
-        raise SweepError("sweep: expected either 'grid: {KEY: [V1, V2, ...]}' or 'random: {trials: N, seed: S, "
-                         "space: {KEY: loguniform(a, b)}}'")
+        raise SweepError("sweep: expected 'grid: {KEY: [V1, V2, ...]}', 'random: {trials: N, seed: S, "
+                         "space: {KEY: loguniform(a, b)}}' or 'search: {sampler: tpe, trials: N, space: {KEY: "
+                         "LOW:HIGH}}'")
     (kind, body), = section.items()
     if kind == "grid":
         if not isinstance(body, Mapping) or not body:
@@ -174,7 +180,9 @@ def value_text(value: Any) -> str:
 
 def table(sweep: Sweep, more: Sequence[Sequence[str]] = ()) -> list[str]:
     """The elements as `--dry-run` and `status` show them: a header, then a row per element, columns aligned;
-    `more`: extra columns, their header first, then a row per element."""
+    `more`: extra columns, their header first, then a row per element. A search: its space (values come later)."""
+    if sweep.search is not None:
+        return sweep.search.lines()
     rows = [["INDEX", *sweep.keys]] + [[str(index), *(value_text(values[key]) for key in sweep.keys)]
                                        for index, values in enumerate(sweep.elements)]
     rows = [[*row, *extra] for row, extra in zip(rows, more)] if more else rows

@@ -20,6 +20,7 @@ from hpc_train.runs.metrics import epochs_in, metrics_path, read_metrics
 from hpc_train.runs.objective import default_objective
 from hpc_train.runs.stacks import newest_chief_top
 from hpc_train.runs.state import read_state
+from hpc_train.runs.study import read_trial
 from hpc_train.slurm.follow import PROGRESS
 
 SWEEP_COLUMNS = ["STATE", "EPOCH", "LAST VALIDATION", "RETRIES"]
@@ -34,6 +35,7 @@ class RunFiles:
     metrics: Mapping[str, Any] = field(default_factory=dict)  # metrics.json
     max_retries: Any = None  # state.json's, else config.yaml's (read only for a run with a history); None: neither
     stacks: tuple[str, tuple[str, ...]] = ("", ())  # a hung attempt's rank 0 stacks: file name, innermost frames
+    drawn: Mapping[str, Any] = field(default_factory=dict)  # an adaptive search's values, once drawn (trial.json)
 
     @property
     def epochs(self) -> list[dict[str, Any]]:
@@ -69,7 +71,8 @@ def read_run(folder: Path) -> RunFiles:
     if max_retries is None and attempts.recorded(state):
         max_retries = settings_max_retries(folder)
     name, frames = newest_chief_top(folder) if attempts.recorded(state) else ("", [])
-    return RunFiles(state, read_metrics(folder), max_retries, (name, tuple(frames)))
+    return RunFiles(state, read_metrics(folder), max_retries, (name, tuple(frames)),
+                    dict(read_trial(folder).get("values") or {}))
 
 
 def settings_max_retries(folder: Path) -> Any:
@@ -168,11 +171,11 @@ def counts_text(states: Iterable[str]) -> str:
 def sweep_lines(record: JobRecord, runs: Sequence[RunFiles], states: Mapping[int, str]) -> list[str]:
     """`hpc-train status ARRAYID`: the counts, then a row per element (its values, state, epoch, figure, retries).
     `runs`: each element's folder, by index; `states`: Slurm's state of each element, by index."""
-    values = record.elements or []
-    keys = list(values[0]) if values else []
+    values = element_values(record, runs)
+    keys = report_keys(record, runs)
     rows = [element_row(states.get(index, "UNKNOWN"), run) for index, run in enumerate(runs)]
     table = aligned([["INDEX", *keys, *SWEEP_COLUMNS]] + [
-        [str(index), *(value_text(element[key]) for key in keys), *row]
+        [str(index), *(value_text(element.get(key, "-")) for key in keys), *row]
         for index, (element, row) in enumerate(zip(values, rows))])
     counts = counts_text(row[0].split("@")[0] for row in rows)
     return [f"sweep {record.job_id} ({record.name}): {len(values)} elements: {counts}", *(f"  {row}" for row in table),
@@ -207,13 +210,18 @@ def report_elements(record: JobRecord, runs: Sequence[RunFiles], states: Mapping
     if not record.is_sweep:
         return [compare.Element(0, {}, states[0], runs[0].epochs)]
     return [compare.Element(index, element, shown_state(states.get(index, "UNKNOWN"), run), run.epochs)
-            for index, (element, run) in enumerate(zip(record.elements or [], runs))]
+            for index, (element, run) in enumerate(zip(element_values(record, runs), runs))]
 
 
-def report_keys(record: JobRecord) -> list[str]:
-    """The keys a sweep varies (none for one job)."""
-    values = (record.elements or []) if record.is_sweep else []
-    return list(values[0]) if values else []
+def element_values(record: JobRecord, runs: Sequence[RunFiles]) -> list[dict[str, Any]]:
+    """Each element's values: the grid's, or those its trial drew as it started ({} before)."""
+    return [dict(element) or dict(run.drawn) for element, run in zip(record.elements or [], runs)]
+
+
+def report_keys(record: JobRecord, runs: Sequence[RunFiles]) -> list[str]:
+    """The keys a sweep varies (none for one job): the grid's, or those its trials drew."""
+    values = element_values(record, runs) if record.is_sweep else []
+    return list(dict.fromkeys(key for element in values for key in element))
 
 
 def demo_lines(job_id: str, state: str, code: str, log: Path, seconds: float, folder: Path | None,

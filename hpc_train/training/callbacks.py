@@ -219,7 +219,7 @@ class StopAtStepBoundary(keras.callbacks.Callback):
 
 
 class Pruned(Exception):
-    """Every rank saved and stopped: this sweep element ranks in the worse half at a rung (pruning.py)."""
+    """Every rank saved and stopped: the sweep's pruner stopped this element (pruning.py)."""
 
     def __init__(self, epoch: int, checkpoint: str, reason: str) -> None:
         super().__init__(f"pruned after epoch {epoch}: {reason}")
@@ -229,9 +229,9 @@ class Pruned(Exception):
 
 
 class PruneAtRungs(keras.callbacks.Callback):
-    """At the end of epochs 1, 2, 4, 8, ... (not the last), ask `decide` (the chief's verdict; others say no);
-    the job's answer (`agree`) stops every rank after a save. Keep it after the report (metrics.json) and the
-    checkpoint callbacks."""
+    """At the end of each epoch but the last, ask `decide` (the chief's verdict, its objective reported to the
+    study, which decides at its own rungs; others say no); the job's answer (`agree`) stops every rank after a save.
+    Keep it after the report (metrics.json) and the checkpoint callbacks."""
 
     def __init__(self, decide: Callable[[int, dict[str, Any]], str | None], agree: Callable[[bool], bool],
                  save: Callable[[], str], total_epochs: int) -> None:
@@ -242,9 +242,7 @@ class PruneAtRungs(keras.callbacks.Callback):
         self.total_epochs = total_epochs
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        from hpc_train.training.pruning import is_rung
-
-        if not is_rung(epoch + 1) or epoch + 1 >= self.total_epochs:
+        if epoch + 1 >= self.total_epochs:
             return
         reason = self.decide(epoch + 1, dict(logs or {}))
         if self.agree(reason is not None):

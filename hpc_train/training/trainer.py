@@ -224,6 +224,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
                                               StopAtStepBoundary, agreement, any_rank)
     from hpc_train.training.checkpoints import timed_save_due
     from hpc_train.training.keras import keras
+    from hpc_train.training.pruning import reports
 
     rank = paths.rank
 
@@ -241,7 +242,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
         write_hparams(paths.output, config, os.environ)
         callbacks.append(ProgressBeat(lambda step: attempts.write_progress(paths.output, step),
                                       lambda: int(save.model.optimizer.iterations.numpy())))
-    if config.prune == "halving":
+    if config.prune != "none" or reports(paths.output):
         callbacks.append(PruneAtRungs(_pruning_verdict(config, paths), any_rank(strategy), save, config.epochs))
     callbacks.append(StopAtStepBoundary(signals.requested, agreement(strategy), save, config.epochs,
                                         timed_save_due(save, config.checkpoint_minutes, config.checkpoint_share)))
@@ -249,7 +250,8 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
 
 
 def _pruning_verdict(config: TrainConfig, paths: RunPaths) -> Any:
-    """The chief's verdict at a rung: why this sweep element is pruned, or None (the other ranks: None)."""
+    """The chief's verdict at an epoch's end (its objective reported to the element's trial): why this sweep
+    element is pruned, or None (the other ranks: None)."""
     from hpc_train.training.pruning import objective_name, verdict
 
     def decide(epoch: int, logs: dict[str, Any]) -> str | None:
@@ -257,8 +259,8 @@ def _pruning_verdict(config: TrainConfig, paths: RunPaths) -> Any:
             return None
         objective = objective_name(config.objective, logs)
         own = logs.get(objective)
-        prune, reached = verdict(paths.output, epoch, objective, float(own) if own is not None else None)
-        return (f"{objective} {float(own):.4f} ranks in the worse half of the {reached} elements at epoch {epoch}"
+        prune = verdict(paths.output, epoch, float(own) if own is not None else None)
+        return (f"{objective} {float(own):.4f} at epoch {epoch}: Optuna's {config.prune} pruner stops it"
                 if prune else None)
 
     return decide

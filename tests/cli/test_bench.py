@@ -17,7 +17,7 @@ def test_bench_help_lists_every_benchmark_without_importing_tensorflow() -> None
             "assert 'tensorflow' not in sys.modules, 'imported TensorFlow'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    for name in ("trainer", "startup", "scaling", "bootstrap", "submit", "faults", "all"):
+    for name in ("trainer", "startup", "scaling", "bootstrap", "submit", "faults", "search", "all"):
         assert name in result.stdout
 
 

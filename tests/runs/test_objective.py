@@ -28,9 +28,15 @@ def test_a_loss_or_an_error_is_minimised_anything_else_maximised(name: str, lowe
 
 
 def test_pruning_and_report_follow_the_same_rule() -> None:
+    from hpc_train.config import TrainConfig
+    from hpc_train.login.script import search_spec
+    from hpc_train.login.sweep import Sweep
     from hpc_train.runs import compare
     from hpc_train.training import pruning
 
-    assert pruning.minimised is minimised and pruning.objective_name is objective_name
+    assert pruning.objective_name is objective_name
+    # The study's direction (what the pruner and the sampler take as better) follows the same rule.
+    sweep = Sweep(("seed",), ({"seed": 1},))
+    assert [search_spec(TrainConfig(objective=name), sweep)["minimize"] for name in ("val_loss", None)] == [True, False]
     runs = [compare.Element(0, {}, "completed", [{"epoch": 1, "val_loss": 0.2, "val_error": 0.1}])]
     assert compare.default_objective(runs) == default_objective(["epoch", "val_loss", "val_error"]) == "val_loss"

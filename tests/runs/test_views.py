@@ -146,7 +146,14 @@ def test_report_compares_a_sweeps_elements_by_their_shown_state_or_one_jobs_run(
     elements = views.report_elements(record, runs, {0: "COMPLETED"})
     assert [(element.index, element.values, element.state, element.last("val_accuracy")) for element in elements] \
         == [(0, {"learning_rate": 0.1}, "completed", 0.8), (1, {"learning_rate": 0.01}, "pruned@2", 0.7)]
-    assert views.report_keys(record) == ["learning_rate"] and views.report_keys(job()) == []
+    assert views.report_keys(record, runs) == ["learning_rate"] and views.report_keys(job(), runs[:1]) == []
+    # An adaptive search's elements: no values at submit time, each its trial's once drawn, "-" before.
+    drawn = sweep([{}, {}])
+    searched = [RunFiles(drawn={"learning_rate": 0.02, "batch_size": 64}), RunFiles()]
+    assert views.report_keys(drawn, searched) == ["learning_rate", "batch_size"]
+    lines = views.sweep_lines(drawn, searched, {0: "RUNNING", 1: "PENDING"})
+    assert lines[1].split()[:3] == ["INDEX", "learning_rate", "batch_size"]
+    assert lines[2].split()[:4] == ["0", "0.02", "64", "running"] and lines[3].split()[:4] == ["1", "-", "-", "pending"]
     one = views.report_elements(job(), [RunFiles(metrics={"epochs": [{"val_loss": 0.2}]})], {0: "RUNNING"})
     assert [(element.index, element.state, element.last("val_loss")) for element in one] == [(0, "RUNNING", 0.2)]
 

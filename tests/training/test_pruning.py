@@ -1,4 +1,5 @@
-"""Pruning a sweep's hopeless elements: successive halving at epochs 1, 2, 4, 8, ... (pure, then two real runs)."""
+"""Pruning a sweep's hopeless elements through its Optuna study: successive halving at epochs 1, 2, 4, 8, ...
+(against a journal file in tmp, then two real runs)."""
 
 from __future__ import annotations
 
@@ -7,38 +8,35 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.training.pruning import in_worse_half, is_rung, siblings, verdict
+from hpc_train.runs import study
+from hpc_train.training.pruning import reports, verdict
 
 
-def test_the_rungs_are_the_powers_of_two() -> None:
-    assert [epoch for epoch in range(0, 20) if is_rung(epoch)] == [1, 2, 4, 8, 16]
-
-
-def test_the_worse_half_of_those_that_reached_the_epoch_is_pruned_ties_kept() -> None:
-    assert not in_worse_half(0.5, [], minimise=False)  # the first to get there goes on
-    assert in_worse_half(0.5, [0.9], minimise=False) and not in_worse_half(0.9, [0.5], minimise=False)
-    assert in_worse_half(0.7, [0.9, 0.8, 0.6], minimise=False)  # 3rd of 4
-    assert not in_worse_half(0.8, [0.9, 0.7], minimise=False)  # 2nd of 3: the better half, rounded up
-    assert in_worse_half(0.4, [0.1], minimise=True) and not in_worse_half(0.5, [0.5], minimise=True)
-
-
-def write_epochs(folder: Path, values: list[float]) -> None:
+def asked(folder: Path, prune: str = "halving") -> Path:
+    """A sweep element that asked its study (search.json as the array's script writes it)."""
     folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps({"epochs": [
-        {"epoch": epoch, "val_accuracy": value} for epoch, value in enumerate(values, 1)]}))
+    (folder / study.SEARCH_FILE).write_text(json.dumps({"sampler": "grid", "space": {}, "keys": [], "prune": prune,
+                                                        "epochs": 8, "minimize": False}))
+    study.ask(folder, {})
+    return folder
 
 
-def test_an_element_is_compared_with_its_own_sweeps_elements_that_reached_the_epoch(tmp_path: Path) -> None:
-    write_epochs(tmp_path / "sw-12_0", [0.90, 0.95])
-    write_epochs(tmp_path / "sw-12_1", [0.80])
-    write_epochs(tmp_path / "sw-13_0", [0.99])  # another sweep
-    write_epochs(tmp_path / "other-12", [0.99])  # not an element
-    own = tmp_path / "sw-12_2"
-    own.mkdir()
-    assert sorted(path.name for path in siblings(own)) == ["sw-12_0", "sw-12_1"]
-    assert verdict(own, 1, "val_accuracy", 0.85) == (False, 3)  # 2nd of 3
-    assert verdict(own, 2, "val_accuracy", 0.85) == (True, 2)  # only sw-12_0 got to epoch 2
-    assert verdict(tmp_path / "single-run", 1, "val_accuracy", 0.1) == (False, 1)
+def test_halving_stops_the_worse_half_at_the_rungs_and_the_first_there_goes_on(tmp_path: Path) -> None:
+    first, second, third = (asked(tmp_path / f"sw-12_{index}") for index in range(3))
+    assert verdict(first, 1, 0.90) is False  # nobody to compare with
+    assert verdict(second, 1, 0.95) is False  # the better half
+    assert verdict(third, 1, 0.50) is True  # the worse half of three
+    assert verdict(first, 2, 0.91) is False and verdict(second, 2, 0.80) is True  # rung 2: two got there
+    assert verdict(first, 3, None) is False  # no figure: nothing to say
+    assert (reports(first), reports(tmp_path / "single-run")) == (True, False)
+    assert verdict(tmp_path / "single-run", 1, 0.1) is False
+
+
+def test_median_waits_for_a_finished_trial(tmp_path: Path) -> None:
+    first, second, third = (asked(tmp_path / f"sw-13_{index}", "median") for index in range(3))
+    assert verdict(second, 1, 0.10) is False  # no trial finished yet
+    assert verdict(first, 1, 0.90) is False and study.conclude(first, 0.95) == "COMPLETE"
+    assert verdict(third, 1, 0.10) is True  # below the finished one's 0.90 at epoch 1
 
 
 @pytest.mark.tensorflow
@@ -46,11 +44,12 @@ def test_an_element_that_learns_worse_prunes_itself_and_keeps_its_checkpoint(tmp
     from tests.training.runs import finish, start
 
     settings = ("epochs=2", "train_images=1024", "validation_images=512", "prune=halving")
+    asked(tmp_path / "sw-7_0"), asked(tmp_path / "sw-7_1")  # (the array's trial step, before the ranks)
     [(code, _, err)] = finish([start(tmp_path / "sw-7_0", *settings, "learning_rate=0.002")])
     assert code == 0, err[-2000:]
     [(code, out, err)] = finish([start(tmp_path / "sw-7_1", *settings, "learning_rate=0.000001")])
     assert code == 0, err[-2000:]
-    assert "hpc-train: pruned after epoch 1/2: val_accuracy" in out and "ranks in the worse half of the 2" in out
+    assert "hpc-train: pruned after epoch 1/2: val_accuracy" in out and "Optuna's halving pruner stops it" in out
     state = json.loads((tmp_path / "sw-7_1" / "state.json").read_text())
     assert (state["state"], state["epoch"]) == ("pruned", 1) and Path(state["checkpoint"] + ".index").is_file()
     assert [epoch["epoch"] for epoch in json.loads((tmp_path / "sw-7_1" / "metrics.json").read_text())["epochs"]] == [1]

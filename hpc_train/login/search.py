@@ -1,0 +1,184 @@
+"""An adaptive search: the space of `--sweep KEY=LOW:HIGH[:log]` and `KEY=V1,V2`, its sampler and trials (pure).
+
+Issue 31: `--search tpe|random|grid|cmaes` and `--trials N` (YAML: `sweep: {search: {sampler, trials, seed,
+space}}`). A range's values are not known at submit time: each element of the job array asks the sweep's
+Optuna study for them when it starts (runs/study.py). Here the space is only read and checked, every bad one
+refused in one line before anything is written. Integers stay integers: a range of an integer setting
+(batch_size, epochs) draws whole numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hpc_train.config import ConfigError, TrainConfig, setting_value, to_dict
+from hpc_train.login.sweep import SweepError
+
+SAMPLERS = ("grid", "random", "tpe", "cmaes")
+# LOW:HIGH or LOW:HIGH:log, each end a number (1e-4, 0.5, 32).
+_RANGE = re.compile(r"^\s*([-+0-9.eE]+)\s*:\s*([-+0-9.eE]+)\s*(?::\s*(\w+)\s*)?$")
+
+
+@dataclass(frozen=True)
+class Range:
+    """Values from low to high, both included; `log`: drawn evenly on a log scale; `integer`: whole numbers."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high, "log": self.log, "int": self.integer}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of these values."""
+
+    values: tuple[Any, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"choices": list(self.values)}
+
+
+Dimension = Range | Choice
+
+
+@dataclass(frozen=True)
+class Search:
+    """What the study of an adaptive sweep draws: `trials` elements from `space` by `sampler`, seeded."""
+
+    sampler: str
+    trials: int
+    space: tuple[tuple[str, Dimension], ...]
+    seed: int = 0
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(key for key, _ in self.space)
+
+    def lines(self) -> list[str]:
+        """The search as `--dry-run`, render and submit show it: the sampler, then each key's range or choices."""
+        shown = [f"{self.sampler} search of {self.trials} trials, each element's values drawn as it starts:"]
+        for key, dim in self.space:
+            if isinstance(dim, Range):
+                scale = (" (log)" if dim.log else "") + (" integers" if dim.integer else "")
+                shown.append(f"{key}: {dim.low}..{dim.high}{scale}")
+            else:
+                shown.append(f"{key}: one of {', '.join(map(str, dim.values))}")
+        return shown
+
+    def as_json(self) -> dict[str, Any]:
+        """What the job's trial step reads (runs/study.py): the sampler, seed and space."""
+        return {"sampler": self.sampler, "trials": self.trials, "seed": self.seed,
+                "space": {key: dimension.as_json() for key, dimension in self.space}}
+
+
+def dimension(key: str, text: str, source: str) -> Dimension:
+    """`LOW:HIGH`, `LOW:HIGH:log` (a range) or `V1,V2,...` (a choice) for one setting; one line when it is wrong."""
+    match = _RANGE.match(text)
+    if match is None:
+        values = [part.strip() for part in text.split(",") if part.strip()]
+        if not values:
+            raise SweepError(f"{source}=: no values; give V1,V2,... or a range LOW:HIGH (LOW:HIGH:log)")
+        return Choice(tuple(setting_value(key, value, source) for value in values))
+    low_text, high_text, scale = match.groups()
+    if scale not in (None, "log"):
+        raise SweepError(f"{source}={text}: unknown scale {scale!r}; write LOW:HIGH or LOW:HIGH:log")
+    low, high = (setting_value(key, value, source) for value in (low_text, high_text))
+    if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in (low, high)):
+        raise SweepError(f"{source}={text}: {key} is not a number setting; give its values as V1,V2,...")
+    return checked_range(key, low, high, scale == "log", source)
+
+
+def checked_range(key: str, low: float, high: float, log: bool, source: str) -> Range:
+    """A range, refused when LOW > HIGH or, on a log scale, LOW <= 0."""
+    shown = f"{low}:{high}{':log' if log else ''}"
+    if low > high:
+        raise SweepError(f"{source}={shown}: LOW is above HIGH; write the range as {high}:{low}")
+    if log and low <= 0:
+        raise SweepError(f"{source}={shown}: a log range needs 0 < LOW; give a positive LOW, or drop :log")
+    integer = integer_setting(key) and float(low).is_integer() and float(high).is_integer()
+    return Range(int(low) if integer else float(low), int(high) if integer else float(high), log, integer)
+
+
+def integer_setting(key: str) -> bool:
+    """Whether a setting takes whole numbers only (batch_size, epochs): its range then draws integers."""
+    options = typing.get_args(typing.get_type_hints(TrainConfig)[key]) or (typing.get_type_hints(TrainConfig)[key],)
+    return int in options and float not in options
+
+
+def is_range(text: str) -> bool:
+    """Whether a `--sweep` value is a range (LOW:HIGH[:log]) rather than values."""
+    return _RANGE.match(text) is not None
+
+
+def from_options(options: Sequence[str], sampler: str | None, trials: int | None, seed: int = 0) -> Search | None:
+    """`--sweep` options with `--search` and `--trials` as a Search; None for a plain grid (every key a list of
+    values and no sampler, or `--search grid` without a range)."""
+    space = []
+    for option in options:
+        key, _, text = option.partition("=")
+        space.append((key.strip(), dimension(key.strip(), text, f"--sweep {key.strip()}")))
+    return checked(space, sampler, trials, seed, "--search", "--trials")
+
+
+def checked(space: Sequence[tuple[str, Dimension]], sampler: str | None, trials: int | None, seed: int,
+            sampler_source: str, trials_source: str) -> Search | None:
+    """The search, each refusal one line naming the fix; None for a plain grid."""
+    ranges = [key for key, value in space if isinstance(value, Range)]
+    keys = [key for key, _ in space]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise SweepError(f"--sweep {twice[0]}: given twice; give its values or its range once")
+    if sampler is not None and sampler not in SAMPLERS:
+        raise SweepError(f"{sampler_source} {sampler}: unknown sampler; choose one of {', '.join(SAMPLERS)}")
+    if trials is not None and (not isinstance(trials, int) or isinstance(trials, bool) or trials < 1):
+        raise SweepError(f"{trials_source} {trials}: give a whole number of trials, 1 or more")
+    if sampler in (None, "grid") and not ranges:
+        if trials is not None:
+            raise SweepError(f"{trials_source} applies to --search tpe|random|cmaes; a grid runs every combination")
+        return None
+    if sampler == "grid":
+        raise SweepError(f"{sampler_source} grid with a range ({', '.join(ranges)}): a grid takes values; give "
+                         f"{ranges[0]}=V1,V2,..., or search it with --search tpe|random|cmaes")
+    if trials is None:
+        raise SweepError(f"{sampler_source} {sampler or 'tpe'}: how many trials? add {trials_source} N")
+    return Search(sampler or "tpe", trials, tuple(space), seed)
+
+
+def from_yaml(body: Any) -> Search:
+    """The YAML `sweep: {search: {sampler: tpe, trials: N, seed: S, space: {KEY: LOW:HIGH | [V1, V2]}}}`."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("space"), Mapping) or not body["space"]:
+        raise SweepError("sweep search: expected sampler: tpe, trials: N and space: {KEY: LOW:HIGH, KEY: [V1, V2]}")
+    unknown = sorted(set(body) - {"sampler", "trials", "seed", "space"})
+    if unknown:
+        raise SweepError(f"sweep search: unknown key {unknown[0]!r}; it takes sampler, trials, seed and space")
+    space = [(str(key), dimension(str(key), _text(value), f"sweep search space {key}"))
+             for key, value in body["space"].items()]
+    search = checked(space, body.get("sampler", "tpe"), body.get("trials"), int(body.get("seed", 0)),
+                     "sweep search sampler:", "sweep search trials:")
+    if search is None:
+        raise SweepError("sweep search sampler: grid: write it as sweep: {grid: {KEY: [V1, V2]}}")
+    return search
+
+
+def _text(value: Any) -> str:
+    """A space entry as --sweep's text: a list is a choice, anything else (LOW:HIGH) as written."""
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def check_space(search: Search, base: TrainConfig) -> None:
+    """Each end of each range and each choice, checked as a config is (a type, a range of the setting)."""
+    for key, dim in search.space:
+        for value in (dim.low, dim.high) if isinstance(dim, Range) else dim.values:
+            try:
+                TrainConfig(**{**to_dict(base), key: value})
+            except ConfigError as error:
+                raise SweepError(f"--sweep {key}: {value}: {error}") from None
+

@@ -1,0 +1,234 @@
+"""A sweep's Optuna study: one shared file in the sweep's folder, no database server (issue 31).
+
+The study lives in `runs/NAME-ARRAYID/study.journal` (Optuna's JournalStorage over a JournalFileBackend: every
+process appends to the one file under a lock, so it works on a shared filesystem), or in an RDB URL when given.
+Each element of the job array (`runs/NAME-ARRAYID_I/`) keeps its own part in two files:
+
+- `search.json`: what the script says of the search (sampler, seed, space, pruner, objective, storage);
+- `trial.json`: its trial's number, id and drawn values, written once when it first asks; a requeued or retried
+  element reads it back and never asks again.
+
+Its life: `ask` when the element starts (before its ranks), `report` at each epoch's end (the chief; True: the
+pruner stops it, and the trial is PRUNED already), `conclude` after its step (COMPLETE with its objective, or
+nothing while it is requeued), `fail` once its retries are spent. Optuna is imported inside the functions: the
+CLI starts without it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hpc_train.runs.metrics import epochs
+from hpc_train.runs.objective import objective_name
+from hpc_train.runs.state import read_json_object as read_json, read_state, write_json_atomically
+
+STUDY_FILE = "study.journal"
+SEARCH_FILE = "search.json"
+TRIAL_FILE = "trial.json"
+PRUNERS = ("none", "halving", "median", "hyperband")
+_ELEMENT = re.compile(r"^(?P<sweep>.+-\d+)_(?P<index>\d+)$")
+
+
+def sweep_folder(run_dir: Path) -> Path:
+    """runs/NAME-ARRAYID for the element runs/NAME-ARRAYID_I (the study's folder)."""
+    match = _ELEMENT.match(run_dir.name)
+    if match is None:
+        raise ValueError(f"{run_dir} is not an element of a sweep (runs/NAME-ARRAYID_I)")
+    return run_dir.parent / match.group("sweep")
+
+
+def element_index(run_dir: Path) -> int:
+    match = _ELEMENT.match(run_dir.name)
+    return int(match.group("index")) if match else 0
+
+
+def read_trial(run_dir: Path) -> dict[str, Any]:
+    """The element's trial.json ({} before it asked): number, id and values."""
+    return read_json(run_dir / TRIAL_FILE)
+
+
+def storage(folder: Path, url: str | None = None) -> Any:
+    """The study's storage: the journal file in the sweep's folder, or the RDB at `url`."""
+    import optuna
+
+    if url:
+        return optuna.storages.RDBStorage(url)
+    folder.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(folder / STUDY_FILE)))
+
+
+def distributions(space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """search.json's space as Optuna's distributions: a range (int or float, log or not), or a choice."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    made: dict[str, Any] = {}
+    for key, entry in space.items():
+        if "choices" in entry:
+            made[key] = CategoricalDistribution(list(entry["choices"]))
+        elif entry.get("int"):
+            made[key] = IntDistribution(int(entry["low"]), int(entry["high"]), log=bool(entry.get("log")))
+        else:
+            made[key] = FloatDistribution(float(entry["low"]), float(entry["high"]), log=bool(entry.get("log")))
+    return made
+
+
+def sampler(name: str, space: Mapping[str, Mapping[str, Any]], seed: int) -> Any:
+    """The sampler by name; `seed`: each element's own (the same seed in every element would draw alike)."""
+    import optuna
+
+    if name == "grid":
+        # A grid element's values are its own (fixed): any sampler returns a single choice as it is.
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    return optuna.samplers.TPESampler(seed=seed)
+
+
+def pruner(name: str, epochs: int) -> Any:
+    """Optuna's pruner for `prune:`: halving (asynchronous successive halving at epochs 1, 2, 4, 8, ...: the worse
+    half stops), median, hyperband; none."""
+    import optuna
+
+    if name == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0)
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max(1, epochs), reduction_factor=3)
+    return optuna.pruners.NopPruner()
+
+
+def load(run_dir: Path, spec: Mapping[str, Any] | None = None, seed_offset: int = 0, store: Any = None) -> Any:
+    """The element's study (created by the first element to ask), with its sampler and pruner."""
+    import optuna
+
+    spec = spec if spec is not None else read_json(run_dir / SEARCH_FILE)
+    folder = sweep_folder(run_dir)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(
+        storage=store or storage(folder, spec.get("storage")), study_name=folder.name, load_if_exists=True,
+        direction="minimize" if spec.get("minimize") else "maximize",
+        sampler=sampler(spec.get("sampler", "tpe"), spec.get("space", {}), int(spec.get("seed", 0)) + seed_offset),
+        pruner=pruner(spec.get("prune", "none"), int(spec.get("epochs", 1))))
+
+
+def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """This element's trial: read back when it has one (a requeue, a retry), else asked of the study once and
+    kept in trial.json. `fixed`: a grid element's own values (registered as they are, search.json's space
+    holding each key's choices)."""
+    known = read_trial(run_dir)
+    if known:
+        return known
+    spec = read_json(run_dir / SEARCH_FILE)
+    index = element_index(run_dir)
+    store = storage(sweep_folder(run_dir), spec.get("storage"))
+    # Each element its own seed: the same in all would draw the same first values.
+    study = load(run_dir, spec, seed_offset=1_000_003 * (index + 1), store=store)
+    space = distributions(spec.get("space", {}))
+    if fixed is None:
+        trial = study.ask(space)
+        values = dict(trial.params)
+    else:
+        trial, values = ask_fixed(study, store, fixed, space), dict(fixed)
+    trial.set_user_attr("element", index)
+    # Optuna names a trial to other processes by its id: kept with its number (the number is what people see).
+    kept = {"number": trial.number, "trial_id": trial._trial_id, "values": values, "study": study.study_name}
+    write_json_atomically(run_dir / TRIAL_FILE, kept)
+    return kept
+
+
+def ask_fixed(study: Any, store: Any, fixed: Mapping[str, Any], space: Mapping[str, Any]) -> Any:
+    """A trial whose values are given (a grid element's, in its config), each set under its key's whole choice
+    (`space`: every element's values), so that all the study's trials agree on their distributions."""
+    trial = study.ask()
+    for key, value in fixed.items():
+        store.set_trial_param(trial._trial_id, key, space[key].to_internal_repr(value), space[key])
+    return trial
+
+
+def report(run_dir: Path, epoch: int, value: float) -> bool:
+    """The objective at the end of `epoch`, into the element's trial; True when the pruner stops it (the trial is
+    then PRUNED). False for a run that is no sweep element with a trial."""
+    kept = read_trial(run_dir)
+    if not kept or not math.isfinite(value):
+        return False
+    import optuna
+
+    study = load(run_dir)
+    trial = optuna.trial.Trial(study, int(kept["trial_id"]))
+    if study.get_trials(deepcopy=False)[kept["number"]].state.is_finished():
+        return False
+    trial.report(float(value), int(epoch))
+    if not trial.should_prune():
+        return False
+    study.tell(kept["number"], state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
+    return True
+
+
+def conclude(run_dir: Path, value: float | None) -> str | None:
+    """After the element's step: COMPLETE with its objective `value`; without one, COMPLETE with the last value
+    it reported, else FAIL. The state it was told (None: no trial, or already finished)."""
+    kept = read_trial(run_dir)
+    if not kept:
+        return None
+    import optuna
+
+    study = load(run_dir)
+    frozen = study.get_trials(deepcopy=False)[kept["number"]]
+    if frozen.state.is_finished():
+        return None
+    if value is None and frozen.intermediate_values:
+        value = frozen.intermediate_values[max(frozen.intermediate_values)]
+    if value is None or not math.isfinite(value):
+        study.tell(kept["number"], state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        return "FAIL"
+    study.tell(kept["number"], float(value), skip_if_finished=True)
+    return "COMPLETE"
+
+
+def fail(run_dir: Path) -> str | None:
+    """The element's retries are spent, or its step failed for good: its trial is FAIL (the sampler learns from
+    the trials that finished)."""
+    kept = read_trial(run_dir)
+    if not kept:
+        return None
+    import optuna
+
+    load(run_dir).tell(kept["number"], state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    return "FAIL"
+
+
+def settle(run_dir: Path, job_code: int) -> str | None:
+    """After the element's step, when it does not go on (no retry, no requeue): FAIL for a job that failed, else
+    COMPLETE with its last epoch's objective (metrics.json's; a command's last reported value). None: nothing
+    told (pruned or stopped)."""
+    if job_code != 0:
+        return fail(run_dir)
+    if read_state(run_dir).get("state") in ("requeued", "stopped", "pruned"):
+        return None
+    return conclude(run_dir, final_objective(run_dir))
+
+
+def final_objective(run_dir: Path) -> float | None:
+    """The objective at the run's last epoch (metrics.json), as search.json names it; None without epochs."""
+    logged = epochs(run_dir)
+    if not logged:
+        return None
+    last = logged[-1]
+    value = last.get(objective_name(read_json(run_dir / SEARCH_FILE).get("objective"), last))
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def report_from_command(epoch: int, value: float, environ: Mapping[str, str]) -> bool:
+    """`hpc_train.report(epoch, value)`: a user's command's objective into its element's trial, from rank 0 (the
+    others, and a run outside a sweep, False). The element's folder is HPC_TRAIN_RUN_DIR (the job body's)."""
+    folder = environ.get("HPC_TRAIN_RUN_DIR")
+    if not folder or environ.get("SLURM_PROCID", "0") != "0":
+        return False
+    return report(Path(folder), epoch, value)

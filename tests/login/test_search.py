@@ -1,0 +1,141 @@
+"""An adaptive search's space: `--sweep KEY=LOW:HIGH[:log]`, choices, `--search`, `--trials` and YAML `search:`,
+each bad one refused in one line before anything is written (pure; then through render)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpc_train.config import ConfigError
+from hpc_train.login.search import Choice, Range, from_options, from_yaml
+from hpc_train.login.sweep import SweepError
+from tests.cli.running import run_main
+
+
+def test_ranges_log_ranges_and_choices_are_read_and_integers_stay_integers() -> None:
+    search = from_options(["learning_rate=1e-4:1e-1:log", "batch_size=16:128", "checkpoint_share=0:0.5",
+                           "optimizer=adam,sgd"], "tpe", 6)
+    assert search is not None and (search.sampler, search.trials) == ("tpe", 6)
+    space = dict(search.space)
+    assert space["learning_rate"] == Range(1e-4, 1e-1, log=True, integer=False)
+    assert space["batch_size"] == Range(16, 128, integer=True) and isinstance(space["batch_size"].low, int)
+    assert space["optimizer"] == Choice(("adam", "sgd"))
+    assert search.as_json()["space"]["batch_size"] == {"low": 16, "high": 128, "log": False, "int": True}
+
+
+def test_a_grid_stays_a_grid_and_a_range_defaults_to_tpe() -> None:
+    assert from_options(["seed=1,2"], None, None) is None
+    assert from_options(["seed=1,2"], "grid", None) is None
+    assert from_options(["learning_rate=0.001:0.1"], None, 4).sampler == "tpe"
+    assert from_options(["seed=1,2,3"], "random", 2).space == (("seed", Choice((1, 2, 3))),)
+
+
+@pytest.mark.parametrize("options, sampler, trials, said", [
+    (["learning_rate=0.1:0.01"], "tpe", 3, "--sweep learning_rate=0.1:0.01: LOW is above HIGH"),
+    (["learning_rate=0:0.1:log"], "tpe", 3, "a log range needs 0 < LOW"),
+    (["lerning_rate=0.1:0.2"], "tpe", 3, "unknown key 'lerning_rate'"),
+    (["learning_rate=0.001:0.1"], "tpe", 0, "--trials 0: give a whole number of trials, 1 or more"),
+    (["learning_rate=0.001:0.1"], "grid", None, "--search grid with a range (learning_rate)"),
+    (["learning_rate=0.001:0.1"], "bayes", 3, "--search bayes: unknown sampler; choose one of grid, random, tpe"),
+    (["learning_rate=0.001:0.1"], "tpe", None, "add --trials N"),
+    (["learning_rate=0.001:0.1:ln"], "tpe", 3, "unknown scale 'ln'"),
+    (["seed=1,2"], None, 3, "--trials applies to --search tpe|random|cmaes"),
+    (["seed=1:4", "seed=5:6"], "tpe", 3, "--sweep seed: given twice"),
+])
+def test_every_bad_space_is_one_line(options: list[str], sampler: str | None, trials: int | None, said: str) -> None:
+    with pytest.raises(ConfigError) as raised:  # (a SweepError, or the config's own for an unknown key)
+        from_options(options, sampler, trials)
+    assert said in str(raised.value) and "\n" not in str(raised.value), raised.value
+
+
+def test_the_yaml_search_section_reads_ranges_and_lists() -> None:
+    search = from_yaml({"sampler": "random", "trials": 5, "seed": 3,
+                        "space": {"learning_rate": "1e-4:1e-2:log", "batch_size": [32, 64]}})
+    assert (search.sampler, search.trials, search.seed) == ("random", 5, 3)
+    assert dict(search.space) == {"learning_rate": Range(1e-4, 1e-2, log=True), "batch_size": Choice((32, 64))}
+    for body, said in [({"trials": 3, "space": {"learning_rate": "1:0.1"}}, "LOW is above HIGH"),
+                       ({"sampler": "tpe", "space": {"seed": "1:9"}}, "add sweep search trials: N"),
+                       ({"trials": 3, "space": {}}, "expected sampler: tpe, trials: N and space"),
+                       ({"trials": 3, "spaces": {"seed": "1:2"}, "space": {"seed": "1:2"}}, "unknown key 'spaces'")]:
+        with pytest.raises(SweepError, match=said.replace("(", r"\(")):
+            from_yaml(body)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--sweep", "learning_rate=0.1:0.01", "--search", "tpe", "--trials", "3"], "LOW is above HIGH"),
+    (["--sweep", "epochs=0:3", "--trials", "3"], "--sweep epochs: 0: epochs: must be 1 or more"),
+    (["--sweep", "learning_rate=0.001:0.1", "--search", "grid"], "a grid takes values"),
+    (["--search", "tpe"], "--search applies to a sweep"),
+    (["--sweep", "seed=1,2", "--study-storage", "sqlite:///s.db"], "--study-storage applies to a sweep with a study"),
+    (["--sweep", "optimizer=adam,sgd:x", "--search", "random", "--trials", "2"], "--sweep optimizer: sgd:x"),
+    (["--sweep", "learning_rate=0.001:0.1", "--trials", "2", "--", "python", "t.py", "--bs={batch_size}"],
+     "uses {batch_size}, which no --sweep"),
+])
+def test_render_refuses_a_bad_search_in_one_line_and_writes_nothing(args: list[str], said: str, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "sweep.sbatch"
+    code, _, err = run_main(["render", "--nodes", "2", "-o", str(output), *args], capsys)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not output.exists()
+
+
+def test_a_search_renders_one_array_whose_elements_ask_the_study(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "search.sbatch"
+    code, _, err = run_main(["render", "--nodes", "2", "-o", str(output), "--sweep", "learning_rate=1e-4:1e-2:log",
+                             "--sweep", "batch_size=32,64", "--trials", "4", "--max-parallel", "2",
+                             "--prune", "median", "--study-storage", "sqlite:////shared/s.db"], capsys)
+    assert code == 0, err
+    assert "tpe search of 4 trials" in err and "learning_rate: 0.0001..0.01 (log)" in err
+    script = output.read_text()
+    assert "#SBATCH --array=0-3%2\n" in script and 'hpc-train trial --run-dir "$run_dir"' in script
+    assert '"sampler": "tpe"' in script and '"prune": "median"' in script and 'source "$run_dir/trial.sh"' in script
+    assert '"storage": "sqlite:////shared/s.db"' in script
+    assert "case " not in script  # no values known at submit time
+
+
+def test_rendering_a_search_never_imports_optuna(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from hpc_train.cli import main; main(['render', '--nodes', '1', '--sweep', "
+            "'learning_rate=1e-4:1e-1:log', '--trials', '2', '--prune', 'hyperband', '-o', 'x.sbatch']); "
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('optuna', 'tensorflow')], 'imported'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and (tmp_path / "x.sbatch").is_file(), done.stderr
+
+
+def test_a_yaml_search_renders_and_cmaes_without_its_package_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    config = tmp_path / "search.yaml"
+    config.write_text("sweep:\n  search:\n    sampler: random\n    trials: 5\n    space:\n"
+                      "      learning_rate: 1e-4:1e-2:log\n      batch_size: [32, 64]\n")
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(config), "-o", str(tmp_path / "s.sbatch")],
+                            capsys)
+    assert code == 0 and "random search of 5 trials" in err, err
+    assert "#SBATCH --array=0-4\n" in (tmp_path / "s.sbatch").read_text()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None)
+    code, _, err = run_main(["render", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--search", "cmaes",
+                             "--trials", "3", "-o", str(tmp_path / "c.sbatch")], capsys)
+    assert code == 2 and "--search cmaes needs the cmaes package" in err and not (tmp_path / "c.sbatch").exists()
+
+
+def test_a_hostile_command_reaches_the_trial_step_as_one_inert_word(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+    import subprocess
+
+    output = tmp_path / "s.sbatch"
+    code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--sweep", "learning_rate=1e-4:1e-2:log",
+                             "--trials", "2", "--", "python", "t.py", "$(touch PWNED)", "--lr={learning_rate}"], capsys)
+    assert code == 0, err
+    [line] = [line for line in output.read_text().splitlines() if line.startswith("hpc-train trial ")]
+    # The line as the batch shell runs it, hpc-train replaced by a function that prints its arguments.
+    shown = subprocess.run(["bash", "-c", f'hpc-train() {{ printf "%s\\n" "$@"; }}; run_dir=RUN; {line}'],
+                           cwd=tmp_path, capture_output=True, text=True)
+    words = shown.stdout.splitlines()
+    assert words[:4] == ["trial", "--run-dir", "RUN", "--command"] and not (tmp_path / "PWNED").exists()
+    assert shlex.split(words[4])[-2:] == ["$(touch PWNED)", "--lr={learning_rate}"], words
