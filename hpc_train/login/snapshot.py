@@ -302,7 +302,8 @@ def settings_in_snapshot(config: TrainConfig, code: JobCode) -> TrainConfig:
     task = config.task
     if is_file_spec(task):
         named = Path(os.path.normpath(code.submit_dir / Path(task).expanduser()))
-        copy = code.tree_path(named)
+        # Already in the snapshot (--in-snapshot: submitted from its copy): it is its own copy.
+        copy = named if named.is_relative_to(code.snapshot.files) else code.tree_path(named)
         if copy is not None and code.snapshot.files.is_dir() and not copy.is_file():
             raise HpcTrainError(f"task {task}: not in the code snapshot (git-ignored, or --snapshot-exclude?); "
                                 "let git see it (git add, or remove it from .gitignore), or submit with --no-snapshot")

@@ -156,6 +156,14 @@ def test_a_task_file_runs_from_the_snapshot_and_data_from_where_it_was(tmp_path:
         settings_in_snapshot(TrainConfig(task="data/ignored_task.py"), code)
 
 
+def test_a_task_already_in_the_snapshot_is_kept_in_snapshot_as_on_a_remote(tmp_path: Path) -> None:
+    top = project(tmp_path / "proj")
+    snapshot = take_snapshot(top, tmp_path / "remote" / "runs")  # --in-snapshot: submit_dir is the remote workdir
+    code = JobCode(snapshot, tmp_path / "remote")
+    task = str(snapshot.workdir / "sub" / "task.py")
+    assert settings_in_snapshot(TrainConfig(task=task), code).task == task
+
+
 def test_the_submitted_script_starts_the_job_in_the_snapshot_from_a_hostile_folder(tmp_path: Path) -> None:
     here = tmp_path / "it's $(touch PWNED) \"x\""
     here.mkdir()
