@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import chdir, contextmanager
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,17 @@ def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str,
             script_line(f"{python} -m hpc_train", '"$run_dir"', job_body(spec, config, command),
                         task_command(spec, config, command, f"{ranks} -u -m hpc_train"),
                         output=shlex.quote(str(folder / RANK_LOG_PATTERN)))]
+
+
+@contextmanager
+def chdir(folder: Path) -> Iterator[None]:
+    """contextlib.chdir is Python 3.11+; this project promises 3.10."""
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 @contextmanager
