@@ -69,10 +69,13 @@ def _submit(args: argparse.Namespace, remote: Remote, options: Sequence[str], en
 
     if args.local:
         raise HpcTrainError("--local with --remote: --local runs the job here; drop one of them")
+    if getattr(args, "output_dir", None) is not None:  # the snapshot goes to ./runs here and there
+        raise HpcTrainError("--output-dir with --remote: the remote's runs folder is its workdir's runs; drop it")
     rest = forwarded(options, "submit", args.command, SUBMIT_OPTIONS_HERE)
     if getattr(args, "no_snapshot", False):  # the job runs the code already in the workdir
         return run.forward(remote, ["submit", "--no-snapshot", *rest[1:]], environ)
-    digest, root, relative = snapshot_here(Path.cwd(), getattr(args, "snapshot_exclude", None) or [])
+    digest, root, relative = snapshot_here(Path.cwd(), getattr(args, "snapshot_exclude", None) or [],
+                                           int(args.snapshot_limit_mb * 1024 * 1024))
     there = push_snapshot(remote, root, digest, environ)
     folder = scripts.joined(there, "files", "" if relative == "." else relative)
     return run.forward(remote, ["submit", "--in-snapshot", *rest[1:]], environ, folder=folder)

@@ -170,7 +170,7 @@ def test_submit_copies_the_snapshot_and_submits_from_its_copy_there(sshd: SshSer
     (root / "files" / "sub" / "train.py").write_text("print('hi')\n")
     (root / "snapshot.json").write_text("{}")
     taken = []
-    monkeypatch.setattr(snapshots, "snapshot_here", lambda folder, exclude: taken.append(list(exclude)) or (
+    monkeypatch.setattr(snapshots, "snapshot_here", lambda folder, exclude, limit: taken.append(list(exclude)) or (
         "d1g35t", root, "sub"))
     for name, value in laptop.items():
         if name != "PATH":

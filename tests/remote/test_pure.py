@@ -117,3 +117,22 @@ def test_a_forwarded_verb_drops_the_options_of_this_side_only() -> None:
         "submit", "--nodes", "1", "--name", "--remote-ish", "--", "python", "--remote", "x"]
     assert without(["status", "--rem=c", "12"], {"--remote": True}) == ["status", "12"]
     assert without(["status", "--re", "12"], {"--remote": True}) == ["status", "--re", "12"]
+
+
+def test_submit_remote_refuses_output_dir_in_one_line() -> None:
+    import argparse
+
+    from hpc_train.cli.forwarding import _submit
+
+    args = argparse.Namespace(local=False, output_dir=Path("elsewhere"), snapshot_limit_mb=1.0)
+    with pytest.raises(HpcTrainError, match=r"^--output-dir with --remote: .*drop it$"):
+        _submit(args, Remote("r", "host", "~/w"), ["submit", "--output-dir", "elsewhere"], {})
+
+
+def test_the_remote_snapshot_takes_the_snapshot_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.remote import snapshots
+
+    (tmp_path / "big.bin").write_bytes(b"x" * 4096)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(HpcTrainError, match="over its"):
+        snapshots.snapshot_here(tmp_path, [], 1024)
