@@ -39,6 +39,11 @@ def joined(*parts: str) -> str:
     return "/".join(part.rstrip("/") for part in parts if part)
 
 
+def mkdir_script(path: str) -> str:
+    """Make a folder there and its parents (rsync's --mkpath needs rsync 3.2.3, which many login nodes lack)."""
+    return f"mkdir -p -- {shell_path(path)}"
+
+
 def _refuse(message: str, code: int = EXIT_REFUSED) -> str:
     return f"{{ echo {shlex.quote(message)} >&2; exit {code}; }}"
 

@@ -43,7 +43,11 @@ def push_snapshot(remote: Remote, root: Path, digest: str, environ: Mapping[str,
     """Copy a snapshot's folder (runs/snapshots/DIGEST/) to the same place under the workdir; that place."""
     connect(remote, environ)
     there = snapshot_folder(remote, digest)
-    _rsync(remote, rsync_argv([f"{root}/"], f"{remote.host}:{scripts.rsync_path(there)}/", environ, ["--mkpath"]),
+    made = ask(remote, scripts.mkdir_script(there), environ)
+    if made.returncode != 0:
+        said = [line for line in made.stderr.splitlines() if line.strip()]
+        raise HpcTrainError(f"cannot make {there} on {remote.host}: {said[-1] if said else made.returncode}")
+    _rsync(remote, rsync_argv([f"{root}/"], f"{remote.host}:{scripts.rsync_path(there)}/", environ),
            f"the snapshot to {remote.host}:{there}", environ)
     return there
 

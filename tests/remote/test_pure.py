@@ -136,3 +136,22 @@ def test_the_remote_snapshot_takes_the_snapshot_limit(tmp_path: Path, monkeypatc
     monkeypatch.chdir(tmp_path)
     with pytest.raises(HpcTrainError, match="over its"):
         snapshots.snapshot_here(tmp_path, [], 1024)
+
+
+def test_a_snapshot_push_makes_its_folder_with_mkdir_not_rsync_mkpath(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.remote import transfer
+
+    calls: list[object] = []
+    monkeypatch.setattr(transfer, "connect", lambda remote, environ: None)
+    monkeypatch.setattr(transfer, "ask", lambda remote, script, environ: calls.append(script) or
+                        subprocess.CompletedProcess([], 0, "", ""))
+    monkeypatch.setattr(transfer.subprocess, "run", lambda argv, **kw: calls.append(argv) or
+                        subprocess.CompletedProcess(argv, 0, "", ""))
+    there = transfer.push_snapshot(Remote("r", "host", "~/my work"), tmp_path, "d1g", {})
+    assert calls[0] == "mkdir -p -- \"$HOME\"/'my work/runs/snapshots/d1g'" and there.endswith("snapshots/d1g")
+    assert calls[1][0] == "rsync" and not any(str(arg).startswith("--mkpath") for arg in calls[1])
+    monkeypatch.undo()  # a real shell makes a hostile path
+    made = tmp_path / "a b" / "c"
+    subprocess.run(["sh", "-c", scripts.mkdir_script(str(made))], check=True)
+    assert made.is_dir()
