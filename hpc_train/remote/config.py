@@ -84,9 +84,10 @@ def load(environ: Mapping[str, str]) -> dict[str, Remote]:
 
 
 def save(remotes: Mapping[str, Remote], environ: Mapping[str, str]) -> Path:
+    from hpc_train.runs.state import write_text_atomically
+
     path = config_file(environ)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(remotes))
+    write_text_atomically(path, render(remotes))  # a crash mid-write must not lose every remote
     return path
 
 

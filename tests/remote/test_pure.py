@@ -155,3 +155,13 @@ def test_a_snapshot_push_makes_its_folder_with_mkdir_not_rsync_mkpath(tmp_path: 
     made = tmp_path / "a b" / "c"
     subprocess.run(["sh", "-c", scripts.mkdir_script(str(made))], check=True)
     assert made.is_dir()
+
+
+def test_remotes_yaml_is_written_then_renamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.runs import state
+
+    written: list[Path] = []
+    real = state.write_text_atomically
+    monkeypatch.setattr(state, "write_text_atomically", lambda path, text: written.append(path) or real(path, text))
+    path = config.save({"c": Remote("c", "host", "~/w")}, {"XDG_CONFIG_HOME": str(tmp_path)})
+    assert written == [path] and config.load({"XDG_CONFIG_HOME": str(tmp_path)})["c"].host == "host"
