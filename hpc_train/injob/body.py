@@ -268,10 +268,10 @@ def record_job(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str
                             user_command, now)
     if body.output is None and under_slurm(env):  # srun labels every rank's lines into the batch log: say where
         record = replace(record, batch_log=SlurmClient.local(env).show_job(env["SLURM_JOB_ID"]).get("StdOut"))
-    if not record.write_new():
-        return
-    from hpc_train.login.provenance import provenance, write_provenance
+    from hpc_train.login.provenance import provenance, record_job_versions, write_provenance
 
+    if not record.write_new():
+        return record_job_versions(body.run_dir)  # submit's provenance.json: this Python's versions, not submit's
     write_provenance(body.run_dir, *provenance(None, Path.cwd()))  # no snapshot: the code on disk, git's word on it
     if record.is_element:
         count = env.get("SLURM_ARRAY_TASK_COUNT") or str(int(env.get("SLURM_ARRAY_TASK_MAX") or -1) + 1)

@@ -3,7 +3,9 @@
     {"commit": "<full hash>" | null, "dirty": bool, "snapshot": {"digest": ..., "path": ...} | null,
      "submit_dir": "...", "hpc_train": "0.1.0", "tensorflow": "2.16.1" | null, "python": "3.11.7"}
 
-Written at submit time, for every job and each element of a sweep. The versions are read from package metadata
+Written at submit time, for every job and each element of a sweep, with git's word then; the job's first attempt
+replaces the versions with its own Python's ("versions_from": "job"): the login node's may differ or lack
+TensorFlow. The versions are read from package metadata
 (importlib.metadata), never by importing TensorFlow: a login node's command starts without it.
 """
 
@@ -51,6 +53,17 @@ def provenance(snapshot: Snapshot | None, submit_dir: Path) -> tuple[dict, str]:
     record = {"commit": git["commit"], "dirty": git["dirty"], "snapshot": where,
               "submit_dir": str(submit_dir.absolute()), **versions()}
     return record, git["diff"]
+
+
+def record_job_versions(folder: Path) -> None:
+    """The versions of the Python running the job, into submit's provenance.json, on the job's first attempt only
+    (a requeue keeps what the first recorded); the submit-time git fields stay."""
+    path = folder / PROVENANCE
+    if not path.is_file():
+        return
+    record = json.loads(path.read_text())
+    if record.get("versions_from") != "job":
+        write_text_atomically(path, json.dumps({**record, **versions(), "versions_from": "job"}, indent=2) + "\n")
 
 
 def write_provenance(folder: Path, record: dict, diff: str) -> None:

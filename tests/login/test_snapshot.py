@@ -187,6 +187,7 @@ def test_the_submitted_script_starts_the_job_in_the_snapshot_from_a_hostile_fold
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [f"CWD={snapshot / 'files'}", f"SUBMIT={here}", f"SNAPSHOT={snapshot}"]
     assert (snapshot / "files" / "train.py").read_text() == "print('submitted')\n"
+    assert json.loads((here / "runs" / "n-4242" / "provenance.json").read_text())["versions_from"] == "job"
     assert not list(tmp_path.rglob("PWNED"))
     subprocess.run(["rm", "-rf", str(snapshot)], check=True)  # gone: the attempt ends, never runs the code on disk
     gone = subprocess.run(["bash", str(tmp_path / "submitted.sh")], cwd=here, capture_output=True, text=True,
@@ -240,3 +241,17 @@ def test_in_snapshot_submits_a_snapshot_stored_already_from_its_workdir(tmp_path
     folder = workdir / "runs" / "sub-4242"  # named after the folder submitted from, not "files"
     assert json.loads((folder / "provenance.json").read_text())["commit"] == git(top, "rev-parse", "HEAD").strip()
     assert sorted(os.listdir(workdir / "runs" / "snapshots")) == [taken.digest]  # no new snapshot taken
+
+
+def test_the_jobs_first_attempt_records_its_own_versions_keeping_the_git_fields(tmp_path: Path) -> None:
+    from hpc_train.login.provenance import record_job_versions, write_provenance
+
+    write_provenance(tmp_path, {"commit": "abc", "dirty": True, "tensorflow": None, "python": "0.0.0"}, "")
+    record_job_versions(tmp_path)
+    first = json.loads((tmp_path / "provenance.json").read_text())
+    assert first["commit"] == "abc" and first["dirty"] and first["versions_from"] == "job"
+    assert first["python"] == ".".join(map(str, sys.version_info[:3]))
+    (tmp_path / "provenance.json").write_text(json.dumps({**first, "python": "9.9.9"}))
+    record_job_versions(tmp_path)  # a requeue: the first attempt's stay
+    assert json.loads((tmp_path / "provenance.json").read_text())["python"] == "9.9.9"
+    record_job_versions(tmp_path / "none")  # no provenance.json: nothing to do
