@@ -95,6 +95,21 @@ def _check_snapshot_options(args: argparse.Namespace) -> None:
         args.name = project_name(taken_of(stored_snapshot(Path.cwd())))
 
 
+def _check_request(args: argparse.Namespace, is_sweep: bool) -> None:
+    """One line for --local, --home and a sweep that contradict each other, or a --home that activates nothing."""
+    from hpc_train.errors import HpcTrainError
+
+    if args.local and is_sweep:
+        raise HpcTrainError("--local with a sweep: a sweep runs as a Slurm job array; drop --local (hpc-train "
+                            "cluster up gives a local Slurm)")
+    if args.local and args.home:
+        raise HpcTrainError("--home with --local: --local runs the ranks here, in this environment; drop --home")
+    if args.home is not None:  # (render may name a folder of another machine: its script copes with none there)
+        from hpc_train.login.script import activation_script
+
+        activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
+
+
 def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
     """The snapshot the job runs (none with --no-snapshot; a dry run's is not stored) and the runs folder.
     --in-snapshot: this directory is a stored snapshot's workdir; the job's submit directory is the runs folder's
@@ -125,12 +140,12 @@ def run(args: argparse.Namespace) -> int:
     import os
     import shutil
 
-    from hpc_train.errors import HpcTrainError
     from hpc_train.login import submission as submit
 
     _check_snapshot_options(args)
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
+    _check_request(args, sweep is not None)  # before the snapshot is stored: a refused submit leaves none
     code, runs = job_code(args)
     if code is not None:
         from hpc_train.login.snapshot import settings_in_snapshot
@@ -138,12 +153,6 @@ def run(args: argparse.Namespace) -> int:
         train = settings_in_snapshot(train, code)
     if sweep is not None:
         return _submit_sweep(args, spec, train, sweep, home, code, runs)
-    if args.local and args.home:
-        raise HpcTrainError("--home with --local: --local runs the ranks here, in this environment; drop --home")
-    if args.home is not None:  # (render may name a folder of another machine: its script copes with none there)
-        from hpc_train.login.script import activation_script
-
-        activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
     if args.dry_run:
         if spec.heterogeneous and shutil.which("sbatch"):  # refused as submit would refuse it, nothing queued
             from hpc_train.login.preflight import check_request
@@ -165,13 +174,9 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
     """One sbatch of one job array; --dry-run shows the elements and the script instead."""
     import sys
 
-    from hpc_train.errors import HpcTrainError
     from hpc_train.login import submission as submit
     from hpc_train.login.sweep import table
 
-    if args.local:
-        raise HpcTrainError("--local with a sweep: a sweep runs as a Slurm job array; drop --local (hpc-train "
-                            "cluster up gives a local Slurm)")
     shown = "\n".join([f"hpc-train submit: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s):",
                        *(f"  {row}" for row in table(sweep))])
     if args.dry_run:

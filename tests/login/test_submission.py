@@ -287,3 +287,11 @@ def test_a_jobs_default_name_is_its_project_folders_as_in_the_starters_script(tm
     hidden = tmp_path / ".hidden"
     hidden.mkdir()
     assert "#SBATCH --job-name=hidden" in hpc_train("render", "--nodes", "1", cwd=hidden).stdout
+
+
+def test_a_refused_submit_stores_no_snapshot(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    for refused in (["--local", "--sweep", "seed=1,2"], ["--local", "--home", str(tmp_path)]):
+        result = hpc_train("submit", "--nodes", "1", *refused, "--", "python", "train.py", cwd=tmp_path)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert not (tmp_path / "runs" / "snapshots").exists()
