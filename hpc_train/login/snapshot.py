@@ -300,7 +300,10 @@ def settings_in_snapshot(config: TrainConfig, code: JobCode) -> TrainConfig:
     from hpc_train.training.usertask import is_file_spec
 
     task = config.task
-    if is_file_spec(task):
+    in_copy = Path(os.path.normpath(code.snapshot.workdir / Path(task).expanduser()))
+    if is_file_spec(task) and in_copy.is_relative_to(code.snapshot.files) and in_copy.is_file():
+        pass  # its copy is there, from the workdir where the ranks run (--in-snapshot from a subfolder too)
+    elif is_file_spec(task):
         named = Path(os.path.normpath(code.submit_dir / Path(task).expanduser()))
         # Already in the snapshot (--in-snapshot: submitted from its copy): it is its own copy.
         copy = named if named.is_relative_to(code.snapshot.files) else code.tree_path(named)

@@ -162,6 +162,8 @@ def test_a_task_already_in_the_snapshot_is_kept_in_snapshot_as_on_a_remote(tmp_p
     code = JobCode(snapshot, tmp_path / "remote")
     task = str(snapshot.workdir / "sub" / "task.py")
     assert settings_in_snapshot(TrainConfig(task=task), code).task == task
+    sub = take_snapshot(top / "sub", tmp_path / "remote" / "runs")  # from a subfolder: relative to its copy
+    assert settings_in_snapshot(TrainConfig(task="task.py"), JobCode(sub, tmp_path / "remote")).task == "task.py"
 
 
 def test_the_submitted_script_starts_the_job_in_the_snapshot_from_a_hostile_folder(tmp_path: Path) -> None:
