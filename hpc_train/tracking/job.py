@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hpc_train.runs import attempts
+from hpc_train.runs import attempts, study
 from hpc_train.runs.folders import RECORD, element_id, run_folder
 from hpc_train.runs.metrics import metrics_path
 from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
@@ -35,7 +35,8 @@ class JobTracking:
 
     def __init__(self, run_dir: Path, settings: TrackSettings, say: Callable[[str], None],
                  env: Mapping[str, str]) -> None:
-        self.run_dir, self.settings, self.say, self.env = Path(run_dir), settings, say, env
+        # absolute: the job body runs in the code snapshot, not where the run folder's relative path starts
+        self.run_dir, self.settings, self.say, self.env = Path(run_dir).resolve(), settings, say, env
         self.record = read_json_object(self.run_dir / RECORD)
         self.since = time.time()
         self.mlflow: Any = None
@@ -134,7 +135,7 @@ class JobTracking:
                 mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)
                 return
             mlflow_run.close_run(self.mlflow, str(self.run_id), self.run_dir, status, self._tags())
-            close_parent_when_done(self.mlflow, self.record)
+            close_parent_when_done(self.mlflow, self.record, self.run_dir)
         except Exception as error:  # noqa: BLE001
             if not quietly:
                 raise
@@ -145,6 +146,7 @@ class JobTracking:
         history = attempts.recorded(state)
         said = [attempts.describe(attempt, index + 1) for index, attempt in enumerate(history)]
         tags = tags_of(self.record, state, self.env.get("SLURM_JOB_NODELIST"), said)
+        tags["hpc_train.run_dir"] = str(self.run_dir)  # absolute: where to find it whatever the cwd
         commit = git_commit()
         return {**tags, **({"mlflow.source.git.commit": commit} if commit else {})}
 
@@ -153,7 +155,7 @@ class JobTracking:
         sweep = self.record.get("sweep")
         if not sweep or sweep == self.record.get("job_id"):
             return {}
-        return {"mlflow.parentRunId": sweep_run(self.mlflow, self.settings, sweep_folder(self.record)),
+        return {"mlflow.parentRunId": sweep_run(self.mlflow, self.settings, study.sweep_folder(self.run_dir)),
                 "hpc_train.sweep": str(sweep)}
 
 
@@ -166,11 +168,6 @@ def job_settings(run_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
-
-
-def sweep_folder(record: Mapping[str, Any]) -> Path:
-    """The sweep's own folder, runs/NAME-ARRAYID, beside its element's."""
-    return run_folder(Path(str(record.get("folder", ""))).parent, str(record.get("name", "")), str(record["sweep"]))
 
 
 def sweep_run(mlflow: Any, settings: TrackSettings, folder: Path) -> str:
@@ -187,11 +184,12 @@ def sweep_run(mlflow: Any, settings: TrackSettings, folder: Path) -> str:
         return str(run.info.run_id)
 
 
-def close_parent_when_done(mlflow: Any, record: Mapping[str, Any]) -> None:
+def close_parent_when_done(mlflow: Any, record: Mapping[str, Any], run_dir: Path) -> None:
     """The sweep's run ends FINISHED once every element's run has ended (the last element to end closes it)."""
     if not record.get("sweep") or record.get("sweep") == record.get("job_id"):
         return
-    folder = sweep_folder(record)
+    # from the element's absolute folder, not record["folder"] (relative to the submit directory, not the cwd)
+    folder = study.sweep_folder(Path(run_dir).resolve())
     sweep = read_json_object(folder / RECORD)
     count = len(sweep.get("elements") or [])
     elements = [run_folder(folder.parent, str(record.get("name")), element_id(str(record["sweep"]), index))
