@@ -62,6 +62,8 @@ class Grace:
     # A stop this soon after the first is the same request delivered twice, not a second ask: under Slurm a task
     # may get scancel's SIGTERM from its step and again through srun, which forwards what it receives.
     same_request_seconds: float = 2.0
+    # What the run records of an end at once (state.json) gets this long: its file system may be the one that hangs.
+    record_seconds: float = 2.0
 
     def for_boundary(self, longest_stretch: float) -> float:
         return max(self.floor_seconds, self.stretches * longest_stretch)
@@ -75,6 +77,13 @@ def stuck_line(signal_name: str, second: bool, boundary_reached: bool, waited: f
     cause = f"{signal_name} again" if second else f"no step boundary within {waited:.0f} s of {signal_name}"
     return (f"hpc-train: stopping at once ({cause}): the training step never returned (its input stopped "
             "flowing, or a collective waits for a peer); nothing saved since the last checkpoint")
+
+
+def _quietly(record: Callable[[str, str], None], signal_name: str, line: str) -> None:
+    try:
+        record(signal_name, line)
+    except Exception:  # noqa: BLE001 - the process ends whatever the record's trouble
+        pass
 
 
 def _end_now(line: str, code: int) -> None:
@@ -182,10 +191,11 @@ class StopSignals:
 
     def _end_at_once(self, signal_name: str, line: str, signum: int) -> None:
         if self._before_ending is not None:
-            try:
-                self._before_ending(signal_name, line)
-            except Exception:  # noqa: BLE001 - the process must end whatever the record's trouble
-                pass
+            # On a thread of its own, waited for a moment only: the file system it writes to may be what hangs.
+            record = threading.Thread(target=_quietly, args=(self._before_ending, signal_name, line),
+                                      name="hpc-train stop record", daemon=True)
+            record.start()
+            record.join(self._grace.record_seconds)
         self._end(line, 128 + signum)
 
     def grace_seconds(self) -> float:

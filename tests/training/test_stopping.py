@@ -180,3 +180,21 @@ def test_what_the_run_records_comes_before_the_end_and_its_failure_does_not_stop
         signals.close()
         for signum, handler in before.items():
             signal.signal(signum, handler)
+
+
+def test_a_record_that_hangs_delays_the_end_by_its_allowance_only() -> None:
+    ended, release = Ended(), threading.Event()
+    signals = StopSignals(Grace(floor_seconds=30.0, same_request_seconds=0.0, record_seconds=0.3), end=ended)
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signals.install().watch(lambda name, line: release.wait(30))  # a file system that stopped answering
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        started = time.monotonic()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert ended.event.wait(5) and time.monotonic() - started < 2.0
+    finally:
+        release.set()
+        signals.close()
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
