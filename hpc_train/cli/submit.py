@@ -146,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
     _check_request(args, sweep is not None)  # before the snapshot is stored: a refused submit leaves none
+    if not (args.local or args.dry_run) and shutil.which("sbatch"):  # and what Slurm would refuse, likewise
+        from hpc_train.login.preflight import check_request
+
+        check_request(spec, os.environ)
     code, runs = job_code(args)
     if code is not None:
         from hpc_train.login.snapshot import settings_in_snapshot

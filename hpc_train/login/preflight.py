@@ -47,8 +47,15 @@ def limit_problems(spec: JobRequest, partition: Partition, group: Group | None =
     return problems
 
 
+# The requests this process found Slurm would run: submit checks before storing the code snapshot, and the
+# submission itself checks again; one `sbatch --test-only` is enough.
+_PASSED: set[JobRequest] = set()
+
+
 def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
     """Raise JobSpecError naming the first thing a group's partition cannot give; return when Slurm would run it."""
+    if spec in _PASSED:
+        return
     problems = []
     for group in spec.groups:
         partition = _partition(group, env)
@@ -58,6 +65,7 @@ def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
         problems = [refusal] if refusal else []
     if problems:
         raise JobSpecError(problems[0])
+    _PASSED.add(spec)
 
 
 def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:

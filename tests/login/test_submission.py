@@ -69,13 +69,14 @@ def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
 
 
 def test_dry_run_shows_what_submit_submits(tmp_path: Path) -> None:
-    fake = mock_slurm(tmp_path / "fake")
-    (tmp_path / "runs" / "mine").mkdir(parents=True)  # the user's: a dry run leaves it be
+    fake = mock_slurm(tmp_path / "fake")  # (outside the folder submitted from: what it records is not code)
+    here = tmp_path / "here"
+    (here / "runs" / "mine").mkdir(parents=True)  # the user's: a dry run leaves it be
     args = ("submit", "--nodes", "2", "--name", "a b", "--set", "epochs=3")
-    shown = hpc_train(*args, "--dry-run", cwd=tmp_path, fake=fake)
+    shown = hpc_train(*args, "--dry-run", cwd=here, fake=fake)
     assert shown.returncode == 0, shown.stderr
-    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["mine"] and not fake.scripts()
-    assert hpc_train(*args, cwd=tmp_path, fake=fake).returncode == 0
+    assert sorted(path.name for path in (here / "runs").iterdir()) == ["mine"] and not fake.scripts()
+    assert hpc_train(*args, cwd=here, fake=fake).returncode == 0
     assert fake.scripts() == [shown.stdout]
 
 
