@@ -91,7 +91,7 @@ def test_status_and_list_read_failed_and_completed_jobs_from_sacct(env: dict[str
     status = hpc_train(tmp_path, env, "status", failing)
     assert "failed, exit 3:0 [sacct]" in status and "last:    going" in status, status
     status = hpc_train(tmp_path, env, "status", fine)
-    assert "completed, exit 0:0 [sacct]" in status and "last:    fine" in status and "requeued" not in status
+    assert "completed, exit 0:0 [sacct]" in status and "last:    fine" in status and "requeued" not in status, status
     listed = hpc_train(tmp_path, env, "list")
     assert re.search(rf"^{failing} +fails +failed", listed, re.M) and re.search(rf"^{fine} +fine +completed",
                                                                                  listed, re.M)
