@@ -32,12 +32,18 @@ def one_line_error(result: object, *words: str) -> str:
     return stderr
 
 
+def fake_commands(folder: Path, **scripts: str) -> Path:
+    """A folder of executable shell scripts, a name each (for a remote's PATH)."""
+    folder.mkdir()
+    for name, body in scripts.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}")
+        (folder / name).chmod(0o755)
+    return folder
+
+
 def test_remote_check_says_each_thing_it_checked_on_a_line(sshd: SshServer, laptop: dict[str, str],
                                                            tmp_path: Path) -> None:
-    fake_slurm = tmp_path / "slurm-bin"
-    fake_slurm.mkdir()
-    (fake_slurm / "sinfo").write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'slurm 22.05.8'\nexit 0\n")
-    (fake_slurm / "sinfo").chmod(0o755)
+    fake_slurm = fake_commands(tmp_path / "slurm-bin", sinfo="[ \"$1\" = --version ] && echo 'slurm 22.05.8'\nexit 0\n")
     add(laptop, "c", GOOD, tmp_path / "work", sshd.setup() + f"; export PATH={fake_slurm}:$PATH")
     checked = hpc_train(laptop, "remote", "check", "c", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -51,11 +57,9 @@ def test_remote_check_says_each_thing_it_checked_on_a_line(sshd: SshServer, lapt
 
 def test_remote_check_fails_where_slurm_does_not_answer_and_says_it(sshd: SshServer, laptop: dict[str, str],
                                                                        tmp_path: Path) -> None:
-    silent = tmp_path / "slurm-bin"
-    silent.mkdir()
-    (silent / "sinfo").write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'slurm 22.05.8' && exit 0\n"
-                                  "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2; exit 1\n")
-    (silent / "sinfo").chmod(0o755)
+    silent = fake_commands(tmp_path / "slurm-bin",
+                           sinfo="[ \"$1\" = --version ] && echo 'slurm 22.05.8' && exit 0\n"
+                                 "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2; exit 1\n")
     add(laptop, "c", GOOD, tmp_path / "work", sshd.setup() + f"; export PATH={silent}:$PATH")
     checked = hpc_train(laptop, "remote", "check", "c", cwd=tmp_path)
     assert checked.returncode == 1
@@ -93,10 +97,7 @@ def test_hpc_train_missing_on_the_remote_is_one_line(laptop: dict[str, str], tmp
 
 def test_an_older_hpc_train_on_the_remote_is_one_line(sshd: SshServer, laptop: dict[str, str],
                                                       tmp_path: Path) -> None:
-    old = tmp_path / "old-bin"
-    old.mkdir()
-    (old / "hpc-train").write_text("#!/bin/sh\necho 'hpc-train 0.0.9'\n")
-    (old / "hpc-train").chmod(0o755)
+    old = fake_commands(tmp_path / "old-bin", **{"hpc-train": "echo 'hpc-train 0.0.9'\n"})
     add(laptop, "c", GOOD, tmp_path / "work", f"export PATH={old}:$PATH")
     result = hpc_train(laptop, "list", "--remote", "c", cwd=tmp_path)
     one_line_error(result, "hpc-train 0.0.9 on login is too old for this one (0.1.0)", "pip install -U hpc-train")
