@@ -227,3 +227,40 @@ def test_a_job_script_gives_hang_minutes_to_the_trainer_and_the_body_reads_it() 
     assert parse(["--name", "m", "--hang-minutes", "5", "--trainer", "--", "t", "--set", "hang_minutes=3"], {},
                  0.0)[0].hang_minutes == 5  # the body's own option wins
     assert parse(["--name", "m", "--", "cmd", "--set", "hang_minutes=3"], {}, 0.0)[0].hang_minutes is None
+
+
+def test_the_start_up_allowance_is_the_trainers_startup_timeout(tmp_path: Path) -> None:
+    from hpc_train.injob.watchdog import trainers_startup
+
+    config = tmp_path / "config.yaml"
+    config.write_text("epochs: 2\nstartup_timeout: 900\n")
+    assert trainers_startup(["hpc-train", "train", "--config", str(config)], None) == 900
+    assert trainers_startup(["hpc-train", "train", f"--config={config}"], None) == 900
+    assert trainers_startup(["hpc-train", "train", "--config", str(config)], "60") == 60  # --set wins, as in the trainer
+    for said in (None, "0", "-5", "soon"):  # none, or one the trainer refuses: its default
+        assert trainers_startup(["hpc-train", "train"], said) == watchdog.STARTUP_SECONDS
+    assert trainers_startup(["hpc-train", "train", "--config", str(tmp_path / "gone.yaml")], None) == 300
+    assert threshold_seconds(1, beats(), startup=900) == 60 + 900
+    assert is_hung(1, beats(), 959, startup=900) is False and is_hung(1, beats(), 960, startup=900)
+    assert threshold_seconds(1, beats(5), startup=900) == 60  # after the first beat: no allowance
+
+
+def test_the_body_gives_the_watchdog_the_trainers_startup_timeout_and_a_command_the_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.injob import body as body_module
+
+    watched: list[watchdog.Watch] = []
+
+    class Seen(watchdog.Watchdog):
+        def start(self) -> "Seen":
+            watched.append(self.watch)
+            return self
+
+    monkeypatch.setattr(watchdog, "Watchdog", Seen)
+    monkeypatch.setattr(body_module, "run_step", lambda *args: 0)
+    trainer = ["hpc-train", "train", "--set", "startup_timeout=1200", "--output-dir", str(tmp_path)]
+    body_module.watched_step(JobBody(tmp_path), trainer, {})
+    body_module.watched_step(JobBody(tmp_path, command=True), ["python", "t.py", "--set", "startup_timeout=9"], {})
+    body_module.watched_step(JobBody(tmp_path), ["hpc-train", "train"], {})
+    assert [watch.startup for watch in watched] == [1200, None, 300]
+    assert threshold_seconds(None, beats(), watched[0].startup) == watchdog.FLOOR_SECONDS + 1200
