@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.injob import pyspy, watchdog
-from hpc_train.injob.body import JobBody, run_job
+from hpc_train.injob import pyspy
 from hpc_train.injob.supervisor import CommandJob, supervised_arguments
 from hpc_train.runs import stacks
+from tests.injob.test_watchdog import hung_job
 
 SPIED = """rank 0, attempt 1, pid 41, 2026-11-25 06:36:44
 Process 42: /v/bin/python /home/me/train.py
@@ -82,6 +82,7 @@ def test_a_command_that_is_not_python_gets_the_paragraph_from_py_spy_itself(tmp_
 COMMAND = """
 import time
 def waits_for_data():
+    print("waiting for data", flush=True)
     while True:
         time.sleep(0.2)
 waits_for_data()
@@ -90,21 +91,35 @@ waits_for_data()
 
 def test_a_hung_commands_stacks_come_from_py_spy_through_its_supervisor(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(watchdog, "STARTUP_SECONDS", 0.0)
-    monkeypatch.setattr(watchdog, "POLL_SECONDS", 0.5)
-    monkeypatch.setattr(watchdog, "STACKS_WAIT_SECONDS", 6.0)
     (tmp_path / "cmd.py").write_text(COMMAND)
     run_dir = tmp_path / "run"
     # A shell that starts Python, as a wrapper script would: py-spy reads the Python under it.
     job = CommandJob(("sh", "-c", f"{sys.executable} {tmp_path / 'cmd.py'}; true"))
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
-    body = JobBody(run_dir, nodes=1, tasks_per_node=2, command=True, hang_minutes=0.05)  # 3 s
-    assert run_job(body, [sys.executable, "-m", "hpc_train", *supervised_arguments(job)], env) == 143
+    assert hung_job(monkeypatch, run_dir, [sys.executable, "-m", "hpc_train", *supervised_arguments(job)], 6.0) == 143
 
     assert "hpc-train: hung: no progress on any rank for 3 s" in capsys.readouterr().err
     for rank in (0, 1):
         dump = stacks.stacks_file(run_dir, 1, rank).read_text()
         assert dump.startswith(f"rank {rank}, attempt 1, pid ") and "Python v3" in dump, dump
-        assert f"waits_for_data ({tmp_path / 'cmd.py'}:5)" in dump, dump
+        assert f"waits_for_data ({tmp_path / 'cmd.py'}:6)" in dump, dump
     assert stacks.newest_chief_top(run_dir, 1) == ("attempt-1-rank-0.txt",
-                                                  [f'File "{tmp_path / "cmd.py"}", line 5 in waits_for_data'])
+                                                  [f'File "{tmp_path / "cmd.py"}", line 6 in waits_for_data'])
+
+
+def test_a_command_that_answered_for_itself_keeps_its_answer(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pyspy, "OWN_ANSWER_SECONDS", 0.0)
+    (tmp_path / "cmd.py").write_text(COMMAND)
+    command = subprocess.Popen([sys.executable, str(tmp_path / "cmd.py")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert command.stdout is not None and command.stdout.readline() == "waiting for data\n"
+        stacks.request_stacks(tmp_path, 2)
+        answer = pyspy.answer_for(command.pid, os.environ)
+        answer(tmp_path, 2, 1)  # nobody answered: py-spy does
+        assert "waits_for_data (" in stacks.stacks_file(tmp_path, 2, 1).read_text()
+        stacks.stacks_file(tmp_path, 2, 0).write_text("rank 0, attempt 2: its own faulthandler dump\n")
+        answer(tmp_path, 2, 0)
+        assert stacks.stacks_file(tmp_path, 2, 0).read_text() == "rank 0, attempt 2: its own faulthandler dump\n"
+    finally:
+        command.kill()
+        command.wait()

@@ -124,17 +124,21 @@ stuck_waiting_for_data()
 """
 
 
-def test_the_body_records_stacks_and_ends_a_step_on_which_no_rank_moves(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def hung_job(monkeypatch: pytest.MonkeyPatch, run_dir: Path, command: list[str], stacks_wait: float) -> int:
+    """A command job of 2 ranks under the mock launcher, its watchdog quick (a hang after 3 s): its exit code."""
     monkeypatch.setattr(watchdog, "STARTUP_SECONDS", 0.0)
     monkeypatch.setattr(watchdog, "POLL_SECONDS", 0.5)
-    monkeypatch.setattr(watchdog, "STACKS_WAIT_SECONDS", 3.0)
+    monkeypatch.setattr(watchdog, "STACKS_WAIT_SECONDS", stacks_wait)
+    body = JobBody(run_dir, nodes=1, tasks_per_node=2, command=True, hang_minutes=0.05)  # 3 s
+    return run_job(body, command, {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")})
+
+
+def test_the_body_records_stacks_and_ends_a_step_on_which_no_rank_moves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     run_dir = tmp_path / "run"
-    body = JobBody(run_dir, nodes=1, tasks_per_node=2, command=True, hang_minutes=0.05)  # 3 s
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
-    code = run_job(body, [sys.executable, str(script)], env)
+    code = hung_job(monkeypatch, run_dir, [sys.executable, str(script)], 3.0)
 
     assert code == 143  # the step ended by the watchdog's SIGTERM (no Slurm: not retried here)
     err = capsys.readouterr().err
