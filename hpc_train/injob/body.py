@@ -370,11 +370,12 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
 
 
 def trainers_hang_minutes(command: Sequence[str]) -> float | None:
-    """`--set hang_minutes=M` given to the trainer (the slurm/*.sh scripts' way of saying settings), the last one;
-    None when there is none or it is not a number (the trainer refuses it then) (pure)."""
-    from hpc_train.injob.watchdog import number
+    """The trainer's hang_minutes: its last `--set hang_minutes=M` (the slurm/*.sh scripts' way of saying settings),
+    else its --config file's; None when there is none or it is not a number (the trainer refuses it then)."""
+    from hpc_train.injob.watchdog import config_setting, number
 
-    return number(trainers_setting(command, "hang_minutes"))
+    said = trainers_setting(command, "hang_minutes")
+    return number(said if said is not None else config_setting(command, "hang_minutes"))
 
 
 def trainers_setting(command: Sequence[str], key: str) -> str | None:

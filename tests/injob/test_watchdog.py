@@ -268,3 +268,15 @@ def test_the_body_gives_the_watchdog_the_trainers_startup_timeout_and_a_command_
     body_module.watched_step(JobBody(tmp_path), ["hpc-train", "train"], {})
     assert [watch.startup for watch in watched] == [1200, None, 300]
     assert threshold_seconds(None, beats(), watched[0].startup) == watchdog.FLOOR_SECONDS + 1200
+
+
+def test_a_job_scripts_trainer_config_file_gives_hang_minutes_unless_set_says_otherwise(tmp_path: Path) -> None:
+    from hpc_train.injob.body import parse
+
+    config = tmp_path / "mnist.yaml"
+    config.write_text("epochs: 2\nhang_minutes: 4\n")
+    line = ["--name", "m", "--trainer", "--", "hpc-train", "train", "--config", str(config)]
+    assert parse(line, {}, 0.0)[0].hang_minutes == 4
+    assert parse([*line, "--set", "hang_minutes=0"], {}, 0.0)[0].hang_minutes == 0
+    config.write_text("epochs: 2\nhang_minutes:\n")  # empty: the run's own pace
+    assert parse(line, {}, 0.0)[0].hang_minutes is None
