@@ -180,14 +180,15 @@ def _quietly(call: Callable[[], int], what: str, otherwise: int) -> int:
 
 def watched_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> int:
     """The step, with the hang watchdog beside it (watchdog.py): it ends a step on which no rank makes progress."""
-    from hpc_train.injob.watchdog import Watch, Watchdog
+    from hpc_train.injob.watchdog import Watch, Watchdog, trainers_startup
 
     step: list[Any] = []  # srun's process once started (under Slurm); the watchdog ends it
-    watch = Watch(body.run_dir, body.hang_minutes, body.command, restart_count(env) + 1)
+    said = trainers_setting(rank_command, "startup_timeout")  # the rendezvous' (a command's: the default)
+    startup = None if body.command else trainers_startup(rank_command, said)
+    watch = Watch(body.run_dir, body.hang_minutes, body.command, restart_count(env) + 1, startup)
     here = not under_slurm(env)
     dog = Watchdog(watch, lambda: end_step(step, here), say=lambda line: print(line, file=sys.stderr, flush=True))
-    if body.hang_minutes is None or body.hang_minutes > 0:
-        dog.start()
+    dog.start()  # (not with hang_minutes 0: off)
     try:
         return run_step(body, rank_command, env, step)
     finally:
@@ -369,13 +370,12 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
 
 
 def trainers_hang_minutes(command: Sequence[str]) -> float | None:
-    """`--set hang_minutes=M` given to the trainer (the slurm/*.sh scripts' way of saying settings), the last one;
-    None when there is none or it is not a number (the trainer refuses it then) (pure)."""
-    value = trainers_setting(command, "hang_minutes")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    """The trainer's hang_minutes: its last `--set hang_minutes=M` (the slurm/*.sh scripts' way of saying settings),
+    else its --config file's; None when there is none or it is not a number (the trainer refuses it then)."""
+    from hpc_train.injob.watchdog import config_setting, number
+
+    said = trainers_setting(command, "hang_minutes")
+    return number(said if said is not None else config_setting(command, "hang_minutes"))
 
 
 def trainers_setting(command: Sequence[str], key: str) -> str | None:

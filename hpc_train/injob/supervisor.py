@@ -24,6 +24,9 @@ command's exit:
   ended it), so a rank that dies ends the step (`srun --kill-on-bad-exit=1`)
   and the job is FAILED with that code.
 
+The job's hang watchdog (watchdog.py) may ask every rank for its stacks: the command has no thread of ours
+to answer, so this process answers for it with py-spy's dump of its Python processes (pyspy.py).
+
 The command's `tf.keras` is tf-keras (TF_USE_LEGACY_KERAS=1) when it fits this
 TensorFlow, unless the user set the variable or chose `--keras 3`
 (bootstrap/keras.py); the rank line says which. Its stderr goes through the
@@ -39,7 +42,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -52,6 +55,8 @@ from hpc_train.errors import HpcTrainError
 from hpc_train.config import COMMAND_SIGNALS, DEFAULT_MAX_REQUEUES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
+from hpc_train.runs.stacks import answer_requests
+from hpc_train.injob.pyspy import allow_parent_to_trace, answer_for
 from hpc_train.injob.requeue import requeue_stopped
 from hpc_train.training import stderr_filter
 
@@ -136,12 +141,15 @@ def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
         # Started ignoring the warnings it is not to see (ignored signals stay ignored across exec): USR2, and
         # USR1 too when the warning reaches it as TERM.
         ignored = (signal.SIGUSR2,) if job.command_signal == "USR1" else (signal.SIGUSR1, signal.SIGUSR2)
-        child = subprocess.Popen(list(job.command), env=dict(env), preexec_fn=lambda: _ignore(ignored))
+        traceable = allow_parent_to_trace()  # py-spy, this process's child, may read its stacks (pyspy.py)
+        child = subprocess.Popen(list(job.command), env=dict(env), preexec_fn=lambda: _ignore(ignored, traceable))
     except FileNotFoundError:
         raise HpcTrainError(f"command not found: {job.command[0]!r}; check the command after --") from None
     except OSError as error:  # not executable, no #! line, ...
         raise HpcTrainError(f"cannot run {job.command[0]!r}: {error.strerror}; check the command after --") from None
     relay.child = child
+    if env.get("HPC_TRAIN_RUN_DIR"):  # the hang watchdog may ask for the command's stacks: py-spy answers
+        answer_requests(env["HPC_TRAIN_RUN_DIR"], env, answer_for(child.pid, env))
     returncode = child.wait()
     code = exit_code(returncode)
     if code != 0 and env.get("HPC_TRAIN_RUN_DIR") and not (code in GO_ON_LATER and relay.warned):
@@ -182,9 +190,10 @@ def _requeue(job: CommandJob, env: Mapping[str, str], code: int) -> None:
         _say(f"{outcome.says()}; resubmit the job to go on")
 
 
-def _ignore(signals: tuple[signal.Signals, ...]) -> None:
+def _ignore(signals: tuple[signal.Signals, ...], then: Callable[[], None]) -> None:
     for signum in signals:
         signal.signal(signum, signal.SIG_IGN)
+    then()
 
 
 class _Relay:

@@ -15,17 +15,21 @@ The decision is pure (`threshold_seconds`, `is_hung`): an explicit
 hang_minutes wins (down to 1 minute; 0 turns the watchdog off); otherwise the
 run's own pace sets it, 20 times the longest gap between beats seen, never
 under 10 minutes, so a slow but moving run is never taken for a hang. Before
-the first beat the start-up allowance (the rendezvous' startup_timeout) is
-added: TensorFlow's import, the data, the first compile.
+the first beat the start-up allowance is added: the trainer's rendezvous'
+startup_timeout (its `--set startup_timeout=S` or --config file's, else 300 s;
+a command's: 300 s), which also covers TensorFlow's import, the data, the
+first compile.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from hpc_train.runs import attempts, stacks
 
@@ -53,20 +57,47 @@ class Beats:
         return Beats(self.started, now, max(self.longest_gap, gap))
 
 
-def threshold_seconds(hang_minutes: float | None, beats: Beats) -> float | None:
-    """How long without a beat is a hang; None: never (hang_minutes 0) (pure)."""
+def number(text: str | None) -> float | None:
+    """A setting's text as a number; None when there is none or it is not one (the trainer refuses it) (pure)."""
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def trainers_startup(command: Sequence[str], said: str | None) -> float:
+    """The start-up allowance of a trainer's step: the rendezvous' startup_timeout, as the trainer reads it: its
+    `--set startup_timeout=S` (`said`), else its --config file's, else its default."""
+    seconds = number(said if said is not None else config_setting(command, "startup_timeout"))
+    return seconds if seconds is not None and seconds > 0 else STARTUP_SECONDS
+
+
+def config_setting(command: Sequence[str], key: str) -> str | None:
+    """KEY's value in the trainer's --config YAML file, as text; None without the file or the key."""
+    files = [word.removeprefix("--config=") for before, word in zip(["", *command], command)
+             if word.startswith("--config=") or before == "--config"]
+    try:
+        values = yaml.safe_load(Path(files[-1]).read_text()) if files else None
+    except (OSError, yaml.YAMLError):
+        return None  # the trainer says what is wrong with it
+    return str(values[key]) if isinstance(values, dict) and values.get(key) is not None else None
+
+
+def threshold_seconds(hang_minutes: float | None, beats: Beats, startup: float | None = None) -> float | None:
+    """How long without a beat is a hang; None: never (hang_minutes 0). `startup`: the allowance before the
+    first beat, None for the default (pure)."""
     if hang_minutes is not None and hang_minutes <= 0:
         return None
     if hang_minutes is not None:  # (TrainConfig holds it to 1 minute or more)
         threshold = hang_minutes * 60.0
     else:
         threshold = max(FLOOR_SECONDS, GAPS * beats.longest_gap)
-    return threshold if beats.last is not None else threshold + STARTUP_SECONDS
+    return threshold if beats.last is not None else threshold + (STARTUP_SECONDS if startup is None else startup)
 
 
-def is_hung(hang_minutes: float | None, beats: Beats, now: float) -> bool:
+def is_hung(hang_minutes: float | None, beats: Beats, now: float, startup: float | None = None) -> bool:
     """No beat for the threshold (pure)."""
-    threshold = threshold_seconds(hang_minutes, beats)
+    threshold = threshold_seconds(hang_minutes, beats, startup)
     since = beats.last if beats.last is not None else beats.started
     return threshold is not None and now - since >= threshold
 
@@ -104,6 +135,7 @@ class Watch:
     hang_minutes: float | None
     command: bool
     attempt: int  # the attempt's number, as the stacks files name it (1 for the first)
+    startup: float | None = None  # the allowance before the first beat (trainers_startup); None: the default
 
 
 class Watchdog:
@@ -116,6 +148,9 @@ class Watchdog:
         self.fired = False
 
     def start(self) -> "Watchdog":
+        """Start watching, unless hang_minutes 0 turned the watchdog off."""
+        if self.watch.hang_minutes is not None and self.watch.hang_minutes <= 0:
+            return self
         stacks.clear_request(self.watch.run_dir)
         threading.Thread(target=self._run, name="hpc-train watchdog", daemon=True).start()
         return self
@@ -130,7 +165,7 @@ class Watchdog:
             now_seen = signature(watched_files(self.watch.run_dir, self.watch.command))
             if now_seen != seen:
                 seen, beats = now_seen, beats.beat(self._clock())
-            if is_hung(self.watch.hang_minutes, beats, self._clock()):
+            if is_hung(self.watch.hang_minutes, beats, self._clock(), self.watch.startup):
                 return self._act(self._clock() - (beats.last if beats.last is not None else beats.started))
 
     def _act(self, seconds: float) -> None:

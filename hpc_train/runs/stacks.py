@@ -7,22 +7,28 @@ for it and answers with faulthandler's dump of all its threads into
 time-limit warning, and a file reaches every rank on every path (srun, the
 mock launcher, a container) without a signal to forward. faulthandler writes
 from this thread while the main thread is stuck in TensorFlow's C++, where no
-Python signal handler would run.
+Python signal handler would run. A user's command has no such thread: the
+supervisor beside it answers for it with py-spy's dump (injob/pyspy.py), which
+`top_frames` reads as well.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import os
+import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TextIO
 
 REQUEST_FILE = ".stacks-request"
 STACKS = "stacks"
 # How often a rank looks for a request: the watchdog waits a few of these for the answers.
 POLL_SECONDS = 1.0
+# What writes a process's stacks into the open file, after its first line: faulthandler's, or py-spy's.
+Dump = Callable[[TextIO], None]
 
 
 def stacks_file(run_dir: Path, attempt: int, rank: int) -> Path:
@@ -48,35 +54,59 @@ def requested_attempt(run_dir: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def dump_stacks(run_dir: Path, attempt: int, rank: int) -> None:
-    """This process's stacks, all threads, into its file for the attempt."""
+def requested_at(run_dir: Path) -> float | None:
+    """When the request was written (its file's modification time), or None without one."""
+    try:
+        return (run_dir / REQUEST_FILE).stat().st_mtime
+    except OSError:
+        return None
+
+
+def own_stacks(out: TextIO) -> None:
+    """This process's stacks, all threads: faulthandler's dump."""
+    faulthandler.dump_traceback(out, all_threads=True)
+
+
+def dump_stacks(run_dir: Path, attempt: int, rank: int, dump: Dump = own_stacks, pid: int | None = None) -> None:
+    """A process's stacks (this one's, or `pid`'s by `dump`) into the rank's file for the attempt. Written aside
+    and renamed: a command that answers for itself and its supervisor's py-spy never mix in one file."""
     path = stacks_file(run_dir, attempt, rank)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as out:
-        out.write(f"rank {rank}, attempt {attempt}, pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    aside = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(aside, "w") as out:
+        out.write(f"rank {rank}, attempt {attempt}, pid {pid or os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         out.flush()
-        faulthandler.dump_traceback(out, all_threads=True)
+        dump(out)
+    os.replace(aside, path)
 
 
-def answer_requests(run_dir: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> threading.Thread:
-    """Start this rank's thread that answers the watchdog's requests (a daemon: it ends with the process)."""
-    env = os.environ if environ is None else environ
-    rank = int(env.get("SLURM_PROCID", "0") or 0) if str(env.get("SLURM_PROCID", "0")).isdigit() else 0
+def rank_of(environ: Mapping[str, str]) -> int:
+    """This process's rank, SLURM_PROCID (0 outside a step) (pure)."""
+    procid = str(environ.get("SLURM_PROCID", "0"))
+    return int(procid) if procid.isdigit() else 0
+
+
+def answer_requests(run_dir: str | os.PathLike[str], environ: Mapping[str, str] | None = None,
+                    answer: Callable[[Path, int, int], None] | None = None) -> threading.Thread:
+    """Start this rank's thread that answers the watchdog's requests (a daemon: it ends with the process): with
+    this process's stacks, or by `answer(run_dir, attempt, rank)` (the supervisor's, for its command)."""
+    rank = rank_of(os.environ if environ is None else environ)
     folder = Path(run_dir)
+    respond = answer or (lambda where, attempt, rank: dump_stacks(where, attempt, rank))
 
-    def answer() -> None:
+    def answering() -> None:
         answered: set[int] = set()
         while True:
             attempt = requested_attempt(folder)
             if attempt is not None and attempt not in answered:
                 answered.add(attempt)
                 try:
-                    dump_stacks(folder, attempt, rank)
+                    respond(folder, attempt, rank)
                 except OSError:
                     pass  # a rank that cannot write its stacks still ends as asked
             time.sleep(POLL_SECONDS)
 
-    thread = threading.Thread(target=answer, name="hpc-train stacks", daemon=True)
+    thread = threading.Thread(target=answering, name="hpc-train stacks", daemon=True)
     thread.start()
     return thread
 
@@ -100,25 +130,53 @@ def _own(frame: str) -> bool:
     return not any(part in frame for part in _NOT_OWN) and "/lib/python3." not in frame
 
 
-def top_frames(text: str, count: int = 3) -> list[str]:
-    """Where a faulthandler dump says the rank was stuck (pure): the innermost frames from the first frame of
-    the run's own code (the task module, the user's script), in the first thread that has one; without one,
-    the main thread's innermost. The dumping thread ("Current thread", this module's) is left out."""
-    blocks: list[list[str]] = []
+# py-spy's frame line, `    waits_for_data (/home/me/train.py:12)` (no line where it has none).
+_SPY_FRAME = re.compile(r"^\s+(?P<function>\S.*?) \((?P<file>.+?)(?::(?P<line>\d+))?\)$")
+
+
+def frame_line(line: str) -> str | None:
+    """A dump's frame line as faulthandler says it (`File "F", line N in FUNCTION`), py-spy's too; None for any
+    other line (pure)."""
+    if line.strip().startswith("File "):
+        return line.strip()
+    spied = _SPY_FRAME.match(line)
+    if not spied:
+        return None
+    number = f", line {spied['line']}" if spied["line"] else ""
+    return f'File "{spied["file"]}"{number} in {spied["function"]}'
+
+
+def thread_blocks(text: str) -> tuple[list[list[str]], int]:
+    """A dump's threads, their frames innermost first, the dumping thread (faulthandler's "Current thread", this
+    module's) left out; and the main thread's index: the one named "MainThread", else py-spy's first (it lists the
+    threads oldest first, after its `Python vX.Y` line), faulthandler's last (newest first) (pure)."""
+    threads: list[list[str]] = []
+    main, current = None, False
     for line in text.splitlines():
-        if line.startswith("Thread "):
-            blocks.append([])
-        elif line.startswith("Current thread "):
-            blocks.append(["(current)"])
-        elif blocks and line.strip().startswith("File "):
-            blocks[-1].append(line.strip())
-    threads = [block for block in blocks if block[:1] != ["(current)"]]
+        if line.startswith("Current thread "):
+            current = True
+        elif line.startswith("Thread "):
+            current = False
+            threads.append([])
+            if main is None and line.rstrip().endswith('"MainThread"'):
+                main = len(threads) - 1
+        elif threads and not current and (frame := frame_line(line)):
+            threads[-1].append(frame)
+    if main is None:
+        main = 0 if re.search(r"^Python v\d", text, re.MULTILINE) else len(threads) - 1
+    return threads, main
+
+
+def top_frames(text: str, count: int = 3) -> list[str]:
+    """Where a dump (faulthandler's or py-spy's) says the rank was stuck (pure): the innermost frames from the
+    first frame of the run's own code (the task module, the user's script), in the first thread that has one;
+    without one, the main thread's innermost."""
+    threads, main = thread_blocks(text)
     for frames in threads:
         own = [index for index, frame in enumerate(frames) if _own(frame)]
         if own:
             return frames[own[0]:own[0] + count]
-    # faulthandler lists the threads newest first: the main thread, started first, is the last.
-    return threads[-1][:count] if threads else []
+    return threads[main][:count] if threads else []
 
 
 def newest_chief_top(run_dir: Path, count: int = 3) -> tuple[str, list[str]]:

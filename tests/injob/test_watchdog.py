@@ -124,17 +124,21 @@ stuck_waiting_for_data()
 """
 
 
-def test_the_body_records_stacks_and_ends_a_step_on_which_no_rank_moves(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def hung_job(monkeypatch: pytest.MonkeyPatch, run_dir: Path, command: list[str], stacks_wait: float) -> int:
+    """A command job of 2 ranks under the mock launcher, its watchdog quick (a hang after 3 s): its exit code."""
     monkeypatch.setattr(watchdog, "STARTUP_SECONDS", 0.0)
     monkeypatch.setattr(watchdog, "POLL_SECONDS", 0.5)
-    monkeypatch.setattr(watchdog, "STACKS_WAIT_SECONDS", 3.0)
+    monkeypatch.setattr(watchdog, "STACKS_WAIT_SECONDS", stacks_wait)
+    body = JobBody(run_dir, nodes=1, tasks_per_node=2, command=True, hang_minutes=0.05)  # 3 s
+    return run_job(body, command, {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")})
+
+
+def test_the_body_records_stacks_and_ends_a_step_on_which_no_rank_moves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     run_dir = tmp_path / "run"
-    body = JobBody(run_dir, nodes=1, tasks_per_node=2, command=True, hang_minutes=0.05)  # 3 s
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
-    code = run_job(body, [sys.executable, str(script)], env)
+    code = hung_job(monkeypatch, run_dir, [sys.executable, str(script)], 3.0)
 
     assert code == 143  # the step ended by the watchdog's SIGTERM (no Slurm: not retried here)
     err = capsys.readouterr().err
@@ -227,3 +231,52 @@ def test_a_job_script_gives_hang_minutes_to_the_trainer_and_the_body_reads_it() 
     assert parse(["--name", "m", "--hang-minutes", "5", "--trainer", "--", "t", "--set", "hang_minutes=3"], {},
                  0.0)[0].hang_minutes == 5  # the body's own option wins
     assert parse(["--name", "m", "--", "cmd", "--set", "hang_minutes=3"], {}, 0.0)[0].hang_minutes is None
+
+
+def test_the_start_up_allowance_is_the_trainers_startup_timeout(tmp_path: Path) -> None:
+    from hpc_train.injob.watchdog import trainers_startup
+
+    config = tmp_path / "config.yaml"
+    config.write_text("epochs: 2\nstartup_timeout: 900\n")
+    assert trainers_startup(["hpc-train", "train", "--config", str(config)], None) == 900
+    assert trainers_startup(["hpc-train", "train", f"--config={config}"], None) == 900
+    assert trainers_startup(["hpc-train", "train", "--config", str(config)], "60") == 60  # --set wins, as in the trainer
+    for said in (None, "0", "-5", "soon"):  # none, or one the trainer refuses: its default
+        assert trainers_startup(["hpc-train", "train"], said) == watchdog.STARTUP_SECONDS
+    assert trainers_startup(["hpc-train", "train", "--config", str(tmp_path / "gone.yaml")], None) == 300
+    assert threshold_seconds(1, beats(), startup=900) == 60 + 900
+    assert is_hung(1, beats(), 959, startup=900) is False and is_hung(1, beats(), 960, startup=900)
+    assert threshold_seconds(1, beats(5), startup=900) == 60  # after the first beat: no allowance
+
+
+def test_the_body_gives_the_watchdog_the_trainers_startup_timeout_and_a_command_the_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.injob import body as body_module
+
+    watched: list[watchdog.Watch] = []
+
+    class Seen(watchdog.Watchdog):
+        def start(self) -> "Seen":
+            watched.append(self.watch)
+            return self
+
+    monkeypatch.setattr(watchdog, "Watchdog", Seen)
+    monkeypatch.setattr(body_module, "run_step", lambda *args: 0)
+    trainer = ["hpc-train", "train", "--set", "startup_timeout=1200", "--output-dir", str(tmp_path)]
+    body_module.watched_step(JobBody(tmp_path), trainer, {})
+    body_module.watched_step(JobBody(tmp_path, command=True), ["python", "t.py", "--set", "startup_timeout=9"], {})
+    body_module.watched_step(JobBody(tmp_path), ["hpc-train", "train"], {})
+    assert [watch.startup for watch in watched] == [1200, None, 300]
+    assert threshold_seconds(None, beats(), watched[0].startup) == watchdog.FLOOR_SECONDS + 1200
+
+
+def test_a_job_scripts_trainer_config_file_gives_hang_minutes_unless_set_says_otherwise(tmp_path: Path) -> None:
+    from hpc_train.injob.body import parse
+
+    config = tmp_path / "mnist.yaml"
+    config.write_text("epochs: 2\nhang_minutes: 4\n")
+    line = ["--name", "m", "--trainer", "--", "hpc-train", "train", "--config", str(config)]
+    assert parse(line, {}, 0.0)[0].hang_minutes == 4
+    assert parse([*line, "--set", "hang_minutes=0"], {}, 0.0)[0].hang_minutes == 0
+    config.write_text("epochs: 2\nhang_minutes:\n")  # empty: the run's own pace
+    assert parse(line, {}, 0.0)[0].hang_minutes is None

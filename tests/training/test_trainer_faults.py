@@ -19,7 +19,7 @@ import pytest
 
 from hpc_train.exitcodes import EXIT_LOST_PEER
 from tests.fake_slurm import without_slurm
-from tests.training.tasks import stalling
+from tests.training.tasks import hanging_once
 from tests.training.runs import (EPOCH_LINE, Watched, digest, finish, local_cluster, metrics, start, state,
                                  task_config)
 
@@ -163,12 +163,12 @@ def test_a_peer_that_never_starts_fails_the_task_quickly_and_is_named(tmp_path: 
 
 def test_a_rank_stuck_in_a_step_ends_at_once_on_a_second_sigterm_saying_so(tmp_path: Path) -> None:
     # The data stops flowing mid-epoch: the first SIGTERM waits for a step boundary that never comes.
-    task = Path(stalling.__file__)
+    task = Path(hanging_once.__file__)
     command = [str(Path(sys.executable).parent / "hpc-train"), "train", "--task", str(task), "--output-dir",
                str(tmp_path), "--set", "steps_per_epoch=64", "--set", "steps_per_execution=4", "--set", "epochs=2"]
     run = Watched(subprocess.Popen(command, env=without_slurm(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True))
-    run.wait_for("stalling task: no more batches")
+    run.wait_for("hanging task: no more batches")
     time.sleep(1.0)
     run.process.send_signal(signal.SIGTERM)
     time.sleep(3.0)

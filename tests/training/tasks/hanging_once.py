@@ -1,11 +1,15 @@
 """A task module for the tests whose data stops flowing on every rank at once, on the first attempt only.
 
-After FLOWING batches of the first attempt (SLURM_RESTART_COUNT unset or 0) its
-generator waits for good in `wait_for_the_file_server`, on every rank: a hang
-all ranks share, which only the job's watchdog sees. A retry's data flows.
+After FLOWING batches of the first attempt (SLURM_RESTART_COUNT unset or 0:
+every run outside Slurm) its generator says so on stderr and waits for good in
+`wait_for_the_file_server`, on every rank: a hang all ranks share, which only
+the job's watchdog sees; the step that waits for the next batch never returns
+(the main thread stays in TensorFlow's C++, a stop request never reaches a step
+boundary). A retry's data flows.
 """
 
 import os
+import sys
 import threading
 
 import numpy as np
@@ -34,6 +38,7 @@ def _batches(batch_size):
     count = 0
     while True:
         if first_attempt and count == FLOWING:
+            print("hanging task: no more batches", file=sys.stderr, flush=True)
             wait_for_the_file_server()
         count += 1
         yield rng.normal(size=(batch_size, FEATURES)).astype("float32"), np.zeros((batch_size, 1), "float32")

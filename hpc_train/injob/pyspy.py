@@ -1,0 +1,153 @@
+"""A user's command's Python stacks, read by py-spy from outside: the supervisor's answer to the hang watchdog.
+
+The trainer's ranks answer the watchdog's request for stacks themselves (a faulthandler thread,
+runs/stacks.py); a user's command has no thread of ours. The supervisor beside it (supervisor.py) answers for
+it: py-spy (a dependency from PyPI, a binary next to this Python) dumps every thread of the command's Python
+processes, the command and what it started (a shell script's python, a launcher's workers), into the same
+`stacks/attempt-A-rank-R.txt`. A command that answers for itself (`answer_requests`) is left its own answer.
+Where py-spy cannot (missing, ptrace refused, no Python among the processes) the file says why, in one
+paragraph, instead of nothing.
+
+Yama's ptrace_scope 1 (Ubuntu's default) lets a process be read by its ancestors only, and py-spy, the
+supervisor's child, is the command's sibling: the command is started naming the supervisor its tracer
+(prctl PR_SET_PTRACER), which lets the supervisor and its descendants read it. All of them are the user's own
+processes, which the supervisor could end anyway; without Yama the call fails, harmlessly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TextIO
+
+from hpc_train.runs import stacks
+
+PR_SET_PTRACER = 0x59616D61  # linux/prctl.h: "Yama"
+# How long one process's dump may take (py-spy pauses it meanwhile); the watchdog waits 10 s in all.
+DUMP_SECONDS = 3.0
+# The command's processes dumped at most (the command first, then what it started, oldest first).
+MOST_PROCESSES = 4
+# How long a command that answers the request itself is given before py-spy answers for it.
+OWN_ANSWER_SECONDS = 2.0
+YAMA_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
+REFUSED = ("Permission denied", "Operation not permitted", "os error 1)", "os error 13)")
+
+
+def allow_parent_to_trace() -> Callable[[], None]:
+    """A preexec step for the command: its parent (the supervisor) and its parent's children may trace it. The
+    C function is found here, before the fork; the child only calls it."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: no Yama to ask
+        return lambda: None
+
+    def allow() -> None:
+        prctl(PR_SET_PTRACER, os.getppid(), 0, 0, 0)  # (-1 without Yama: nothing to allow)
+    return allow
+
+
+def py_spy(environ: Mapping[str, str]) -> str | None:
+    """py-spy's path: beside this Python (a venv's bin/, as pip installs it), else on PATH; None without one."""
+    beside = Path(sys.executable).with_name("py-spy")  # (not resolved: a venv's python is a link out of it)
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("py-spy", path=environ.get("PATH"))
+
+
+def descendants(pid: int, parents: Mapping[int, int]) -> list[int]:
+    """`pid` and the processes under it, each before its children, oldest (lowest pid) first (pure)."""
+    order, queue = [], [pid]
+    while queue:
+        current = queue.pop(0)
+        order.append(current)
+        queue += sorted(child for child, parent in parents.items() if parent == current)
+    return order
+
+
+def process_parents() -> dict[int, int]:
+    """Every process's parent, from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:  # "PID (NAME) STATE PPID ...": the name may hold spaces and parentheses
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+    return parents
+
+
+def ptrace_scope() -> int | None:
+    """Yama's ptrace_scope, None without Yama."""
+    try:
+        return int(YAMA_SCOPE.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def why_not(pid: int, program: str | None, errors: Mapping[int, str], scope: int | None) -> str:
+    """The paragraph a rank's stacks file holds when py-spy read none of its command's processes (pure)."""
+    start = f"No Python stacks for this rank's command (pid {pid}): "
+    yourself = ("A Python command can answer the request itself: from hpc_train.runs.stacks import "
+                "answer_requests; answer_requests(os.environ[\"HPC_TRAIN_RUN_DIR\"]).")
+    if program is None:
+        return (start + "py-spy is not installed beside this Python nor on PATH; install it (pip install py-spy, "
+                "a dependency of hpc-train) where the job runs. " + yourself)
+    said = "; ".join(f"pid {process}: {text}" for process, text in errors.items())
+    if any(word in text for text in errors.values() for word in REFUSED):
+        yama = {None: "this kernel has no Yama", 0: "Yama's ptrace_scope is 0",
+                1: "Yama's ptrace_scope is 1 (the command named the supervisor its tracer)",
+                2: "Yama's ptrace_scope is 2: only a process with CAP_SYS_PTRACE may attach",
+                3: "Yama's ptrace_scope is 3: no process may attach"}.get(scope, f"Yama's ptrace_scope is {scope}")
+        return (start + f"py-spy could not attach, ptrace was refused ({said}); {yama}. A container needs "
+                "CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE), a node ptrace_scope 0 or 1 (ask its admins). "
+                + yourself)
+    return (start + f"py-spy read no Python process among its {len(errors)} ({said}): is the command Python? "
+            + yourself)
+
+
+def spy(program: str, pid: int) -> tuple[str, str]:
+    """py-spy's dump of one process: (its stacks, "") or ("", why not, its first line)."""
+    try:
+        done = subprocess.run([program, "dump", "--pid", str(pid), "--full-filenames"], capture_output=True,
+                              text=True, timeout=DUMP_SECONDS, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return "", f"py-spy took over {DUMP_SECONDS:g} s"
+    except OSError as error:
+        return "", f"py-spy did not start ({error.strerror})"
+    if done.returncode == 0 and "Thread " in done.stdout:
+        return done.stdout, ""
+    lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+    return "", lines[0].removeprefix("Error: ") if lines else f"py-spy exited with {done.returncode}"
+
+
+def command_stacks(pid: int, environ: Mapping[str, str]) -> stacks.Dump:
+    """What writes the command's stacks, each Python process's py-spy dump, or the paragraph saying why not."""
+    def write(out: TextIO) -> None:
+        program = py_spy(environ)
+        if program is None:
+            out.write(why_not(pid, None, {}, ptrace_scope()) + "\n")
+            return
+        dumps = {process: spy(program, process) for process in descendants(pid, process_parents())[:MOST_PROCESSES]}
+        read = [text if text.endswith("\n") else text + "\n" for text, _ in dumps.values() if text]
+        out.write("".join(read) or why_not(pid, program, {key: why for key, (_, why) in dumps.items() if why},
+                                           ptrace_scope()) + "\n")
+    return write
+
+
+def answer_for(pid: int, environ: Mapping[str, str]) -> Callable[[Path, int, int], None]:
+    """The supervisor's answer to a request for its command's stacks (stacks.answer_requests' `answer`)."""
+    def answer(run_dir: Path, attempt: int, rank: int) -> None:
+        asked = stacks.requested_at(run_dir) or time.time()
+        time.sleep(OWN_ANSWER_SECONDS)  # a command answering for itself (answer_requests) does within a second
+        try:
+            if stacks.stacks_file(run_dir, attempt, rank).stat().st_mtime >= asked:
+                return
+        except OSError:
+            pass
+        stacks.dump_stacks(run_dir, attempt, rank, command_stacks(pid, environ), pid)
+    return answer
