@@ -10,7 +10,6 @@ CLOSE_SECONDS). A sweep element's run is a child of the sweep's run, which the f
 from __future__ import annotations
 
 import fcntl
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.runs import attempts, study
-from hpc_train.runs.folders import RECORD, element_id, run_folder
+from hpc_train.runs.folders import PROVENANCE, RECORD, element_id, run_folder
 from hpc_train.runs.metrics import metrics_path
 from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
 from hpc_train.tracking import mlflow_run
@@ -145,10 +144,8 @@ class JobTracking:
         state = read_state(self.run_dir)
         history = attempts.recorded(state)
         said = [attempts.describe(attempt, index + 1) for index, attempt in enumerate(history)]
-        tags = tags_of(self.record, state, self.env.get("SLURM_JOB_NODELIST"), said)
-        tags["hpc_train.run_dir"] = str(self.run_dir)  # absolute: where to find it whatever the cwd
-        commit = git_commit()
-        return {**tags, **({"mlflow.source.git.commit": commit} if commit else {})}
+        return tags_of(self.record, state, self.env.get("SLURM_JOB_NODELIST"), said, self.run_dir,
+                       read_json_object(self.run_dir / PROVENANCE))
 
     def _parent(self) -> dict[str, str]:
         """A sweep element's tag naming its sweep's run ({} for a job of its own)."""
@@ -199,15 +196,6 @@ def close_parent_when_done(mlflow: Any, record: Mapping[str, Any], run_dir: Path
         parent = read_tracking(folder).get("run_id")
         if parent and count and all(read_tracking(element).get("closed") for element in elements):
             mlflow.set_terminated(str(parent), "FINISHED")
-
-
-def git_commit() -> str | None:
-    """The commit of the checkout the job runs in, where it is one."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
 
 
 def bounded(call: Callable[[], None], seconds: float) -> bool:

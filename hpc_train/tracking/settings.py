@@ -114,16 +114,32 @@ def status_from_folder(state: Mapping[str, Any], verdict: str | None) -> str | N
     return {"finished": "FINISHED", "pruned": "FINISHED", "stopped": "KILLED"}.get(str(state.get("state")))
 
 
-def tags_of(record: Mapping[str, Any], state: Mapping[str, Any], nodes: str | None,
-            attempts_said: Sequence[str]) -> dict[str, str]:
-    """The run's tags: the job, where it ran, its attempts and why, a pruned element's verdict."""
+def tags_of(record: Mapping[str, Any], state: Mapping[str, Any], nodes: str | None, attempts_said: Sequence[str],
+            run_dir: Path, provenance: Mapping[str, Any]) -> dict[str, str]:
+    """The run's tags: the job, where it ran, its run folder (as given: absolute, for any cwd), its attempts and
+    why, a pruned element's verdict, and the code it ran as provenance.json recorded it at submit (the job runs in
+    a snapshot, no git checkout: git cannot be asked there)."""
     tags = {"hpc_train.job_id": str(record.get("job_id", "")), "hpc_train.strategy": str(record.get("strategy", "")),
             "hpc_train.nodes": nodes or str(record.get("nodes", "")), "hpc_train.attempts": str(1 + len(attempts_said)),
-            "hpc_train.run_dir": str(record.get("folder", ""))}
+            "hpc_train.run_dir": str(run_dir)}
     if attempts_said:
         tags["hpc_train.attempts_why"] = "; ".join(attempts_said)[:PARAM_LIMIT]
     if state.get("state") == "pruned":
         tags.update({"pruned": "true", "hpc_train.pruned_why": str(state.get("reason", ""))})
+    return {**tags, **code_tags(provenance)}
+
+
+def code_tags(provenance: Mapping[str, Any]) -> dict[str, str]:
+    """The commit (MLflow's own tag, which its UI shows), whether the tree had uncommitted changes, the snapshot's
+    digest: each where provenance.json has it."""
+    tags = {}
+    if isinstance(provenance.get("commit"), str) and provenance["commit"]:
+        tags["mlflow.source.git.commit"] = provenance["commit"]
+    if isinstance(provenance.get("dirty"), bool):
+        tags["hpc_train.git_dirty"] = str(provenance["dirty"]).lower()
+    snapshot = provenance.get("snapshot")
+    if isinstance(snapshot, Mapping) and snapshot.get("digest"):
+        tags["hpc_train.snapshot"] = str(snapshot["digest"])
     return tags
 
 

@@ -77,13 +77,24 @@ def test_sync_reads_the_end_from_the_folder() -> None:
     assert status_from_folder({"state": "running"}, None) is None
 
 
-def test_tags_say_the_job_its_nodes_its_attempts_and_a_pruned_elements_verdict() -> None:
+def test_tags_say_the_job_its_nodes_its_folder_its_attempts_and_a_pruned_elements_verdict() -> None:
     record = {"job_id": "12", "strategy": "multiworker", "nodes": 2, "folder": "runs/a-12"}
-    tags = tags_of(record, {"state": "pruned", "reason": "worse half"}, "n[1-2]", ["attempt 2: retried after x"])
+    tags = tags_of(record, {"state": "pruned", "reason": "worse half"}, "n[1-2]", ["attempt 2: retried after x"],
+                   Path("/home/u/p/runs/a-12"), {})
     assert tags == {"hpc_train.job_id": "12", "hpc_train.strategy": "multiworker", "hpc_train.nodes": "n[1-2]",
-                    "hpc_train.attempts": "2", "hpc_train.run_dir": "runs/a-12",
+                    "hpc_train.attempts": "2", "hpc_train.run_dir": "/home/u/p/runs/a-12",
                     "hpc_train.attempts_why": "attempt 2: retried after x", "pruned": "true",
                     "hpc_train.pruned_why": "worse half"}
+
+
+def test_the_code_tags_are_provenance_jsons_commit_dirty_flag_and_snapshot() -> None:
+    provenance = {"commit": "c0ffee" * 6 + "abcd", "dirty": True, "snapshot": {"digest": "d1g", "path": "/s"}}
+    tags = tags_of({}, {}, None, [], Path("/r"), provenance)
+    assert (tags["mlflow.source.git.commit"], tags["hpc_train.git_dirty"], tags["hpc_train.snapshot"]) == (
+        provenance["commit"], "true", "d1g")
+    outside_git = tags_of({}, {}, None, [], Path("/r"), {"commit": None, "dirty": False, "snapshot": None})
+    assert "mlflow.source.git.commit" not in outside_git and "hpc_train.snapshot" not in outside_git
+    assert outside_git["hpc_train.git_dirty"] == "false"
 
 
 def test_the_body_takes_tracking_from_its_options_or_the_trainers_settings() -> None:
