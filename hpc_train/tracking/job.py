@@ -13,6 +13,7 @@ import fcntl
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,8 @@ from hpc_train.runs.folders import PROVENANCE, RECORD, element_id, run_folder
 from hpc_train.runs.metrics import metrics_path
 from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
 from hpc_train.tracking import mlflow_run
-from hpc_train.tracking.settings import (TrackSettings, final_status, params_of, resolve, status_from_folder,
-                                         tags_of)
+from hpc_train.tracking.settings import (TrackSettings, absolute_uri, final_status, params_of, resolve,
+                                         status_from_folder, tags_of)
 
 POLL_SECONDS = 2.0  # how often the thread looks at metrics.json (a stat; it reads it when it changed)
 START_SECONDS = 30.0  # at most this long before the step starts without a tracked run
@@ -48,9 +49,13 @@ class JobTracking:
     @classmethod
     def for_job(cls, run_dir: Path, uri: str | None, experiment: str | None, env: Mapping[str, str],
                 say: Callable[[str], None]) -> JobTracking:
-        """The tracking of the job in `run_dir` (its store and experiment resolved: settings.resolve)."""
+        """The tracking of the job in `run_dir` (its store and experiment resolved: settings.resolve). A relative
+        store (a job submitted before submit made it absolute, $MLFLOW_TRACKING_URI) is the submit directory's, as
+        provenance.json says it, not the code snapshot's the job runs in (else: this directory's)."""
         name = read_json_object(Path(run_dir) / RECORD).get("name") or Path(run_dir).name.rpartition("-")[0]
-        return cls(run_dir, resolve(uri, experiment, env, Path(run_dir).parent, str(name)), say, env)
+        settings = resolve(uri, experiment, env, Path(run_dir).parent, str(name))
+        base = read_json_object(Path(run_dir) / PROVENANCE).get("submit_dir") or Path.cwd()
+        return cls(run_dir, replace(settings, uri=absolute_uri(settings.uri, Path(base))), say, env)
 
     def start(self) -> dict[str, str]:
         """Open the job's run (made once, found again by a requeued or retried attempt) and start logging;

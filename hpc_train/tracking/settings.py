@@ -9,6 +9,7 @@ resumed attempt trains again is never logged twice.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ STORE = "mlflow.db"  # the default store, beside the run folders
 ARTIFACTS = "mlartifacts"  # ... and its artifacts
 # What every rank of a tracked job gets: an unmodified script's mlflow.start_run() joins the job's run.
 URI_VARIABLE, EXPERIMENT_VARIABLE, RUN_VARIABLE = "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID"
+SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # a URI's scheme: http:, postgresql+psycopg2:, ...
+NAMED_STORES = ("databricks", "databricks-uc", "uc")  # tracking URIs that are names, not paths
 PARAM_LIMIT = 6000  # MLflow's longest parameter value
 # Step exits that mean the job was stopped, not that it failed: a stop without requeue, SIGINT, SIGTERM, SIGKILL.
 STOPPED_EXITS = (EXIT_STOPPED, 130, 143, 137)
@@ -42,6 +45,20 @@ class TrackSettings:
 def default_uri(runs: Path) -> str:
     """The store beside the run folders: runs/mlflow.db, as an absolute sqlite URI (every node, any cwd)."""
     return f"sqlite:///{(Path(runs).resolve() / STORE).as_posix()}"  # sqlite:////abs/runs/mlflow.db
+
+
+def absolute_uri(uri: str, base: Path) -> str:
+    """A local store's URI made absolute from `base` (the submit directory), so that the job, which runs in the
+    code snapshot, finds the store the user meant: `sqlite:///x.db`, `file:x` and a bare path `x` are relative;
+    any other URI (a server, an absolute path, `sqlite:////abs`, `file:///abs`, `databricks`) is kept (pure)."""
+    base = Path(base)
+    if uri.startswith("sqlite:///") and uri != "sqlite:///" and not uri[len("sqlite:///"):].startswith("/"):
+        return f"sqlite:///{base / uri[len('sqlite:///'):]}"
+    if uri.startswith("file:") and not uri[len("file:"):].startswith("/"):
+        return f"file://{base / uri[len('file:'):]}"
+    if not uri or SCHEME.match(uri) or uri in NAMED_STORES or Path(uri).expanduser().is_absolute():
+        return uri
+    return str(base / uri)  # a bare path: MLflow's file store, as `mlruns` or `./runs/mlruns`
 
 
 def resolve(uri: str | None, experiment: str | None, env: Mapping[str, str], runs: Path,

@@ -39,3 +39,13 @@ def test_the_commit_comes_from_provenance_json_not_from_git_where_the_job_runs(
     assert (run.tags["hpc_train.git_dirty"], run.tags["hpc_train.snapshot"]) == ("true", "abc123")
     assert run.tags["hpc_train.run_dir"] == str(folder)
     assert run.status == "FINISHED"
+
+
+def test_a_relative_store_that_reaches_the_job_is_the_submit_directorys(tmp_path: Path, monkeypatch) -> None:
+    folder = run_folder(tmp_path)
+    (folder / "provenance.json").write_text(json.dumps({"submit_dir": str(tmp_path / "submit")}))
+    monkeypatch.chdir(tmp_path)  # the job runs elsewhere: in the code snapshot
+    env = {"MLFLOW_TRACKING_URI": "mlruns"}
+    assert JobTracking.for_job(folder, "sqlite:///x.db", None, env, print).settings.uri == \
+        f"sqlite:///{tmp_path}/submit/x.db"
+    assert JobTracking.for_job(folder, None, None, env, print).settings.uri == f"{tmp_path}/submit/mlruns"

@@ -16,8 +16,8 @@ from hpc_train.exitcodes import EXIT_STOPPED
 from hpc_train.injob.body import parse
 from hpc_train.login.request import JobSpec
 from hpc_train.login.script import render_script
-from hpc_train.tracking.settings import (TrackSettings, artifact_root, epochs_to_log, final_status, params_of, resolve,
-                                         status_from_folder, tags_of, ui_hint)
+from hpc_train.tracking.settings import (TrackSettings, absolute_uri, artifact_root, epochs_to_log, final_status,
+                                         params_of, resolve, status_from_folder, tags_of, ui_hint)
 from tests.login.test_script import HOSTILE
 
 
@@ -155,3 +155,30 @@ def test_at_submit_a_server_that_does_not_answer_is_a_warning_not_a_refusal(caps
     check_tracking(TrainConfig(track="mlflow", tracking_uri=dead), say_unreachable=False)
     check_tracking(TrainConfig(), say_unreachable=True)
     assert capsys.readouterr().err == ""
+
+
+def test_a_relative_store_is_made_absolute_from_the_submit_directory() -> None:
+    here = Path("/home/u/proj")
+    assert absolute_uri("sqlite:///x.db", here) == "sqlite:////home/u/proj/x.db"
+    assert absolute_uri("sqlite:///runs/m.db?timeout=9", here) == "sqlite:////home/u/proj/runs/m.db?timeout=9"
+    assert absolute_uri("file:relative", here) == "file:///home/u/proj/relative"
+    assert absolute_uri("mlruns", here) == "/home/u/proj/mlruns"
+    assert absolute_uri("./out/mlruns", here) == "/home/u/proj/out/mlruns"
+    for kept in ("sqlite:////abs/m.db", "file:///abs", "/abs/mlruns", "http://h:5000", "https://h/x",
+                 "postgresql+psycopg2://u@h/db", "databricks", "databricks://profile", "~/mlruns"):
+        assert absolute_uri(kept, here) == kept
+
+
+@pytest.mark.parametrize("how", ["flag", "yaml"])
+def test_a_submitted_jobs_script_carries_the_absolute_store(tmp_path: Path, how: str) -> None:
+    from tests.login.test_submission import hpc_train, mock_slurm
+
+    if importlib.util.find_spec("mlflow") is None:
+        pytest.skip("MLflow is not installed")
+    fake = mock_slurm(tmp_path / "fake")
+    (tmp_path / "c.yaml").write_text("track: mlflow\ntracking_uri: sqlite:///x.db\n")
+    given = ["--track", "mlflow", "--tracking-uri", "sqlite:///x.db"] if how == "flag" else ["--config", "c.yaml"]
+    done = hpc_train("submit", "--nodes", "1", "--name", "t", *given, "--", "true", cwd=tmp_path, fake=fake)
+    assert done.returncode == 0, done.stderr
+    [script] = fake.scripts()
+    assert f"--tracking-uri sqlite:///{tmp_path}/x.db" in script, script
