@@ -83,6 +83,24 @@ class JobTracking:
         if not bounded(lambda: self._close(status), CLOSE_SECONDS):
             self.warn(f"no answer in {CLOSE_SECONDS:.0f} s at the job's end")
 
+    def kill(self, seconds: float) -> None:
+        """Slurm cancelled the job (or ended it at its time limit): the run ends KILLED now, before the SIGKILL that
+        follows; its status first, then what `seconds` allow of the last epochs, the tags and the artifacts."""
+        self._stop.set()
+        write_tracking(self.run_dir, verdict="KILLED")  # for `track sync`, whatever the tracker does now
+        if self.run_id is None:
+            return
+
+        def close() -> None:
+            try:
+                self.mlflow.set_terminated(str(self.run_id), "KILLED")
+            except Exception as error:  # noqa: BLE001
+                return self.warn(error)
+            self._close("KILLED")
+
+        if not bounded(close, seconds):
+            self.warn(f"no answer in {seconds:.0f} s as the job was cancelled")
+
     def warn(self, why: Any) -> None:
         """One line in the job log, once per attempt."""
         if self._warned:
