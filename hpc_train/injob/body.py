@@ -17,6 +17,7 @@ runs the same sequence from here:
 5. the exit code: the step's, or 0 when the epilogue retried the job (or its chief finished).
 
 A prologue or epilogue that fails by itself changes nothing (a warning): the step runs, its code stands.
+A tracked job's MLflow run is held around the step and ended as the attempt ends (tracked.py).
 """
 
 from __future__ import annotations
