@@ -117,6 +117,16 @@ def check_tracking(config, say_unreachable: bool) -> None:  # config: TrainConfi
                   "and logs to it if it answers then (else: hpc-train track sync ID)", file=sys.stderr)
 
 
+def tracking_from_here(config):  # (TrainConfig) -> TrainConfig
+    """--tracking-uri (or the YAML's tracking_uri) made absolute from the submit directory: the job runs in the code
+    snapshot, where a relative store (sqlite:///x.db, a bare path) would be another, empty one."""
+    from dataclasses import replace
+
+    from hpc_train.tracking.settings import absolute_uri
+
+    return replace(config, tracking_uri=absolute_uri(config.tracking_uri, Path.cwd())) if config.tracking_uri else config
+
+
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
@@ -136,6 +146,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     train = load_config(args.config, [*([f"task={args.task}"] if args.task else []), *args.overrides, *retries,
                                       *tracking_overrides(args)], sweep_allowed=True,
                         data_dir=data_dir_default(os.environ))
+    train = tracking_from_here(train)
     check_tracking(train, getattr(args, "subcommand", "") == "submit"  # (--local: the job says it, at once)
                    and not getattr(args, "dry_run", False) and not getattr(args, "local", False))
     # One rule for what the job is: a flag given wins, else the YAML (its strategy and num_ps, its job: section).

@@ -42,15 +42,12 @@ def run(args: argparse.Namespace) -> int:
     if record.is_sweep and not any(run.epochs for run in runs) and \
             trials.has_study(Path(record.folder), element_folders(record)):
         # A command's sweep: its objective is what it reported to the study (hpc_train.report), no metrics.json.
+        say_tracked(record)
         return study_report(record, Path(record.folder), args.export, csv=True)
     elements, keys = views.report_elements(record, runs, states), views.report_keys(record, runs)
     objective = args.objective or compare.default_objective(elements)
     print("\n".join(compare.report_lines(elements, keys, objective)))
-    from hpc_train.tracking.mlflow_run import tracked_line
-
-    tracked = tracked_line(Path(record.folder), "parent run" if record.is_sweep else "run")
-    if tracked:
-        print(tracked)
+    say_tracked(record)
     if record.is_sweep:
         folder = Path(record.folder)
         (folder / "sweep.csv").write_text(compare.csv_text(elements, keys, objective))
@@ -92,3 +89,14 @@ def study_report(record, folder, export: str | None, csv: bool = False) -> int: 
             raise HpcTrainError(f"--export {export}: {error}") from None
         print(f"wrote {export}: the best trial's settings; run them again with: hpc-train submit --config {export} ...")
     return 0
+
+
+def say_tracked(record) -> None:  # (JobRecord)
+    """The job's MLflow run (a sweep's: its parent run, a grid's or a search's alike) and where to see it."""
+    from pathlib import Path
+
+    from hpc_train.tracking.mlflow_run import tracked_line
+
+    tracked = tracked_line(Path(record.folder), "parent run" if record.is_sweep else "run")
+    if tracked:
+        print(tracked)

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.errors import HpcTrainError
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.runs.state import read_tracking
-    from hpc_train.tracking.settings import MISSING
+    from hpc_train.tracking.settings import MISSING, absolute_uri
 
     if importlib.util.find_spec("mlflow") is None:
         raise HpcTrainError(MISSING.replace("--track mlflow", "hpc-train track sync"))
@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
     first = element_folders(record)[0] if record.is_sweep and record.elements else Path(record.folder)
     known = read_tracking(first)  # where the job itself logged, unless told otherwise
-    for line in sync(record, args.tracking_uri or known.get("uri"), args.experiment or known.get("experiment"),
+    given = absolute_uri(args.tracking_uri, Path.cwd()) if args.tracking_uri else None  # relative: from here
+    for line in sync(record, given or known.get("uri"), args.experiment or known.get("experiment"),
                      os.environ):
         print(line)
     return 0

@@ -17,6 +17,7 @@ runs the same sequence from here:
 5. the exit code: the step's, or 0 when the epilogue retried the job (or its chief finished).
 
 A prologue or epilogue that fails by itself changes nothing (a warning): the step runs, its code stands.
+A tracked job's MLflow run is held around the step and ended as the attempt ends (tracked.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.epilogue import PREFIX, QuietParser
 from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.requeue import restart_count
+from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
 from hpc_train.slurm.client import SlurmClient
 
@@ -287,25 +289,15 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve())}
     print(start_line(body, env), file=sys.stderr, flush=True)
     ended = prologue(body, env)
-    if ended is not None:
-        return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
-    tracking = job_tracking(body, env)
-    env = {**env, **(tracking.start() if tracking else {})}  # every rank joins the job's run
-    requeues = requeues_done(body.run_dir)
-    code = watched_step(body, rank_command, env)
-    final = epilogue(body, code, env) if code != 0 else 0
-    if tracking:
-        tracking.finish(code, final)
+    with tracked_attempt(body, env, ended, under_slurm(env)) as attempt:  # the job's MLflow run, when it has one
+        if ended is not None:
+            return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
+        requeues = requeues_done(body.run_dir)
+        code = watched_step(body, rank_command, attempt.env)
+        final = epilogue(body, code, env) if code != 0 else 0
+        attempt.ended(code, final)
     # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
     return settle_trial(body.run_dir, final, (code != 0 and final == 0) or requeues_done(body.run_dir) > requeues)
-
-
-def job_tracking(body: JobBody, env: Mapping[str, str]) -> Any:
-    """The job's tracked run (tracking/job.py: a JobTracking) when the job asked for one, else None."""
-    from hpc_train.tracking.job import JobTracking  # (which imports MLflow only when a run is opened)
-
-    return JobTracking.for_job(body.run_dir, body.tracking_uri, body.experiment, env,
-                               lambda line: print(line, file=sys.stderr, flush=True)) if body.track == "mlflow" else None
 
 
 def _parser() -> argparse.ArgumentParser:

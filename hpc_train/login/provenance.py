@@ -18,9 +18,9 @@ from importlib import metadata
 from pathlib import Path
 
 from hpc_train.login.snapshot import Snapshot, git_state, read_manifest
+from hpc_train.runs.folders import PROVENANCE
 from hpc_train.runs.state import write_text_atomically
 
-PROVENANCE = "provenance.json"
 PROVENANCE_DIFF = "provenance.diff"
 # TensorFlow's distributions, the first installed one's version is the one recorded.
 TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tf-nightly")

@@ -19,6 +19,7 @@ from hpc_train.errors import HpcTrainError
 
 RUNS = Path("runs")
 RECORD = "job.json"
+PROVENANCE = "provenance.json"  # the code and software a job ran (login/provenance.py writes it)
 # Each rank's log in its job's folder, as srun's --output pattern (%t: the rank): one layout for every job.
 RANK_LOG_PATTERN = "logs/rank-%t.out"
 

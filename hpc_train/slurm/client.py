@@ -75,9 +75,10 @@ class SlurmClient:
 
     # scontrol
 
-    def show_job(self, job_id: str) -> dict[str, str]:
-        """`scontrol show job` as a dict (JobState, ExitCode, StdOut, NodeList, ...); empty once Slurm forgot it."""
-        return fields(self.run(["scontrol", "show", "job", "-o", job_id]).stdout)
+    def show_job(self, job_id: str, timeout: float = 30) -> dict[str, str]:
+        """`scontrol show job` as a dict (JobState, ExitCode, StdOut, NodeList, Restarts, ...); empty once Slurm
+        forgot it (or did not answer in `timeout` seconds)."""
+        return fields(self.run(["scontrol", "show", "job", "-o", job_id], timeout=timeout).stdout)
 
     def show_job_components(self, job_id: str) -> list[dict[str, str]]:
         """`scontrol show job` of a heterogeneous job: a dict per component (one line each), in order."""

@@ -10,20 +10,20 @@ CLOSE_SECONDS). A sweep element's run is a child of the sweep's run, which the f
 from __future__ import annotations
 
 import fcntl
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hpc_train.runs import attempts, study
-from hpc_train.runs.folders import RECORD, element_id, run_folder
+from hpc_train.runs.folders import PROVENANCE, RECORD, element_id, run_folder
 from hpc_train.runs.metrics import metrics_path
 from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
 from hpc_train.tracking import mlflow_run
-from hpc_train.tracking.settings import (TrackSettings, final_status, params_of, resolve, status_from_folder,
-                                         tags_of)
+from hpc_train.tracking.settings import (TrackSettings, absolute_uri, final_status, params_of, resolve,
+                                         status_from_folder, tags_of)
 
 POLL_SECONDS = 2.0  # how often the thread looks at metrics.json (a stat; it reads it when it changed)
 START_SECONDS = 30.0  # at most this long before the step starts without a tracked run
@@ -49,9 +49,13 @@ class JobTracking:
     @classmethod
     def for_job(cls, run_dir: Path, uri: str | None, experiment: str | None, env: Mapping[str, str],
                 say: Callable[[str], None]) -> JobTracking:
-        """The tracking of the job in `run_dir` (its store and experiment resolved: settings.resolve)."""
+        """The tracking of the job in `run_dir` (its store and experiment resolved: settings.resolve). A relative
+        store (a job submitted before submit made it absolute, $MLFLOW_TRACKING_URI) is the submit directory's, as
+        provenance.json says it, not the code snapshot's the job runs in (else: this directory's)."""
         name = read_json_object(Path(run_dir) / RECORD).get("name") or Path(run_dir).name.rpartition("-")[0]
-        return cls(run_dir, resolve(uri, experiment, env, Path(run_dir).parent, str(name)), say, env)
+        settings = resolve(uri, experiment, env, Path(run_dir).parent, str(name))
+        base = read_json_object(Path(run_dir) / PROVENANCE).get("submit_dir") or Path.cwd()
+        return cls(run_dir, replace(settings, uri=absolute_uri(settings.uri, Path(base))), say, env)
 
     def start(self) -> dict[str, str]:
         """Open the job's run (made once, found again by a requeued or retried attempt) and start logging;
@@ -78,6 +82,24 @@ class JobTracking:
             return
         if not bounded(lambda: self._close(status), CLOSE_SECONDS):
             self.warn(f"no answer in {CLOSE_SECONDS:.0f} s at the job's end")
+
+    def kill(self, seconds: float) -> None:
+        """Slurm cancelled the job (or ended it at its time limit): the run ends KILLED now, before the SIGKILL that
+        follows; its status first, then what `seconds` allow of the last epochs, the tags and the artifacts."""
+        self._stop.set()
+        write_tracking(self.run_dir, verdict="KILLED")  # for `track sync`, whatever the tracker does now
+        if self.run_id is None:
+            return
+
+        def close() -> None:
+            try:
+                self.mlflow.set_terminated(str(self.run_id), "KILLED")
+            except Exception as error:  # noqa: BLE001
+                return self.warn(error)
+            self._close("KILLED")
+
+        if not bounded(close, seconds):
+            self.warn(f"no answer in {seconds:.0f} s as the job was cancelled")
 
     def warn(self, why: Any) -> None:
         """One line in the job log, once per attempt."""
@@ -145,10 +167,8 @@ class JobTracking:
         state = read_state(self.run_dir)
         history = attempts.recorded(state)
         said = [attempts.describe(attempt, index + 1) for index, attempt in enumerate(history)]
-        tags = tags_of(self.record, state, self.env.get("SLURM_JOB_NODELIST"), said)
-        tags["hpc_train.run_dir"] = str(self.run_dir)  # absolute: where to find it whatever the cwd
-        commit = git_commit()
-        return {**tags, **({"mlflow.source.git.commit": commit} if commit else {})}
+        return tags_of(self.record, state, self.env.get("SLURM_JOB_NODELIST"), said, self.run_dir,
+                       read_json_object(self.run_dir / PROVENANCE))
 
     def _parent(self) -> dict[str, str]:
         """A sweep element's tag naming its sweep's run ({} for a job of its own)."""
@@ -199,15 +219,6 @@ def close_parent_when_done(mlflow: Any, record: Mapping[str, Any], run_dir: Path
         parent = read_tracking(folder).get("run_id")
         if parent and count and all(read_tracking(element).get("closed") for element in elements):
             mlflow.set_terminated(str(parent), "FINISHED")
-
-
-def git_commit() -> str | None:
-    """The commit of the checkout the job runs in, where it is one."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
 
 
 def bounded(call: Callable[[], None], seconds: float) -> bool:

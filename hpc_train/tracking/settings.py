@@ -9,6 +9,7 @@ resumed attempt trains again is never logged twice.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ STORE = "mlflow.db"  # the default store, beside the run folders
 ARTIFACTS = "mlartifacts"  # ... and its artifacts
 # What every rank of a tracked job gets: an unmodified script's mlflow.start_run() joins the job's run.
 URI_VARIABLE, EXPERIMENT_VARIABLE, RUN_VARIABLE = "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID"
+SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # a URI's scheme: http:, postgresql+psycopg2:, ...
+NAMED_STORES = ("databricks", "databricks-uc", "uc")  # tracking URIs that are names, not paths
 PARAM_LIMIT = 6000  # MLflow's longest parameter value
 # Step exits that mean the job was stopped, not that it failed: a stop without requeue, SIGINT, SIGTERM, SIGKILL.
 STOPPED_EXITS = (EXIT_STOPPED, 130, 143, 137)
@@ -42,6 +45,20 @@ class TrackSettings:
 def default_uri(runs: Path) -> str:
     """The store beside the run folders: runs/mlflow.db, as an absolute sqlite URI (every node, any cwd)."""
     return f"sqlite:///{(Path(runs).resolve() / STORE).as_posix()}"  # sqlite:////abs/runs/mlflow.db
+
+
+def absolute_uri(uri: str, base: Path) -> str:
+    """A local store's URI made absolute from `base` (the submit directory), so that the job, which runs in the
+    code snapshot, finds the store the user meant: `sqlite:///x.db`, `file:x` and a bare path `x` are relative;
+    any other URI (a server, an absolute path, `sqlite:////abs`, `file:///abs`, `databricks`) is kept (pure)."""
+    base = Path(base)
+    if uri.startswith("sqlite:///") and uri != "sqlite:///" and not uri[len("sqlite:///"):].startswith("/"):
+        return f"sqlite:///{base / uri[len('sqlite:///'):]}"
+    if uri.startswith("file:") and not uri[len("file:"):].startswith("/"):
+        return f"file://{base / uri[len('file:'):]}"
+    if not uri or SCHEME.match(uri) or uri in NAMED_STORES or Path(uri).expanduser().is_absolute():
+        return uri
+    return str(base / uri)  # a bare path: MLflow's file store, as `mlruns` or `./runs/mlruns`
 
 
 def resolve(uri: str | None, experiment: str | None, env: Mapping[str, str], runs: Path,
@@ -114,16 +131,32 @@ def status_from_folder(state: Mapping[str, Any], verdict: str | None) -> str | N
     return {"finished": "FINISHED", "pruned": "FINISHED", "stopped": "KILLED"}.get(str(state.get("state")))
 
 
-def tags_of(record: Mapping[str, Any], state: Mapping[str, Any], nodes: str | None,
-            attempts_said: Sequence[str]) -> dict[str, str]:
-    """The run's tags: the job, where it ran, its attempts and why, a pruned element's verdict."""
+def tags_of(record: Mapping[str, Any], state: Mapping[str, Any], nodes: str | None, attempts_said: Sequence[str],
+            run_dir: Path, provenance: Mapping[str, Any]) -> dict[str, str]:
+    """The run's tags: the job, where it ran, its run folder (as given: absolute, for any cwd), its attempts and
+    why, a pruned element's verdict, and the code it ran as provenance.json recorded it at submit (the job runs in
+    a snapshot, no git checkout: git cannot be asked there)."""
     tags = {"hpc_train.job_id": str(record.get("job_id", "")), "hpc_train.strategy": str(record.get("strategy", "")),
             "hpc_train.nodes": nodes or str(record.get("nodes", "")), "hpc_train.attempts": str(1 + len(attempts_said)),
-            "hpc_train.run_dir": str(record.get("folder", ""))}
+            "hpc_train.run_dir": str(run_dir)}
     if attempts_said:
         tags["hpc_train.attempts_why"] = "; ".join(attempts_said)[:PARAM_LIMIT]
     if state.get("state") == "pruned":
         tags.update({"pruned": "true", "hpc_train.pruned_why": str(state.get("reason", ""))})
+    return {**tags, **code_tags(provenance)}
+
+
+def code_tags(provenance: Mapping[str, Any]) -> dict[str, str]:
+    """The commit (MLflow's own tag, which its UI shows), whether the tree had uncommitted changes, the snapshot's
+    digest: each where provenance.json has it."""
+    tags = {}
+    if isinstance(provenance.get("commit"), str) and provenance["commit"]:
+        tags["mlflow.source.git.commit"] = provenance["commit"]
+    if isinstance(provenance.get("dirty"), bool):
+        tags["hpc_train.git_dirty"] = str(provenance["dirty"]).lower()
+    snapshot = provenance.get("snapshot")
+    if isinstance(snapshot, Mapping) and snapshot.get("digest"):
+        tags["hpc_train.snapshot"] = str(snapshot["digest"])
     return tags
 
 

@@ -171,8 +171,10 @@ def test_a_worker_killed_is_retried_with_its_node_excluded_in_the_workers_compon
 
 
 def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_path: Path) -> None:
-    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "1", "--name", "long", "--", "sh", "-c",
-                              'echo "rank $SLURM_PROCID on $SLURMD_NODENAME"; sleep 120'))
+    """... and a cancelled job's MLflow run (the default store, beside the run folders) ends KILLED, not RUNNING."""
+    pytest.importorskip("mlflow")
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "1", "--name", "long", "--track", "mlflow",
+                              "--", "sh", "-c", 'echo "rank $SLURM_PROCID on $SLURMD_NODENAME"; sleep 120'))
     last = tmp_path / "runs" / f"long-{job}" / "logs" / "rank-3.out"
     deadline = time.monotonic() + 60
     while "rank 3 on hgpu" not in (last.read_text() if last.exists() else ""):
@@ -186,6 +188,11 @@ def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_
     states = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State"], env=env,
                             capture_output=True, text=True).stdout.splitlines()
     assert [state.split("|")[1].split()[0] for state in states] == ["CANCELLED", "CANCELLED"], states
+    from mlflow.tracking import MlflowClient
+
+    store = MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    [run] = store.search_runs([store.get_experiment_by_name("long").experiment_id])
+    assert run.info.status == "KILLED", (tmp_path / "runs" / f"long-{job}" / "tracking.json").read_text()
 
 
 def test_a_warned_heterogeneous_job_checkpoints_requeues_itself_and_resumes(env: dict[str, str],

@@ -16,8 +16,8 @@ from hpc_train.exitcodes import EXIT_STOPPED
 from hpc_train.injob.body import parse
 from hpc_train.login.request import JobSpec
 from hpc_train.login.script import render_script
-from hpc_train.tracking.settings import (TrackSettings, artifact_root, epochs_to_log, final_status, params_of, resolve,
-                                         status_from_folder, tags_of, ui_hint)
+from hpc_train.tracking.settings import (TrackSettings, absolute_uri, artifact_root, epochs_to_log, final_status,
+                                         params_of, resolve, status_from_folder, tags_of, ui_hint)
 from tests.login.test_script import HOSTILE
 
 
@@ -77,13 +77,24 @@ def test_sync_reads_the_end_from_the_folder() -> None:
     assert status_from_folder({"state": "running"}, None) is None
 
 
-def test_tags_say_the_job_its_nodes_its_attempts_and_a_pruned_elements_verdict() -> None:
+def test_tags_say_the_job_its_nodes_its_folder_its_attempts_and_a_pruned_elements_verdict() -> None:
     record = {"job_id": "12", "strategy": "multiworker", "nodes": 2, "folder": "runs/a-12"}
-    tags = tags_of(record, {"state": "pruned", "reason": "worse half"}, "n[1-2]", ["attempt 2: retried after x"])
+    tags = tags_of(record, {"state": "pruned", "reason": "worse half"}, "n[1-2]", ["attempt 2: retried after x"],
+                   Path("/home/u/p/runs/a-12"), {})
     assert tags == {"hpc_train.job_id": "12", "hpc_train.strategy": "multiworker", "hpc_train.nodes": "n[1-2]",
-                    "hpc_train.attempts": "2", "hpc_train.run_dir": "runs/a-12",
+                    "hpc_train.attempts": "2", "hpc_train.run_dir": "/home/u/p/runs/a-12",
                     "hpc_train.attempts_why": "attempt 2: retried after x", "pruned": "true",
                     "hpc_train.pruned_why": "worse half"}
+
+
+def test_the_code_tags_are_provenance_jsons_commit_dirty_flag_and_snapshot() -> None:
+    provenance = {"commit": "c0ffee" * 6 + "abcd", "dirty": True, "snapshot": {"digest": "d1g", "path": "/s"}}
+    tags = tags_of({}, {}, None, [], Path("/r"), provenance)
+    assert (tags["mlflow.source.git.commit"], tags["hpc_train.git_dirty"], tags["hpc_train.snapshot"]) == (
+        provenance["commit"], "true", "d1g")
+    outside_git = tags_of({}, {}, None, [], Path("/r"), {"commit": None, "dirty": False, "snapshot": None})
+    assert "mlflow.source.git.commit" not in outside_git and "hpc_train.snapshot" not in outside_git
+    assert outside_git["hpc_train.git_dirty"] == "false"
 
 
 def test_the_body_takes_tracking_from_its_options_or_the_trainers_settings() -> None:
@@ -144,3 +155,30 @@ def test_at_submit_a_server_that_does_not_answer_is_a_warning_not_a_refusal(caps
     check_tracking(TrainConfig(track="mlflow", tracking_uri=dead), say_unreachable=False)
     check_tracking(TrainConfig(), say_unreachable=True)
     assert capsys.readouterr().err == ""
+
+
+def test_a_relative_store_is_made_absolute_from_the_submit_directory() -> None:
+    here = Path("/home/u/proj")
+    assert absolute_uri("sqlite:///x.db", here) == "sqlite:////home/u/proj/x.db"
+    assert absolute_uri("sqlite:///runs/m.db?timeout=9", here) == "sqlite:////home/u/proj/runs/m.db?timeout=9"
+    assert absolute_uri("file:relative", here) == "file:///home/u/proj/relative"
+    assert absolute_uri("mlruns", here) == "/home/u/proj/mlruns"
+    assert absolute_uri("./out/mlruns", here) == "/home/u/proj/out/mlruns"
+    for kept in ("sqlite:////abs/m.db", "file:///abs", "/abs/mlruns", "http://h:5000", "https://h/x",
+                 "postgresql+psycopg2://u@h/db", "databricks", "databricks://profile", "~/mlruns"):
+        assert absolute_uri(kept, here) == kept
+
+
+@pytest.mark.parametrize("how", ["flag", "yaml"])
+def test_a_submitted_jobs_script_carries_the_absolute_store(tmp_path: Path, how: str) -> None:
+    from tests.login.test_submission import hpc_train, mock_slurm
+
+    if importlib.util.find_spec("mlflow") is None:
+        pytest.skip("MLflow is not installed")
+    fake = mock_slurm(tmp_path / "fake")
+    (tmp_path / "c.yaml").write_text("track: mlflow\ntracking_uri: sqlite:///x.db\n")
+    given = ["--track", "mlflow", "--tracking-uri", "sqlite:///x.db"] if how == "flag" else ["--config", "c.yaml"]
+    done = hpc_train("submit", "--nodes", "1", "--name", "t", *given, "--", "true", cwd=tmp_path, fake=fake)
+    assert done.returncode == 0, done.stderr
+    [script] = fake.scripts()
+    assert f"--tracking-uri sqlite:///{tmp_path}/x.db" in script, script

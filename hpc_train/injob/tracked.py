@@ -1,0 +1,95 @@
+"""The job's tracked run around one attempt of the job body (body.py): opened before the step, its variables given
+to every rank, and ended as the attempt ended (tracking/job.py does the logging):
+
+- the prologue ended the job before its step (its retries are spent): FAILED;
+- the prologue moved the job off a failed node (it requeued itself): nothing, the next attempt goes on with the run;
+- Slurm's SIGTERM during the step: KILLED at once when Slurm cancelled the job (scancel, the time limit, as MLflow
+  says it), before the SIGKILL that follows KillWait later (30 s by default); nothing when the job was requeued
+  (`scontrol requeue`: the trainer's own, a preemption), as the job goes on;
+- else after the step (and the epilogue): as final_status says.
+
+A cancel and a requeue both end the attempt with the same SIGTERM, and `scontrol show job` says COMPLETING for both
+while it comes; what tells them apart is that a requeue has already counted one restart more (Restarts) than this
+attempt's SLURM_RESTART_COUNT. Either way the body then ends as it would without tracking: by that SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from hpc_train.injob.requeue import restart_count
+from hpc_train.runs.state import read_state
+from hpc_train.slurm.client import SlurmClient
+from hpc_train.tracking.settings import final_status
+
+ASK_SECONDS = 2.0  # at most this long for Slurm's word on the job, on its SIGTERM
+KILL_SECONDS = 3.0  # at most this long to end the run KILLED: well within KillWait (30 s; 5 on the test cluster)
+
+
+@dataclass
+class Attempt:
+    """The attempt's environment for the ranks (the run's variables added when tracked), and its end to say."""
+
+    env: dict[str, str]
+    tracking: Any = None  # tracking/job.py's JobTracking; None: not tracked
+
+    def ended(self, step_code: int, job_code: int) -> None:
+        """After the step (and the epilogue): the run's end, or nothing while the job goes on."""
+        if self.tracking is not None:
+            self.tracking.finish(step_code, job_code)
+
+
+@contextmanager
+def tracked_attempt(body: Any, env: Mapping[str, str], ended: int | None, slurm: bool) -> Iterator[Attempt]:
+    """The attempt of `body` (a JobBody) whose prologue said `ended` (None: the step runs), its run opened when the
+    job asked for one; `slurm`: the step is srun's, so Slurm's SIGTERM ends a cancelled job's run KILLED."""
+    if body.track != "mlflow" or ended == 0:  # not tracked, or moved: the job goes on, its run open
+        yield Attempt(dict(env))
+        return
+    import sys
+
+    from hpc_train.tracking.job import JobTracking  # (which imports MLflow only when a run is opened)
+
+    tracking = JobTracking.for_job(body.run_dir, body.tracking_uri, body.experiment, env,
+                                   lambda line: print(line, file=sys.stderr, flush=True))
+    attempt = Attempt({**env, **tracking.start()}, tracking)  # every rank joins the job's run
+    if ended is not None:  # the prologue ended the job: its retries are spent
+        tracking.finish(ended, ended)
+        yield attempt
+        return
+    on_term = _ending_on_term(tracking, env) if slurm else None
+    previous = signal.signal(signal.SIGTERM, on_term) if on_term else None
+    try:
+        yield attempt
+    finally:
+        if on_term is not None and signal.getsignal(signal.SIGTERM) is on_term:  # (the epilogue may ignore it now)
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _ending_on_term(tracking: Any, env: Mapping[str, str]) -> Any:
+    """A SIGTERM handler: the run ended KILLED when Slurm cancelled the job, then the body ends by that SIGTERM."""
+    def on_term(signum: int, frame: Any) -> None:
+        shown = SlurmClient.local(env).show_job(env.get("SLURM_JOB_ID", ""), timeout=ASK_SECONDS)
+        status = status_on_term(shown, restart_count(env), read_state(tracking.run_dir), tracking.since)
+        if status is not None:
+            tracking.kill(KILL_SECONDS)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # as without tracking: the job's processes end on Slurm's SIGTERM
+
+    return on_term
+
+
+def status_on_term(shown: Mapping[str, str], restarts: int, state: Mapping[str, Any], since: float) -> str | None:
+    """The run's end on Slurm's SIGTERM during the step (pure): KILLED when the job was cancelled or reached its time
+    limit; None when it goes on (Slurm counted a restart more than this attempt's `restarts`: it was requeued; or
+    state.json, written since `since`, says requeued) or when Slurm did not answer (the next attempt, or
+    `hpc-train track sync`, ends it then). `shown`: `scontrol show job`'s fields."""
+    counted = shown.get("Restarts", "")
+    if not counted.isdigit() or int(counted) > restarts:
+        return None
+    return final_status(143, 143, state, since)  # KILLED, unless the run folder says requeued in this attempt

@@ -1,0 +1,105 @@
+"""The job body's tracking (tracking/job.py, injob/tracked.py) against an MLflow client in memory: the tags it
+gives the run, and how the run ends when an attempt ends before or during its step."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpc_train.exitcodes import EXIT_RETRIES_SPENT
+from hpc_train.injob.body import JobBody, run_job
+from hpc_train.injob.prologue import EXIT_MOVED
+from hpc_train.injob.tracked import status_on_term
+from hpc_train.runs.metrics import write_metrics
+from hpc_train.runs.state import read_tracking
+from hpc_train.tracking.job import JobTracking
+from tests.fake_slurm import without_slurm
+from tests.tracking.fake_mlflow import FakeMlflow, fake_mlflow  # noqa: F401 - the fixture
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def run_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "submit" / "runs" / "job-12"
+    folder.mkdir(parents=True)
+    (folder / "job.json").write_text(json.dumps({"job_id": "12", "name": "job", "folder": "runs/job-12"}))
+    return folder
+
+
+def test_the_commit_comes_from_provenance_json_not_from_git_where_the_job_runs(
+        fake_mlflow: FakeMlflow, tmp_path: Path, monkeypatch) -> None:
+    folder = run_folder(tmp_path)
+    (folder / "provenance.json").write_text(json.dumps(
+        {"commit": COMMIT, "dirty": True, "snapshot": {"digest": "abc123", "path": "/x"}}))
+    checkout = tmp_path / "elsewhere"  # the job's cwd: a git checkout of another commit
+    checkout.mkdir()
+    for command in (["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
+                                     "-m", "other"]):
+        subprocess.run(["git", *command], cwd=checkout, check=True, capture_output=True)
+    monkeypatch.chdir(checkout)
+    tracking = JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print)
+    tracking.start()
+    tracking.finish(0, 0)
+    [run] = fake_mlflow.runs.values()
+    assert run.tags["mlflow.source.git.commit"] == COMMIT
+    assert (run.tags["hpc_train.git_dirty"], run.tags["hpc_train.snapshot"]) == ("true", "abc123")
+    assert run.tags["hpc_train.run_dir"] == str(folder)
+    assert run.status == "FINISHED"
+
+
+def test_a_relative_store_that_reaches_the_job_is_the_submit_directorys(tmp_path: Path, monkeypatch) -> None:
+    folder = run_folder(tmp_path)
+    (folder / "provenance.json").write_text(json.dumps({"submit_dir": str(tmp_path / "submit")}))
+    monkeypatch.chdir(tmp_path)  # the job runs elsewhere: in the code snapshot
+    env = {"MLFLOW_TRACKING_URI": "mlruns"}
+    assert JobTracking.for_job(folder, "sqlite:///x.db", None, env, print).settings.uri == \
+        f"sqlite:///{tmp_path}/submit/x.db"
+    assert JobTracking.for_job(folder, None, None, env, print).settings.uri == f"{tmp_path}/submit/mlruns"
+
+
+def earlier_attempts_run(folder: Path, fake: FakeMlflow) -> str:
+    """The run an earlier attempt opened and left RUNNING (the epilogue retried the job)."""
+    earlier = JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print)
+    earlier.start()
+    earlier.finish(1, 0)
+    [run_id] = fake.runs
+    assert fake.runs[run_id].status == "RUNNING"
+    return run_id
+
+
+@pytest.mark.parametrize("said, status", [(EXIT_RETRIES_SPENT, "FAILED"), (EXIT_MOVED, "RUNNING")])
+def test_a_job_the_prologue_ends_ends_its_run_failed_and_one_it_moves_keeps_it_running(
+        fake_mlflow: FakeMlflow, tmp_path: Path, monkeypatch, said: int, status: str) -> None:
+    folder = run_folder(tmp_path)
+    run_id = earlier_attempts_run(folder, fake_mlflow)
+    monkeypatch.setattr("hpc_train.injob.prologue.before_the_step", lambda *args: said)
+    job = JobBody(folder, track="mlflow", tracking_uri="sqlite:////x/mlflow.db")
+    code = run_job(job, ["true"], {**without_slurm(), "SLURM_JOB_ID": "12", "SLURM_RESTART_COUNT": "1"})
+    assert code == (1 if said == EXIT_RETRIES_SPENT else 0)
+    assert list(fake_mlflow.runs) == [run_id]  # the job's one run, no other
+    assert fake_mlflow.runs[run_id].status == status
+
+
+def test_on_slurms_sigterm_a_cancelled_jobs_run_ends_killed_and_a_requeued_ones_goes_on() -> None:
+    since = 100.0
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "0"}, 0, {}, since) == "KILLED"  # scancel
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "2"}, 2, {}, since) == "KILLED"  # its 3rd attempt
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since) is None  # scontrol requeue
+    assert status_on_term({"Restarts": "0"}, 0, {"state": "requeued", "time": 150}, since) is None  # the trainer's
+    assert status_on_term({"Restarts": "0"}, 0, {"state": "requeued", "time": 50}, since) == "KILLED"  # an earlier
+    assert status_on_term({}, 0, {}, since) is None  # Slurm did not answer: left to the next attempt, or track sync
+
+
+def test_a_killed_run_says_killed_first_then_logs_what_it_lacks(fake_mlflow: FakeMlflow, tmp_path: Path) -> None:
+    folder = run_folder(tmp_path)
+    tracking = JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print)
+    tracking.start()
+    write_metrics(folder, {"epochs": [{"epoch": 1, "loss": 0.5}]})
+    tracking.kill(5.0)
+    [(run_id, run)] = fake_mlflow.runs.items()
+    assert fake_mlflow.calls[:2] == ["create_run run1", "set_terminated run1 KILLED"]  # before Slurm's SIGKILL
+    assert run.status == "KILLED" and run.metrics["loss"] == [(1, 0.5)]
+    assert read_tracking(folder)["verdict"] == "KILLED"  # track sync's word too
