@@ -39,6 +39,25 @@ def test_median_waits_for_a_finished_trial(tmp_path: Path) -> None:
     assert verdict(third, 1, 0.10) is True  # below the finished one's 0.90 at epoch 1
 
 
+def test_a_study_error_on_the_chief_is_warned_of_once_and_the_element_trains_on_unpruned(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from hpc_train.config import TrainConfig
+    from hpc_train.training.trainer import _pruning_verdict
+
+    folder = asked(tmp_path / "sw-14_0", "median")
+    spec = json.loads((folder / study.SEARCH_FILE).read_text())
+    # The study's database gone (its folder unreachable): SQLAlchemy's OperationalError at the report.
+    (folder / study.SEARCH_FILE).write_text(json.dumps({**spec, "storage": f"sqlite:///{tmp_path}/gone/s.db"}))
+    decide = _pruning_verdict(TrainConfig(prune="median"), SimpleNamespace(output=folder,
+                                                                         rank=SimpleNamespace(is_chief=True)))
+    # None: the chief's "go on", which the job's agreement hands every other rank.
+    assert [decide(epoch, {"val_accuracy": 0.5}) for epoch in (1, 2, 3)] == [None, None, None]
+    warned = capsys.readouterr().err.splitlines()
+    assert len(warned) == 1 and "pruning is off for this run" in warned[0] and "OperationalError" in warned[0]
+
+
 @pytest.mark.tensorflow
 def test_an_element_that_learns_worse_prunes_itself_and_keeps_its_checkpoint(tmp_path: Path) -> None:
     from tests.training.runs import finish, start
