@@ -14,6 +14,7 @@ import yaml
 from hpc_train.injob.trial import prepare
 from hpc_train.runs import study, trials
 from hpc_train.runs.metrics import write_metrics
+from tests.cli.running import run_main
 
 SPACE = {"learning_rate": {"low": 1e-4, "high": 1e-1, "log": True, "int": False},
          "batch_size": {"choices": [32, 64]}}
@@ -112,6 +113,25 @@ def test_report_ranks_the_trials_names_the_best_draws_the_plots_and_exports_it(t
     assert settings["learning_rate"] == study.read_trial(runs[1])["values"]["learning_rate"] != 0.001
     assert "output_dir" not in settings
     assert "the best trial (1, element 1)" in (tmp_path / "best.yaml").read_text()
+
+
+def test_the_exported_best_is_a_plain_job_that_submit_accepts(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.config import TrainConfig, to_dict
+
+    runs = [element(tmp_path, index) for index in range(2)]
+    for folder, value in zip(runs, (0.7, 0.9)):
+        # An element's config.yaml as the array's script writes it: every setting, the sweep's pruner among them.
+        (folder / "config.yaml").write_text(yaml.safe_dump(to_dict(TrainConfig(prune="median", epochs=4))))
+        prepare(folder, None)
+        study.conclude(folder, value)
+    best = tmp_path / "best.yaml"
+    settings = trials.export_best(trials.load(tmp_path / "sw-7", runs), lambda index: runs[index], best)
+    assert "prune" not in settings and settings["epochs"] == 4
+    # The validation submit's does (job_request, sweep_request): render reads the options the same way.
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(best), "-o", str(tmp_path / "best.sbatch")],
+                            capsys)
+    assert code == 0, err
 
 
 @pytest.mark.parametrize("name", ["halving", "median", "hyperband", "none"])
