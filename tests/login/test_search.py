@@ -139,3 +139,26 @@ def test_a_hostile_command_reaches_the_trial_step_as_one_inert_word(tmp_path: Pa
     words = shown.stdout.splitlines()
     assert words[:4] == ["trial", "--run-dir", "RUN", "--command"] and not (tmp_path / "PWNED").exists()
     assert shlex.split(words[4])[-2:] == ["$(touch PWNED)", "--lr={learning_rate}"], words
+
+
+def test_a_requeued_element_replaces_its_search_json_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    output = tmp_path / "s.sbatch"
+    code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--sweep", "learning_rate=1e-4:1e-2:log",
+                             "--trials", "2"], capsys)
+    assert code == 0, err
+    lines = output.read_text().splitlines()
+    start = next(at for at, line in enumerate(lines) if "HPC_TRAIN_SEARCH" in line)
+    end = next(at for at, line in enumerate(lines) if line.startswith("hpc-train trial "))
+    run_dir = tmp_path / "sw-3_1 (a b)"
+    run_dir.mkdir()
+    (run_dir / "search.json").write_text('{"sampler": "the first start\'s"}')
+    with open(run_dir / "search.json") as reader:  # a reader of the first start's file, as the script runs again
+        done = subprocess.run(["bash", "-c", "\n".join(lines[start:end])], env={"run_dir": str(run_dir)},
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        # Renamed into place: the reader's file is whole (the old one), never truncated under it.
+        assert reader.read() == '{"sampler": "the first start\'s"}'
+    assert '"sampler": "tpe"' in (run_dir / "search.json").read_text() and sorted(path.name for path in
+                                                                               run_dir.iterdir()) == ["search.json"]
