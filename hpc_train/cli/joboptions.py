@@ -215,11 +215,30 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
         if sweep.search is None and train.prune == "none":
             raise HpcTrainError("--study-storage applies to a sweep with a study: add --search tpe|random|cmaes or "
                                 "--prune NAME")
-        sweep = dataclasses.replace(sweep, storage=args.study_storage)
+        sweep = dataclasses.replace(sweep, storage=study_storage(args))
     for values in sweep.elements:
         if args.command:  # a {KEY} no sweep key defines is refused now
             substitute(args.command, values or dict.fromkeys(sweep.keys, 0))
     return sweep
+
+
+def study_storage(args: argparse.Namespace) -> str:
+    """--study-storage with a relative SQLite file made absolute; on submit (not --dry-run), the database opened
+    now, so that a bad URL or an unwritable file is one line before anything is queued."""
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.runs.study import absolute_url, open_storage
+
+    url = absolute_url(args.study_storage, Path.cwd())
+    if getattr(args, "subcommand", "") != "submit" or getattr(args, "dry_run", False):
+        return url
+    try:
+        open_storage(url)
+    except Exception as error:  # (SQLAlchemy's, a driver's import, the file's: any is the URL's fault here)
+        raise HpcTrainError(f"--study-storage {url}: cannot open it ({type(error).__name__}: "
+                            f"{str(error).strip().splitlines()[0] if str(error).strip() else 'no detail'}); give an "
+                            "RDB URL this host and the nodes can write (sqlite:////shared/path/s.db, "
+                            "postgresql://...), or drop it for study.journal in the sweep's folder") from None
+    return url
 
 
 def sweep_of(args: argparse.Namespace, section):  # -> Sweep

@@ -61,6 +61,28 @@ def storage(folder: Path, url: str | None = None) -> Any:
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(folder / STUDY_FILE)))
 
 
+def absolute_url(url: str, cwd: Path) -> str:
+    """--study-storage as every process of the job reads it: a relative SQLite file made absolute from `cwd` (the
+    submit's). The array's trial step runs in the folder submitted from, the ranks in the code snapshot: a relative
+    file would be two studies (pure)."""
+    match = re.match(r"^(?P<dialect>sqlite(?:\+\w+)?):///(?P<path>[^?]*)(?P<query>\?.*)?$", url.strip())
+    if match is None or match["path"].startswith("/") or match["path"] in ("", ":memory:"):
+        return url
+    return f"{match['dialect']}:///{cwd.absolute() / match['path']}{match['query'] or ''}"
+
+
+def open_storage(url: str) -> None:
+    """The database at `url` opened at submit, its tables created: a bad URL, a driver that is missing or a file
+    that cannot be written fails here, before anything is queued (the study itself is named by the array's id,
+    not known yet; its first element creates it)."""
+    import optuna
+
+    if url.startswith("sqlite") and (url.rstrip("/") == "sqlite:" or ":memory:" in url):
+        raise ValueError("an in-memory database is each process's own; give a file, sqlite:////shared/path/s.db")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.storages.RDBStorage(url)
+
+
 def distributions(space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """search.json's space as Optuna's distributions: a range (int or float, log or not), or a choice."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution

@@ -162,3 +162,43 @@ def test_a_requeued_element_replaces_its_search_json_whole(tmp_path: Path, capsy
         assert reader.read() == '{"sampler": "the first start\'s"}'
     assert '"sampler": "tpe"' in (run_dir / "search.json").read_text() and sorted(path.name for path in
                                                                                run_dir.iterdir()) == ["search.json"]
+
+
+def test_a_relative_sqlite_storage_is_made_absolute_from_where_it_was_submitted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.runs.study import absolute_url
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(["render", "--nodes", "1", "-o", "s.sbatch", "--sweep", "learning_rate=1e-4:1e-2",
+                             "--trials", "2", "--study-storage", "sqlite:///studies/s.db?timeout=30"], capsys)
+    assert code == 0, err
+    # The trial step (in the folder submitted from) and the ranks (in the code snapshot) open the same file.
+    assert f'"storage": "sqlite:///{tmp_path}/studies/s.db?timeout=30"' in (tmp_path / "s.sbatch").read_text()
+    assert not (tmp_path / "studies").exists()  # render opens nothing
+    assert [absolute_url(url, tmp_path) for url in ("sqlite:////abs/s.db", "postgresql://host/db", "sqlite://")] == \
+        ["sqlite:////abs/s.db", "postgresql://host/db", "sqlite://"]
+
+
+@pytest.mark.parametrize("url, said", [
+    ("sqlite:///no/such/folder/s.db", "(OperationalError: "),
+    ("nosuchdialect://host/db", "(NoSuchModuleError: "),
+    ("sqlite:///:memory:", "an in-memory database is each process's own"),
+])
+def test_submit_opens_the_study_storage_and_refuses_a_bad_one_in_one_line_before_anything_is_queued(
+        url: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(["submit", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--trials", "2",
+                             "--study-storage", url], capsys)
+    assert code == 2 and "--study-storage " in err and said in err and "cannot open it" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_submit_creates_a_writable_study_storage_before_anything_else(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))  # the submit stops later: no sbatch here
+    run_main(["submit", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--trials", "2",
+              "--study-storage", "sqlite:///s.db"], capsys)
+    assert (tmp_path / "s.db").stat().st_size > 0  # opened, its tables created
