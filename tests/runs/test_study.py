@@ -172,3 +172,19 @@ def test_a_study_in_a_database_url_instead_of_the_journal(tmp_path: Path) -> Non
     kept = study.ask(folder)
     assert study.conclude(folder, 0.8) == "COMPLETE" and not (tmp_path / "sw-7" / study.STUDY_FILE).exists()
     assert optuna.load_study(study_name="sw-7", storage=url).trials[kept["number"]].value == 0.8
+
+
+@pytest.mark.parametrize("broken", ["database", "journal"])
+def test_a_study_that_cannot_be_asked_is_one_line_naming_its_storage_and_exit_1(
+        broken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.injob.trial import main
+
+    if broken == "database":
+        folder, where = element(tmp_path, 0, storage=f"sqlite:///{tmp_path}/gone/s.db"), f"{tmp_path}/gone/s.db"
+    else:  # the journal's folder is not one (a file in its place)
+        (tmp_path / "sw-7").write_text("")
+        folder, where = element(tmp_path, 0), str(tmp_path / "sw-7" / study.STUDY_FILE)
+    assert main(["--run-dir", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "trial: asking the study in " in err and where in err and "from this node" in err
