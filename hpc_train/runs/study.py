@@ -141,7 +141,7 @@ def load(run_dir: Path, spec: Mapping[str, Any] | None = None, seed_offset: int 
 
 
 def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """This element's trial: read back when it has one (a requeue, a retry), else asked of the study once and
+    """This element's trial: read back when it has one (a requeue, a retry), else claimed in the study (claim) and
     kept in trial.json. `fixed`: a grid element's own values (registered as they are, search.json's space
     holding each key's choices)."""
     known = read_trial(run_dir)
@@ -153,25 +153,45 @@ def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]
     # Each element its own seed: the same in all would draw the same first values.
     study = load(run_dir, spec, seed_offset=1_000_003 * (index + 1), store=store)
     space = distributions(spec.get("space", {}))
+    trial = claim(study, store, index)
     if fixed is None:
-        trial = study.ask(space)
-        values = dict(trial.params)
+        values = {key: draw(trial, key, distribution) for key, distribution in space.items()}
     else:
-        trial, values = ask_fixed(study, store, fixed, space), dict(fixed)
-    trial.set_user_attr("element", index)
+        values = dict(fixed)
+        for key, value in fixed.items():  # each under its key's whole choice: every trial agrees on them
+            if key not in trial.params:  # (an adopted trial may hold some already)
+                store.set_trial_param(trial._trial_id, key, space[key].to_internal_repr(value), space[key])
     # Optuna names a trial to other processes by its id: kept with its number (the number is what people see).
     kept = {"number": trial.number, "trial_id": trial._trial_id, "values": values, "study": study.study_name}
     write_json_atomically(run_dir / TRIAL_FILE, kept)
     return kept
 
 
-def ask_fixed(study: Any, store: Any, fixed: Mapping[str, Any], space: Mapping[str, Any]) -> Any:
-    """A trial whose values are given (a grid element's, in its config), each set under its key's whole choice
-    (`space`: every element's values), so that all the study's trials agree on their distributions."""
-    trial = study.ask()
-    for key, value in fixed.items():
-        store.set_trial_param(trial._trial_id, key, space[key].to_internal_repr(value), space[key])
-    return trial
+def claim(study: Any, store: Any, index: int) -> Any:
+    """The element's trial, RUNNING: created with its element index in the one write that creates it, so that no
+    trial is ever without its owner; an element restarted after a crash before its trial.json was written adopts
+    that trial (its index, still RUNNING) and its values drawn so far, instead of leaving it RUNNING forever and
+    asking another. The study is then the only record of the claim: no lock, no second file to keep in step."""
+    import optuna
+
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    own = [trial for trial in running if trial.user_attrs.get("element") == index]
+    if own:
+        return optuna.trial.Trial(study, own[-1]._trial_id)
+    template = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, user_attrs={"element": index})
+    created = store.create_new_trial(store.get_study_id_from_name(study.study_name), template_trial=template)
+    return optuna.trial.Trial(study, created)
+
+
+def draw(trial: Any, key: str, distribution: Any) -> Any:
+    """The trial's value for `key` (drawn by the study's sampler as Study.ask draws it; one drawn already stays)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if isinstance(distribution, CategoricalDistribution):
+        return trial.suggest_categorical(key, distribution.choices)
+    if isinstance(distribution, IntDistribution):
+        return trial.suggest_int(key, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
+    return trial.suggest_float(key, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
 
 
 def report(run_dir: Path, epoch: int, value: float) -> bool:

@@ -188,3 +188,28 @@ def test_a_study_that_cannot_be_asked_is_one_line_naming_its_storage_and_exit_1(
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert "trial: asking the study in " in err and where in err and "from this node" in err
+
+
+@pytest.mark.parametrize("grid", [False, True])
+def test_an_element_that_crashed_before_its_trial_json_adopts_its_own_trial_on_restart(
+        grid: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, other = element(tmp_path, 0), element(tmp_path, 1)
+    fixed = {"learning_rate": 0.01, "batch_size": 64} if grid else None
+    if grid:
+        for folder in (first, other):
+            spec = json.loads((folder / study.SEARCH_FILE).read_text())
+            (folder / study.SEARCH_FILE).write_text(json.dumps({**spec, "sampler": "grid", "space": {
+                "learning_rate": {"choices": [0.01, 0.1]}, "batch_size": {"choices": [32, 64]}}}))
+    study.ask(other, fixed)  # another element's RUNNING trial: not this one's to adopt
+
+    def killed(*_: object) -> None:
+        raise KeyboardInterrupt("the node went down after the ask, before trial.json")
+
+    monkeypatch.setattr(study, "write_json_atomically", killed)
+    with pytest.raises(KeyboardInterrupt):
+        study.ask(first, fixed)
+    monkeypatch.undo()
+    again = study.ask(first, fixed)  # the restarted element (its requeue, or a retry)
+    trials_now = read_back(tmp_path).get_trials()
+    assert len(trials_now) == 2 and again["number"] == 1 and trials_now[1].user_attrs["element"] == 0
+    assert trials_now[1].params == again["values"] and trials_now[1].state.name == "RUNNING"
