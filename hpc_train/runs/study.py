@@ -157,10 +157,7 @@ def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]
     if fixed is None:
         values = {key: draw(trial, key, distribution) for key, distribution in space.items()}
     else:
-        values = dict(fixed)
-        for key, value in fixed.items():  # each under its key's whole choice: every trial agrees on them
-            if key not in trial.params:  # (an adopted trial may hold some already)
-                store.set_trial_param(trial._trial_id, key, space[key].to_internal_repr(value), space[key])
+        values = register(store, trial, fixed, space)
     # Optuna names a trial to other processes by its id: kept with its number (the number is what people see).
     kept = {"number": trial.number, "trial_id": trial._trial_id, "values": values, "study": study.study_name}
     write_json_atomically(run_dir / TRIAL_FILE, kept)
@@ -181,6 +178,22 @@ def claim(study: Any, store: Any, index: int) -> Any:
     template = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, user_attrs={"element": index})
     created = store.create_new_trial(store.get_study_id_from_name(study.study_name), template_trial=template)
     return optuna.trial.Trial(study, created)
+
+
+def register(store: Any, trial: Any, fixed: Mapping[str, Any], space: Mapping[str, Any]) -> dict[str, Any]:
+    """Given values (a grid element's, in its config) set in `trial`, each under its key's whole choice (`space`:
+    every element's values), so that all the study's trials agree on their distributions. The values."""
+    for key, value in fixed.items():
+        if key not in trial.params:  # (an adopted trial may hold some already)
+            store.set_trial_param(trial._trial_id, key, space[key].to_internal_repr(value), space[key])
+    return dict(fixed)
+
+
+def ask_fixed(study: Any, store: Any, fixed: Mapping[str, Any], space: Mapping[str, Any]) -> Any:
+    """A new trial of `study` with the given values (the benchmark's grid: one process, nothing to adopt)."""
+    trial = study.ask()
+    register(store, trial, fixed, space)
+    return trial
 
 
 def draw(trial: Any, key: str, distribution: Any) -> Any:
