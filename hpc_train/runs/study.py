@@ -24,7 +24,7 @@ from typing import Any
 
 from hpc_train.runs.metrics import epochs
 from hpc_train.runs.objective import objective_name
-from hpc_train.runs.state import read_json_object as read_json, read_state, write_json_atomically
+from hpc_train.runs.state import read_json_object as read_json, read_state, write_json_atomically, write_state
 
 STUDY_FILE = "study.journal"
 SEARCH_FILE = "search.json"
@@ -286,4 +286,10 @@ def report_from_command(epoch: int, value: float, environ: Mapping[str, str]) ->
     folder = environ.get("HPC_TRAIN_RUN_DIR")
     if not folder or environ.get("SLURM_PROCID", "0") != "0":
         return False
-    return report(Path(folder), epoch, value)
+    if not report(Path(folder), epoch, value):
+        return False
+    # The command exits 0 (Slurm: COMPLETED): state.json says it stopped here, as a pruned trainer's does, so that
+    # status and report show pruned@EPOCH, and the job body tells the study nothing more (settle).
+    write_state(Path(folder), "pruned", epoch=epoch,
+                reason=f"objective {value:.4f} at epoch {epoch}: the sweep's pruner stops it")
+    return True

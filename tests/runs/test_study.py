@@ -166,6 +166,24 @@ def test_a_commands_report_goes_to_its_elements_trial_from_rank_0_only(tmp_path:
     assert hpc_train.report(2, 0.9) is False  # not in a sweep: nothing to report to
 
 
+def test_a_command_pruned_through_report_shows_pruned_at_its_epoch_as_a_trainer_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hpc_train
+    from hpc_train.runs import views
+
+    better, worse = element(tmp_path, 0, prune="median"), element(tmp_path, 1, prune="median")
+    study.ask(better), study.ask(worse)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("HPC_TRAIN_RUN_DIR", str(better))
+    assert hpc_train.report(1, 0.9) is False and study.conclude(better, 0.95) == "COMPLETE"
+    monkeypatch.setenv("HPC_TRAIN_RUN_DIR", str(worse))
+    assert hpc_train.report(1, 0.2) is True  # the command saves and exits 0: Slurm says COMPLETED
+    assert study.settle(worse, 0) is None  # nothing more told: the trial is PRUNED already
+    assert [views.shown_state("COMPLETED", views.read_run(folder)) for folder in (better, worse)] == \
+        ["completed", "pruned@1"]
+    assert read_back(tmp_path).trials[1].state.name == "PRUNED"
+
+
 def test_a_study_in_a_database_url_instead_of_the_journal(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'studies.db'}"
     folder = element(tmp_path, 0, storage=url)
