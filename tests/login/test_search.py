@@ -202,3 +202,21 @@ def test_submit_creates_a_writable_study_storage_before_anything_else(
     run_main(["submit", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--trials", "2",
               "--study-storage", "sqlite:///s.db"], capsys)
     assert (tmp_path / "s.db").stat().st_size > 0  # opened, its tables created
+
+
+def test_a_yaml_search_takes_its_storage_relative_to_the_yaml_and_submit_opens_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "conf").mkdir()
+    config = tmp_path / "conf" / "search.yaml"
+    config.write_text("sweep:\n  search:\n    sampler: random\n    trials: 2\n    storage: sqlite:///studies/s.db\n"
+                      "    space:\n      learning_rate: 1e-4:1e-2:log\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(config), "-o", "s.sbatch"], capsys)
+    assert code == 0, err
+    assert f'"storage": "sqlite:///{tmp_path}/conf/studies/s.db"' in (tmp_path / "s.sbatch").read_text()
+    code, _, err = run_main(["submit", "--nodes", "1", "--config", str(config)], capsys)
+    assert code == 2 and err.startswith("hpc-train submit: error: sweep search storage: sqlite:///") and \
+        "cannot open it (OperationalError: " in err and len(err.strip().splitlines()) == 1, err
+    config.write_text(config.read_text().replace("storage: sqlite:///studies/s.db", "storage: [1]"))
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(config), "-o", "t.sbatch"], capsys)
+    assert code == 2 and "sweep search storage: [1]: give an RDB URL" in err, err
