@@ -229,7 +229,7 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
 def study_storage(args: argparse.Namespace, given: str, base: Path, source: str) -> str:
     """The study's URL with a relative SQLite file made absolute from `base`; on submit (not --dry-run), the
     database opened now, so that a bad URL or an unwritable file is one line before anything is queued."""
-    from hpc_train.errors import HpcTrainError
+    from hpc_train.errors import HpcTrainError, one_line
     from hpc_train.runs.study import absolute_url, open_storage
 
     url = absolute_url(given, base)
@@ -238,10 +238,9 @@ def study_storage(args: argparse.Namespace, given: str, base: Path, source: str)
     try:
         open_storage(url)
     except Exception as error:  # (SQLAlchemy's, a driver's import, the file's: any is the URL's fault here)
-        raise HpcTrainError(f"{source} {url}: cannot open it ({type(error).__name__}: "
-                            f"{str(error).strip().splitlines()[0] if str(error).strip() else 'no detail'}); give an "
-                            "RDB URL this host and the nodes can write (sqlite:////shared/path/s.db, "
-                            "postgresql://...), or drop it for study.journal in the sweep's folder") from None
+        raise HpcTrainError(f"{source} {url}: cannot open it ({one_line(error)}); give an RDB URL this host and "
+                            "the nodes can write (sqlite:////shared/path/s.db, postgresql://...), or drop it for "
+                            "study.journal in the sweep's folder") from None
     return url
 
 

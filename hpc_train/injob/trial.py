@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from hpc_train.config import ConfigError, load_config, to_dict
+from hpc_train.errors import one_line
 from hpc_train.injob.epilogue import PREFIX, QuietParser
 from hpc_train.login.sweep import SweepError, substitute, value_text
 from hpc_train.runs import study
@@ -83,8 +84,7 @@ def failure_line(run_dir: Path, error: BaseException) -> str:
         where = url or str(study.sweep_folder(run_dir) / study.STUDY_FILE)
     except ValueError:  # (a folder that is no element's: said by prepare already)
         where = f"the sweep's {study.STUDY_FILE}"
-    detail = str(error).strip().splitlines()[0] if str(error).strip() else "no detail"
-    return (f"asking the study in {where} failed ({type(error).__name__}: {detail}); it must be readable and "
+    return (f"asking the study in {where} failed ({one_line(error)}); it must be readable and "
             "writable from this node: a shared filesystem for the journal, a database the nodes reach for "
             "--study-storage")
 
@@ -99,7 +99,7 @@ def settle_trial(run_dir: Path, code: int, goes_on: bool) -> int:
     try:
         told = settle(run_dir, code)
     except Exception as error:  # (a study that cannot be reached must not change the job's code)
-        print(f"{PREFIX}: warning: telling the study failed: {error}", file=sys.stderr, flush=True)
+        print(f"{PREFIX}: warning: telling the study failed ({one_line(error)})", file=sys.stderr, flush=True)
         return code
     if told:
         print(f"{PREFIX}: trial {read_trial(run_dir).get('number')}: {told}", file=sys.stderr, flush=True)

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from hpc_train.errors import one_line
+
 # The objective and its direction: the one rule (the trainer takes objective_name from here).
 from hpc_train.runs.objective import objective_name
 from hpc_train.runs import study
@@ -46,7 +48,7 @@ def verdicts(output: Path, warn: Callable[[str], None] | None = None) -> Callabl
         except Exception as error:  # (any: Optuna's, SQLAlchemy's, the journal's, a file's)
             broken.append(error)
             say(f"hpc-train: warning: pruning is off for this run: reporting epoch {epoch} to the study failed "
-                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); training goes on")
+                f"({one_line(error)}); training goes on")
             return False
 
     return decide

@@ -231,3 +231,16 @@ def test_an_element_that_crashed_before_its_trial_json_adopts_its_own_trial_on_r
     trials_now = read_back(tmp_path).get_trials()
     assert len(trials_now) == 2 and again["number"] == 1 and trials_now[1].user_attrs["element"] == 0
     assert trials_now[1].params == again["values"] and trials_now[1].state.name == "RUNNING"
+
+
+def test_a_study_that_cannot_be_told_the_end_is_one_warning_line_and_the_jobs_code_stays(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.injob.trial import settle_trial
+
+    folder = element(tmp_path, 0)
+    study.ask(folder)
+    spec = json.loads((folder / study.SEARCH_FILE).read_text())
+    (folder / study.SEARCH_FILE).write_text(json.dumps({**spec, "storage": f"sqlite:///{tmp_path}/gone/s.db"}))
+    assert settle_trial(folder, 3, goes_on=False) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: telling the study failed (OperationalError: " in err, err
