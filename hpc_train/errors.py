@@ -29,6 +29,12 @@ class SlurmEnvError(HpcTrainError):
         self.value = value
 
 
+def one_line(error: BaseException) -> str:
+    """Any exception as one line, "Type: its first line" (SQLAlchemy's, for one, add lines of background)."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else 'no detail'}"
+
+
 def report(error: HpcTrainError, prefix: str) -> int:
     """Print an error as users see it: the user's own traceback when it has one, then one line; the exit code."""
     details = getattr(error, "details", "")  # a user function's traceback, through the user's frames only

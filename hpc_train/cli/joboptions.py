@@ -226,11 +226,33 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
         if sweep.search is None and train.prune == "none":
             raise HpcTrainError("--study-storage applies to a sweep with a study: add --search tpe|random|cmaes or "
                                 "--prune NAME")
-        sweep = dataclasses.replace(sweep, storage=args.study_storage)
+        sweep = dataclasses.replace(sweep, storage=study_storage(args, args.study_storage, Path.cwd(),
+                                                                 "--study-storage"))
+    elif sweep.search is not None and sweep.search.storage is not None:  # the YAML's, relative to its folder
+        sweep = dataclasses.replace(sweep, storage=study_storage(args, sweep.search.storage,
+                                                                 Path(args.config).parent, "sweep search storage:"))
     for values in sweep.elements:
         if args.command:  # a {KEY} no sweep key defines is refused now
             substitute(args.command, values or dict.fromkeys(sweep.keys, 0))
     return sweep
+
+
+def study_storage(args: argparse.Namespace, given: str, base: Path, source: str) -> str:
+    """The study's URL with a relative SQLite file made absolute from `base`; on submit (not --dry-run), the
+    database opened now, so that a bad URL or an unwritable file is one line before anything is queued."""
+    from hpc_train.errors import HpcTrainError, one_line
+    from hpc_train.runs.study import absolute_url, open_storage
+
+    url = absolute_url(given, base)
+    if getattr(args, "subcommand", "") != "submit" or getattr(args, "dry_run", False):
+        return url
+    try:
+        open_storage(url)
+    except Exception as error:  # (SQLAlchemy's, a driver's import, the file's: any is the URL's fault here)
+        raise HpcTrainError(f"{source} {url}: cannot open it ({one_line(error)}); give an RDB URL this host and "
+                            "the nodes can write (sqlite:////shared/path/s.db, postgresql://...), or drop it for "
+                            "study.journal in the sweep's folder") from None
+    return url
 
 
 def sweep_of(args: argparse.Namespace, section):  # -> Sweep

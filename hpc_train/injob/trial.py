@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from hpc_train.config import ConfigError, load_config, to_dict
+from hpc_train.errors import one_line
 from hpc_train.injob.epilogue import PREFIX, QuietParser
 from hpc_train.login.sweep import SweepError, substitute, value_text
 from hpc_train.runs import study
@@ -65,12 +66,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         kept = prepare(args.run_dir, args.command)
-    except (ConfigError, OSError, ValueError, KeyError) as error:
+    except ConfigError as error:  # (its search.json or config.yaml: the script's)
         print(f"{PREFIX}: trial: {error}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as error:  # (Optuna's, SQLAlchemy's, the journal's, a file's: the study could not be asked)
+        print(f"{PREFIX}: trial: {failure_line(args.run_dir, error)}", file=sys.stderr, flush=True)
         return 1
     shown = ", ".join(f"{key}={value_text(value)}" for key, value in kept["values"].items())
     print(f"{PREFIX}: trial {kept['number']} of study {kept['study']}: {shown}", file=sys.stderr, flush=True)
     return 0
+
+
+def failure_line(run_dir: Path, error: BaseException) -> str:
+    """Why the element could not get its trial, in one line: the study's storage named, and the fix."""
+    url = study.read_json(run_dir / study.SEARCH_FILE).get("storage")
+    try:
+        where = url or str(study.sweep_folder(run_dir) / study.STUDY_FILE)
+    except ValueError:  # (a folder that is no element's: said by prepare already)
+        where = f"the sweep's {study.STUDY_FILE}"
+    return (f"asking the study in {where} failed ({one_line(error)}); it must be readable and "
+            "writable from this node: a shared filesystem for the journal, a database the nodes reach for "
+            "--study-storage")
 
 
 def settle_trial(run_dir: Path, code: int, goes_on: bool) -> int:
@@ -83,7 +99,7 @@ def settle_trial(run_dir: Path, code: int, goes_on: bool) -> int:
     try:
         told = settle(run_dir, code)
     except Exception as error:  # (a study that cannot be reached must not change the job's code)
-        print(f"{PREFIX}: warning: telling the study failed: {error}", file=sys.stderr, flush=True)
+        print(f"{PREFIX}: warning: telling the study failed ({one_line(error)})", file=sys.stderr, flush=True)
         return code
     if told:
         print(f"{PREFIX}: trial {read_trial(run_dir).get('number')}: {told}", file=sys.stderr, flush=True)

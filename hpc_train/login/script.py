@@ -179,8 +179,11 @@ def study_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Se
     import json
 
     words = f" --command {shlex.quote(task_command(spec, config, command))}" if command else ""
-    return [f"cat > \"$run_dir/search.json\" <<'HPC_TRAIN_SEARCH'\n{json.dumps(search_spec(config, sweep))}\n"
-            "HPC_TRAIN_SEARCH", f'{program} trial --run-dir "$run_dir"{words}', 'source "$run_dir/trial.sh"']
+    # Written beside it, then renamed into place: a requeued element writes it again, and its readers (the trial
+    # step, the chief's reports) must never find half of it.
+    return [f"cat > \"$run_dir/.search.json.tmp\" <<'HPC_TRAIN_SEARCH'\n{json.dumps(search_spec(config, sweep))}\n"
+            "HPC_TRAIN_SEARCH", 'mv -f "$run_dir/.search.json.tmp" "$run_dir/search.json"',
+            f'{program} trial --run-dir "$run_dir"{words}', 'source "$run_dir/trial.sh"']
 
 
 def grid_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hpc_train.config import ConfigError, TrainConfig, setting_value, to_dict
@@ -57,6 +57,7 @@ class Search:
     trials: int
     space: tuple[tuple[str, Dimension], ...]
     seed: int = 0
+    storage: str | None = None  # the YAML's `storage:` (--study-storage's); None: study.journal
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -153,19 +154,25 @@ def checked(space: Sequence[tuple[str, Dimension]], sampler: str | None, trials:
 
 
 def from_yaml(body: Any) -> Search:
-    """The YAML `sweep: {search: {sampler: tpe, trials: N, seed: S, space: {KEY: LOW:HIGH | [V1, V2]}}}`."""
+    """The YAML `sweep: {search: {sampler: tpe, trials: N, seed: S, space: {KEY: LOW:HIGH | [V1, V2]}}}`, and
+    `storage: URL` (as --study-storage)."""
     if not isinstance(body, Mapping) or not isinstance(body.get("space"), Mapping) or not body["space"]:
         raise SweepError("sweep search: expected sampler: tpe, trials: N and space: {KEY: LOW:HIGH, KEY: [V1, V2]}")
-    unknown = sorted(set(body) - {"sampler", "trials", "seed", "space"})
+    unknown = sorted(set(body) - {"sampler", "trials", "seed", "space", "storage"})
     if unknown:
-        raise SweepError(f"sweep search: unknown key {unknown[0]!r}; it takes sampler, trials, seed and space")
+        raise SweepError(f"sweep search: unknown key {unknown[0]!r}; it takes sampler, trials, seed, space and "
+                         "storage")
+    storage = body.get("storage")
+    if storage is not None and (not isinstance(storage, str) or not storage.strip()):
+        raise SweepError(f"sweep search storage: {storage!r}: give an RDB URL (sqlite:////shared/path/s.db), or drop "
+                         "it for study.journal in the sweep's folder")
     space = [(str(key), dimension(str(key), _text(value), f"sweep search space {key}"))
              for key, value in body["space"].items()]
     search = checked(space, body.get("sampler", "tpe"), body.get("trials"), int(body.get("seed", 0)),
                      "sweep search sampler:", "sweep search trials:")
     if search is None:
         raise SweepError("sweep search sampler: grid: write it as sweep: {grid: {KEY: [V1, V2]}}")
-    return search
+    return replace(search, storage=storage)
 
 
 def _text(value: Any) -> str:

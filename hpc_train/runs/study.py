@@ -24,7 +24,7 @@ from typing import Any
 
 from hpc_train.runs.metrics import epochs
 from hpc_train.runs.objective import objective_name
-from hpc_train.runs.state import read_json_object as read_json, read_state, write_json_atomically
+from hpc_train.runs.state import read_json_object as read_json, read_state, write_json_atomically, write_state
 
 STUDY_FILE = "study.journal"
 SEARCH_FILE = "search.json"
@@ -59,6 +59,28 @@ def storage(folder: Path, url: str | None = None) -> Any:
         return optuna.storages.RDBStorage(url)
     folder.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(folder / STUDY_FILE)))
+
+
+def absolute_url(url: str, cwd: Path) -> str:
+    """--study-storage as every process of the job reads it: a relative SQLite file made absolute from `cwd` (the
+    submit's). The array's trial step runs in the folder submitted from, the ranks in the code snapshot: a relative
+    file would be two studies (pure)."""
+    match = re.match(r"^(?P<dialect>sqlite(?:\+\w+)?):///(?P<path>[^?]*)(?P<query>\?.*)?$", url.strip())
+    if match is None or match["path"].startswith("/") or match["path"] in ("", ":memory:"):
+        return url
+    return f"{match['dialect']}:///{cwd.absolute() / match['path']}{match['query'] or ''}"
+
+
+def open_storage(url: str) -> None:
+    """The database at `url` opened at submit, its tables created: a bad URL, a driver that is missing or a file
+    that cannot be written fails here, before anything is queued (the study itself is named by the array's id,
+    not known yet; its first element creates it)."""
+    import optuna
+
+    if url.startswith("sqlite") and (url.rstrip("/") == "sqlite:" or ":memory:" in url):
+        raise ValueError("an in-memory database is each process's own; give a file, sqlite:////shared/path/s.db")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.storages.RDBStorage(url)
 
 
 def distributions(space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -119,7 +141,7 @@ def load(run_dir: Path, spec: Mapping[str, Any] | None = None, seed_offset: int 
 
 
 def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """This element's trial: read back when it has one (a requeue, a retry), else asked of the study once and
+    """This element's trial: read back when it has one (a requeue, a retry), else claimed in the study (claim) and
     kept in trial.json. `fixed`: a grid element's own values (registered as they are, search.json's space
     holding each key's choices)."""
     known = read_trial(run_dir)
@@ -131,25 +153,58 @@ def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]
     # Each element its own seed: the same in all would draw the same first values.
     study = load(run_dir, spec, seed_offset=1_000_003 * (index + 1), store=store)
     space = distributions(spec.get("space", {}))
+    trial = claim(study, store, index)
     if fixed is None:
-        trial = study.ask(space)
-        values = dict(trial.params)
+        values = {key: draw(trial, key, distribution) for key, distribution in space.items()}
     else:
-        trial, values = ask_fixed(study, store, fixed, space), dict(fixed)
-    trial.set_user_attr("element", index)
+        values = register(store, trial, fixed, space)
     # Optuna names a trial to other processes by its id: kept with its number (the number is what people see).
     kept = {"number": trial.number, "trial_id": trial._trial_id, "values": values, "study": study.study_name}
     write_json_atomically(run_dir / TRIAL_FILE, kept)
     return kept
 
 
-def ask_fixed(study: Any, store: Any, fixed: Mapping[str, Any], space: Mapping[str, Any]) -> Any:
-    """A trial whose values are given (a grid element's, in its config), each set under its key's whole choice
-    (`space`: every element's values), so that all the study's trials agree on their distributions."""
-    trial = study.ask()
+def claim(study: Any, store: Any, index: int) -> Any:
+    """The element's trial, RUNNING: created with its element index in the one write that creates it, so that no
+    trial is ever without its owner; an element restarted after a crash before its trial.json was written adopts
+    that trial (its index, still RUNNING) and its values drawn so far, instead of leaving it RUNNING forever and
+    asking another. The study is then the only record of the claim: no lock, no second file to keep in step."""
+    import optuna
+
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    own = [trial for trial in running if trial.user_attrs.get("element") == index]
+    if own:
+        return optuna.trial.Trial(study, own[-1]._trial_id)
+    template = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, user_attrs={"element": index})
+    created = store.create_new_trial(store.get_study_id_from_name(study.study_name), template_trial=template)
+    return optuna.trial.Trial(study, created)
+
+
+def register(store: Any, trial: Any, fixed: Mapping[str, Any], space: Mapping[str, Any]) -> dict[str, Any]:
+    """Given values (a grid element's, in its config) set in `trial`, each under its key's whole choice (`space`:
+    every element's values), so that all the study's trials agree on their distributions. The values."""
     for key, value in fixed.items():
-        store.set_trial_param(trial._trial_id, key, space[key].to_internal_repr(value), space[key])
+        if key not in trial.params:  # (an adopted trial may hold some already)
+            store.set_trial_param(trial._trial_id, key, space[key].to_internal_repr(value), space[key])
+    return dict(fixed)
+
+
+def ask_fixed(study: Any, store: Any, fixed: Mapping[str, Any], space: Mapping[str, Any]) -> Any:
+    """A new trial of `study` with the given values (the benchmark's grid: one process, nothing to adopt)."""
+    trial = study.ask()
+    register(store, trial, fixed, space)
     return trial
+
+
+def draw(trial: Any, key: str, distribution: Any) -> Any:
+    """The trial's value for `key` (drawn by the study's sampler as Study.ask draws it; one drawn already stays)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if isinstance(distribution, CategoricalDistribution):
+        return trial.suggest_categorical(key, distribution.choices)
+    if isinstance(distribution, IntDistribution):
+        return trial.suggest_int(key, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
+    return trial.suggest_float(key, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
 
 
 def report(run_dir: Path, epoch: int, value: float) -> bool:
@@ -231,4 +286,10 @@ def report_from_command(epoch: int, value: float, environ: Mapping[str, str]) ->
     folder = environ.get("HPC_TRAIN_RUN_DIR")
     if not folder or environ.get("SLURM_PROCID", "0") != "0":
         return False
-    return report(Path(folder), epoch, value)
+    if not report(Path(folder), epoch, value):
+        return False
+    # The command exits 0 (Slurm: COMPLETED): state.json says it stopped here, as a pruned trainer's does, so that
+    # status and report show pruned@EPOCH, and the job body tells the study nothing more (settle).
+    write_state(Path(folder), "pruned", epoch=epoch,
+                reason=f"objective {value:.4f} at epoch {epoch}: the sweep's pruner stops it")
+    return True

@@ -18,6 +18,9 @@ import yaml
 from hpc_train.runs.study import SEARCH_FILE, STUDY_FILE, read_json, storage
 
 PLOTS = ("study-history.png", "study-importance.png", "study-parallel.png")
+# Left out of best.yaml: the element's own run folder, and `prune` (a sweep's, which `submit --config best.yaml`,
+# one job, would refuse: --prune applies to a sweep). The rest are plain settings of one job.
+NOT_EXPORTED = ("output_dir", "prune")
 
 
 def has_study(sweep_folder: Path, elements: Sequence[Path]) -> bool:
@@ -127,7 +130,8 @@ def export_best(study: Any, element_folder: Any, path: Path) -> dict[str, Any]:
         raise ValueError("no trial of the study has finished yet: nothing to export")
     folder = element_folder(best.user_attrs.get("element"))
     settings = yaml.safe_load((folder / "config.yaml").read_text()) or {}
-    settings.pop("output_dir", None)
+    for key in NOT_EXPORTED:
+        settings.pop(key, None)
     path.write_text(f"# the best trial ({best.number}, element {best.user_attrs.get('element')}) of study "
                     f"{study.study_name}: {best.value:.4f}\n" + yaml.safe_dump(settings, sort_keys=False))
     return settings

@@ -10,13 +10,17 @@ checkpoint kept) and its nodes go to the elements still waiting. The trial is th
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from hpc_train.errors import one_line
 
 # The objective and its direction: the one rule (the trainer takes objective_name from here).
 from hpc_train.runs.objective import objective_name
 from hpc_train.runs import study
 
-__all__ = ["objective_name", "reports", "verdict"]
+__all__ = ["objective_name", "reports", "verdict", "verdicts"]
 
 
 def reports(output: Path) -> bool:
@@ -27,3 +31,24 @@ def reports(output: Path) -> bool:
 def verdict(output: Path, epoch: int, own: float | None) -> bool:
     """Report the objective at the end of `epoch`; whether the pruner stops the element (its trial PRUNED)."""
     return own is not None and study.report(output, epoch, own)
+
+
+def verdicts(output: Path, warn: Callable[[str], None] | None = None) -> Callable[[int, float | None], bool]:
+    """`verdict` for the chief, that never raises: the other ranks wait for its answer in the job's agreement (an
+    all-reduce), so an error of Optuna or of the study's storage would leave them there until the hang watchdog
+    ends the step. The first error is warned of once (one line) and the element trains on, unpruned."""
+    say = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+    broken: list[Exception] = []
+
+    def decide(epoch: int, own: float | None) -> bool:
+        if broken:
+            return False
+        try:
+            return verdict(output, epoch, own)
+        except Exception as error:  # (any: Optuna's, SQLAlchemy's, the journal's, a file's)
+            broken.append(error)
+            say(f"hpc-train: warning: pruning is off for this run: reporting epoch {epoch} to the study failed "
+                f"({one_line(error)}); training goes on")
+            return False
+
+    return decide

@@ -252,14 +252,16 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
 def _pruning_verdict(config: TrainConfig, paths: RunPaths) -> Any:
     """The chief's verdict at an epoch's end (its objective reported to the element's trial): why this sweep
     element is pruned, or None (the other ranks: None)."""
-    from hpc_train.training.pruning import objective_name, verdict
+    from hpc_train.training.pruning import objective_name, verdicts
+
+    verdict = verdicts(paths.output)
 
     def decide(epoch: int, logs: dict[str, Any]) -> str | None:
         if not paths.rank.is_chief:
             return None
         objective = objective_name(config.objective, logs)
         own = logs.get(objective)
-        prune = verdict(paths.output, epoch, float(own) if own is not None else None)
+        prune = verdict(epoch, float(own) if own is not None else None)
         return (f"{objective} {float(own):.4f} at epoch {epoch}: Optuna's {config.prune} pruner stops it"
                 if prune else None)
 

@@ -139,3 +139,84 @@ def test_a_hostile_command_reaches_the_trial_step_as_one_inert_word(tmp_path: Pa
     words = shown.stdout.splitlines()
     assert words[:4] == ["trial", "--run-dir", "RUN", "--command"] and not (tmp_path / "PWNED").exists()
     assert shlex.split(words[4])[-2:] == ["$(touch PWNED)", "--lr={learning_rate}"], words
+
+
+def test_a_requeued_element_replaces_its_search_json_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    output = tmp_path / "s.sbatch"
+    code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--sweep", "learning_rate=1e-4:1e-2:log",
+                             "--trials", "2"], capsys)
+    assert code == 0, err
+    lines = output.read_text().splitlines()
+    start = next(at for at, line in enumerate(lines) if "HPC_TRAIN_SEARCH" in line)
+    end = next(at for at, line in enumerate(lines) if line.startswith("hpc-train trial "))
+    run_dir = tmp_path / "sw-3_1 (a b)"
+    run_dir.mkdir()
+    (run_dir / "search.json").write_text('{"sampler": "the first start\'s"}')
+    with open(run_dir / "search.json") as reader:  # a reader of the first start's file, as the script runs again
+        done = subprocess.run(["bash", "-c", "\n".join(lines[start:end])], env={"run_dir": str(run_dir)},
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        # Renamed into place: the reader's file is whole (the old one), never truncated under it.
+        assert reader.read() == '{"sampler": "the first start\'s"}'
+    assert '"sampler": "tpe"' in (run_dir / "search.json").read_text() and sorted(path.name for path in
+                                                                               run_dir.iterdir()) == ["search.json"]
+
+
+def test_a_relative_sqlite_storage_is_made_absolute_from_where_it_was_submitted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.runs.study import absolute_url
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(["render", "--nodes", "1", "-o", "s.sbatch", "--sweep", "learning_rate=1e-4:1e-2",
+                             "--trials", "2", "--study-storage", "sqlite:///studies/s.db?timeout=30"], capsys)
+    assert code == 0, err
+    # The trial step (in the folder submitted from) and the ranks (in the code snapshot) open the same file.
+    assert f'"storage": "sqlite:///{tmp_path}/studies/s.db?timeout=30"' in (tmp_path / "s.sbatch").read_text()
+    assert not (tmp_path / "studies").exists()  # render opens nothing
+    assert [absolute_url(url, tmp_path) for url in ("sqlite:////abs/s.db", "postgresql://host/db", "sqlite://")] == \
+        ["sqlite:////abs/s.db", "postgresql://host/db", "sqlite://"]
+
+
+@pytest.mark.parametrize("url, said", [
+    ("sqlite:///no/such/folder/s.db", "(OperationalError: "),
+    ("nosuchdialect://host/db", "(NoSuchModuleError: "),
+    ("sqlite:///:memory:", "an in-memory database is each process's own"),
+])
+def test_submit_opens_the_study_storage_and_refuses_a_bad_one_in_one_line_before_anything_is_queued(
+        url: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(["submit", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--trials", "2",
+                             "--study-storage", url], capsys)
+    assert code == 2 and "--study-storage " in err and said in err and "cannot open it" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_submit_creates_a_writable_study_storage_before_anything_else(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))  # the submit stops later: no sbatch here
+    run_main(["submit", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--trials", "2",
+              "--study-storage", "sqlite:///s.db"], capsys)
+    assert (tmp_path / "s.db").stat().st_size > 0  # opened, its tables created
+
+
+def test_a_yaml_search_takes_its_storage_relative_to_the_yaml_and_submit_opens_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "conf").mkdir()
+    config = tmp_path / "conf" / "search.yaml"
+    config.write_text("sweep:\n  search:\n    sampler: random\n    trials: 2\n    storage: sqlite:///studies/s.db\n"
+                      "    space:\n      learning_rate: 1e-4:1e-2:log\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(config), "-o", "s.sbatch"], capsys)
+    assert code == 0, err
+    assert f'"storage": "sqlite:///{tmp_path}/conf/studies/s.db"' in (tmp_path / "s.sbatch").read_text()
+    code, _, err = run_main(["submit", "--nodes", "1", "--config", str(config)], capsys)
+    assert code == 2 and err.startswith("hpc-train submit: error: sweep search storage: sqlite:///") and \
+        "cannot open it (OperationalError: " in err and len(err.strip().splitlines()) == 1, err
+    config.write_text(config.read_text().replace("storage: sqlite:///studies/s.db", "storage: [1]"))
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(config), "-o", "t.sbatch"], capsys)
+    assert code == 2 and "sweep search storage: [1]: give an RDB URL" in err, err

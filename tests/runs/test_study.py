@@ -14,6 +14,7 @@ import yaml
 from hpc_train.injob.trial import prepare
 from hpc_train.runs import study, trials
 from hpc_train.runs.metrics import write_metrics
+from tests.cli.running import run_main
 
 SPACE = {"learning_rate": {"low": 1e-4, "high": 1e-1, "log": True, "int": False},
          "batch_size": {"choices": [32, 64]}}
@@ -114,6 +115,25 @@ def test_report_ranks_the_trials_names_the_best_draws_the_plots_and_exports_it(t
     assert "the best trial (1, element 1)" in (tmp_path / "best.yaml").read_text()
 
 
+def test_the_exported_best_is_a_plain_job_that_submit_accepts(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.config import TrainConfig, to_dict
+
+    runs = [element(tmp_path, index) for index in range(2)]
+    for folder, value in zip(runs, (0.7, 0.9)):
+        # An element's config.yaml as the array's script writes it: every setting, the sweep's pruner among them.
+        (folder / "config.yaml").write_text(yaml.safe_dump(to_dict(TrainConfig(prune="median", epochs=4))))
+        prepare(folder, None)
+        study.conclude(folder, value)
+    best = tmp_path / "best.yaml"
+    settings = trials.export_best(trials.load(tmp_path / "sw-7", runs), lambda index: runs[index], best)
+    assert "prune" not in settings and settings["epochs"] == 4
+    # The validation submit's does (job_request, sweep_request): render reads the options the same way.
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(best), "-o", str(tmp_path / "best.sbatch")],
+                            capsys)
+    assert code == 0, err
+
+
 @pytest.mark.parametrize("name", ["halving", "median", "hyperband", "none"])
 def test_every_pruner_name_is_optunas(name: str) -> None:
     assert type(study.pruner(name, 8)).__module__.startswith("optuna.pruners")
@@ -146,9 +166,81 @@ def test_a_commands_report_goes_to_its_elements_trial_from_rank_0_only(tmp_path:
     assert hpc_train.report(2, 0.9) is False  # not in a sweep: nothing to report to
 
 
+def test_a_command_pruned_through_report_shows_pruned_at_its_epoch_as_a_trainer_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hpc_train
+    from hpc_train.runs import views
+
+    better, worse = element(tmp_path, 0, prune="median"), element(tmp_path, 1, prune="median")
+    study.ask(better), study.ask(worse)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("HPC_TRAIN_RUN_DIR", str(better))
+    assert hpc_train.report(1, 0.9) is False and study.conclude(better, 0.95) == "COMPLETE"
+    monkeypatch.setenv("HPC_TRAIN_RUN_DIR", str(worse))
+    assert hpc_train.report(1, 0.2) is True  # the command saves and exits 0: Slurm says COMPLETED
+    assert study.settle(worse, 0) is None  # nothing more told: the trial is PRUNED already
+    assert [views.shown_state("COMPLETED", views.read_run(folder)) for folder in (better, worse)] == \
+        ["completed", "pruned@1"]
+    assert read_back(tmp_path).trials[1].state.name == "PRUNED"
+
+
 def test_a_study_in_a_database_url_instead_of_the_journal(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'studies.db'}"
     folder = element(tmp_path, 0, storage=url)
     kept = study.ask(folder)
     assert study.conclude(folder, 0.8) == "COMPLETE" and not (tmp_path / "sw-7" / study.STUDY_FILE).exists()
     assert optuna.load_study(study_name="sw-7", storage=url).trials[kept["number"]].value == 0.8
+
+
+@pytest.mark.parametrize("broken", ["database", "journal"])
+def test_a_study_that_cannot_be_asked_is_one_line_naming_its_storage_and_exit_1(
+        broken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.injob.trial import main
+
+    if broken == "database":
+        folder, where = element(tmp_path, 0, storage=f"sqlite:///{tmp_path}/gone/s.db"), f"{tmp_path}/gone/s.db"
+    else:  # the journal's folder is not one (a file in its place)
+        (tmp_path / "sw-7").write_text("")
+        folder, where = element(tmp_path, 0), str(tmp_path / "sw-7" / study.STUDY_FILE)
+    assert main(["--run-dir", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "trial: asking the study in " in err and where in err and "from this node" in err
+
+
+@pytest.mark.parametrize("grid", [False, True])
+def test_an_element_that_crashed_before_its_trial_json_adopts_its_own_trial_on_restart(
+        grid: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, other = element(tmp_path, 0), element(tmp_path, 1)
+    fixed = {"learning_rate": 0.01, "batch_size": 64} if grid else None
+    if grid:
+        for folder in (first, other):
+            spec = json.loads((folder / study.SEARCH_FILE).read_text())
+            (folder / study.SEARCH_FILE).write_text(json.dumps({**spec, "sampler": "grid", "space": {
+                "learning_rate": {"choices": [0.01, 0.1]}, "batch_size": {"choices": [32, 64]}}}))
+    study.ask(other, fixed)  # another element's RUNNING trial: not this one's to adopt
+
+    def killed(*_: object) -> None:
+        raise KeyboardInterrupt("the node went down after the ask, before trial.json")
+
+    monkeypatch.setattr(study, "write_json_atomically", killed)
+    with pytest.raises(KeyboardInterrupt):
+        study.ask(first, fixed)
+    monkeypatch.undo()
+    again = study.ask(first, fixed)  # the restarted element (its requeue, or a retry)
+    trials_now = read_back(tmp_path).get_trials()
+    assert len(trials_now) == 2 and again["number"] == 1 and trials_now[1].user_attrs["element"] == 0
+    assert trials_now[1].params == again["values"] and trials_now[1].state.name == "RUNNING"
+
+
+def test_a_study_that_cannot_be_told_the_end_is_one_warning_line_and_the_jobs_code_stays(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.injob.trial import settle_trial
+
+    folder = element(tmp_path, 0)
+    study.ask(folder)
+    spec = json.loads((folder / study.SEARCH_FILE).read_text())
+    (folder / study.SEARCH_FILE).write_text(json.dumps({**spec, "storage": f"sqlite:///{tmp_path}/gone/s.db"}))
+    assert settle_trial(folder, 3, goes_on=False) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: telling the study failed (OperationalError: " in err, err
