@@ -36,7 +36,11 @@ MOST_PROCESSES = 4
 # How long a command that answers the request itself is given before py-spy answers for it.
 OWN_ANSWER_SECONDS = 2.0
 YAMA_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
-REFUSED = ("Permission denied", "Operation not permitted", "os error 1)", "os error 13)")
+# py-spy's words for a refused ptrace, lower-cased: its own "Permission Denied: Try running again with elevated
+# permissions ...", or the OS error's ("Operation not permitted (os error 1)").
+REFUSED = ("permission denied", "operation not permitted", "os error 1)", "os error 13)")
+# py-spy's advice after a refusal (sudo): no fix inside a job, left out of the paragraph.
+HINT = "try running again"
 
 
 def allow_parent_to_trace() -> Callable[[], None]:
@@ -89,6 +93,17 @@ def ptrace_scope() -> int | None:
         return None
 
 
+def refused(text: str) -> bool:
+    """Whether py-spy's error says ptrace was refused (pure)."""
+    return any(word in text.lower() for word in REFUSED)
+
+
+def without_hint(text: str) -> str:
+    """py-spy's error without its advice to rerun it with sudo (pure)."""
+    at = text.lower().find(HINT)
+    return text if at < 0 else text[:at].rstrip(" :;,.")
+
+
 def why_not(pid: int, program: str | None, errors: Mapping[int, str], scope: int | None) -> str:
     """The paragraph a rank's stacks file holds when py-spy read none of its command's processes (pure)."""
     start = f"No Python stacks for this rank's command (pid {pid}): "
@@ -97,17 +112,27 @@ def why_not(pid: int, program: str | None, errors: Mapping[int, str], scope: int
     if program is None:
         return (start + "py-spy is not installed beside this Python nor on PATH; install it (pip install py-spy, "
                 "a dependency of hpc-train) where the job runs. " + yourself)
-    said = "; ".join(f"pid {process}: {text}" for process, text in errors.items())
-    if any(word in text for text in errors.values() for word in REFUSED):
-        yama = {None: "this kernel has no Yama", 0: "Yama's ptrace_scope is 0",
-                1: "Yama's ptrace_scope is 1 (the command named the supervisor its tracer)",
-                2: "Yama's ptrace_scope is 2: only a process with CAP_SYS_PTRACE may attach",
-                3: "Yama's ptrace_scope is 3: no process may attach"}.get(scope, f"Yama's ptrace_scope is {scope}")
-        return (start + f"py-spy could not attach, ptrace was refused ({said}); {yama}. A container needs "
-                "CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE), a node ptrace_scope 0 or 1 (ask its admins). "
-                + yourself)
+    said = "; ".join(f"pid {process}: {without_hint(text)}" for process, text in errors.items())
+    if any(refused(text) for text in errors.values()):
+        return start + f"py-spy could not attach, ptrace was refused ({said}); {yama_says(scope)}. " + LET_IT + yourself
     return (start + f"py-spy read no Python process among its {len(errors)} ({said}): is the command Python? "
             + yourself)
+
+
+# What lets py-spy read a process, for the paragraph on a refusal.
+LET_IT = ("To let it: give the job CAP_SYS_PTRACE (in a container, docker run --cap-add SYS_PTRACE), or run it "
+          "where Yama's ptrace_scope is 0 or 1 (ask the nodes' admins); under ptrace_scope 1 without CAP_SYS_PTRACE "
+          "only the command's own process can be read, so a wrapper script should `exec python ...`. ")
+
+
+def yama_says(scope: int | None) -> str:
+    """What Yama's ptrace_scope allows py-spy, the supervisor's child (pure)."""
+    return {None: "this kernel has no Yama: the job lacks CAP_SYS_PTRACE or its processes may not be traced",
+            0: "Yama's ptrace_scope is 0: the job lacks CAP_SYS_PTRACE or its processes may not be traced",
+            1: "Yama's ptrace_scope is 1: without CAP_SYS_PTRACE only the command's own process may be read "
+               "(it names the supervisor its tracer)",
+            2: "Yama's ptrace_scope is 2: only a process with CAP_SYS_PTRACE may attach",
+            3: "Yama's ptrace_scope is 3: no process may attach"}.get(scope, f"Yama's ptrace_scope is {scope}")
 
 
 def spy(program: str, pid: int) -> tuple[str, str]:

@@ -36,6 +36,8 @@ def sigterm_as_it_was() -> object:
     yield
     signal.signal(signal.SIGTERM, before)
 
+PY_SPY_REFUSED = """Permission Denied: Try running again with elevated permissions by going 'sudo env "PATH=$PATH" !!'"""
+
 
 def test_py_spys_dump_gives_the_runs_own_frames_as_faulthandlers_does() -> None:
     assert stacks.top_frames(SPIED, 2) == ['File "/home/me/train.py", line 4 in waits_for_data',
@@ -59,9 +61,12 @@ def test_without_stacks_the_file_says_why_and_what_to_do() -> None:
     missing = pyspy.why_not(42, None, {}, 1)
     assert missing.startswith("No Python stacks for this rank's command (pid 42): py-spy is not installed")
     assert "pip install py-spy" in missing and "answer_requests" in missing
-    refused = pyspy.why_not(42, "/v/bin/py-spy", {42: "Permission denied (os error 13)"}, 2)
-    assert "ptrace was refused (pid 42: Permission denied (os error 13)); Yama's ptrace_scope is 2" in refused
-    assert "CAP_SYS_PTRACE" in refused
+    # py-spy 0.4.3's own words (its binary's strings) for a refused ptrace, "Error: " taken off by `spy`.
+    refused = pyspy.why_not(42, "/v/bin/py-spy", {42: PY_SPY_REFUSED}, 2)
+    assert "ptrace was refused (pid 42: Permission Denied); Yama's ptrace_scope is 2" in refused
+    assert "sudo" not in refused and "elevated" not in refused  # py-spy's hint is no fix for a job
+    assert "CAP_SYS_PTRACE" in refused and "ptrace_scope" in refused
+    assert "ptrace was refused" in pyspy.why_not(42, "/v/bin/py-spy", {42: "Operation not permitted (os error 1)"}, 0)
     assert "read no Python process among its 1 (pid 7: Failed to find python version" in pyspy.why_not(
         7, "/v/bin/py-spy", {7: "Failed to find python version from target process"}, None)
     assert "\n" not in refused  # one paragraph
