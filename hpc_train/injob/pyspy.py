@@ -11,7 +11,10 @@ paragraph, instead of nothing.
 Yama's ptrace_scope 1 (Ubuntu's default) lets a process be read by its ancestors only, and py-spy, the
 supervisor's child, is the command's sibling: the command is started naming the supervisor its tracer
 (prctl PR_SET_PTRACER), which lets the supervisor and its descendants read it. All of them are the user's own
-processes, which the supervisor could end anyway; without Yama the call fails, harmlessly.
+processes, which the supervisor could end anyway; without Yama the call fails, harmlessly. Yama keeps that
+exception to the command's own process (across exec, not fork): under ptrace_scope 1 without CAP_SYS_PTRACE
+what the command starts cannot be read, so a wrapper script should `exec python ...`, and a refused child's
+paragraph says so. (No sitecustomize to make every Python name its tracer: it would shadow the user's own.)
 """
 
 from __future__ import annotations
@@ -114,7 +117,8 @@ def why_not(pid: int, program: str | None, errors: Mapping[int, str], scope: int
                 "a dependency of hpc-train) where the job runs. " + yourself)
     said = "; ".join(f"pid {process}: {without_hint(text)}" for process, text in errors.items())
     if any(refused(text) for text in errors.values()):
-        return start + f"py-spy could not attach, ptrace was refused ({said}); {yama_says(scope)}. " + LET_IT + yourself
+        return (start + f"py-spy could not attach, ptrace was refused ({said}); {yama_says(scope)}. "
+                + (started_refused(pid, errors) or LET_IT) + yourself)
     return (start + f"py-spy read no Python process among its {len(errors)} ({said}): is the command Python? "
             + yourself)
 
@@ -133,6 +137,17 @@ def yama_says(scope: int | None) -> str:
                "(it names the supervisor its tracer)",
             2: "Yama's ptrace_scope is 2: only a process with CAP_SYS_PTRACE may attach",
             3: "Yama's ptrace_scope is 3: no process may attach"}.get(scope, f"Yama's ptrace_scope is {scope}")
+
+
+def started_refused(pid: int, errors: Mapping[int, str]) -> str:
+    """What to do when py-spy was refused the processes the command started, "" when it was not (pure)."""
+    started = [str(process) for process, text in errors.items() if process != pid and refused(text)]
+    if not started:
+        return ""
+    return (f"py-spy was refused the processes the command started (pid {', '.join(started)}): under Yama's "
+            f"ptrace_scope 1 without CAP_SYS_PTRACE only the command's own process (pid {pid}) can be read, as Yama "
+            "does not pass the command's exception on to what it starts, so a wrapper script should `exec python "
+            "...` (Python then is the command's own process); else give the job CAP_SYS_PTRACE. ")
 
 
 def spy(program: str, pid: int) -> tuple[str, str]:
@@ -159,8 +174,9 @@ def command_stacks(pid: int, environ: Mapping[str, str]) -> stacks.Dump:
             return
         dumps = {process: spy(program, process) for process in descendants(pid, process_parents())[:MOST_PROCESSES]}
         read = [text if text.endswith("\n") else text + "\n" for text, _ in dumps.values() if text]
-        out.write("".join(read) or why_not(pid, program, {key: why for key, (_, why) in dumps.items() if why},
-                                           ptrace_scope()) + "\n")
+        errors = {key: why for key, (_, why) in dumps.items() if why}
+        note = started_refused(pid, errors).strip()  # some read, not all: say which were not, and why
+        out.write("".join(read) + (note and f"\n{note}\n") if read else why_not(pid, program, errors, ptrace_scope()) + "\n")
     return write
 
 

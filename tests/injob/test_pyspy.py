@@ -4,6 +4,7 @@ and `status` reads py-spy's format as it reads faulthandler's."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -67,6 +68,13 @@ def test_without_stacks_the_file_says_why_and_what_to_do() -> None:
     assert "sudo" not in refused and "elevated" not in refused  # py-spy's hint is no fix for a job
     assert "CAP_SYS_PTRACE" in refused and "ptrace_scope" in refused
     assert "ptrace was refused" in pyspy.why_not(42, "/v/bin/py-spy", {42: "Operation not permitted (os error 1)"}, 0)
+    # A wrapper's child, refused under ptrace_scope 1 (Yama's exception is the command's own process's only).
+    wrapped = pyspy.why_not(10, "/v/bin/py-spy", {10: "Failed to find python version from target process",
+                                                  11: PY_SPY_REFUSED}, 1)
+    assert ("py-spy was refused the processes the command started (pid 11): under Yama's ptrace_scope 1 without "
+            "CAP_SYS_PTRACE only the command's own process (pid 10) can be read") in wrapped
+    assert "a wrapper script should `exec python ...`" in wrapped and "\n" not in wrapped
+    assert pyspy.started_refused(10, {10: PY_SPY_REFUSED, 12: "Failed to find python version"}) == ""
     assert "read no Python process among its 1 (pid 7: Failed to find python version" in pyspy.why_not(
         7, "/v/bin/py-spy", {7: "Failed to find python version from target process"}, None)
     assert "\n" not in refused  # one paragraph
@@ -98,8 +106,9 @@ def test_a_hung_commands_stacks_come_from_py_spy_through_its_supervisor(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "cmd.py").write_text(COMMAND)
     run_dir = tmp_path / "run"
-    # A shell that starts Python, as a wrapper script would: py-spy reads the Python under it.
-    job = CommandJob(("sh", "-c", f"{sys.executable} {tmp_path / 'cmd.py'}; true"))
+    # A wrapper that execs Python, as docs/command.md asks: under Yama's ptrace_scope 1 without CAP_SYS_PTRACE the
+    # command's own process is the only one py-spy may read (a wrapper's child is not: test_without_stacks_...).
+    job = CommandJob(("sh", "-c", f"exec {shlex.quote(sys.executable)} {shlex.quote(str(tmp_path / 'cmd.py'))}"))
     assert hung_job(monkeypatch, run_dir, [sys.executable, "-m", "hpc_train", *supervised_arguments(job)], 6.0) == 143
 
     assert "hpc-train: hung: no progress on any rank for 3 s" in capsys.readouterr().err
@@ -107,6 +116,8 @@ def test_a_hung_commands_stacks_come_from_py_spy_through_its_supervisor(
         dump = stacks.stacks_file(run_dir, 1, rank).read_text()
         assert dump.startswith(f"rank {rank}, attempt 1, pid ") and "Python v3" in dump, dump
         assert f"waits_for_data ({tmp_path / 'cmd.py'}:6)" in dump, dump
+        pid = dump.split(", pid ", 1)[1].split(",", 1)[0]
+        assert f"\nProcess {pid}: " in dump, dump  # the Python read is the command's own process
     assert stacks.newest_chief_top(run_dir, 1) == ("attempt-1-rank-0.txt",
                                                   [f'File "{tmp_path / "cmd.py"}", line 6 in waits_for_data'])
 
