@@ -3,10 +3,11 @@
 The trainer's ranks answer the watchdog's request for stacks themselves (a faulthandler thread,
 runs/stacks.py); a user's command has no thread of ours. The supervisor beside it (supervisor.py) answers for
 it: py-spy (a dependency from PyPI, a binary next to this Python) dumps every thread of the command's Python
-processes, the command and what it started (a shell script's python, a launcher's workers), into the same
-`stacks/attempt-A-rank-R.txt`. A command that answers for itself (`answer_requests`) is left its own answer.
-Where py-spy cannot (missing, ptrace refused, no Python among the processes) the file says why, in one
-paragraph, instead of nothing.
+processes, the command and what it started (a launcher's workers, where ptrace allows: below), into the same
+`stacks/attempt-A-rank-R.txt`, rewritten as each dump arrives, all within one deadline (DUMPS_SECONDS). A
+command that answers for itself (`answer_requests`) is left its own answer. Where py-spy cannot (missing,
+ptrace refused, no Python among the processes, out of time) the file says why, in one paragraph, instead of
+nothing.
 
 Yama's ptrace_scope 1 (Ubuntu's default) lets a process be read by its ancestors only, and py-spy, the
 supervisor's child, is the command's sibling: the command is started naming the supervisor its tracer
@@ -27,13 +28,21 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TextIO
 
 from hpc_train.runs import stacks
 
 PR_SET_PTRACER = 0x59616D61  # linux/prctl.h: "Yama"
-# How long one process's dump may take (py-spy pauses it meanwhile); the watchdog waits 10 s in all.
+# How long one process's dump may take: py-spy runs --nonblocking (a thread stuck in the kernel, on a file server
+# that stopped answering, would never stop for it), so only a stuck read of its own makes it slow.
 DUMP_SECONDS = 3.0
+# How long all the dumps of one request may take together, after the command's own answer was waited for: the
+# request is seen up to stacks.POLL_SECONDS (1 s) late, then 2 s + 6 s: done by 9 s, inside the watchdog's 10 s
+# (watchdog.STACKS_WAIT_SECONDS), after which the step ends. The file is rewritten after each dump: one cut short
+# keeps those before it.
+DUMPS_SECONDS = 6.0
+# Less than this left, no dump is started: py-spy reads a small idle process in about 0.01 s, but a large one, or
+# one whose files sit on a slow file server, takes far longer; half a second is worth a try.
+SHORTEST_DUMP_SECONDS = 0.5
 # The command's processes dumped at most (the command first, then what it started, oldest first).
 MOST_PROCESSES = 4
 # How long a command that answers the request itself is given before py-spy answers for it.
@@ -44,6 +53,8 @@ YAMA_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
 REFUSED = ("permission denied", "operation not permitted", "os error 1)", "os error 13)")
 # py-spy's advice after a refusal (sudo): no fix inside a job, left out of the paragraph.
 HINT = "try running again"
+# How a dump's error begins when time ran out: py-spy's own, or none started.
+SLOW, SKIPPED = "py-spy took over", "not read: out of time"
 
 
 def allow_parent_to_trace() -> Callable[[], None]:
@@ -119,6 +130,9 @@ def why_not(pid: int, program: str | None, errors: Mapping[int, str], scope: int
     if any(refused(text) for text in errors.values()):
         return (start + f"py-spy could not attach, ptrace was refused ({said}); {yama_says(scope)}. "
                 + (started_refused(pid, errors) or LET_IT) + yourself)
+    if out_of_time(errors):
+        return (start + out_of_time(errors) + "A file server that stopped answering, where the command's files "
+                "are, can stall py-spy as it stalls the command. " + yourself)
     return (start + f"py-spy read no Python process among its {len(errors)} ({said}): is the command Python? "
             + yourself)
 
@@ -134,7 +148,7 @@ def yama_says(scope: int | None) -> str:
     return {None: "this kernel has no Yama: the job lacks CAP_SYS_PTRACE or its processes may not be traced",
             0: "Yama's ptrace_scope is 0: the job lacks CAP_SYS_PTRACE or its processes may not be traced",
             1: "Yama's ptrace_scope is 1: without CAP_SYS_PTRACE only the command's own process may be read "
-               "(it names the supervisor its tracer)",
+               "(the command names the supervisor its tracer)",
             2: "Yama's ptrace_scope is 2: only a process with CAP_SYS_PTRACE may attach",
             3: "Yama's ptrace_scope is 3: no process may attach"}.get(scope, f"Yama's ptrace_scope is {scope}")
 
@@ -142,7 +156,7 @@ def yama_says(scope: int | None) -> str:
 def started_refused(pid: int, errors: Mapping[int, str]) -> str:
     """What to do when py-spy was refused the processes the command started, "" when it was not (pure)."""
     started = [str(process) for process, text in errors.items() if process != pid and refused(text)]
-    if not started:
+    if not started or refused(errors.get(pid, "")):  # the command's own refused too: not Yama's exception
         return ""
     return (f"py-spy was refused the processes the command started (pid {', '.join(started)}): under Yama's "
             f"ptrace_scope 1 without CAP_SYS_PTRACE only the command's own process (pid {pid}) can be read, as Yama "
@@ -150,34 +164,62 @@ def started_refused(pid: int, errors: Mapping[int, str]) -> str:
             "...` (Python then is the command's own process); else give the job CAP_SYS_PTRACE. ")
 
 
-def spy(program: str, pid: int) -> tuple[str, str]:
+def dump_timeout(deadline: float, now: float) -> float | None:
+    """How long the next dump may take: DUMP_SECONDS, less as the request's one deadline nears; None when too
+    little is left to start one (pure)."""
+    left = deadline - now
+    return min(DUMP_SECONDS, left) if left >= SHORTEST_DUMP_SECONDS else None
+
+
+def spy(program: str, pid: int, timeout: float) -> tuple[str, str]:
     """py-spy's dump of one process: (its stacks, "") or ("", why not, its first line)."""
     try:
-        done = subprocess.run([program, "dump", "--pid", str(pid), "--full-filenames"], capture_output=True,
-                              text=True, timeout=DUMP_SECONDS, stdin=subprocess.DEVNULL)
+        done = subprocess.run([program, "dump", "--pid", str(pid), "--full-filenames", "--nonblocking"],
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return "", f"py-spy took over {DUMP_SECONDS:g} s"
+        return "", f"{SLOW} {timeout:.1f} s"
     except OSError as error:
         return "", f"py-spy did not start ({error.strerror})"
     if done.returncode == 0 and "Thread " in done.stdout:
-        return done.stdout, ""
+        return done.stdout if done.stdout.endswith("\n") else done.stdout + "\n", ""
     lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
     return "", lines[0].removeprefix("Error: ") if lines else f"py-spy exited with {done.returncode}"
 
 
-def command_stacks(pid: int, environ: Mapping[str, str]) -> stacks.Dump:
-    """What writes the command's stacks, each Python process's py-spy dump, or the paragraph saying why not."""
-    def write(out: TextIO) -> None:
-        program = py_spy(environ)
-        if program is None:
-            out.write(why_not(pid, None, {}, ptrace_scope()) + "\n")
-            return
-        dumps = {process: spy(program, process) for process in descendants(pid, process_parents())[:MOST_PROCESSES]}
-        read = [text if text.endswith("\n") else text + "\n" for text, _ in dumps.values() if text]
-        errors = {key: why for key, (_, why) in dumps.items() if why}
-        note = started_refused(pid, errors).strip()  # some read, not all: say which were not, and why
-        out.write("".join(read) + (note and f"\n{note}\n") if read else why_not(pid, program, errors, ptrace_scope()) + "\n")
-    return write
+def out_of_time(errors: Mapping[int, str]) -> str:
+    """The sentence naming the processes not read for want of time, "" without any (pure)."""
+    slow = [f"pid {process}: {text}" for process, text in errors.items() if text.startswith((SLOW, SKIPPED))]
+    return f"py-spy ran out of time ({'; '.join(slow)}). " if slow else ""
+
+
+def afterword(pid: int, errors: Mapping[int, str]) -> str:
+    """What follows the dumps made when some processes were not read for want of time or leave, "" else (pure)."""
+    words = (out_of_time(errors) + started_refused(pid, errors)).strip()
+    return f"\n{words}\n" if words else ""
+
+
+def record(run_dir: Path, attempt: int, rank: int, pid: int, environ: Mapping[str, str], deadline: float) -> None:
+    """The command's stacks into the rank's file: each Python process's py-spy dump, by `deadline`, or the
+    paragraph saying why none. The file is rewritten as each dump arrives: when the step ends meanwhile (the
+    watchdog does, STACKS_WAIT_SECONDS after asking) the dumps made are kept, and the file says whose was cut."""
+    head = stacks.header(rank, attempt, pid)
+    program = py_spy(environ)
+    if program is None:
+        stacks.write_stacks(run_dir, attempt, rank, head + why_not(pid, None, {}, ptrace_scope()) + "\n")
+        return
+    read, errors = "", {}
+    for process in descendants(pid, process_parents())[:MOST_PROCESSES]:
+        timeout = dump_timeout(deadline, time.monotonic())
+        if timeout is None:
+            errors[process] = f"{SKIPPED} by the request's {DUMPS_SECONDS:g} s"
+            continue
+        stacks.write_stacks(run_dir, attempt, rank, head + read + f"(py-spy was reading pid {process} when the "
+                            "step ended: its stacks and any after it are missing.)\n")
+        text, errors[process] = spy(program, process, timeout)
+        read += text
+    errors = {process: why for process, why in errors.items() if why}
+    ending = afterword(pid, errors) if read else why_not(pid, program, errors, ptrace_scope()) + "\n"
+    stacks.write_stacks(run_dir, attempt, rank, head + read + ending)
 
 
 def answer_for(pid: int, environ: Mapping[str, str]) -> Callable[[Path, int, int], None]:
@@ -190,5 +232,5 @@ def answer_for(pid: int, environ: Mapping[str, str]) -> Callable[[Path, int, int
                 return
         except OSError:
             pass
-        stacks.dump_stacks(run_dir, attempt, rank, command_stacks(pid, environ), pid)
+        record(run_dir, attempt, rank, pid, environ, time.monotonic() + DUMPS_SECONDS)
     return answer

@@ -27,8 +27,6 @@ REQUEST_FILE = ".stacks-request"
 STACKS = "stacks"
 # How often a rank looks for a request: the watchdog waits a few of these for the answers.
 POLL_SECONDS = 1.0
-# What writes a process's stacks into the open file, after its first line: faulthandler's, or py-spy's.
-Dump = Callable[[TextIO], None]
 
 
 def stacks_file(run_dir: Path, attempt: int, rank: int) -> Path:
@@ -67,16 +65,34 @@ def own_stacks(out: TextIO) -> None:
     faulthandler.dump_traceback(out, all_threads=True)
 
 
-def dump_stacks(run_dir: Path, attempt: int, rank: int, dump: Dump = own_stacks, pid: int | None = None) -> None:
-    """A process's stacks (this one's, or `pid`'s by `dump`) into the rank's file for the attempt. Written aside
-    and renamed: a command that answers for itself and its supervisor's py-spy never mix in one file."""
+def header(rank: int, attempt: int, pid: int) -> str:
+    """A stacks file's first line: whose stacks, and when."""
+    return f"rank {rank}, attempt {attempt}, pid {pid}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+
+
+def _aside(run_dir: Path, attempt: int, rank: int) -> tuple[Path, Path]:
+    """The rank's file for the attempt, and this process's file beside it, written first then renamed over it:
+    a reader never sees half a file, and a command that answers for itself and its supervisor's py-spy never
+    mix in one."""
     path = stacks_file(run_dir, attempt, rank)
     path.parent.mkdir(parents=True, exist_ok=True)
-    aside = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    return path, path.with_name(f"{path.name}.{os.getpid()}.tmp")
+
+
+def dump_stacks(run_dir: Path, attempt: int, rank: int) -> None:
+    """This process's stacks into the rank's file for the attempt."""
+    path, aside = _aside(run_dir, attempt, rank)
     with open(aside, "w") as out:
-        out.write(f"rank {rank}, attempt {attempt}, pid {pid or os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        out.write(header(rank, attempt, os.getpid()))
         out.flush()
-        dump(out)
+        own_stacks(out)
+    os.replace(aside, path)
+
+
+def write_stacks(run_dir: Path, attempt: int, rank: int, text: str) -> None:
+    """`text` as the rank's file for the attempt (py-spy's dumps of a command, rewritten as each arrives)."""
+    path, aside = _aside(run_dir, attempt, rank)
+    aside.write_text(text)
     os.replace(aside, path)
 
 
@@ -92,7 +108,7 @@ def answer_requests(run_dir: str | os.PathLike[str], environ: Mapping[str, str] 
     this process's stacks, or by `answer(run_dir, attempt, rank)` (the supervisor's, for its command)."""
     rank = rank_of(os.environ if environ is None else environ)
     folder = Path(run_dir)
-    respond = answer or (lambda where, attempt, rank: dump_stacks(where, attempt, rank))
+    respond = answer or dump_stacks
 
     def answering() -> None:
         answered: set[int] = set()

@@ -8,6 +8,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from hpc_train.injob import pyspy
 from hpc_train.injob.supervisor import CommandJob, supervised_arguments
 from hpc_train.runs import stacks
+from hpc_train.injob import watchdog
 from tests.injob.test_watchdog import hung_job
 
 SPIED = """rank 0, attempt 1, pid 41, 2026-11-25 06:36:44
@@ -37,7 +39,10 @@ def sigterm_as_it_was() -> object:
     yield
     signal.signal(signal.SIGTERM, before)
 
-PY_SPY_REFUSED = """Permission Denied: Try running again with elevated permissions by going 'sudo env "PATH=$PATH" !!'"""
+
+# py-spy 0.4.3's error on a refused ptrace (`strings $(which py-spy)`), as `spy` passes it on.
+PY_SPY_REFUSED = ("Permission Denied: Try running again with elevated permissions by going "
+                  """'sudo env "PATH=$PATH" !!'""")
 
 
 def test_py_spys_dump_gives_the_runs_own_frames_as_faulthandlers_does() -> None:
@@ -75,6 +80,7 @@ def test_without_stacks_the_file_says_why_and_what_to_do() -> None:
             "CAP_SYS_PTRACE only the command's own process (pid 10) can be read") in wrapped
     assert "a wrapper script should `exec python ...`" in wrapped and "\n" not in wrapped
     assert pyspy.started_refused(10, {10: PY_SPY_REFUSED, 12: "Failed to find python version"}) == ""
+    assert pyspy.started_refused(10, {10: PY_SPY_REFUSED, 12: PY_SPY_REFUSED}) == ""  # not Yama's exception then
     assert "read no Python process among its 1 (pid 7: Failed to find python version" in pyspy.why_not(
         7, "/v/bin/py-spy", {7: "Failed to find python version from target process"}, None)
     assert "\n" not in refused  # one paragraph
@@ -83,13 +89,101 @@ def test_without_stacks_the_file_says_why_and_what_to_do() -> None:
 def test_a_command_that_is_not_python_gets_the_paragraph_from_py_spy_itself(tmp_path: Path) -> None:
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
-        stacks.dump_stacks(tmp_path, 1, 0, pyspy.command_stacks(sleeper.pid, os.environ), sleeper.pid)
+        pyspy.record(tmp_path, 1, 0, sleeper.pid, os.environ, time.monotonic() + pyspy.DUMPS_SECONDS)
     finally:
         sleeper.kill()
         sleeper.wait()
     text = stacks.stacks_file(tmp_path, 1, 0).read_text()
     assert text.startswith(f"rank 0, attempt 1, pid {sleeper.pid}, ")
     assert f"No Python stacks for this rank's command (pid {sleeper.pid}): py-spy read no Python process" in text
+
+
+def test_all_the_dumps_of_one_request_end_well_before_the_watchdog_ends_the_step() -> None:
+    # Seen up to a poll late, the command's own answer waited for, then every dump: inside the watchdog's wait.
+    latest = stacks.POLL_SECONDS + pyspy.OWN_ANSWER_SECONDS + pyspy.DUMPS_SECONDS
+    assert latest <= watchdog.STACKS_WAIT_SECONDS - 1
+    assert pyspy.dump_timeout(100.0, 90.0) == pyspy.DUMP_SECONDS  # a dump's own limit first
+    assert pyspy.dump_timeout(100.0, 98.5) == 1.5  # then what is left of the request's
+    assert pyspy.dump_timeout(100.0, 99.8) is None and pyspy.dump_timeout(100.0, 101.0) is None
+
+
+# A py-spy that reads the command (FIRST) at once, and never finishes with what it started.
+FAKE_PY_SPY = """#!/bin/sh
+echo "$$ $*" >> "$0.log"
+if [ "$3" = FIRST ]; then
+    printf 'Process FIRST: python train.py\\nThread FIRST (idle): "MainThread"\\n    waits_for_data (/me/train.py:4)\\n'
+    exit 0
+fi
+exec sleep 30
+"""
+
+# A command and the two processes it started, their pids on a line once started.
+PARENT = """import subprocess
+started = [subprocess.Popen(["sleep", "30"]) for _ in range(2)]
+print(*(child.pid for child in started), flush=True)
+started[0].wait()
+"""
+
+
+@pytest.fixture
+def slow_py_spy(tmp_path: Path) -> object:
+    """A command with two processes it started, a fake py-spy reading it; (its pid, the fake)."""
+    command = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    assert command.stdout is not None
+    started = [int(pid) for pid in command.stdout.readline().split()]
+    fake = tmp_path / "py-spy"
+    fake.write_text(FAKE_PY_SPY.replace("FIRST", str(command.pid)))
+    fake.chmod(0o755)
+    yield command.pid, started, fake
+    log = Path(f"{fake}.log")  # the fake's sleeps, left by a supervisor killed meanwhile
+    for pid in started + [int(line.split()[0]) for line in (log.read_text() if log.exists() else "").splitlines()]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    command.kill()
+    command.wait()
+
+
+def test_a_dump_out_of_time_keeps_those_before_it(tmp_path: Path, slow_py_spy: tuple[int, list[int], Path],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pid, started, fake = slow_py_spy
+    monkeypatch.setattr(pyspy, "py_spy", lambda environ: str(fake))
+    began = time.monotonic()
+    pyspy.record(tmp_path, 1, 0, pid, os.environ, began + 1.5)  # one deadline for all three
+    assert time.monotonic() - began < 2.5  # (the second's dump took what was left: none for the third)
+    text = stacks.stacks_file(tmp_path, 1, 0).read_text()
+    assert f'Thread {pid} (idle): "MainThread"\n    waits_for_data (/me/train.py:4)\n' in text
+    assert f"py-spy ran out of time (pid {started[0]}: py-spy took over 1." in text
+    assert f"; pid {started[1]}: not read: out of time by the request's 6 s)" in text
+    assert "py-spy was reading" not in text
+    assert all("--nonblocking" in line for line in Path(f"{fake}.log").read_text().splitlines())
+
+
+ANSWERS = """import os, sys
+from pathlib import Path
+from hpc_train.injob import pyspy
+from hpc_train.runs import stacks
+pyspy.OWN_ANSWER_SECONDS = 0.0
+pyspy.py_spy = lambda environ: sys.argv[1]
+stacks.request_stacks(Path(sys.argv[2]), 1)
+pyspy.answer_for(int(sys.argv[3]), os.environ)(Path(sys.argv[2]), 1, 0)
+"""
+
+
+def test_an_answer_cut_short_by_the_steps_end_keeps_the_dumps_made(tmp_path: Path,
+                                                                     slow_py_spy: tuple[int, list[int], Path]) -> None:
+    pid, started, fake = slow_py_spy
+    supervisor = subprocess.Popen([sys.executable, "-c", ANSWERS, str(fake), str(tmp_path), str(pid)],
+                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    log = Path(f"{fake}.log")
+    while not log.exists() or len(log.read_text().splitlines()) < 2:  # reading what the command started
+        assert supervisor.poll() is None and time.sleep(0.05) is None
+    supervisor.kill()  # as the step's end does
+    supervisor.wait()
+    text = stacks.stacks_file(tmp_path, 1, 0).read_text()
+    assert text.startswith(f"rank 0, attempt 1, pid {pid}, ") and "waits_for_data (/me/train.py:4)" in text
+    assert f"(py-spy was reading pid {started[0]} when the step ended" in text
 
 
 COMMAND = """
