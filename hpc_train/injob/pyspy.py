@@ -207,7 +207,7 @@ def record(run_dir: Path, attempt: int, rank: int, pid: int, environ: Mapping[st
     if program is None:
         stacks.write_stacks(run_dir, attempt, rank, head + why_not(pid, None, {}, ptrace_scope()) + "\n")
         return
-    read, errors = "", {}
+    read, errors = "", dict[int, str]()
     for process in descendants(pid, process_parents())[:MOST_PROCESSES]:
         timeout = dump_timeout(deadline, time.monotonic())
         if timeout is None:
