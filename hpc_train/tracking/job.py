@@ -4,7 +4,8 @@ dead, refusing) is one warning line in the job log, and the job goes on as if it
 
 A thread beside the step logs each epoch as metrics.json gains it: the ranks never wait on the tracker, and no
 rank but the body's process ever talks to it. Opening and closing are bounded too (START_SECONDS,
-CLOSE_SECONDS). A sweep element's run is a child of the sweep's run, which the first element to start makes.
+CLOSE_SECONDS). One lock keeps that thread and the run's end (finish, or kill from Slurm's SIGTERM) from logging
+the same epochs twice, or from writing tracking.json over each other. A sweep element's run is a child of the sweep's run, which the first element to start makes.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class JobTracking:
         self.run_id: str | None = None
         self._warned = False
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # around each log_epochs and write_tracking: one logger, one writer at a time
+        self.finishing = False  # finish has begun: Slurm's SIGTERM no longer ends the run (tracked.py)
         self._thread: threading.Thread | None = None
         self._seen: int | None = None
 
@@ -72,12 +75,13 @@ class JobTracking:
 
     def finish(self, step_code: int, job_code: int) -> None:
         """After the step (and the epilogue): the last epochs, and the run's end when the job ended."""
+        self.finishing = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join(CLOSE_SECONDS)
         status = final_status(step_code, job_code, read_state(self.run_dir), self.since)
         if status is not None:
-            write_tracking(self.run_dir, verdict=status)  # for `track sync`, whatever the tracker does now
+            self._write_verdict(status, CLOSE_SECONDS)
         if self.run_id is None:
             return
         if not bounded(lambda: self._close(status), CLOSE_SECONDS):
@@ -85,21 +89,34 @@ class JobTracking:
 
     def kill(self, seconds: float) -> None:
         """Slurm cancelled the job (or ended it at its time limit): the run ends KILLED now, before the SIGKILL that
-        follows; its status first, then what `seconds` allow of the last epochs, the tags and the artifacts."""
+        follows; its status first, then what `seconds` allow of the last epochs, the tags and the artifacts (after
+        the thread's epochs in progress, under the lock: each epoch logged once)."""
         self._stop.set()
-        write_tracking(self.run_dir, verdict="KILLED")  # for `track sync`, whatever the tracker does now
+        self._write_verdict("KILLED", seconds / 3)
         if self.run_id is None:
             return
 
         def close() -> None:
             try:
-                self.mlflow.set_terminated(str(self.run_id), "KILLED")
+                self.mlflow.set_terminated(str(self.run_id), "KILLED")  # first: it touches no file, takes no lock
             except Exception as error:  # noqa: BLE001
                 return self.warn(error)
+            if self._thread is not None:
+                self._thread.join(seconds / 3)
             self._close("KILLED")
 
         if not bounded(close, seconds):
             self.warn(f"no answer in {seconds:.0f} s as the job was cancelled")
+
+    def _write_verdict(self, status: str, seconds: float) -> None:
+        """The run's end in tracking.json, for `track sync` whatever the tracker does now: under the lock, unless the
+        thread holds it past `seconds` (stuck on the tracker: its own write re-reads the file, keeping this one)."""
+        locked = self._lock.acquire(timeout=seconds)
+        try:
+            write_tracking(self.run_dir, verdict=status)
+        finally:
+            if locked:
+                self._lock.release()
 
     def warn(self, why: Any) -> None:
         """One line in the job log, once per attempt."""
@@ -146,12 +163,19 @@ class JobTracking:
         if changed == self._seen:
             return
         try:
-            mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)
+            with self._lock:
+                if self._stop.is_set():  # the run's end logs them now
+                    return
+                mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)
             self._seen = changed
         except Exception as error:  # noqa: BLE001
             self.warn(error)
 
     def _close(self, status: str | None, quietly: bool = True) -> None:
+        with self._lock:
+            self._close_locked(status, quietly)
+
+    def _close_locked(self, status: str | None, quietly: bool) -> None:
         try:
             if status is None:  # requeued or retried: the next attempt goes on with this run
                 mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)

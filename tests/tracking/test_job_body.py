@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,8 @@ from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.tracked import status_on_term
 from hpc_train.runs.metrics import write_metrics
 from hpc_train.runs.state import read_tracking
+from hpc_train.tracking import job as tracking_job
+from hpc_train.tracking import mlflow_run
 from hpc_train.tracking.job import JobTracking
 from tests.fake_slurm import without_slurm
 from tests.tracking.fake_mlflow import FakeMlflow, fake_mlflow  # noqa: F401 - the fixture
@@ -103,3 +107,44 @@ def test_a_killed_run_says_killed_first_then_logs_what_it_lacks(fake_mlflow: Fak
     assert fake_mlflow.calls[:2] == ["create_run run1", "set_terminated run1 KILLED"]  # before Slurm's SIGKILL
     assert run.status == "KILLED" and run.metrics["loss"] == [(1, 0.5)]
     assert read_tracking(folder)["verdict"] == "KILLED"  # track sync's word too
+
+
+class HeldMlflow(FakeMlflow):
+    """A tracker whose first logging of epochs is held until `release` is set (the thread's call in progress)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held, self.again, self.release = threading.Event(), threading.Event(), threading.Event()
+
+    def log_batch(self, run_id: str, metrics: Any = (), params: Any = (), tags: Any = ()) -> None:
+        if metrics and not self.held.is_set():
+            self.held.set()
+            self.release.wait(10)
+        elif metrics:
+            self.again.set()
+        super().log_batch(run_id, metrics, params, tags)
+
+
+def test_a_kill_while_the_thread_logs_logs_each_epoch_once_and_loses_no_write(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    held = HeldMlflow()
+    monkeypatch.setattr(mlflow_run, "client", lambda settings: held)
+    monkeypatch.setattr(tracking_job, "POLL_SECONDS", 3600.0)  # the test plays the thread's part itself
+    folder = run_folder(tmp_path)
+    tracking = JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print)
+    tracking.start()
+    write_metrics(folder, {"epochs": [{"epoch": 1, "loss": 0.5}]})
+    logger = threading.Thread(target=tracking._log_new)
+    logger.start()
+    assert held.held.wait(10)  # the thread is logging epoch 1
+    killer = threading.Thread(target=tracking.kill, args=(6.0,))
+    killer.start()
+    held.again.wait(0.5)  # without the lock, kill logs epoch 1 as well, meanwhile
+    held.release.set()
+    logger.join(10)
+    killer.join(10)
+    run = held.runs["run1"]
+    assert run.status == "KILLED" and run.metrics["loss"] == [(1, 0.5)]  # once
+    known = read_tracking(folder)
+    assert (known["verdict"], known["status"], known["closed"], known["last_epoch"]) == ("KILLED", "KILLED", True, 1)
