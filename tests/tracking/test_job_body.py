@@ -4,9 +4,11 @@ gives the run, and how the run ends when an attempt ends before or during its st
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +16,8 @@ import pytest
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.body import JobBody, run_job
 from hpc_train.injob.prologue import EXIT_MOVED
-from hpc_train.injob.tracked import status_on_term
+from hpc_train.injob import tracked
+from hpc_train.injob.tracked import ASK_SECONDS, KILL_SECONDS, after_term, status_on_term
 from hpc_train.runs.metrics import write_metrics
 from hpc_train.runs.state import read_tracking
 from hpc_train.tracking import job as tracking_job
@@ -148,3 +151,29 @@ def test_a_kill_while_the_thread_logs_logs_each_epoch_once_and_loses_no_write(
     assert run.status == "KILLED" and run.metrics["loss"] == [(1, 0.5)]  # once
     known = read_tracking(folder)
     assert (known["verdict"], known["status"], known["closed"], known["last_epoch"]) == ("KILLED", "KILLED", True, 1)
+
+
+def test_slurms_sigterm_then_does_what_it_did_before_and_nothing_to_the_run_once_it_is_ending(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert ASK_SECONDS + KILL_SECONDS <= 3.0  # well within the test cluster's KillWait of 5 s
+    assert [after_term(handler) for handler in (signal.SIG_IGN, signal.SIG_DFL, None, print)] == \
+        ["ignore", "default", "default", "call"]
+    said: list[Any] = []
+    monkeypatch.setattr(tracked.SlurmClient, "local", lambda env: SimpleNamespace(
+        show_job=lambda job, timeout: {"JobState": "COMPLETING", "Restarts": "0"}))  # scancel
+    monkeypatch.setattr(tracked, "os", SimpleNamespace(getpid=lambda: 0, kill=lambda pid, signum: said.append("died")))
+    tracking = SimpleNamespace(finishing=False, run_dir=tmp_path, since=0.0, kill=lambda seconds: said.append("kill"))
+    env = {"SLURM_JOB_ID": "12"}
+    tracked._ending_on_term(tracking, env, lambda signum, frame: said.append(f"previous {signum}"))(15, None)
+    assert said == ["kill", "previous 15"]
+    tracked._ending_on_term(tracking, env, signal.SIG_IGN)(15, None)
+    assert said[2:] == ["kill"]  # killed, and the body lives on: SIGTERM was ignored before
+    tracking.finishing = True  # finish has begun: it ends the run, not the handler
+    tracked._ending_on_term(tracking, env, lambda signum, frame: said.append("previous"))(15, None)
+    assert said[3:] == ["previous"]
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        tracked._ending_on_term(tracking, env, signal.SIG_DFL)(15, None)
+        assert said[4:] == ["died"] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
