@@ -10,7 +10,9 @@ to every rank, and ended as the attempt ended (tracking/job.py does the logging)
 
 A cancel and a requeue both end the attempt with the same SIGTERM, and `scontrol show job` says COMPLETING for both
 while it comes; what tells them apart is that a requeue has already counted one restart more (Restarts) than this
-attempt's SLURM_RESTART_COUNT. Either way the body then ends as it would without tracking: by that SIGTERM.
+attempt's SLURM_RESTART_COUNT. A SIGTERM while the job is still RUNNING is no end at all: a preemption with a
+GraceTime signals the job before it requeues it (so before Restarts counts it), `scancel --signal` only signals;
+the run stays open. Either way the body then does on that SIGTERM what it would without tracking.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from hpc_train.slurm.client import SlurmClient
 from hpc_train.tracking.settings import final_status
 
 # At most 3 s in all: well within KillWait (30 s by default; 5 on the test cluster, where 5 would race its SIGKILL).
+# What `scontrol show job` says of a job that Slurm ends for good (scancel, its time limit, a preemption that cancels):
+# the state Slurm sets before it signals the steps, with the COMPLETING flag it prints first while they end; the bare
+# states once they have. Anything else (RUNNING: a GraceTime preemption or a bare signal; REQUEUED, ...) goes on.
+ENDED_FOR_GOOD = frozenset({"COMPLETING", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED"})
 ASK_SECONDS = 1.0  # at most this long for Slurm's word on the job, on its SIGTERM
 KILL_SECONDS = 2.0  # at most this long to end the run KILLED (its status first, then what time allows)
 
@@ -104,10 +110,10 @@ def after_term(previous: Any) -> str:
 
 def status_on_term(shown: Mapping[str, str], restarts: int, state: Mapping[str, Any], since: float) -> str | None:
     """The run's end on Slurm's SIGTERM during the step (pure): KILLED when the job was cancelled or reached its time
-    limit; None when it goes on (Slurm counted a restart more than this attempt's `restarts`: it was requeued; or
-    state.json, written since `since`, says requeued) or when Slurm did not answer (the next attempt, or
-    `hpc-train track sync`, ends it then). `shown`: `scontrol show job`'s fields."""
+    limit; None when it goes on (still RUNNING: see ENDED_FOR_GOOD; Slurm counted a restart more than this
+    attempt's `restarts`: it was requeued; or state.json, written since `since`, says requeued) or when Slurm did
+    not answer (the next attempt, or `hpc-train track sync`, ends it then). `shown`: `scontrol show job`'s fields."""
     counted = shown.get("Restarts", "")
-    if not counted.isdigit() or int(counted) > restarts:
+    if shown.get("JobState") not in ENDED_FOR_GOOD or not counted.isdigit() or int(counted) > restarts:
         return None
     return final_status(143, 143, state, since)  # KILLED, unless the run folder says requeued in this attempt

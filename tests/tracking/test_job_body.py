@@ -23,6 +23,7 @@ from hpc_train.runs.state import read_tracking
 from hpc_train.tracking import job as tracking_job
 from hpc_train.tracking import mlflow_run
 from hpc_train.tracking.job import JobTracking
+from hpc_train.tracking.settings import status_from_folder
 from tests.fake_slurm import without_slurm
 from tests.tracking.fake_mlflow import FakeMlflow, fake_mlflow  # noqa: F401 - the fixture
 
@@ -95,8 +96,12 @@ def test_on_slurms_sigterm_a_cancelled_jobs_run_ends_killed_and_a_requeued_ones_
     assert status_on_term({"JobState": "COMPLETING", "Restarts": "0"}, 0, {}, since) == "KILLED"  # scancel
     assert status_on_term({"JobState": "COMPLETING", "Restarts": "2"}, 2, {}, since) == "KILLED"  # its 3rd attempt
     assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since) is None  # scontrol requeue
-    assert status_on_term({"Restarts": "0"}, 0, {"state": "requeued", "time": 150}, since) is None  # the trainer's
-    assert status_on_term({"Restarts": "0"}, 0, {"state": "requeued", "time": 50}, since) == "KILLED"  # an earlier
+    assert status_on_term({"JobState": "TIMEOUT", "Restarts": "0"}, 0, {}, since) == "KILLED"  # its steps ended
+    ending = {"JobState": "COMPLETING", "Restarts": "0"}
+    assert status_on_term(ending, 0, {"state": "requeued", "time": 150}, since) is None  # the trainer's
+    assert status_on_term(ending, 0, {"state": "requeued", "time": 50}, since) == "KILLED"  # an earlier attempt's
+    # a preemption with GraceTime signals first, requeues after (Restarts not counted yet); a bare scancel --signal
+    assert status_on_term({"JobState": "RUNNING", "Restarts": "0"}, 0, {}, since) is None
     assert status_on_term({}, 0, {}, since) is None  # Slurm did not answer: left to the next attempt, or track sync
 
 
@@ -177,3 +182,17 @@ def test_slurms_sigterm_then_does_what_it_did_before_and_nothing_to_the_run_once
         assert said[4:] == ["died"] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_an_attempt_that_goes_on_with_a_run_ended_killed_makes_it_open_again(fake_mlflow: FakeMlflow,
+                                                                           tmp_path: Path) -> None:
+    folder = run_folder(tmp_path)
+    first = JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print)
+    first.start()
+    first.kill(5.0)  # a SIGTERM read as a cancel, and yet Slurm requeued the job
+    assert read_tracking(folder)["closed"] is True
+    JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print).start()  # the next attempt
+    known = read_tracking(folder)
+    assert fake_mlflow.runs["run1"].status == "RUNNING" and list(fake_mlflow.runs) == ["run1"]
+    assert (known["closed"], known["verdict"], known["status"]) == (False, None, None)  # open for a sweep, for sync
+    assert status_from_folder({}, known["verdict"]) is None  # track sync: still running
