@@ -24,7 +24,7 @@ from hpc_train.runs.metrics import metrics_path
 from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
 from hpc_train.tracking import mlflow_run
 from hpc_train.tracking.settings import (TrackSettings, absolute_uri, final_status, params_of, resolve,
-                                         status_from_folder, tags_of)
+                                         status_from_folder, status_from_slurm, tags_of)
 
 POLL_SECONDS = 2.0  # how often the thread looks at metrics.json (a stat; it reads it when it changed)
 START_SECONDS = 30.0  # at most this long before the step starts without a tracked run
@@ -128,13 +128,16 @@ class JobTracking:
         self.say(f"hpc-train: warning: MLflow at {self.settings.uri}: {text}; the job goes on without it "
                  f"(hpc-train track sync {job} uploads its run later)")
 
-    def upload(self) -> str | None:
+    def upload(self, slurm_state: Callable[[str], str] | None = None) -> str | None:
         """The run folder as it is, now (`hpc-train track sync`): the run made or found, the epochs not yet
-        logged, and its end when the job ended (the body's verdict, else state.json's); that end, or None while
-        the job goes on. Failures raise: this is what the user asked for."""
+        logged, and its end when the job ended (the body's verdict, else state.json's, else what
+        `slurm_state(JOB_ID)` says of the job: a body ended before it could say); that end, or None while the job
+        goes on. Failures raise: this is what the user asked for."""
         self._open_or_raise()
         known = read_tracking(self.run_dir)
         status = status_from_folder(read_state(self.run_dir), known.get("verdict"))
+        if status is None and slurm_state is not None and self.record.get("job_id"):
+            status = status_from_slurm(slurm_state(str(self.record["job_id"])))
         self._close(status, quietly=False)
         return status
 
