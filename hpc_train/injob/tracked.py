@@ -29,11 +29,11 @@ from hpc_train.runs.state import read_state
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.tracking.settings import final_status
 
-# At most 3 s in all: well within KillWait (30 s by default; 5 on the test cluster, where 5 would race its SIGKILL).
 # What `scontrol show job` says of a job that Slurm ends for good (scancel, its time limit, a preemption that cancels):
 # the state Slurm sets before it signals the steps, with the COMPLETING flag it prints first while they end; the bare
 # states once they have. Anything else (RUNNING: a GraceTime preemption or a bare signal; REQUEUED, ...) goes on.
 ENDED_FOR_GOOD = frozenset({"COMPLETING", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED"})
+# At most 3 s in all: well within KillWait (30 s by default; 5 on the test cluster, where 5 would race its SIGKILL).
 ASK_SECONDS = 1.0  # at most this long for Slurm's word on the job, on its SIGTERM
 KILL_SECONDS = 2.0  # at most this long to end the run KILLED (its status first, then what time allows)
 
