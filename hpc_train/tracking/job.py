@@ -5,7 +5,8 @@ dead, refusing) is one warning line in the job log, and the job goes on as if it
 A thread beside the step logs each epoch as metrics.json gains it: the ranks never wait on the tracker, and no
 rank but the body's process ever talks to it. Opening and closing are bounded too (START_SECONDS,
 CLOSE_SECONDS). One lock keeps that thread and the run's end (finish, or kill from Slurm's SIGTERM) from logging
-the same epochs twice, or from writing tracking.json over each other. A sweep element's run is a child of the sweep's run, which the first element to start makes.
+the same epochs twice, or from writing tracking.json over each other. A sweep element's run is a child of the
+sweep's run, which the first element to start makes.
 """
 
 from __future__ import annotations
