@@ -64,6 +64,9 @@ class JobTracking:
     def start(self) -> dict[str, str]:
         """Open the job's run (made once, found again by a requeued or retried attempt) and start logging;
         the variables for every rank, {} when the tracker is out of reach."""
+        # An attempt of a job that goes on: an earlier one's end (a SIGTERM read as a cancel) no longer stands,
+        # neither for the sweep's parent (close_parent_when_done) nor for `track sync`, tracker or not.
+        write_tracking(self.run_dir, closed=False, verdict=None, status=None)
         if not read_tracking(self.run_dir).get("run_id"):  # where it goes, for `track sync` if it cannot now
             write_tracking(self.run_dir, uri=self.settings.uri, experiment=self.settings.experiment)
         if not bounded(self._open, START_SECONDS):

@@ -56,10 +56,7 @@ def open_run(mlflow: Any, settings: TrackSettings, run_dir: Path, name: str, tag
     if known.get("run_id") and known.get("uri") == settings.uri:
         run_id = str(known["run_id"])
         mlflow.update_run(run_id, status="RUNNING")
-        # running again: an earlier attempt's end (a SIGTERM read as a cancel) no longer stands, neither for the
-        # sweep's parent (close_parent_when_done) nor for `track sync`
-        write_tracking(run_dir, last_epoch=max(int(known.get("last_epoch") or 0), last_step(mlflow, run_id)),
-                       closed=False, verdict=None, status=None)
+        write_tracking(run_dir, last_epoch=max(int(known.get("last_epoch") or 0), last_step(mlflow, run_id)))
         return run_id
     from mlflow.entities import Param
 

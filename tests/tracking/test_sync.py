@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.runs.folders import JobRecord
+from hpc_train.runs.state import write_tracking
 from hpc_train.tracking.settings import status_from_slurm
 from hpc_train.tracking.sync import sync
 from tests.tracking.fake_mlflow import FakeMlflow, fake_mlflow  # noqa: F401 - the fixture
@@ -64,3 +65,11 @@ def test_a_job_run_here_is_never_asked_of_slurm(fake_mlflow: FakeMlflow, tmp_pat
     [line] = sync(a_job(tmp_path, "local1"), "sqlite:////x/mlflow.db", None, {},
                   AskedSlurm({"JobState": "CANCELLED"}, None))  # another job with that id, were Slurm asked
     assert ", still running; see it: " in line
+
+
+def test_a_second_sync_keeps_the_end_the_job_said(fake_mlflow: FakeMlflow, tmp_path: Path) -> None:
+    record = a_job(tmp_path)
+    write_tracking(Path(record.folder), verdict="FINISHED")
+    for _ in range(2):  # the run found again is not taken for an attempt that goes on
+        [line] = sync(record, "sqlite:////x/mlflow.db", None, {}, AskedSlurm({}, None))
+        assert ", FINISHED; see it: " in line and fake_mlflow.runs["run1"].status == "FINISHED"
