@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.errors import HpcTrainError
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.runs.state import read_tracking
+    from hpc_train.slurm.client import SlurmClient
     from hpc_train.tracking.settings import MISSING, absolute_uri
 
     if importlib.util.find_spec("mlflow") is None:
@@ -42,6 +43,6 @@ def run(args: argparse.Namespace) -> int:
     known = read_tracking(first)  # where the job itself logged, unless told otherwise
     given = absolute_uri(args.tracking_uri, Path.cwd()) if args.tracking_uri else None  # relative: from here
     for line in sync(record, given or known.get("uri"), args.experiment or known.get("experiment"),
-                     os.environ):
+                     os.environ, SlurmClient.local()):  # how a job ended that could not say it itself
         print(line)
     return 0

@@ -10,7 +10,9 @@ to every rank, and ended as the attempt ended (tracking/job.py does the logging)
 
 A cancel and a requeue both end the attempt with the same SIGTERM, and `scontrol show job` says COMPLETING for both
 while it comes; what tells them apart is that a requeue has already counted one restart more (Restarts) than this
-attempt's SLURM_RESTART_COUNT. Either way the body then ends as it would without tracking: by that SIGTERM.
+attempt's SLURM_RESTART_COUNT. A SIGTERM while the job is still RUNNING is no end at all: a preemption with a
+GraceTime signals the job before it requeues it (so before Restarts counts it), `scancel --signal` only signals;
+the run stays open. Either way the body then does on that SIGTERM what it would without tracking.
 """
 
 from __future__ import annotations
@@ -27,8 +29,13 @@ from hpc_train.runs.state import read_state
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.tracking.settings import final_status
 
-ASK_SECONDS = 2.0  # at most this long for Slurm's word on the job, on its SIGTERM
-KILL_SECONDS = 3.0  # at most this long to end the run KILLED: well within KillWait (30 s; 5 on the test cluster)
+# What `scontrol show job` says of a job that Slurm ends for good (scancel, its time limit, a preemption that cancels):
+# the state Slurm sets before it signals the steps, with the COMPLETING flag it prints first while they end; the bare
+# states once they have. Anything else (RUNNING: a GraceTime preemption or a bare signal; REQUEUED, ...) goes on.
+ENDED_FOR_GOOD = frozenset({"COMPLETING", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED"})
+# At most 3 s in all: well within KillWait (30 s by default; 5 on the test cluster, where 5 would race its SIGKILL).
+ASK_SECONDS = 1.0  # at most this long for Slurm's word on the job, on its SIGTERM
+KILL_SECONDS = 2.0  # at most this long to end the run KILLED (its status first, then what time allows)
 
 
 @dataclass
@@ -62,34 +69,51 @@ def tracked_attempt(body: Any, env: Mapping[str, str], ended: int | None, slurm:
         tracking.finish(ended, ended)
         yield attempt
         return
-    on_term = _ending_on_term(tracking, env) if slurm else None
-    previous = signal.signal(signal.SIGTERM, on_term) if on_term else None
+    previous = signal.getsignal(signal.SIGTERM)
+    on_term = _ending_on_term(tracking, env, previous) if slurm else None
+    if on_term is not None:
+        signal.signal(signal.SIGTERM, on_term)
     try:
         yield attempt
     finally:
         if on_term is not None and signal.getsignal(signal.SIGTERM) is on_term:  # (the epilogue may ignore it now)
-            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
-def _ending_on_term(tracking: Any, env: Mapping[str, str]) -> Any:
-    """A SIGTERM handler: the run ended KILLED when Slurm cancelled the job, then the body ends by that SIGTERM."""
+def _ending_on_term(tracking: Any, env: Mapping[str, str], previous: Any) -> Any:
+    """A SIGTERM handler: the run ended KILLED when Slurm cancelled the job, then the SIGTERM does what `previous`
+    (the handler before this one) did. Once the attempt's end has begun (finish), the run's end is finish's: only
+    `previous` acts (two ends at once would log and write over each other)."""
     def on_term(signum: int, frame: Any) -> None:
-        shown = SlurmClient.local(env).show_job(env.get("SLURM_JOB_ID", ""), timeout=ASK_SECONDS)
-        status = status_on_term(shown, restart_count(env), read_state(tracking.run_dir), tracking.since)
-        if status is not None:
-            tracking.kill(KILL_SECONDS)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)  # as without tracking: the job's processes end on Slurm's SIGTERM
+        if not tracking.finishing:
+            shown = SlurmClient.local(env).show_job(env.get("SLURM_JOB_ID", ""), timeout=ASK_SECONDS)
+            if status_on_term(shown, restart_count(env), read_state(tracking.run_dir), tracking.since) is not None:
+                tracking.kill(KILL_SECONDS)
+        then = after_term(previous)
+        if then == "call":
+            previous(signum, frame)
+        elif then == "default":  # as without tracking: the job's processes end on Slurm's SIGTERM
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     return on_term
 
 
+def after_term(previous: Any) -> str:
+    """What Slurm's SIGTERM does once the run is seen to (pure): "ignore" where it was ignored (the body lives on,
+    as it would without tracking), "call" a Python handler, else "default" (the body ends by it; None: a handler
+    not set from Python, read as the default)."""
+    if previous is signal.SIG_IGN:
+        return "ignore"
+    return "call" if callable(previous) else "default"
+
+
 def status_on_term(shown: Mapping[str, str], restarts: int, state: Mapping[str, Any], since: float) -> str | None:
     """The run's end on Slurm's SIGTERM during the step (pure): KILLED when the job was cancelled or reached its time
-    limit; None when it goes on (Slurm counted a restart more than this attempt's `restarts`: it was requeued; or
-    state.json, written since `since`, says requeued) or when Slurm did not answer (the next attempt, or
-    `hpc-train track sync`, ends it then). `shown`: `scontrol show job`'s fields."""
+    limit; None when it goes on (still RUNNING: see ENDED_FOR_GOOD; Slurm counted a restart more than this
+    attempt's `restarts`: it was requeued; or state.json, written since `since`, says requeued) or when Slurm did
+    not answer (the next attempt, or `hpc-train track sync`, ends it then). `shown`: `scontrol show job`'s fields."""
     counted = shown.get("Restarts", "")
-    if not counted.isdigit() or int(counted) > restarts:
+    if shown.get("JobState") not in ENDED_FOR_GOOD or not counted.isdigit() or int(counted) > restarts:
         return None
     return final_status(143, 143, state, since)  # KILLED, unless the run folder says requeued in this attempt

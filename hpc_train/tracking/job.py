@@ -4,7 +4,9 @@ dead, refusing) is one warning line in the job log, and the job goes on as if it
 
 A thread beside the step logs each epoch as metrics.json gains it: the ranks never wait on the tracker, and no
 rank but the body's process ever talks to it. Opening and closing are bounded too (START_SECONDS,
-CLOSE_SECONDS). A sweep element's run is a child of the sweep's run, which the first element to start makes.
+CLOSE_SECONDS). One lock keeps that thread and the run's end (finish, or kill from Slurm's SIGTERM) from logging
+the same epochs twice, or from writing tracking.json over each other. A sweep element's run is a child of the
+sweep's run, which the first element to start makes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from hpc_train.runs.metrics import metrics_path
 from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
 from hpc_train.tracking import mlflow_run
 from hpc_train.tracking.settings import (TrackSettings, absolute_uri, final_status, params_of, resolve,
-                                         status_from_folder, tags_of)
+                                         status_from_folder, status_from_slurm, tags_of)
 
 POLL_SECONDS = 2.0  # how often the thread looks at metrics.json (a stat; it reads it when it changed)
 START_SECONDS = 30.0  # at most this long before the step starts without a tracked run
@@ -43,6 +45,8 @@ class JobTracking:
         self.run_id: str | None = None
         self._warned = False
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # around each log_epochs and write_tracking: one logger, one writer at a time
+        self.finishing = False  # finish has begun: Slurm's SIGTERM no longer ends the run (tracked.py)
         self._thread: threading.Thread | None = None
         self._seen: int | None = None
 
@@ -60,6 +64,9 @@ class JobTracking:
     def start(self) -> dict[str, str]:
         """Open the job's run (made once, found again by a requeued or retried attempt) and start logging;
         the variables for every rank, {} when the tracker is out of reach."""
+        # An attempt of a job that goes on: an earlier one's end (a SIGTERM read as a cancel) no longer stands,
+        # neither for the sweep's parent (close_parent_when_done) nor for `track sync`, tracker or not.
+        write_tracking(self.run_dir, closed=False, verdict=None, status=None)
         if not read_tracking(self.run_dir).get("run_id"):  # where it goes, for `track sync` if it cannot now
             write_tracking(self.run_dir, uri=self.settings.uri, experiment=self.settings.experiment)
         if not bounded(self._open, START_SECONDS):
@@ -72,12 +79,13 @@ class JobTracking:
 
     def finish(self, step_code: int, job_code: int) -> None:
         """After the step (and the epilogue): the last epochs, and the run's end when the job ended."""
+        self.finishing = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join(CLOSE_SECONDS)
         status = final_status(step_code, job_code, read_state(self.run_dir), self.since)
         if status is not None:
-            write_tracking(self.run_dir, verdict=status)  # for `track sync`, whatever the tracker does now
+            self._write_verdict(status, CLOSE_SECONDS)
         if self.run_id is None:
             return
         if not bounded(lambda: self._close(status), CLOSE_SECONDS):
@@ -85,21 +93,34 @@ class JobTracking:
 
     def kill(self, seconds: float) -> None:
         """Slurm cancelled the job (or ended it at its time limit): the run ends KILLED now, before the SIGKILL that
-        follows; its status first, then what `seconds` allow of the last epochs, the tags and the artifacts."""
+        follows; its status first, then what `seconds` allow of the last epochs, the tags and the artifacts (after
+        the thread's epochs in progress, under the lock: each epoch logged once)."""
         self._stop.set()
-        write_tracking(self.run_dir, verdict="KILLED")  # for `track sync`, whatever the tracker does now
+        self._write_verdict("KILLED", seconds / 3)
         if self.run_id is None:
             return
 
         def close() -> None:
             try:
-                self.mlflow.set_terminated(str(self.run_id), "KILLED")
+                self.mlflow.set_terminated(str(self.run_id), "KILLED")  # first: it touches no file, takes no lock
             except Exception as error:  # noqa: BLE001
                 return self.warn(error)
+            if self._thread is not None:
+                self._thread.join(seconds / 3)
             self._close("KILLED")
 
         if not bounded(close, seconds):
             self.warn(f"no answer in {seconds:.0f} s as the job was cancelled")
+
+    def _write_verdict(self, status: str, seconds: float) -> None:
+        """The run's end in tracking.json, for `track sync` whatever the tracker does now: under the lock, unless the
+        thread holds it past `seconds` (stuck on the tracker: its own write re-reads the file, keeping this one)."""
+        locked = self._lock.acquire(timeout=seconds)
+        try:
+            write_tracking(self.run_dir, verdict=status)
+        finally:
+            if locked:
+                self._lock.release()
 
     def warn(self, why: Any) -> None:
         """One line in the job log, once per attempt."""
@@ -111,13 +132,16 @@ class JobTracking:
         self.say(f"hpc-train: warning: MLflow at {self.settings.uri}: {text}; the job goes on without it "
                  f"(hpc-train track sync {job} uploads its run later)")
 
-    def upload(self) -> str | None:
+    def upload(self, slurm_state: Callable[[str], str] | None = None) -> str | None:
         """The run folder as it is, now (`hpc-train track sync`): the run made or found, the epochs not yet
-        logged, and its end when the job ended (the body's verdict, else state.json's); that end, or None while
-        the job goes on. Failures raise: this is what the user asked for."""
+        logged, and its end when the job ended (the body's verdict, else state.json's, else what
+        `slurm_state(JOB_ID)` says of the job: a body ended before it could say); that end, or None while the job
+        goes on. Failures raise: this is what the user asked for."""
         self._open_or_raise()
         known = read_tracking(self.run_dir)
         status = status_from_folder(read_state(self.run_dir), known.get("verdict"))
+        if status is None and slurm_state is not None and self.record.get("job_id"):
+            status = status_from_slurm(slurm_state(str(self.record["job_id"])))
         self._close(status, quietly=False)
         return status
 
@@ -146,12 +170,19 @@ class JobTracking:
         if changed == self._seen:
             return
         try:
-            mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)
+            with self._lock:
+                if self._stop.is_set():  # the run's end logs them now
+                    return
+                mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)
             self._seen = changed
         except Exception as error:  # noqa: BLE001
             self.warn(error)
 
     def _close(self, status: str | None, quietly: bool = True) -> None:
+        with self._lock:
+            self._close_locked(status, quietly)
+
+    def _close_locked(self, status: str | None, quietly: bool) -> None:
         try:
             if status is None:  # requeued or retried: the next attempt goes on with this run
                 mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)

@@ -131,6 +131,19 @@ def status_from_folder(state: Mapping[str, Any], verdict: str | None) -> str | N
     return {"finished": "FINISHED", "pruned": "FINISHED", "stopped": "KILLED"}.get(str(state.get("state")))
 
 
+# How Slurm's word on a job that ended (scontrol, squeue, else sacct: its first word) ends its run, for `track sync`
+# where the job body could not say (a SIGTERM with no answer from Slurm, a SIGKILL): ended by Slurm or its node,
+# KILLED; failed by itself, FAILED. Any other state (PENDING, RUNNING, REQUEUED, COMPLETING, ...): not over yet.
+SLURM_ENDS = {"CANCELLED": "KILLED", "TIMEOUT": "KILLED", "PREEMPTED": "KILLED", "NODE_FAIL": "KILLED",
+              "DEADLINE": "KILLED", "FAILED": "FAILED", "OUT_OF_MEMORY": "FAILED", "BOOT_FAIL": "FAILED",
+              "COMPLETED": "FINISHED"}
+
+
+def status_from_slurm(state: str) -> str | None:
+    """The run's end as Slurm's state of its job says it (pure; SLURM_ENDS); None: not over, or not known."""
+    return SLURM_ENDS.get((state.split() or [""])[0])
+
+
 def tags_of(record: Mapping[str, Any], state: Mapping[str, Any], nodes: str | None, attempts_said: Sequence[str],
             run_dir: Path, provenance: Mapping[str, Any]) -> dict[str, str]:
     """The run's tags: the job, where it ran, its run folder (as given: absolute, for any cwd), its attempts and

@@ -10,12 +10,16 @@ from pathlib import Path
 from hpc_train.errors import HpcTrainError
 from hpc_train.runs.folders import JobRecord, element_folders
 from hpc_train.runs.state import read_tracking
+from hpc_train.slurm.client import SlurmClient
+from hpc_train.slurm.follow import job_state
 from hpc_train.tracking.job import JobTracking
 from hpc_train.tracking.settings import ui_hint
 
 
-def sync(record: JobRecord, uri: str | None, experiment: str | None, env: Mapping[str, str]) -> list[str]:
-    """Upload the job's folder (a sweep's: each element's that has started); one line per run uploaded."""
+def sync(record: JobRecord, uri: str | None, experiment: str | None, env: Mapping[str, str],
+         slurm: SlurmClient | None = None) -> list[str]:
+    """Upload the job's folder (a sweep's: each element's that has started); one line per run uploaded. A run whose
+    folder does not say how the job ended ends as `slurm` says (None, or a job run here: still running)."""
     folders = [folder for folder in element_folders(record) if folder.is_dir()] if record.is_sweep else \
         [Path(record.folder)]
     if not folders:
@@ -24,7 +28,8 @@ def sync(record: JobRecord, uri: str | None, experiment: str | None, env: Mappin
     for folder in folders:
         tracking = JobTracking.for_job(folder, uri, experiment, env, lambda line: None)
         try:
-            status = tracking.upload()
+            status = tracking.upload(None if slurm is None or record.is_local else
+                                     lambda job_id: job_state(job_id, slurm)[0])
         except HpcTrainError:
             raise
         except Exception as error:  # noqa: BLE001 - MLflow's many errors: one line

@@ -4,18 +4,26 @@ gives the run, and how the run ends when an attempt ends before or during its st
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import threading
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.body import JobBody, run_job
 from hpc_train.injob.prologue import EXIT_MOVED
-from hpc_train.injob.tracked import status_on_term
+from hpc_train.injob import tracked
+from hpc_train.injob.tracked import ASK_SECONDS, KILL_SECONDS, after_term, status_on_term
 from hpc_train.runs.metrics import write_metrics
 from hpc_train.runs.state import read_tracking
+from hpc_train.tracking import job as tracking_job
+from hpc_train.tracking import mlflow_run
 from hpc_train.tracking.job import JobTracking
+from hpc_train.tracking.settings import status_from_folder
 from tests.fake_slurm import without_slurm
 from tests.tracking.fake_mlflow import FakeMlflow, fake_mlflow  # noqa: F401 - the fixture
 
@@ -88,8 +96,12 @@ def test_on_slurms_sigterm_a_cancelled_jobs_run_ends_killed_and_a_requeued_ones_
     assert status_on_term({"JobState": "COMPLETING", "Restarts": "0"}, 0, {}, since) == "KILLED"  # scancel
     assert status_on_term({"JobState": "COMPLETING", "Restarts": "2"}, 2, {}, since) == "KILLED"  # its 3rd attempt
     assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since) is None  # scontrol requeue
-    assert status_on_term({"Restarts": "0"}, 0, {"state": "requeued", "time": 150}, since) is None  # the trainer's
-    assert status_on_term({"Restarts": "0"}, 0, {"state": "requeued", "time": 50}, since) == "KILLED"  # an earlier
+    assert status_on_term({"JobState": "TIMEOUT", "Restarts": "0"}, 0, {}, since) == "KILLED"  # its steps ended
+    ending = {"JobState": "COMPLETING", "Restarts": "0"}
+    assert status_on_term(ending, 0, {"state": "requeued", "time": 150}, since) is None  # the trainer's
+    assert status_on_term(ending, 0, {"state": "requeued", "time": 50}, since) == "KILLED"  # an earlier attempt's
+    # a preemption with GraceTime signals first, requeues after (Restarts not counted yet); a bare scancel --signal
+    assert status_on_term({"JobState": "RUNNING", "Restarts": "0"}, 0, {}, since) is None
     assert status_on_term({}, 0, {}, since) is None  # Slurm did not answer: left to the next attempt, or track sync
 
 
@@ -103,3 +115,84 @@ def test_a_killed_run_says_killed_first_then_logs_what_it_lacks(fake_mlflow: Fak
     assert fake_mlflow.calls[:2] == ["create_run run1", "set_terminated run1 KILLED"]  # before Slurm's SIGKILL
     assert run.status == "KILLED" and run.metrics["loss"] == [(1, 0.5)]
     assert read_tracking(folder)["verdict"] == "KILLED"  # track sync's word too
+
+
+class HeldMlflow(FakeMlflow):
+    """A tracker whose first logging of epochs is held until `release` is set (the thread's call in progress)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held, self.again, self.release = threading.Event(), threading.Event(), threading.Event()
+
+    def log_batch(self, run_id: str, metrics: Any = (), params: Any = (), tags: Any = ()) -> None:
+        if metrics and not self.held.is_set():
+            self.held.set()
+            self.release.wait(10)
+        elif metrics:
+            self.again.set()
+        super().log_batch(run_id, metrics, params, tags)
+
+
+def test_a_kill_while_the_thread_logs_logs_each_epoch_once_and_loses_no_write(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    held = HeldMlflow()
+    monkeypatch.setattr(mlflow_run, "client", lambda settings: held)
+    monkeypatch.setattr(tracking_job, "POLL_SECONDS", 3600.0)  # the test plays the thread's part itself
+    folder = run_folder(tmp_path)
+    tracking = JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print)
+    tracking.start()
+    write_metrics(folder, {"epochs": [{"epoch": 1, "loss": 0.5}]})
+    logger = threading.Thread(target=tracking._log_new)
+    logger.start()
+    assert held.held.wait(10)  # the thread is logging epoch 1
+    killer = threading.Thread(target=tracking.kill, args=(6.0,))
+    killer.start()
+    held.again.wait(0.5)  # without the lock, kill logs epoch 1 as well, meanwhile
+    held.release.set()
+    logger.join(10)
+    killer.join(10)
+    run = held.runs["run1"]
+    assert run.status == "KILLED" and run.metrics["loss"] == [(1, 0.5)]  # once
+    known = read_tracking(folder)
+    assert (known["verdict"], known["status"], known["closed"], known["last_epoch"]) == ("KILLED", "KILLED", True, 1)
+
+
+def test_slurms_sigterm_then_does_what_it_did_before_and_nothing_to_the_run_once_it_is_ending(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert ASK_SECONDS + KILL_SECONDS <= 3.0  # well within the test cluster's KillWait of 5 s
+    assert [after_term(handler) for handler in (signal.SIG_IGN, signal.SIG_DFL, None, print)] == \
+        ["ignore", "default", "default", "call"]
+    said: list[Any] = []
+    monkeypatch.setattr(tracked.SlurmClient, "local", lambda env: SimpleNamespace(
+        show_job=lambda job, timeout: {"JobState": "COMPLETING", "Restarts": "0"}))  # scancel
+    monkeypatch.setattr(tracked, "os", SimpleNamespace(getpid=lambda: 0, kill=lambda pid, signum: said.append("died")))
+    tracking = SimpleNamespace(finishing=False, run_dir=tmp_path, since=0.0, kill=lambda seconds: said.append("kill"))
+    env = {"SLURM_JOB_ID": "12"}
+    tracked._ending_on_term(tracking, env, lambda signum, frame: said.append(f"previous {signum}"))(15, None)
+    assert said == ["kill", "previous 15"]
+    tracked._ending_on_term(tracking, env, signal.SIG_IGN)(15, None)
+    assert said[2:] == ["kill"]  # killed, and the body lives on: SIGTERM was ignored before
+    tracking.finishing = True  # finish has begun: it ends the run, not the handler
+    tracked._ending_on_term(tracking, env, lambda signum, frame: said.append("previous"))(15, None)
+    assert said[3:] == ["previous"]
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        tracked._ending_on_term(tracking, env, signal.SIG_DFL)(15, None)
+        assert said[4:] == ["died"] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_an_attempt_that_goes_on_with_a_run_ended_killed_makes_it_open_again(fake_mlflow: FakeMlflow,
+                                                                           tmp_path: Path) -> None:
+    folder = run_folder(tmp_path)
+    first = JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print)
+    first.start()
+    first.kill(5.0)  # a SIGTERM read as a cancel, and yet Slurm requeued the job
+    assert read_tracking(folder)["closed"] is True
+    JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print).start()  # the next attempt
+    known = read_tracking(folder)
+    assert fake_mlflow.runs["run1"].status == "RUNNING" and list(fake_mlflow.runs) == ["run1"]
+    assert (known["closed"], known["verdict"], known["status"]) == (False, None, None)  # open for a sweep, for sync
+    assert status_from_folder({}, known["verdict"]) is None  # track sync: still running
