@@ -10,9 +10,12 @@ to every rank, and ended as the attempt ended (tracking/job.py does the logging)
 
 A cancel and a requeue both end the attempt with the same SIGTERM, and `scontrol show job` says COMPLETING for both
 while it comes; what tells them apart is that a requeue has already counted one restart more (Restarts) than this
-attempt's SLURM_RESTART_COUNT. A SIGTERM while the job is still RUNNING is no end at all: a preemption with a
-GraceTime signals the job before it requeues it (so before Restarts counts it), `scancel --signal` only signals;
-the run stays open. Either way the body then does on that SIGTERM what it would without tracking.
+attempt's SLURM_RESTART_COUNT. A SIGTERM while the job is still RUNNING is no end of the job: a preemption with
+a GraceTime signals the job before it requeues it (so before Restarts counts it), `scancel --signal` only signals.
+The run stays open then only where the body lives on past that SIGTERM (its handler before ignored or caught it);
+where the body ends by it (the default), nothing else would end the run: KILLED (an attempt that follows, a
+requeue's, opens it again). Either way the body then does on that SIGTERM what it would without tracking; a second
+SIGTERM while the first is seen to does it at once (the default: the body ends then).
 """
 
 from __future__ import annotations
@@ -81,22 +84,37 @@ def tracked_attempt(body: Any, env: Mapping[str, str], ended: int | None, slurm:
 
 
 def _ending_on_term(tracking: Any, env: Mapping[str, str], previous: Any) -> Any:
-    """A SIGTERM handler: the run ended KILLED when Slurm cancelled the job, then the SIGTERM does what `previous`
-    (the handler before this one) did. Once the attempt's end has begun (finish), the run's end is finish's: only
-    `previous` acts (two ends at once would log and write over each other)."""
+    """A SIGTERM handler: the run ended KILLED when Slurm cancelled the job (or the body ends by this SIGTERM while
+    the job still runs), then the SIGTERM does what `previous` (the handler before this one) did. Once the attempt's
+    end has begun (finish), the run's end is finish's: only `previous` acts (two ends at once would log and write
+    over each other); so too for a SIGTERM that comes while the handler sees to one (Python runs it inside)."""
+    then = after_term(previous)
+    seeing_to = False  # a SIGTERM is being seen to (a plain flag: no lock inside a signal handler)
+
     def on_term(signum: int, frame: Any) -> None:
-        if not tracking.finishing:
+        nonlocal seeing_to
+        if seeing_to or tracking.finishing:
+            return _as_before(then, previous, signum, frame)
+        seeing_to = True
+        try:
             shown = SlurmClient.local(env).show_job(env.get("SLURM_JOB_ID", ""), timeout=ASK_SECONDS)
-            if status_on_term(shown, restart_count(env), read_state(tracking.run_dir), tracking.since) is not None:
+            if status_on_term(shown, restart_count(env), read_state(tracking.run_dir), tracking.since,
+                              dies=then == "default") is not None:
                 tracking.kill(KILL_SECONDS)
-        then = after_term(previous)
-        if then == "call":
-            previous(signum, frame)
-        elif then == "default":  # as without tracking: the job's processes end on Slurm's SIGTERM
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            _as_before(then, previous, signum, frame)
+        finally:
+            seeing_to = False
 
     return on_term
+
+
+def _as_before(then: str, previous: Any, signum: int, frame: Any) -> None:
+    """What the SIGTERM does without tracking (`then`: after_term(previous))."""
+    if then == "call":
+        previous(signum, frame)
+    elif then == "default":  # the job's processes end on Slurm's SIGTERM
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def after_term(previous: Any) -> str:
@@ -108,12 +126,16 @@ def after_term(previous: Any) -> str:
     return "call" if callable(previous) else "default"
 
 
-def status_on_term(shown: Mapping[str, str], restarts: int, state: Mapping[str, Any], since: float) -> str | None:
+def status_on_term(shown: Mapping[str, str], restarts: int, state: Mapping[str, Any], since: float,
+                   dies: bool) -> str | None:
     """The run's end on Slurm's SIGTERM during the step (pure): KILLED when the job was cancelled or reached its time
-    limit; None when it goes on (still RUNNING: see ENDED_FOR_GOOD; Slurm counted a restart more than this
+    limit, or when it still RUNs and the body ends by this SIGTERM (`dies`: nothing else would end the run); None
+    when it goes on (still RUNNING and the body lives on: see ENDED_FOR_GOOD; Slurm counted a restart more than this
     attempt's `restarts`: it was requeued; or state.json, written since `since`, says requeued) or when Slurm did
     not answer (the next attempt, or `hpc-train track sync`, ends it then). `shown`: `scontrol show job`'s fields."""
-    counted = shown.get("Restarts", "")
-    if shown.get("JobState") not in ENDED_FOR_GOOD or not counted.isdigit() or int(counted) > restarts:
+    counted, job_state = shown.get("Restarts", ""), shown.get("JobState")
+    if not counted.isdigit() or int(counted) > restarts:
+        return None
+    if job_state not in ENDED_FOR_GOOD and not (dies and job_state == "RUNNING"):
         return None
     return final_status(143, 143, state, since)  # KILLED, unless the run folder says requeued in this attempt

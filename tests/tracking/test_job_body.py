@@ -93,16 +93,20 @@ def test_a_job_the_prologue_ends_ends_its_run_failed_and_one_it_moves_keeps_it_r
 
 def test_on_slurms_sigterm_a_cancelled_jobs_run_ends_killed_and_a_requeued_ones_goes_on() -> None:
     since = 100.0
-    assert status_on_term({"JobState": "COMPLETING", "Restarts": "0"}, 0, {}, since) == "KILLED"  # scancel
-    assert status_on_term({"JobState": "COMPLETING", "Restarts": "2"}, 2, {}, since) == "KILLED"  # its 3rd attempt
-    assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since) is None  # scontrol requeue
-    assert status_on_term({"JobState": "TIMEOUT", "Restarts": "0"}, 0, {}, since) == "KILLED"  # its steps ended
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "0"}, 0, {}, since, dies=False) == "KILLED"  # scancel
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "2"}, 2, {}, since, dies=False) == "KILLED"  # its 3rd attempt
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since, dies=False) is None  # scontrol requeue
+    assert status_on_term({"JobState": "TIMEOUT", "Restarts": "0"}, 0, {}, since, dies=False) == "KILLED"  # its steps ended
     ending = {"JobState": "COMPLETING", "Restarts": "0"}
-    assert status_on_term(ending, 0, {"state": "requeued", "time": 150}, since) is None  # the trainer's
-    assert status_on_term(ending, 0, {"state": "requeued", "time": 50}, since) == "KILLED"  # an earlier attempt's
+    assert status_on_term(ending, 0, {"state": "requeued", "time": 150}, since, dies=False) is None  # the trainer's
+    assert status_on_term(ending, 0, {"state": "requeued", "time": 50}, since, dies=False) == "KILLED"  # an earlier attempt's
     # a preemption with GraceTime signals first, requeues after (Restarts not counted yet); a bare scancel --signal
-    assert status_on_term({"JobState": "RUNNING", "Restarts": "0"}, 0, {}, since) is None
-    assert status_on_term({}, 0, {}, since) is None  # Slurm did not answer: left to the next attempt, or track sync
+    assert status_on_term({"JobState": "RUNNING", "Restarts": "0"}, 0, {}, since, dies=False) is None
+    assert status_on_term({}, 0, {}, since, dies=False) is None  # Slurm did not answer: left to the next attempt, or track sync
+    # ... unless the body ends by that SIGTERM (`scancel --full --signal=TERM`): then nothing else would end the run
+    assert status_on_term({"JobState": "RUNNING", "Restarts": "0"}, 0, {}, since, dies=True) == "KILLED"
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since, dies=True) is None  # requeued
+    assert status_on_term({}, 0, {}, since, dies=True) is None
 
 
 def test_a_killed_run_says_killed_first_then_logs_what_it_lacks(fake_mlflow: FakeMlflow, tmp_path: Path) -> None:
@@ -196,3 +200,45 @@ def test_an_attempt_that_goes_on_with_a_run_ended_killed_makes_it_open_again(fak
     assert fake_mlflow.runs["run1"].status == "RUNNING" and list(fake_mlflow.runs) == ["run1"]
     assert (known["closed"], known["verdict"], known["status"]) == (False, None, None)  # open for a sweep, for sync
     assert status_from_folder({}, known["verdict"]) is None  # track sync: still running
+
+
+def a_handler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shown: dict[str, str], previous: Any,
+              said: list[Any]) -> Any:
+    """_ending_on_term's handler, Slurm saying `shown`; `said` gets what it does: asked, kill, died."""
+    def show_job(job: str, timeout: float) -> dict[str, str]:
+        said.append("asked")
+        return shown
+
+    monkeypatch.setattr(tracked.SlurmClient, "local", lambda env: SimpleNamespace(show_job=show_job))
+    monkeypatch.setattr(tracked, "os", SimpleNamespace(getpid=lambda: 0, kill=lambda pid, signum: said.append("died")))
+    monkeypatch.setattr(tracked.signal, "signal", lambda signum, handler: None)  # (the test's own SIGTERM stays)
+    tracking = SimpleNamespace(finishing=False, run_dir=tmp_path, since=0.0, kill=lambda seconds: said.append("kill"))
+    return tracking, tracked._ending_on_term(tracking, {"SLURM_JOB_ID": "12"}, previous)
+
+
+@pytest.mark.parametrize(("previous", "done"), [(signal.SIG_DFL, ["asked", "kill", "died"]),
+                                                (signal.SIG_IGN, ["asked"])], ids=["default", "ignored"])
+def test_a_sigterm_while_the_job_runs_ends_the_run_killed_only_where_the_body_ends_by_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, previous: Any, done: list[str]) -> None:
+    said: list[Any] = []  # `scancel --full --signal=TERM`: Slurm still says RUNNING
+    _, on_term = a_handler(monkeypatch, tmp_path, {"JobState": "RUNNING", "Restarts": "0"}, previous, said)
+    on_term(15, None)
+    assert said == done  # the default: the body dies, and nothing else would end its run; ignored: it goes on
+
+
+def test_a_second_sigterm_while_the_first_is_seen_to_does_at_once_what_it_did_before(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    said: list[Any] = []
+    tracking, on_term = a_handler(monkeypatch, tmp_path, {"JobState": "COMPLETING", "Restarts": "0"},
+                                  signal.SIG_DFL, said)
+    def kill(seconds: float) -> None:  # a second SIGTERM meanwhile: Python runs its handler inside this one
+        said.append("kill")
+        if said.count("kill") == 1:
+            on_term(15, None)
+
+    tracking.kill = kill
+    on_term(15, None)
+    assert said[:3] == ["asked", "kill", "died"]  # the second: no second question, no second kill, the body ends
+    said.clear()
+    on_term(15, None)  # once the first is seen to, a later SIGTERM is seen to again
+    assert said[:2] == ["asked", "kill"]
