@@ -127,7 +127,7 @@ def after_term(previous: Any) -> str:
 
 
 def status_on_term(shown: Mapping[str, str], restarts: int, state: Mapping[str, Any], since: float,
-                   dies: bool) -> str | None:
+                   dies: bool = False) -> str | None:
     """The run's end on Slurm's SIGTERM during the step (pure): KILLED when the job was cancelled or reached its time
     limit, or when it still RUNs and the body ends by this SIGTERM (`dies`: nothing else would end the run); None
     when it goes on (still RUNNING and the body lives on: see ENDED_FOR_GOOD; Slurm counted a restart more than this
