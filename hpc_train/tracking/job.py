@@ -78,23 +78,28 @@ class JobTracking:
         return self.settings.environment(self.run_id)
 
     def finish(self, step_code: int, job_code: int) -> None:
-        """After the step (and the epilogue): the last epochs, and the run's end when the job ended."""
+        """After the step (and the epilogue): the last epochs, and the run's end when the job ended; all of it within
+        CLOSE_SECONDS (a retry the epilogue requeued cannot start while the body runs)."""
         self.finishing = True
         self._stop.set()
+        deadline = time.monotonic() + CLOSE_SECONDS
         if self._thread is not None:
             self._thread.join(CLOSE_SECONDS)
+        stuck = self._thread is not None and self._thread.is_alive()  # on the tracker, the lock held: no use waiting
         status = final_status(step_code, job_code, read_state(self.run_dir), self.since)
         if status is not None:
-            self._write_verdict(status, CLOSE_SECONDS)
+            self._write_verdict(status, 0.0 if stuck else left(deadline))
         if self.run_id is None:
             return
-        if not bounded(lambda: self._close(status), CLOSE_SECONDS):
+        if not bounded(lambda: self._close(status), left(deadline)):
             self.warn(f"no answer in {CLOSE_SECONDS:.0f} s at the job's end")
 
     def kill(self, seconds: float) -> None:
         """Slurm cancelled the job (or ended it at its time limit): the run ends KILLED now, before the SIGKILL that
-        follows; its status first, then what `seconds` allow of the last epochs, the tags and the artifacts (after
-        the thread's epochs in progress, under the lock: each epoch logged once)."""
+        follows; its status first, then what `seconds` (all of it, the wait for the lock too) allow of the last
+        epochs, the tags and the artifacts (after the thread's epochs in progress, under the lock: each epoch
+        logged once)."""
+        deadline = time.monotonic() + seconds
         self._stop.set()
         self._write_verdict("KILLED", seconds / 3)
         if self.run_id is None:
@@ -109,13 +114,13 @@ class JobTracking:
                 self._thread.join(seconds / 3)
             self._close("KILLED")
 
-        if not bounded(close, seconds):
+        if not bounded(close, left(deadline)):
             self.warn(f"no answer in {seconds:.0f} s as the job was cancelled")
 
     def _write_verdict(self, status: str, seconds: float) -> None:
         """The run's end in tracking.json, for `track sync` whatever the tracker does now: under the lock, unless the
         thread holds it past `seconds` (stuck on the tracker: its own write re-reads the file, keeping this one)."""
-        locked = self._lock.acquire(timeout=seconds)
+        locked = self._lock.acquire(timeout=seconds)  # (0: only if free now)
         try:
             write_tracking(self.run_dir, verdict=status)
         finally:
@@ -258,3 +263,8 @@ def bounded(call: Callable[[], None], seconds: float) -> bool:
     thread.start()
     thread.join(seconds)
     return not thread.is_alive()
+
+
+def left(deadline: float) -> float:
+    """The seconds left until `deadline` (time.monotonic's), none below 0."""
+    return max(0.0, deadline - time.monotonic())

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -93,16 +94,16 @@ def test_a_job_the_prologue_ends_ends_its_run_failed_and_one_it_moves_keeps_it_r
 
 def test_on_slurms_sigterm_a_cancelled_jobs_run_ends_killed_and_a_requeued_ones_goes_on() -> None:
     since = 100.0
-    assert status_on_term({"JobState": "COMPLETING", "Restarts": "0"}, 0, {}, since, dies=False) == "KILLED"  # scancel
-    assert status_on_term({"JobState": "COMPLETING", "Restarts": "2"}, 2, {}, since, dies=False) == "KILLED"  # its 3rd attempt
-    assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since, dies=False) is None  # scontrol requeue
-    assert status_on_term({"JobState": "TIMEOUT", "Restarts": "0"}, 0, {}, since, dies=False) == "KILLED"  # its steps ended
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "0"}, 0, {}, since) == "KILLED"  # scancel
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "2"}, 2, {}, since) == "KILLED"  # its 3rd attempt
+    assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since) is None  # scontrol requeue
+    assert status_on_term({"JobState": "TIMEOUT", "Restarts": "0"}, 0, {}, since) == "KILLED"  # its steps ended
     ending = {"JobState": "COMPLETING", "Restarts": "0"}
-    assert status_on_term(ending, 0, {"state": "requeued", "time": 150}, since, dies=False) is None  # the trainer's
-    assert status_on_term(ending, 0, {"state": "requeued", "time": 50}, since, dies=False) == "KILLED"  # an earlier attempt's
+    assert status_on_term(ending, 0, {"state": "requeued", "time": 150}, since) is None  # the trainer's
+    assert status_on_term(ending, 0, {"state": "requeued", "time": 50}, since) == "KILLED"  # an earlier attempt's
     # a preemption with GraceTime signals first, requeues after (Restarts not counted yet); a bare scancel --signal
-    assert status_on_term({"JobState": "RUNNING", "Restarts": "0"}, 0, {}, since, dies=False) is None
-    assert status_on_term({}, 0, {}, since, dies=False) is None  # Slurm did not answer: left to the next attempt, or track sync
+    assert status_on_term({"JobState": "RUNNING", "Restarts": "0"}, 0, {}, since) is None
+    assert status_on_term({}, 0, {}, since) is None  # Slurm did not answer: left to the next attempt, or track sync
     # ... unless the body ends by that SIGTERM (`scancel --full --signal=TERM`): then nothing else would end the run
     assert status_on_term({"JobState": "RUNNING", "Restarts": "0"}, 0, {}, since, dies=True) == "KILLED"
     assert status_on_term({"JobState": "COMPLETING", "Restarts": "1"}, 0, {}, since, dies=True) is None  # requeued
@@ -162,9 +163,47 @@ def test_a_kill_while_the_thread_logs_logs_each_epoch_once_and_loses_no_write(
     assert (known["verdict"], known["status"], known["closed"], known["last_epoch"]) == ("KILLED", "KILLED", True, 1)
 
 
+def a_stuck_logger(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, poll: float) -> tuple[JobTracking, HeldMlflow]:
+    """A started tracking whose logging thread is stuck in the tracker (a dead server), the lock held."""
+    held = HeldMlflow()
+    monkeypatch.setattr(mlflow_run, "client", lambda settings: held)
+    monkeypatch.setattr(tracking_job, "POLL_SECONDS", poll)
+    folder = run_folder(tmp_path)
+    tracking = JobTracking.for_job(folder, "sqlite:////x/mlflow.db", None, {}, print)
+    tracking.start()
+    write_metrics(folder, {"epochs": [{"epoch": 1, "loss": 0.5}]})
+    if poll > 60:  # the test plays the thread's part itself
+        threading.Thread(target=tracking._log_new, daemon=True).start()
+    assert held.held.wait(10)
+    return tracking, held
+
+
+def test_a_kill_with_the_logging_thread_stuck_takes_no_longer_than_it_was_given(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    tracking, held = a_stuck_logger(monkeypatch, tmp_path, 3600.0)
+    began = time.monotonic()
+    tracking.kill(KILL_SECONDS)
+    took = time.monotonic() - began
+    held.release.set()
+    # the question to Slurm and the kill: well within the test cluster's KillWait of 5 s (3 s, as documented)
+    assert took < KILL_SECONDS + 0.4 and ASK_SECONDS + took < 3.4, took  # (without the deadline: 2.67 s)
+    assert read_tracking(tracking.run_dir)["verdict"] == "KILLED"
+
+
+def test_finish_with_the_logging_thread_stuck_returns_within_close_seconds(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(tracking_job, "CLOSE_SECONDS", 1.0)
+    tracking, held = a_stuck_logger(monkeypatch, tmp_path, 0.05)
+    began = time.monotonic()
+    tracking.finish(0, 0)
+    took = time.monotonic() - began
+    held.release.set()
+    assert took < 1.5, took  # not the thread's join, then the lock's wait, then the close: 3 x CLOSE_SECONDS
+    assert read_tracking(tracking.run_dir)["verdict"] == "FINISHED"  # track sync's word, the thread stuck or not
+
+
 def test_slurms_sigterm_then_does_what_it_did_before_and_nothing_to_the_run_once_it_is_ending(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert ASK_SECONDS + KILL_SECONDS <= 3.0  # well within the test cluster's KillWait of 5 s
     assert [after_term(handler) for handler in (signal.SIG_IGN, signal.SIG_DFL, None, print)] == \
         ["ignore", "default", "default", "call"]
     said: list[Any] = []
