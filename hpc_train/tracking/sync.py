@@ -29,15 +29,30 @@ def sync(record: JobRecord, uri: str | None, experiment: str | None, env: Mappin
         tracking = JobTracking.for_job(folder, uri, experiment, env, lambda line: None)
         try:
             status = tracking.upload(None if slurm is None or record.is_local else
-                                     lambda job_id: job_state(job_id, slurm)[0])
+                                     lambda job_id: slurm_state(job_id, slurm))
         except HpcTrainError:
             raise
         except Exception as error:  # noqa: BLE001 - MLflow's many errors: one line
-            text = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
-            raise HpcTrainError(f"MLflow at {tracking.settings.uri}: {text}; check --tracking-uri (or "
+            raise HpcTrainError(f"MLflow at {tracking.settings.uri}: {one_line(error)}; check --tracking-uri (or "
                                 "MLFLOW_TRACKING_URI) and that the server answers, then run it again") from None
         known = read_tracking(folder)
         lines.append(f"{folder.name}: MLflow run {known.get('run_id')} in experiment {tracking.settings.experiment}, "
                      f"{known.get('last_epoch') or 0} epoch(s) logged, {status or 'still running'}; see it: "
                      f"{ui_hint(tracking.settings)}")
     return lines
+
+
+def slurm_state(job_id: str, slurm: SlurmClient) -> str:
+    """What Slurm says of the job's state; its failure in Slurm's name (not the tracker's), on one line."""
+    try:
+        return job_state(job_id, slurm)[0]
+    except HpcTrainError:
+        raise
+    except Exception as error:  # noqa: BLE001 - an answer Slurm's commands could not give, or we could not read
+        raise HpcTrainError(f"Slurm, asked how job {job_id} ended: {one_line(error)}; check that "
+                            f"`scontrol show job {job_id}` answers, then run it again") from None
+
+
+def one_line(error: BaseException) -> str:
+    """An error's first line, for a one-line message."""
+    return str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hpc_train.errors import HpcTrainError
 from hpc_train.runs.folders import JobRecord
 from hpc_train.runs.state import write_tracking
 from hpc_train.tracking.settings import status_from_slurm
@@ -73,3 +74,15 @@ def test_a_second_sync_keeps_the_end_the_job_said(fake_mlflow: FakeMlflow, tmp_p
     for _ in range(2):  # the run found again is not taken for an attempt that goes on
         [line] = sync(record, "sqlite:////x/mlflow.db", None, {}, AskedSlurm({}, None))
         assert ", FINISHED; see it: " in line and fake_mlflow.runs["run1"].status == "FINISHED"
+
+
+class BrokenSlurm(AskedSlurm):
+    def show_job(self, job_id: str, timeout: float = 30) -> dict[str, str]:
+        raise ValueError("scontrol: unreadable answer")
+
+
+def test_slurm_failing_is_said_in_slurms_name_not_mlflows(fake_mlflow: FakeMlflow, tmp_path: Path) -> None:
+    with pytest.raises(HpcTrainError) as raised:
+        sync(a_job(tmp_path), "sqlite:////x/mlflow.db", None, {}, BrokenSlurm({}, None))
+    assert str(raised.value) == ("Slurm, asked how job 12 ended: scontrol: unreadable answer; check that "
+                                 "`scontrol show job 12` answers, then run it again")
