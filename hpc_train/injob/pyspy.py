@@ -129,7 +129,7 @@ def why_not(pid: int, program: str | None, errors: Mapping[int, str], scope: int
     said = "; ".join(f"pid {process}: {without_hint(text)}" for process, text in errors.items())
     if any(refused(text) for text in errors.values()):
         return (start + f"py-spy could not attach, ptrace was refused ({said}); {yama_says(scope)}. "
-                + (started_refused(pid, errors) or LET_IT) + yourself)
+                + (started_refused(pid, errors, scope) or LET_IT) + yourself)
     if out_of_time(errors):
         return (start + out_of_time(errors) + "A file server that stopped answering, where the command's files "
                 "are, can stall py-spy as it stalls the command. " + yourself)
@@ -153,15 +153,22 @@ def yama_says(scope: int | None) -> str:
             3: "Yama's ptrace_scope is 3: no process may attach"}.get(scope, f"Yama's ptrace_scope is {scope}")
 
 
-def started_refused(pid: int, errors: Mapping[int, str]) -> str:
-    """What to do when py-spy was refused the processes the command started, "" when it was not (pure)."""
+def started_refused(pid: int, errors: Mapping[int, str], scope: int | None) -> str:
+    """What to do when py-spy was refused the processes the command started under Yama's ptrace_scope 1 (the
+    command's exception does not reach them), "" when it was not, or not for that reason (pure)."""
     started = [str(process) for process, text in errors.items() if process != pid and refused(text)]
-    if not started or refused(errors.get(pid, "")):  # the command's own refused too: not Yama's exception
+    if scope != 1 or not started or refused(errors.get(pid, "")):  # its own refused too: not Yama's exception
         return ""
     return (f"py-spy was refused the processes the command started (pid {', '.join(started)}): under Yama's "
             f"ptrace_scope 1 without CAP_SYS_PTRACE only the command's own process (pid {pid}) can be read, as Yama "
             "does not pass the command's exception on to what it starts, so a wrapper script should `exec python "
             "...` (Python then is the command's own process); else give the job CAP_SYS_PTRACE. ")
+
+
+def others_refused(errors: Mapping[int, str], scope: int | None) -> str:
+    """The processes py-spy was refused, and what Yama allows, "" when none was (pure)."""
+    refusals = [str(process) for process, text in errors.items() if refused(text)]
+    return f"py-spy was refused pid {', '.join(refusals)}: {yama_says(scope)}. " if refusals else ""
 
 
 def dump_timeout(deadline: float, now: float) -> float | None:
@@ -192,9 +199,9 @@ def out_of_time(errors: Mapping[int, str]) -> str:
     return f"py-spy ran out of time ({'; '.join(slow)}). " if slow else ""
 
 
-def afterword(pid: int, errors: Mapping[int, str]) -> str:
+def afterword(pid: int, errors: Mapping[int, str], scope: int | None) -> str:
     """What follows the dumps made when some processes were not read for want of time or leave, "" else (pure)."""
-    words = (out_of_time(errors) + started_refused(pid, errors)).strip()
+    words = (out_of_time(errors) + (started_refused(pid, errors, scope) or others_refused(errors, scope))).strip()
     return f"\n{words}\n" if words else ""
 
 
@@ -218,7 +225,8 @@ def record(run_dir: Path, attempt: int, rank: int, pid: int, environ: Mapping[st
         text, errors[process] = spy(program, process, timeout)
         read += text
     errors = {process: why for process, why in errors.items() if why}
-    ending = afterword(pid, errors) if read else why_not(pid, program, errors, ptrace_scope()) + "\n"
+    scope = ptrace_scope()
+    ending = afterword(pid, errors, scope) if read else why_not(pid, program, errors, scope) + "\n"
     stacks.write_stacks(run_dir, attempt, rank, head + read + ending)
 
 

@@ -79,8 +79,13 @@ def test_without_stacks_the_file_says_why_and_what_to_do() -> None:
     assert ("py-spy was refused the processes the command started (pid 11): under Yama's ptrace_scope 1 without "
             "CAP_SYS_PTRACE only the command's own process (pid 10) can be read") in wrapped
     assert "a wrapper script should `exec python ...`" in wrapped and "\n" not in wrapped
-    assert pyspy.started_refused(10, {10: PY_SPY_REFUSED, 12: "Failed to find python version"}) == ""
-    assert pyspy.started_refused(10, {10: PY_SPY_REFUSED, 12: PY_SPY_REFUSED}) == ""  # not Yama's exception then
+    assert pyspy.started_refused(10, {10: PY_SPY_REFUSED, 12: "Failed to find python version"}, 1) == ""
+    assert pyspy.started_refused(10, {10: PY_SPY_REFUSED, 12: PY_SPY_REFUSED}, 1) == ""  # not Yama's exception then
+    # Under another scope (or no Yama) the child's refusal is not Yama's exception: no advice to exec.
+    for scope in (0, 2, None):
+        other = pyspy.why_not(10, "/v/bin/py-spy", {10: "Failed to find python version from target process",
+                                                   11: PY_SPY_REFUSED}, scope)
+        assert "ptrace was refused" in other and "only the command's own process (pid 10)" not in other, other
     assert "read no Python process among its 1 (pid 7: Failed to find python version" in pyspy.why_not(
         7, "/v/bin/py-spy", {7: "Failed to find python version from target process"}, None)
     assert "\n" not in refused  # one paragraph
@@ -233,3 +238,11 @@ def test_a_command_that_answered_for_itself_keeps_its_answer(tmp_path: Path,
     finally:
         command.kill()
         command.wait()
+
+
+def test_after_some_dumps_a_refused_child_is_named_with_what_yama_allows() -> None:
+    errors = {11: PY_SPY_REFUSED}
+    assert "a wrapper script should `exec python ...`" in pyspy.afterword(10, errors, 1)
+    zero = pyspy.afterword(10, errors, 0)
+    assert "py-spy was refused pid 11: Yama's ptrace_scope is 0" in zero and "exec python" not in zero, zero
+    assert pyspy.afterword(10, {}, 0) == ""
