@@ -102,11 +102,17 @@ def history_lines(run: RunFiles, default_max_retries: int) -> list[str]:
             for number, attempt in enumerate(history)]
 
 
+# Lines a command's rank log holds that are not the command's: submitit's, and the bootstrap's rank line and
+# notes (bootstrap/startup.py's PREFIX). Slurm copies a task's stdout and stderr through separate pipes, so the
+# bootstrap's line, written before the command starts, can land after a quick command's own output.
+NOT_THE_COMMANDS = ("submitit ", "hpc-train bootstrap: ")
+
+
 def last_progress(record: JobRecord, log: Sequence[str] | None) -> str:
-    """The trainer's last progress line; of a user's command, its last line (not submitit's own)."""
+    """The trainer's last progress line; of a user's command, its last line (not submitit's nor the bootstrap's)."""
     if log is None:
         return "no progress yet"
-    lines = ([line for line in log if line.strip() and not line.startswith("submitit ")] if record.command
+    lines = ([line for line in log if line.strip() and not line.startswith(NOT_THE_COMMANDS)] if record.command
              else [match.group(1) for match in map(PROGRESS.match, log) if match])
     return lines[-1] if lines else "no progress yet"
 

@@ -54,6 +54,10 @@ def test_a_users_command_shows_its_own_last_line_not_submitits() -> None:
     command = job(command=["python", "my train.py"])
     assert views.last_progress(command, ["epoch 1", "submitit INFO done", ""]) == "epoch 1"
     assert views.last_progress(command, ["submitit INFO starting"]) == "no progress yet"
+    # Slurm may write the bootstrap's stderr line after the command's stdout: the command's line is still the last.
+    assert views.last_progress(command, ["fine", "hpc-train bootstrap: rank 0 is worker 0 at n1:17056"]) == "fine"
+    assert views.last_progress(command, ["hpc-train bootstrap: note: GPUs left as Slurm set them"]) == \
+        "no progress yet"
     assert views.last_progress(job(), ["epoch 1"]) == "no progress yet"  # the trainer's lines only
     assert views.job_lines(command, SlurmView("RUNNING", "", "1", 0, "sacct"), RunFiles(), None, 3)[2] == \
         "  runs:    python 'my train.py'"
