@@ -67,17 +67,17 @@ def tracked_attempt(body: Any, env: Mapping[str, str], ended: int | None, slurm:
 
     tracking = JobTracking.for_job(body.run_dir, body.tracking_uri, body.experiment, env,
                                    lambda line: print(line, file=sys.stderr, flush=True))
-    attempt = Attempt({**env, **tracking.start()}, tracking)  # every rank joins the job's run
     if ended is not None:  # the prologue ended the job: its retries are spent
+        attempt = Attempt({**env, **tracking.start()}, tracking)
         tracking.finish(ended, ended)
         yield attempt
         return
     previous = signal.getsignal(signal.SIGTERM)
     on_term = _ending_on_term(tracking, env, previous) if slurm else None
-    if on_term is not None:
+    if on_term is not None:  # before start(), which imports MLflow and opens the store: seconds a cancel may hit
         signal.signal(signal.SIGTERM, on_term)
     try:
-        yield attempt
+        yield Attempt({**env, **tracking.start()}, tracking)  # every rank joins the job's run
     finally:
         if on_term is not None and signal.getsignal(signal.SIGTERM) is on_term:  # (the epilogue may ignore it now)
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

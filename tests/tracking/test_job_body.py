@@ -281,3 +281,23 @@ def test_a_second_sigterm_while_the_first_is_seen_to_does_at_once_what_it_did_be
     said.clear()
     on_term(15, None)  # once the first is seen to, a later SIGTERM is seen to again
     assert said[:2] == ["asked", "kill"]
+
+
+def test_the_cancel_handler_is_in_place_while_the_run_is_opened(fake_mlflow: FakeMlflow, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # start() imports MLflow and opens the store (seconds): a scancel then must find the handler, not the default.
+    folder = run_folder(tmp_path)
+    seen: list[Any] = []
+    opened = JobTracking.start
+
+    def start(self: JobTracking) -> dict[str, str]:
+        seen.append(signal.getsignal(signal.SIGTERM))
+        return opened(self)
+
+    monkeypatch.setattr(JobTracking, "start", start)
+    before = signal.getsignal(signal.SIGTERM)
+    body = JobBody(folder, track="mlflow", tracking_uri="sqlite:////x/mlflow.db")
+    with tracked.tracked_attempt(body, {"SLURM_JOB_ID": "12"}, None, slurm=True) as attempt:
+        during = signal.getsignal(signal.SIGTERM)
+        attempt.ended(0, 0)
+    assert seen == [during] and during is not before and signal.getsignal(signal.SIGTERM) is before
