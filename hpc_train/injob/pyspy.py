@@ -14,8 +14,8 @@ supervisor's child, is the command's sibling: the command is started naming the 
 (prctl PR_SET_PTRACER), which lets the supervisor and its descendants read it. All of them are the user's own
 processes, which the supervisor could end anyway; without Yama the call fails, harmlessly. Yama keeps that
 exception to the command's own process (across exec, not fork): under ptrace_scope 1 without CAP_SYS_PTRACE
-what the command starts cannot be read, so a wrapper script should `exec python ...`, and a refused child's
-paragraph says so. (No sitecustomize to make every Python name its tracer: it would shadow the user's own.)
+what the command starts cannot be read, so a wrapper script should `exec python ...`: the paragraph says so
+where nothing was read under scope 1, and names the cause that fits under any other scope. (No sitecustomize to make every Python name its tracer: it would shadow the user's own.)
 """
 
 from __future__ import annotations
@@ -36,13 +36,15 @@ PR_SET_PTRACER = 0x59616D61  # linux/prctl.h: "Yama"
 # that stopped answering, would never stop for it), so only a stuck read of its own makes it slow.
 DUMP_SECONDS = 3.0
 # How long all the dumps of one request may take together, after the command's own answer was waited for: the
-# request is seen up to stacks.POLL_SECONDS (1 s) late, then 2 s + 6 s: done by 9 s, inside the watchdog's 10 s
+# request is seen up to stacks.POLL_SECONDS (1 s) late, then 2 s + 6 s (+ REAP_SECONDS): done by 9.5 s, inside the watchdog's 10 s
 # (watchdog.STACKS_WAIT_SECONDS), after which the step ends. The file is rewritten after each dump: one cut short
 # keeps those before it.
 DUMPS_SECONDS = 6.0
 # Less than this left, no dump is started: py-spy reads a small idle process in about 0.01 s, but a large one, or
 # one whose files sit on a slow file server, takes far longer; half a second is worth a try.
 SHORTEST_DUMP_SECONDS = 0.5
+# How long a py-spy killed for being slow is waited for: one stuck in the kernel would never end (counted in the 9 s).
+REAP_SECONDS = 0.5
 # The command's processes dumped at most (the command first, then what it started, oldest first).
 MOST_PROCESSES = 4
 # How long a command that answers the request itself is given before py-spy answers for it.
@@ -129,7 +131,7 @@ def why_not(pid: int, program: str | None, errors: Mapping[int, str], scope: int
     said = "; ".join(f"pid {process}: {without_hint(text)}" for process, text in errors.items())
     if any(refused(text) for text in errors.values()):
         return (start + f"py-spy could not attach, ptrace was refused ({said}); {yama_says(scope)}. "
-                + (started_refused(pid, errors, scope) or LET_IT) + yourself)
+                + (started_refused(pid, errors, scope) or let_it(scope)) + yourself)
     if out_of_time(errors):
         return (start + out_of_time(errors) + "A file server that stopped answering, where the command's files "
                 "are, can stall py-spy as it stalls the command. " + yourself)
@@ -137,10 +139,19 @@ def why_not(pid: int, program: str | None, errors: Mapping[int, str], scope: int
             + yourself)
 
 
-# What lets py-spy read a process, for the paragraph on a refusal.
-LET_IT = ("To let it: give the job CAP_SYS_PTRACE (in a container, docker run --cap-add SYS_PTRACE), or run it "
-          "where Yama's ptrace_scope is 0 or 1 (ask the nodes' admins); under ptrace_scope 1 without CAP_SYS_PTRACE "
-          "only the command's own process can be read, so a wrapper script should `exec python ...`. ")
+CAPABILITY = "give the job CAP_SYS_PTRACE (in a container, docker run --cap-add SYS_PTRACE)"
+
+
+def let_it(scope: int | None) -> str:
+    """What lets py-spy read a process it was refused, under this Yama scope (pure)."""
+    if scope == 1:
+        return (f"To let it: {CAPABILITY}; without it only the command's own process can be read, so a wrapper "
+                "script should `exec python ...`. ")
+    if scope in (2, 3):
+        return (f"To let it: {CAPABILITY}, or ask the nodes' admins for Yama's ptrace_scope 1 "
+                "(scope 3 holds until a reboot). ")
+    return (f"This refusal is not Yama's: the process may be another user's or not dumpable, or the container's "
+            f"seccomp profile may forbid ptrace. To let it: {CAPABILITY}. ")
 
 
 def yama_says(scope: int | None) -> str:
@@ -166,9 +177,13 @@ def started_refused(pid: int, errors: Mapping[int, str], scope: int | None) -> s
 
 
 def others_refused(errors: Mapping[int, str], scope: int | None) -> str:
-    """The processes py-spy was refused, and what Yama allows, "" when none was (pure)."""
+    """After some dumps: the processes py-spy was refused, what Yama allows, and what gets them read; "" when none
+    was (pure). Something was read, so the command is Python itself: advice to exec would not help here."""
     refusals = [str(process) for process, text in errors.items() if refused(text)]
-    return f"py-spy was refused pid {', '.join(refusals)}: {yama_says(scope)}. " if refusals else ""
+    if not refusals:
+        return ""
+    return (f"py-spy was refused pid {', '.join(refusals)}: {yama_says(scope)}. To have them read: {CAPABILITY}, "
+            "or have those processes answer the request themselves (hpc_train.runs.stacks.answer_requests). ")
 
 
 def dump_timeout(deadline: float, now: float) -> float | None:
@@ -181,16 +196,25 @@ def dump_timeout(deadline: float, now: float) -> float | None:
 def spy(program: str, pid: int, timeout: float) -> tuple[str, str]:
     """py-spy's dump of one process: (its stacks, "") or ("", why not, its first line)."""
     try:
-        done = subprocess.run([program, "dump", "--pid", str(pid), "--full-filenames", "--nonblocking"],
-                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return "", f"{SLOW} {timeout:.1f} s"
+        spying = subprocess.Popen([program, "dump", "--pid", str(pid), "--full-filenames", "--nonblocking"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     except OSError as error:
         return "", f"py-spy did not start ({error.strerror})"
-    if done.returncode == 0 and "Thread " in done.stdout:
-        return done.stdout if done.stdout.endswith("\n") else done.stdout + "\n", ""
-    lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-    return "", lines[0].removeprefix("Error: ") if lines else f"py-spy exited with {done.returncode}"
+    try:
+        out, err = spying.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # Not subprocess.run: after its timeout it waits for the killed py-spy without a limit, and a py-spy stuck
+        # in the kernel on a file server that stopped answering never ends. Given up on, it is reaped by nobody.
+        spying.kill()
+        try:
+            spying.wait(timeout=REAP_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        return "", f"{SLOW} {timeout:.1f} s"
+    if spying.returncode == 0 and "Thread " in out:
+        return out if out.endswith("\n") else out + "\n", ""
+    lines = [line.strip() for line in (err or out).splitlines() if line.strip()]
+    return "", lines[0].removeprefix("Error: ") if lines else f"py-spy exited with {spying.returncode}"
 
 
 def out_of_time(errors: Mapping[int, str]) -> str:
@@ -201,7 +225,7 @@ def out_of_time(errors: Mapping[int, str]) -> str:
 
 def afterword(pid: int, errors: Mapping[int, str], scope: int | None) -> str:
     """What follows the dumps made when some processes were not read for want of time or leave, "" else (pure)."""
-    words = (out_of_time(errors) + (started_refused(pid, errors, scope) or others_refused(errors, scope))).strip()
+    words = (out_of_time(errors) + others_refused(errors, scope)).strip()
     return f"\n{words}\n" if words else ""
 
 

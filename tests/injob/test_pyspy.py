@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,6 +87,10 @@ def test_without_stacks_the_file_says_why_and_what_to_do() -> None:
         other = pyspy.why_not(10, "/v/bin/py-spy", {10: "Failed to find python version from target process",
                                                    11: PY_SPY_REFUSED}, scope)
         assert "ptrace was refused" in other and "only the command's own process (pid 10)" not in other, other
+        assert "exec python" not in other, other
+    assert "This refusal is not Yama's" in pyspy.why_not(42, "/v/bin/py-spy", {42: PY_SPY_REFUSED}, 0)
+    assert "ask the nodes' admins for Yama's ptrace_scope 1" in pyspy.why_not(42, "/v/bin/py-spy",
+                                                                              {42: PY_SPY_REFUSED}, 2)
     assert "read no Python process among its 1 (pid 7: Failed to find python version" in pyspy.why_not(
         7, "/v/bin/py-spy", {7: "Failed to find python version from target process"}, None)
     assert "\n" not in refused  # one paragraph
@@ -105,8 +110,8 @@ def test_a_command_that_is_not_python_gets_the_paragraph_from_py_spy_itself(tmp_
 
 def test_all_the_dumps_of_one_request_end_well_before_the_watchdog_ends_the_step() -> None:
     # Seen up to a poll late, the command's own answer waited for, then every dump: inside the watchdog's wait.
-    latest = stacks.POLL_SECONDS + pyspy.OWN_ANSWER_SECONDS + pyspy.DUMPS_SECONDS
-    assert latest <= watchdog.STACKS_WAIT_SECONDS - 1
+    latest = stacks.POLL_SECONDS + pyspy.OWN_ANSWER_SECONDS + pyspy.DUMPS_SECONDS + pyspy.REAP_SECONDS
+    assert latest <= watchdog.STACKS_WAIT_SECONDS - 0.5
     assert pyspy.dump_timeout(100.0, 90.0) == pyspy.DUMP_SECONDS  # a dump's own limit first
     assert pyspy.dump_timeout(100.0, 98.5) == 1.5  # then what is left of the request's
     assert pyspy.dump_timeout(100.0, 99.8) is None and pyspy.dump_timeout(100.0, 101.0) is None
@@ -242,7 +247,35 @@ def test_a_command_that_answered_for_itself_keeps_its_answer(tmp_path: Path,
 
 def test_after_some_dumps_a_refused_child_is_named_with_what_yama_allows() -> None:
     errors = {11: PY_SPY_REFUSED}
-    assert "a wrapper script should `exec python ...`" in pyspy.afterword(10, errors, 1)
+    # Something was read: the command is Python itself, its refused children a launcher's or a pool's workers.
+    one = pyspy.afterword(10, errors, 1)
+    assert "py-spy was refused pid 11: Yama's ptrace_scope is 1" in one and "exec python" not in one, one
+    assert "CAP_SYS_PTRACE" in one and "answer_requests" in one
     zero = pyspy.afterword(10, errors, 0)
     assert "py-spy was refused pid 11: Yama's ptrace_scope is 0" in zero and "exec python" not in zero, zero
     assert pyspy.afterword(10, {}, 0) == ""
+
+
+def test_a_py_spy_that_never_ends_once_killed_is_given_up_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One stuck in the kernel (a file server that stopped answering) outlives SIGKILL: no wait without a limit.
+    waited: list[float | None] = []
+
+    class Stuck:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def communicate(self, timeout: float) -> tuple[str, str]:
+            raise subprocess.TimeoutExpired("py-spy", timeout)
+
+        def kill(self) -> None:
+            pass
+
+        def wait(self, timeout: float | None = None) -> int:
+            waited.append(timeout)
+            if timeout is None:
+                raise AssertionError("waited for a py-spy that never ends without a limit")
+            raise subprocess.TimeoutExpired("py-spy", timeout)
+
+    monkeypatch.setattr(pyspy.subprocess, "Popen", Stuck)
+    assert pyspy.spy("/v/bin/py-spy", 7, 1.5) == ("", f"{pyspy.SLOW} 1.5 s")
+    assert waited == [pyspy.REAP_SECONDS]
