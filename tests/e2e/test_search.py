@@ -135,10 +135,11 @@ def test_two_sweeps_submitted_at_once_share_a_named_study_and_a_later_one_contin
         for index in range(2):
             kept = json.loads((tmp_path / "runs" / f"{sweep}-{array}_{index}" / "trial.json").read_text())
             assert kept["study"] == name and study.trials[kept["number"]].params == kept["values"]
-    third, _ = completed("three", submit("three", 1), 1)
+    third, third_seed = completed("three", submit("three", 1), 1)
     kept = json.loads((tmp_path / "runs" / f"three-{third}_0" / "trial.json").read_text())
     assert kept["number"] == 4  # a later sweep continues where the study stands
     report = subprocess.run([sys.executable, "-m", "hpc_train", "report", third], cwd=tmp_path, env=env,
                             capture_output=True, text=True)
-    assert report.returncode == 0 and f"study {name} (maximize): 5 trials" in report.stdout, report.stderr
+    assert report.returncode == 0, report.stderr
+    assert f"study {name} (maximize): 5 trials; this sweep's seed {third_seed}" in report.stdout, report.stdout
     assert f"one-{first}_0" in report.stdout and not (tmp_path / "PWNED").exists()
