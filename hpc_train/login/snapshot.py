@@ -159,8 +159,10 @@ def check_size(tree: Tree, limit_bytes: int) -> None:
         return
     biggest = sorted(sizes, key=lambda path: -sizes[path])[:3]
     named = ", ".join(f"{path} ({_mb(sizes[path])})" for path in biggest)
+    # The advice is for the files whose absence would make it fit (the biggest first), not every file named.
+    heavy = [path for at, path in enumerate(biggest) if total - sum(sizes[p] for p in biggest[:at]) > limit_bytes]
     raise HpcTrainError(f"the code snapshot of {tree.top} would hold {_mb(total)}, over its {_mb(limit_bytes)} "
-                        f"limit; biggest: {named}; data is not code: {size_advice(tree, biggest)} (reach data by "
+                        f"limit; biggest: {named}; data is not code: {size_advice(tree, heavy)} (reach data by "
                         "absolute path or $HPC_TRAIN_SUBMIT_DIR), raise --snapshot-limit-mb, or --no-snapshot")
 
 
@@ -170,10 +172,10 @@ def size_advice(tree: Tree, paths: Sequence[str]) -> str:
     if not tracked:
         return ("add them to .gitignore or --snapshot-exclude PATTERN" if tree.git else
                 "leave them out with --snapshot-exclude PATTERN")
+    it = "it" if len(tracked) == 1 else "them"
     excludes = " ".join(f"--snapshot-exclude {shlex.quote(path)}" for path in tracked)
-    advice = (f"git tracks {', '.join(tracked)}: leave {'it' if len(tracked) == 1 else 'them'} out with {excludes}, "
-              f"or untrack {'it' if len(tracked) == 1 else 'them'} (git rm --cached "
-              f"{' '.join(shlex.quote(path) for path in tracked)}, then add to .gitignore)")
+    advice = (f"git tracks {', '.join(tracked)}: leave {it} out with {excludes}, or untrack {it} (git rm --cached "
+              f"{' '.join(shlex.quote(path) for path in tracked)}, then add {it} to .gitignore)")
     rest = len(paths) > len(tracked)
     return advice + ("; the others: add them to .gitignore or --snapshot-exclude PATTERN" if rest else "")
 
