@@ -26,8 +26,8 @@ resume. The job's exit is the command's; a task that dies ends the job.
 Every attempt of the job runs the code as submitted: a snapshot taken now (git's files: HEAD, uncommitted
 changes, untracked files not ignored; else this directory's), stored once in runs/snapshots/<digest>/, whose copy
 of this directory the tasks start in (HPC_TRAIN_SUBMIT_DIR names this one, for data). Over --snapshot-limit-mb
-(50) it is refused: --snapshot-exclude PATTERN (or .gitignore) leaves data out; --no-snapshot runs the code on
-disk. runs/NAME-JOBID/provenance.json records the commit, the diff and the versions.
+(50) it is refused: --snapshot-exclude PATTERN (or .gitignore, for files git does not track) leaves data out;
+--no-snapshot runs the code on disk. runs/NAME-JOBID/provenance.json records the commit, the diff and the versions.
 
 With `--sweep KEY=V1,V2,...` (repeatable: every combination) or the YAML's
 `sweep:` (a grid, or a random search), one sbatch submits one job array: each
