@@ -10,7 +10,6 @@ needs against it before anything is copied or run there.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import subprocess
 import time
@@ -24,6 +23,7 @@ from hpc_train.remote.config import Remote
 from hpc_train.remote.protocol import Build, parse_version_line, protocol_problem
 from hpc_train.remote.ssh import (SSH_FAILED, check_argv, connect_timeout, control_folder, failure, slurm_timeout,
                                   ssh_argv)
+from hpc_train.runs.state import read_json_object, write_json_atomically
 
 PROBE_SECONDS = 60  # beyond the connection: setup and `hpc-train --version` there
 HERE = Build(__version__, PROTOCOL, OLDEST_PROTOCOL)
@@ -82,7 +82,7 @@ def connect(remote: Remote, environ: Mapping[str, str], verb: str = "") -> None:
     needs. Several remotes may share a host's connection."""
     marker = probed_marker(remote, environ)
     pid = master_pid(remote, environ)
-    known = _read_marker(marker)
+    known = read_json_object(marker)  # what the last probe through this connection found (unreadable: nothing)
     if pid is None or known.get("pid") != pid:
         probe = scripts.parse_probe(ask(remote, scripts.probe_script(remote), environ).stdout)
         problem = scripts.probe_problem(remote, probe)
@@ -90,21 +90,12 @@ def connect(remote: Remote, environ: Mapping[str, str], verb: str = "") -> None:
             marker.unlink(missing_ok=True)  # the next command probes again, once the user fixed it
             raise HpcTrainError(problem)
         known = {"pid": master_pid(remote, environ) or "", "version": probe.version}
-        marker.write_text(json.dumps(known))
+        write_json_atomically(marker, known)
     there = parse_version_line(str(known.get("version")))
     problem = protocol_problem(remote, there, HERE, verb, environ) if there else None
     if problem is not None:
         marker.unlink(missing_ok=True)  # upgraded there while the connection stays open: the next command sees it
         raise HpcTrainError(problem)
-
-
-def _read_marker(marker: Path) -> dict[str, str]:
-    """What the last probe through this connection found (an unreadable marker: nothing, so probe again)."""
-    try:
-        known = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return {}
-    return known if isinstance(known, dict) else {}
 
 
 def forward(remote: Remote, argv: Sequence[str], environ: Mapping[str, str], folder: str | None = None,
