@@ -23,7 +23,8 @@ from hpc_train.remote.ssh import ssh_hint
 # runs `submit --in-snapshot` there, from protocol 1.
 NEEDS = {"submit": 1}
 UPGRADE = "pip install --upgrade hpc-train"
-VERSION_LINE = re.compile(r"hpc-train (\S+)(?: \(protocol (\d+), oldest (\d+)\))?")
+# (a later build may say more inside the parentheses: what is known is still read)
+VERSION_LINE = re.compile(r"hpc-train (\d\S*)(?: \(protocol (\d+)(?:, oldest (\d+))?[^)]*\))?")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Build:
 def parse_version_line(said: str) -> Build | None:
     """The build a `hpc-train --version` line names (protocol None for one before protocols), or None if it is no
     such line (an error instead)."""
-    found = VERSION_LINE.fullmatch(said.strip())
+    found = VERSION_LINE.match(said.strip())
     if found is None:
         return None
     protocol, oldest = found.group(2), found.group(3)

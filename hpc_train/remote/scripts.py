@@ -80,12 +80,12 @@ SLURM_CALLS = ("sinfo --version", "sinfo -h -o %P")
 TIMED_OUT = (124, 137)  # timeout(1)'s status when the command ran out of time (137: it then had to KILL it)
 
 
-def _bounded(call: str, seconds: int, key: str) -> str:
+def _bounded(call: str, seconds: int) -> str:
     """Run `call` (a constant of ours) within `seconds`: its output in $said, `slurm_silent=CALL` echoed (and the
     line false) when it did not answer; timeout(1) is coreutils', on every Linux login node (else unbounded)."""
     codes = "|".join(str(code) for code in TIMED_OUT)
     return (f"said=$(if command -v timeout >/dev/null 2>&1; then timeout -k 2 {seconds} {call}; else {call}; fi "
-            f"2>&1); s=$?; case $s in {codes}) echo {shlex.quote(f'{key}={call}')}; false;; "
+            f"2>&1); s=$?; case $s in {codes}) echo {shlex.quote(f'slurm_silent={call}')}; false;; "
             "*) true;; esac")
 
 
@@ -103,7 +103,7 @@ def probe_script(remote: Remote, slurm_seconds: int | None = None) -> str:
         '| tail -n 1)"; else echo version=; fi',
     ]
     if slurm_seconds is not None:
-        version, partitions = (_bounded(call, slurm_seconds, "slurm_silent") for call in SLURM_CALLS)
+        version, partitions = (_bounded(call, slurm_seconds) for call in SLURM_CALLS)
         lines.append(f"if ! command -v sinfo >/dev/null 2>&1; then echo slurm_failed=; elif {version}; then "
                      'v=$(echo "$said" | tail -n 1); '
                      f'if {partitions}; then [ $s = 0 ] && echo "slurm=$v" || '

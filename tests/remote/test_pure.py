@@ -92,7 +92,9 @@ def test_the_version_line_says_the_protocol_and_a_build_before_protocols_has_non
     assert parse_version_line(version_line()) == Build(__version__, PROTOCOL, OLDEST_PROTOCOL)
     assert parse_version_line("hpc-train 0.1.0") == Build("0.1.0", None, 0)
     assert parse_version_line("hpc-train 0.2.dev3+gabc (protocol 4, oldest 2)") == Build("0.2.dev3+gabc", 4, 2)
+    assert parse_version_line("hpc-train 2.0 (protocol 9, oldest 5, jobs 3)") == Build("2.0", 9, 5)  # says more
     assert parse_version_line("ModuleNotFoundError: No module named 'yaml'") is None
+    assert parse_version_line("hpc-train is not a command here") is None
     remote = Remote("c", "h", "/w")
     assert scripts.build_problem(remote, "hpc-train 0.1.0") is None
     assert "does not start after --setup: ModuleNotFoundError" in (
