@@ -22,7 +22,7 @@ if ! "$python" -c 'import hostlist, yaml' 2>/dev/null; then
   exit 2
 fi
 
-# What each rank runs: its CUDA_VISIBLE_DEVICES, then what torch sees under it.
+# What each rank runs (RANK_PROBE in the commands shown): its CUDA_VISIBLE_DEVICES, then what torch sees.
 rank_probe='import os
 print("CUDA_VISIBLE_DEVICES=%r" % os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)"))
 try:
@@ -35,7 +35,9 @@ else:
 
 case_() {  # case_ TITLE ARGS... : one launch, its output and exit code
   local title="$1"; shift
-  echo; echo "== $title"; echo "\$ hpc-train launch $*"
+  local shown=()
+  for word in "$@"; do [ "$word" = "$rank_probe" ] && shown+=("RANK_PROBE") || shown+=("$word"); done
+  echo; echo "== $title"; echo "\$ hpc-train launch ${shown[*]}"
   timeout 300 "$python" -m hpc_train launch "$@" 2>&1
   echo "-> exit $?"
 }

@@ -141,28 +141,38 @@ def gpu_environments(step: Step, machine: MachineGpus) -> tuple[list[dict[str, s
     wanted = step.gpus_per_node
     if not machine.ids and wanted == 0:
         return [{} for _ in range(step.num_tasks)], ()  # nothing to hide: the tasks' environment stays as it is
-    if wanted * len(step.nodes) > len(machine.ids):
-        per_node = "" if len(step.nodes) == 1 else f" on each of {len(step.nodes)} nodes"
-        most = len(machine.ids) // len(step.nodes)
-        fix = ("drop --gpus-per-node" if not machine.ids else f"ask for at most {most}" if most
-               else f"start at most {len(machine.ids)} nodes with --gpus-per-node 1")
-        raise HpcTrainError(f"--gpus-per-node {wanted}{per_node}: this machine has {len(machine.ids)} GPU"
-                            f"{'' if len(machine.ids) == 1 else 's'} ({machine.source}); {fix}")
+    _check_enough_gpus(step, machine)
     strategy = Strategy.parse(step.strategy)
     roles = assign_roles(step.num_tasks, strategy, step.num_ps).types
     node_of_rank, _ = place_tasks([step.tasks_per_node] * len(step.nodes), step.distribution)
     slots = NodeGpus(tuple(map(str, range(wanted))), wanted, False, True, f"--gpus-per-node {wanted}")
     shares, notes = assign_devices(step.nodes, node_of_rank, [uses_gpus(role, strategy) for role in roles], slots)
+    slurm = {"SLURM_GPUS_ON_NODE": str(wanted)} if wanted else {}
     environments = []
-    for rank, share in enumerate(shares):
-        node_ids = machine.ids[node_of_rank[rank] * wanted:(node_of_rank[rank] + 1) * wanted]
-        slurm = {name: ",".join(node_ids) for name in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS")} if wanted else {}
+    for node, share in zip(node_of_rank, shares):
+        node_ids = machine.ids[node * wanted:(node + 1) * wanted]  # the slots of this node's share, as ids
+        gres = {name: ",".join(node_ids) for name in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS")} if wanted else {}
         environments.append({"CUDA_VISIBLE_DEVICES": ",".join(node_ids[int(slot)] for slot in share or ()),
-                             **slurm, **({"SLURM_GPUS_ON_NODE": str(wanted)} if wanted else {})})
+                             **slurm, **gres})
     if wanted == 0:
-        notes += (f"no --gpus-per-node: the tasks see none of this machine's {len(machine.ids)} GPUs, as under "
+        notes += (f"no --gpus-per-node: the tasks see none of this machine's {_gpus(len(machine.ids))}, as under "
                   "Slurm without --gpus; --gpus-per-node G gives each node G of them",)
     return environments, notes
+
+
+def _check_enough_gpus(step: Step, machine: MachineGpus) -> None:
+    """One line when the step's nodes ask for more GPUs than this machine has (they share it: disjoint runs)."""
+    wanted, nodes, has = step.gpus_per_node, len(step.nodes), len(machine.ids)
+    if wanted * nodes <= has:
+        return
+    fix = ("drop --gpus-per-node" if not has else f"ask for at most {has // nodes}" if has >= nodes
+           else f"start at most {has} node{'' if has == 1 else 's'} with --gpus-per-node 1")
+    on = "" if nodes == 1 else f" on each of {nodes} nodes"
+    raise HpcTrainError(f"--gpus-per-node {wanted}{on}: this machine has {_gpus(has)} ({machine.source}); {fix}")
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU{'' if count == 1 else 's'}"
 
 
 class _Terminated(Exception):
