@@ -52,6 +52,7 @@ def test_default_nodes_are_distinct_loopback_hosts() -> None:
 @pytest.mark.parametrize("args, message", [
     ((0, 1), "--nodes 0: must be 1 or more"), ((2, 0), "--ntasks-per-node 0: must be 1 or more"),
     ((3, 1, "a[1-2]"), "names 2 nodes but --nodes is 3"), ((1, 1, "a[1-"), "--nodelist='a[1-'"),
+    ((1, 1, None, "block", 7, -1), "--gpus-per-node -1: must be 0 or more"),
 ])
 def test_impossible_steps_are_refused(args: tuple, message: str) -> None:
     with pytest.raises(HpcTrainError, match=message.replace("[", r"\[")):
