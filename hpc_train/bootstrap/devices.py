@@ -182,7 +182,7 @@ def unknown_gpu_note(rank: int, cuda_visible_devices: str | None, listed: Sequen
                and not names_gpu(device, listed)]
     if not missing:
         return None
-    has = f"{len(listed)} GPU{'' if len(listed) == 1 else 's'}: " + ", ".join(
-        f"{gpu.index} {gpu.uuid}" for gpu in listed) if listed else "no GPU"
+    gpus = ", ".join(f"{gpu.index} {gpu.uuid}" for gpu in listed)
+    has = f"{len(listed)} GPU{'' if len(listed) == 1 else 's'}: {gpus}" if listed else "no GPU"
     return (f"rank {rank} is bound to GPU {missing[0]} (CUDA_VISIBLE_DEVICES={cuda_visible_devices}) but this node "
             f"has {has} (nvidia-smi -L); CUDA skips it and every GPU named after it")
