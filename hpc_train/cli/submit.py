@@ -146,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
     _check_request(args, sweep is not None)  # before the snapshot is stored: a refused submit leaves none
+    if args.local:
+        submit.check_local_gpus(spec)  # likewise: more GPUs than this machine has
     if not (args.local or args.dry_run) and shutil.which("sbatch"):  # and what Slurm would refuse, likewise
         from hpc_train.login.preflight import check_request
 

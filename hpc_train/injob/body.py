@@ -67,6 +67,8 @@ class JobBody:
     track: str = "none"  # mlflow: one MLflow run per job (hpc_train/tracking), opened here before the ranks start
     tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else runs/mlflow.db
     experiment: str | None = None  # None: the job's name
+    gpus_per_node: int = 0  # the mock launcher's (--local): its GPUs bound as Slurm would; srun takes the job's
+    num_ps: int = 1  # (which ranks compute, and get GPUs, under parameter_server)
 
 
 def kill_on_bad_exit(strategy: str) -> int:
@@ -227,7 +229,9 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
         from hpc_train.login.mock_srun import Step, launch
 
         try:
-            return launch(Step.make(body.nodes, body.tasks_per_node), rank_command, env,  # (it passes them on)
+            step = Step.make(body.nodes, body.tasks_per_node, gpus_per_node=body.gpus_per_node,
+                             strategy=body.strategy, num_ps=body.num_ps)
+            return launch(step, rank_command, env,  # (it passes them on)
                           kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
         except HpcTrainError as error:  # a command that cannot start: one line, as `hpc-train launch` says it
             return report(error, "hpc-train launch")

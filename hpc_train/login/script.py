@@ -137,7 +137,8 @@ def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | Non
     group's), and how its failures are retried. Its run folder is the script's to say (script_line's word)."""
     return JobBody(Path("."), spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
-                   track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment)
+                   track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment,
+                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps)
 
 
 def config_lines(config: TrainConfig) -> str:

@@ -267,6 +267,16 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     return record
 
 
+def check_local_gpus(spec: JobRequest) -> None:
+    """--local: more GPUs than this machine has, refused in one line before a snapshot or a run folder is stored
+    (the launcher would refuse it too, once the job had started)."""
+    from hpc_train.login.mock_srun import Step, gpu_environments, machine_gpus
+
+    group = spec.groups[0]  # (as the job body's mock step: every node as the first group's)
+    gpu_environments(Step.make(spec.nodes, group.tasks_per_node, job_id=0, gpus_per_node=group.gpus_per_node,
+                               strategy=spec.strategy, num_ps=spec.num_ps), machine_gpus(os.environ))
+
+
 def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
                 code: JobCode | None = None) -> int:
     """The same job, run here by the same job body as a batch script's (its start line, its epilogue's verdict),
@@ -276,6 +286,7 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
     from hpc_train.login.script import job_body
 
     config = job_config(spec, train)
+    body = job_body(spec, config, command)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = run_folder(runs, spec.name, job_id)
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
@@ -291,7 +302,7 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
     # Here, even inside a Slurm allocation: without Slurm's variables the body starts the mock launcher, not srun.
     here = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
     with chdir(code.snapshot.workdir if code else Path.cwd()):
-        return run_job(replace(job_body(spec, config, command), run_dir=folder), task_command,
+        return run_job(replace(body, run_dir=folder), task_command,
                        {**here, **(code.environment() if code else {})})
 
 
