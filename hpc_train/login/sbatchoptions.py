@@ -125,6 +125,12 @@ def dependency_problem(spec: str) -> str | None:
     return None
 
 
+def dependency_jobs(spec: str) -> list[str]:
+    """The jobs a (valid) dependency names, in order, each once (pure)."""
+    named = [job.partition("+")[0] for condition in re.split(r"[,?]", spec) for job in condition.split(":")[1:]]
+    return list(dict.fromkeys(named))
+
+
 def combined_problem(after: str | None, dependency: str | None) -> str | None:
     """--after and --dependency together: refused, with the one --dependency that says both."""
     if after is None or dependency is None:

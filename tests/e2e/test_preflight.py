@@ -33,8 +33,10 @@ def hpc_train(cluster: LocalCluster, cwd: Path, *args: str) -> subprocess.Comple
     (("--nodes", "2", "--partition", "nosuch"), "--partition nosuch: no such partition here; choose one of debug"),
     (("--nodes", "2", "--mem", "100000G"), "Slurm would not run this request (Requested node configuration is not "
                                            "available): --mem=100000G"),
-    (("--nodes", "1", "--after", "99999999"), "Slurm would not run this request (Job dependency problem): "
-                                              "--dependency=afterany:99999999"),
+    # (Slurm itself takes a job it knows nothing of as ended: the job would start at once.)
+    (("--nodes", "1", "--after", "99999999"), "--after/--dependency: Slurm knows no job 99999999"),
+    (("--nodes", "1", "--sbatch", "reservation=nosuch"), "Slurm would not run this request (Requested reservation "
+                                                         "is invalid): "),
 ])
 def test_a_request_slurm_cannot_run_is_refused_before_it_is_queued(cluster: LocalCluster, tmp_path: Path,
                                                                    request_options: tuple[str, ...],

@@ -13,6 +13,7 @@ from hpc_train.login.sbatchoptions import (after_dependency, after_problem, comb
 from hpc_train.login.script import directive_lines
 from tests.fake_slurm import FakeSlurm, Reply
 
+PARTITION = {"scontrol show node": "", "scontrol show partition": "PartitionName=debug Default=YES TotalNodes=4\n"}
 EXTRA = (("reservation", "maint"), ("exclude", "node3"), ("mail-user", "a@b.c"), ("contiguous", None))
 
 
@@ -109,8 +110,8 @@ def test_submitit_gets_them_as_additional_parameters() -> None:
 def test_preflight_asks_sbatch_test_only_with_them_and_says_its_refusal_in_one_line(tmp_path: Path) -> None:
     from hpc_train.login.preflight import check_request
 
-    fake = FakeSlurm(tmp_path / "fake", {"sbatch": "sbatch: Job 1 to start at now\n", "scontrol show node": "",
-                                         "scontrol show partition": "PartitionName=debug Default=YES TotalNodes=4\n"})
+    fake = FakeSlurm(tmp_path / "fake", {"sbatch": "sbatch: Job 1 to start at now\n", **PARTITION,
+                                         "scontrol show job": "JobId=12 JobState=PENDING\n"})
     env = fake.install(tmp_path / "bin")
     spec = JobSpec(nodes=1, name="chained", dependency="afterany:12", sbatch=EXTRA)
     check_request(spec, env)
@@ -123,3 +124,30 @@ def test_preflight_asks_sbatch_test_only_with_them_and_says_its_refusal_in_one_l
         check_request(JobSpec(nodes=1, name="chained", dependency="afterany:99"), env)
     assert str(raised.value).startswith("Slurm would not run this request (Job dependency problem): "
                                         "--dependency=afterany:99 ")
+
+
+@pytest.mark.parametrize("spec, jobs", [("afterany:12", ["12"]), ("after:12+5:13_2,afterok:12?x", ["12", "13_2"]),
+                                        ("singleton", [])])
+def test_the_jobs_a_dependency_names(spec: str, jobs: list[str]) -> None:
+    from hpc_train.login.sbatchoptions import dependency_jobs
+
+    assert dependency_jobs(spec) == jobs
+
+
+@pytest.mark.parametrize("sacct", [Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1), ""])
+def test_a_job_slurm_knows_nothing_of_is_refused_as_slurm_would_start_at_once(sacct: Reply | str,
+                                                                             tmp_path: Path) -> None:
+    """Slurm 22.05 takes a dependency on an unknown job as met, afterok too: the job starts at once."""
+    from hpc_train.login.preflight import check_request
+
+    fake = FakeSlurm(tmp_path / "fake", {"sbatch": "", "scontrol show job": Reply(stderr="Invalid job id", code=1),
+                                         "sacct": sacct, **PARTITION})
+    env = fake.install(tmp_path / "bin")
+    spec = JobSpec(nodes=1, name=tmp_path.name, dependency="afterok:99")  # (preflight keeps what passed, by request)
+    with pytest.raises(JobSpecError, match=r"^--after/--dependency: Slurm knows no job 99 \(neither queued nor in "
+                                           r"its accounting\), and would start this one at once; check the id"):
+        check_request(spec, env)
+    assert not fake.calls("sbatch")
+    fake.on("sacct", "99|COMPLETED|0:0|00:00:01|node1\n")  # long gone from the queue, but it ran: fine
+    check_request(spec, env)
+    assert fake.lines("sbatch")[-1].startswith("sbatch --test-only --dependency=afterok:99")
