@@ -139,7 +139,7 @@ def tracking_from_here(config):  # (TrainConfig) -> TrainConfig
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
-    from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config, read_job_section
+    from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.request import Group, project_name
 
@@ -163,9 +163,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
         args.strategy = train.strategy if train.strategy in JOB_STRATEGIES else JOB_STRATEGIES[0]
     if args.num_ps is None:
         args.num_ps = train.num_ps
-    for key, value in read_job_section(args.config).items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    with_job_section(args)
     group = Group(args.nodes, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
                   args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres)
     job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account,
@@ -176,6 +174,22 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home
+
+
+def with_job_section(args: argparse.Namespace) -> None:
+    """The YAML's job: section into the options a flag left unset: --after or --dependency given, neither of the
+    YAML's; --sbatch's options after the YAML's, replacing one of the same name."""
+    from hpc_train.login.jobsection import read_job_section
+    from hpc_train.login.sbatchoptions import parse
+
+    section = read_job_section(args.config)
+    if args.after is not None or args.dependency is not None:
+        section = {key: value for key, value in section.items() if key not in ("after", "dependency")}
+    given = {parse(text)[0] for text in args.sbatch}
+    args.sbatch = [text for text in section.pop("sbatch", []) if parse(text)[0] not in given] + args.sbatch
+    for key, value in section.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
 
 
 def slurm_options(args: argparse.Namespace) -> dict:

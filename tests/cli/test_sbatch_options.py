@@ -56,3 +56,34 @@ def test_local_refuses_them_in_one_line(args: list[str], tmp_path: Path, capsys:
                              *args, "--", "true"], capsys)
     assert code == 2 and f"{args[0]} with --local: the job runs here at once, without Slurm" in err, err
     assert len(err.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
+def test_the_yamls_job_section_asks_the_same_and_a_flag_wins(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text("epochs: 1\njob:\n  after: '1234_5'\n  sbatch:\n    reservation: maint\n    exclude: node[1-2]\n"
+                      "    mail-user: a b@c.d\n    contiguous: true\n    oversubscribe: false\n")
+    code, script, err = run_main(["render", "--nodes", "2", "--config", str(config)], capsys)
+    assert code == 0, err
+    assert all(script.count(line) == 1 for line in SHOWN) and "oversubscribe" not in script
+    code, script, err = run_main(["render", "--nodes", "2", "--config", str(config), "--dependency", "afterok:9",
+                                  "--sbatch", "reservation=other"], capsys)
+    assert code == 0, err
+    assert "#SBATCH --dependency=afterok:9\n" in script and "#SBATCH --reservation=other\n" in script
+    assert "afterany" not in script and "maint" not in script and "#SBATCH --contiguous\n" in script
+
+
+@pytest.mark.parametrize("section, said", [
+    ("  sbatch:\n    time: 10\n", "job: sbatch: time=10: hpc-train sets it; use --time"),
+    ("  sbatch:\n    reservation:\n", "job: sbatch: reservation: None: give a value (a flag: true)"),
+    ("  sbatch: [exclude=node1]\n", "job: sbatch: a mapping of sbatch's options"),
+    ("  after: abc\n", "job: after 'abc': a job id (1234)"),
+    ("  dependency: afterok\n", "job: dependency 'afterok': Slurm's syntax, e.g. afterok:1234"),
+    ("  afterok: 12\n", "job: 'afterok' is not a job option; known: ps_partition, ps_nodes, after, dependency, sbatch"),
+])
+def test_a_bad_slurm_option_in_the_yaml_is_one_line(section: str, said: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(f"job:\n{section}")
+    code, _, err = run_main(["render", "--nodes", "1", "--config", str(config)], capsys)
+    assert code == 2 and f"{config}: {said}" in err and len(err.strip().splitlines()) == 1, err
