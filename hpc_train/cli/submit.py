@@ -9,6 +9,8 @@
     hpc-train submit --nodes 2 --sweep learning_rate=0.01,0.001 --sweep seed=1,2 --max-parallel 2  # a job array
     hpc-train submit --strategy parameter_server --nodes 2 --gpus-per-node 2 --partition gpu --ps-partition cpu
                                                     # chief and ps on CPU nodes: one heterogeneous job
+    hpc-train submit --nodes 2 --after 1234 --sbatch reservation=maint --sbatch exclude=node3
+                                                    # once job 1234 ends (afterany); any other sbatch option
 
 The request is checked before anything is submitted. The job's folder is
 runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank

@@ -28,7 +28,7 @@ from hpc_train.runs.folders import RANK_LOG_PATTERN
 
 def directives(request: JobRequest, group: Group | None = None) -> dict[str, str | int | bool]:
     """One group's #SBATCH options (default: the first), name -> value (True: a bare flag); unset ones left out.
-    The first group's also hold the job's own (name, account, time, log, requeue, warning)."""
+    The first group's also hold the job's own (name, account, time, dependency, log, requeue, warning)."""
     group = group or request.groups[0]
     values: dict[str, str | int | bool | None] = {
         "nodes": group.nodes, "gpus-per-node": group.gpus_per_node or None,
@@ -36,10 +36,13 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
         **({"ntasks": group.ntasks} if group.ntasks is not None else {"ntasks-per-node": group.tasks_per_node}),
         "cpus-per-task": group.cpus_per_task, "partition": group.partition, "mem": group.mem,
         "constraint": group.constraint, "gres": group.gres, "exclusive": group.exclusive or None,
+        # --sbatch's: in every group, so that the whole job has them (a node excluded, a reservation, ...).
+        **{name: True if value is None else value for name, value in request.sbatch},
     }
     if group is request.groups[0]:
         values |= {
             "job-name": request.name, "account": request.account, "qos": request.qos, "time": request.time,
+            "dependency": request.dependency,
             "output": "slurm-%x-%j.out",
             # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
             "open-mode": "append", "requeue": True,

@@ -62,6 +62,7 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
                                                              ("requeue", True)) if wanted}
     if group.gres:
         extra["gres"] = group.gres
+    extra |= sbatch_parameters(spec)
     executor.update_parameters(
         job_name=spec.name, nodes=group.nodes, ntasks_per_node=group.tasks_per_node,
         gpus_per_node=group.gpus_per_node or None, cpus_per_task=group.cpus_per_task, partition=group.partition,
@@ -76,6 +77,13 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
                                    ranks, command, code)],
     )
     return executor
+
+
+def sbatch_parameters(spec: JobRequest) -> dict[str, Any]:
+    """--after/--dependency and --sbatch's options as submitit's additional parameters (it quotes each value; its
+    own name for one, with `_`, so that ours replaces its: wckey)."""
+    options = {name.replace("-", "_"): True if value is None else value for name, value in spec.sbatch}
+    return {**options, **({"dependency": spec.dependency} if spec.dependency else {})}
 
 
 def job_folder_word(folder: Path) -> str:

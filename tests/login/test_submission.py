@@ -206,7 +206,7 @@ def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
 def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake").on("srun", "")  # the step: its arguments recorded
     result = hpc_train("submit", "--nodes", "2", "--name", hostile, "--partition", hostile, "--container",
-                       f"/img/{hostile}.sif", cwd=tmp_path, fake=fake)
+                       f"/img/{hostile}.sif", "--sbatch", f"comment={hostile}", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     [script] = fake.scripts()
     (tmp_path / "submitted.sh").write_text(script)
@@ -221,6 +221,7 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
     assert not any(arg.startswith("--error") for arg in srun_args)  # stdout and stderr together, as render's
     assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
     assert f"#SBATCH --partition={shlex.quote(hostile)}" in script
+    assert f"#SBATCH --comment={shlex.quote(hostile)}" in script
 
 
 @pytest.mark.parametrize("finished, code, expected", [(True, 137, 0), (False, 137, 137), (True, 0, 0)])

@@ -167,6 +167,8 @@ def test_a_forwarded_verb_drops_the_options_of_this_side_only() -> None:
     assert forwarded(options, "submit", ["python", "--remote", "x"], SUBMIT_OPTIONS_HERE) == [
         "submit", "--nodes", "1", "--name", "--remote-ish", "--", "python", "--remote", "x"]
     assert without(["status", "--rem=c", "12"], {"--remote": True}) == ["status", "12"]
+    slurms = ["--after", "12", "--sbatch", "mail-user=a@b.c", "--sbatch=exclude=n1", "--dependency", "singleton"]
+    assert forwarded(["submit", "--remote", "c", *slurms], "submit", None, SUBMIT_OPTIONS_HERE) == ["submit", *slurms]
     assert without(["status", "--re", "12"], {"--remote": True}) == ["status", "--re", "12"]
 
 
