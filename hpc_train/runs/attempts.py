@@ -189,8 +189,6 @@ def count_failure_cost(output: Path) -> dict[str, Any]:
 # state.json's ENDED: the job body's record of each attempt's end (injob/body.py): when it started and ended, on which
 # nodes, the job's exit code then, and whether the job goes on (retried or requeued). Once Slurm forgets a job
 # (MinJobAge, and no accounting), what status, list and report read (views.py).
-
-
 def ended_attempts(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The attempts whose end the job body recorded, oldest first."""
     ended = state.get(ENDED, [])

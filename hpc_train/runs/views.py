@@ -181,8 +181,10 @@ def gpu_count(gpus: int | None) -> str:
 
 
 def shown_state(slurm_state: str, run: RunFiles) -> str:
-    """Slurm's state of a sweep element, or "pruned@E" when it stopped itself at epoch E (state.json)."""
-    return f"pruned@{run.state.get('epoch')}" if run.state.get("state") == "pruned" else slurm_state.lower()
+    """Slurm's state of a sweep element (its folder's once Slurm forgot it: known_state), or "pruned@E" when it
+    stopped itself at epoch E (state.json)."""
+    return f"pruned@{run.state.get('epoch')}" if run.state.get("state") == "pruned" else \
+        known_state(slurm_state, run).lower()
 
 
 def last_validation(figures: Mapping[str, Any]) -> str:
