@@ -35,7 +35,7 @@ def slurm_view(record: JobRecord, slurm: SlurmClient, run: RunFiles) -> SlurmVie
     else:
         state, code = job_state(record.job_id, slurm, info)
         if state == "UNKNOWN":  # forgotten (MinJobAge), no accounting: the folder says
-            return folder_view(run)
+            return folder_view(run, record.is_local)
         elapsed, requeues = info.get("RunTime", "?"), int(info.get("Restarts", "0") or 0)
         source = "scontrol/squeue: no Slurm accounting here"
     waiting = ""

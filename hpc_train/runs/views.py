@@ -68,16 +68,16 @@ class SlurmView:
 FROM_FOLDER = "from the run folder"
 
 
-def folder_view(run: RunFiles) -> SlurmView:
-    """`status` of a job Slurm no longer knows: how its run folder says it ended (attempts.how_it_ended), the last
-    attempt's nodes, and the attempts' time and count."""
+def folder_view(run: RunFiles, local: bool = False) -> SlurmView:
+    """`status` of a job Slurm no longer knows (`local`: never knew, run here): how its run folder says it ended
+    (attempts.how_it_ended), the last attempt's nodes, and the attempts' time and count."""
     ended = attempts.how_it_ended(run.state)
     state, code = ended or ("UNKNOWN", "")
     seconds, count = attempts.seconds_run(run.state), attempts.current_attempt(run.state)
     elapsed = ("?" if seconds is None else duration(seconds)) + (
         f" ({count} attempt{'s' if count > 1 else ''})" if count else "")
-    source = f"{FROM_FOLDER}: Slurm no longer knows the job" if ended else \
-        "Slurm no longer knows the job, and its run folder records no end"
+    why = "run here, not under Slurm" if local else "Slurm no longer knows the job"
+    source = f"{FROM_FOLDER}: {why}" if ended else f"{why}, and its run folder records no end"
     return SlurmView(state, code, elapsed, 0, source, attempts.last_nodes(run.state), ended=ended is not None)
 
 

@@ -228,6 +228,8 @@ def test_a_forgotten_job_whose_folder_records_no_end_stays_unknown_and_says_why(
         "job 17 (mnist): unknown [Slurm no longer knows the job, and its run folder records no end]",
         "  nodes:   n1 (4 tasks, multiworker)"]
     assert view.elapsed == "? (1 attempt)" and views.known_state("UNKNOWN", run) == "UNKNOWN"
+    here = views.folder_view(RunFiles(state={"state": "finished", "time": 10.0}), local=True)  # submit --local
+    assert (here.state, here.source) == ("COMPLETED", "from the run folder: run here, not under Slurm")
 
 
 def test_a_sweeps_element_slurm_forgot_shows_its_folders_state() -> None:
