@@ -133,6 +133,16 @@ def job_id_of(folder: Path, env: Mapping[str, str]) -> str:
     return env.get("SLURM_JOB_ID") or "local" + folder.name.partition("-local")[2]
 
 
+def nodes_and_tasks(env: Mapping[str, str], tasks: int, components: int = 1) -> tuple[str, str]:
+    """An attempt's nodes and tasks as its start line says them: Slurm's, each component's of a heterogeneous job
+    (`components` > 1: the batch shell's plain variables are component 0's only), else "this machine" (pure)."""
+    if components > 1:
+        numbers = range(components)
+        return (" + ".join(env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{index}", "?") for index in numbers),
+                "+".join(env.get(f"SLURM_NTASKS_HET_GROUP_{index}", "?") for index in numbers))
+    return env.get("SLURM_JOB_NODELIST") or "this machine", env.get("SLURM_NTASKS") or str(tasks)
+
+
 def started_record(folder: Path, env: Mapping[str, str], strategy: str, nodes: int, tasks: int,
                    command: list[str] | None, now: float) -> JobRecord:
     """The record of a job in `folder` as its own batch script knows it (sbatch of a rendered script, the starter's,

@@ -14,6 +14,8 @@ import pytest
 
 from hpc_train.injob import body
 from hpc_train.injob.body import JobBody, kill_on_bad_exit, parse, srun_arguments, start_line
+from hpc_train.runs import attempts
+from hpc_train.runs.state import read_state
 from tests.fake_slurm import waiting_srun, without_slurm
 
 
@@ -63,6 +65,17 @@ def test_without_slurm_the_tasks_run_here_and_a_failure_is_not_retried(tmp_path:
            f"runs/{run_dir.name}" in result.stderr
     assert f"0: rank 0 of 2 in {run_dir.resolve()}" in result.stdout
     assert "not retried: not a Slurm batch job, run it again to resume" in result.stderr
+    [end] = read_state(run_dir)["ended"]  # how the attempt ended, for status once Slurm forgot the job
+    assert (end["attempt"], end["nodes"], end["exit"], end["goes_on"]) == (1, "this machine", 1, False)
+    assert end["started"] <= end["ended"] and "state" not in read_state(run_dir)
+    # A user's command that succeeded: its state.json says it finished, not only that it started (issue 36, 2).
+    done = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--run-dir", "runs/done", "--command", "--",
+                           "sh", "-c", "exit 0"], cwd=tmp_path, capture_output=True, text=True, env=without_slurm(),
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    state = read_state(tmp_path / "runs" / "done")
+    assert state["state"] == "finished" and [end["exit"] for end in state["ended"]] == [0]
+    assert attempts.how_it_ended(state) == ("COMPLETED", "0")
     wrong = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "x"], capture_output=True, text=True)
     assert wrong.returncode == 2 and wrong.stderr.startswith("usage: hpc-train job ")
     missing = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "x", "--", "no-such-program-xyz"],
