@@ -72,3 +72,17 @@ def test_a_folder_where_the_secret_cannot_be_made_is_a_warning(tmp_path: Path,
     finally:
         tmp_path.chmod(0o700)
     assert "cannot make the job's secret" in capsys.readouterr().err
+
+
+def test_run_folders_are_made_and_kept_the_users_alone(tmp_path: Path) -> None:
+    from hpc_train.runs.folders import JobRecord
+    from hpc_train.runs.secret import narrow_to_user
+
+    record = JobRecord("7", "job", str(tmp_path / "runs" / "job-7"), 1, 1, "multiworker", 0.0)
+    record.write()
+    assert mode(Path(record.folder)) & 0o077 == 0
+    made_elsewhere = tmp_path / "runs" / "job-8"  # as submitit makes its folder
+    made_elsewhere.mkdir()
+    made_elsewhere.chmod(0o755)
+    narrow_to_user(made_elsewhere)
+    assert mode(made_elsewhere) == 0o700
