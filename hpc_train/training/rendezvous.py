@@ -24,9 +24,10 @@ import time
 from dataclasses import dataclass
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.injob.epilogue import PREFIX
 from hpc_train.runs.secret import SECRET_ENV
 from hpc_train.training import checkin_auth
-from hpc_train.training.checkin import PENDING_LIMIT, PREFIX, Door
+from hpc_train.training.checkin import PENDING_LIMIT, Door
 from hpc_train.training.rank import RankInfo
 
 RETRY_SECONDS = 0.2

@@ -159,10 +159,10 @@ def test_strangers_at_the_check_in_cannot_join_delay_or_stop_it(capfd: pytest.Ca
     strangers = [threading.Thread(target=stranger, args=(cluster["chief"][0], behaviour, heard), daemon=True)
                  for behaviour in BEHAVIOURS * 3]
     for thread in strangers:
-        thread.start()  # they reach the chief first: the ranks come half a second to two seconds later
+        thread.start()  # they reach the chief first: the ranks come half a second to a second later
     started = time.monotonic()
-    tasks = [(RankInfo("chief", 0, cluster), 0.0), (RankInfo("ps", 0, cluster), 1.0),
-             (RankInfo("worker", 0, cluster), 1.5), (RankInfo("worker", 1, cluster), 2.0)]
+    tasks = [(RankInfo("chief", 0, cluster), 0.0), (RankInfo("ps", 0, cluster), 0.5),
+             (RankInfo("worker", 0, cluster), 0.75), (RankInfo("worker", 1, cluster), 1.0)]
     assert in_threads(tasks, timeout=30, secret=SECRET) == {
         "chief 0": None, "ps 0": None, "worker 0": None, "worker 1": None}
     assert time.monotonic() - started < 4.5  # not after the idle strangers are dropped (5 s), nor the timeout
