@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
@@ -64,13 +63,8 @@ def test_a_missing_file_is_one_line_naming_the_fix(tmp_path: Path) -> None:
 
 def test_a_folder_where_the_secret_cannot_be_made_is_a_warning(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root writes anywhere")
-    tmp_path.chmod(0o500)
-    try:
-        assert secret_environ(tmp_path / "job") == {}
-    finally:
-        tmp_path.chmod(0o700)
+    (tmp_path / "job").write_text("a file where the run folder should be\n")
+    assert secret_environ(tmp_path / "job") == {}  # the ranks check in without one
     assert "cannot make the job's secret" in capsys.readouterr().err
 
 
