@@ -284,10 +284,13 @@ def record_job(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str
 
 def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str]) -> int:
     """The whole sequence (see the module's docstring); the job's exit code."""
-    body.run_dir.mkdir(parents=True, exist_ok=True)
+    from hpc_train.runs.secret import PRIVATE_FOLDER, secret_environ
+
+    body.run_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     _quietly(lambda: record_job(body, rank_command, environ, time.time()) or 0, "writing job.json", 0)
-    # For a command's own checkpoints and outputs; every rank's, the same absolute folder.
-    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve())}
+    # The run folder for a command's own checkpoints and outputs, every rank's the same absolute folder; the
+    # job's secret for the check-in (its file's path, made now unless a previous attempt made it).
+    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()), **secret_environ(body.run_dir)}
     print(start_line(body, env), file=sys.stderr, flush=True)
     attempt_here = (body.run_dir, restart_count(env) + 1, nodes_and_tasks(env, 0, job_components(env))[0],
                     time.time())  # (its end: record_end)

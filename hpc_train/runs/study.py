@@ -27,6 +27,7 @@ from typing import Any
 
 from hpc_train.runs.metrics import epochs
 from hpc_train.runs.objective import objective_name
+from hpc_train.runs.secret import PRIVATE_FOLDER
 from hpc_train.runs.state import read_json_object as read_json, read_state, write_json_atomically, write_state
 
 STUDY_FILE = "study.journal"
@@ -69,7 +70,7 @@ def storage(folder: Path, url: str | None = None) -> Any:
 
     if url:
         return optuna.storages.get_storage(rdb(url))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(folder / STUDY_FILE)))
 
 
