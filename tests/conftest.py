@@ -23,6 +23,12 @@ def pytest_configure(config: pytest.Config) -> None:
                     "up .venv with every dependency), or .venv/bin/python -m pytest once .venv exists", returncode=2)
     from hypothesis import HealthCheck, settings
 
+    # submitit configures logging on its first import (logging.config.dictConfig), which closes every handler
+    # there is then: once TensorFlow is imported, absl's, and with it the stream absl took, a test's captured
+    # stderr. A test that submits (a dry run) after one that imported TensorFlow in the same worker then closed
+    # pytest's capture ("I/O operation on closed file"). Imported here, it configures before anything else is.
+    import submitit.core.logger  # noqa: F401
+
     # CI runs a fixed set of examples, so a red run can be replayed; locally they vary.
     settings.register_profile("ci", derandomize=True, deadline=None, max_examples=200,
                               suppress_health_check=[HealthCheck.too_slow])
