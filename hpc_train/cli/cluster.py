@@ -10,6 +10,8 @@
 `up` installs slurm-wlm and munge with apt-get when they are missing, and is
 idempotent; `down` stops only what `up` started. State, logs and slurm.conf
 live in DIR (default /tmp/hpc-train-slurm); a system Slurm is left alone.
+Without --port, `up` keeps the running cluster's port, else takes the first of 6917, 6927, ... that is
+free here (with its nodes'); `status` and `down` read it back from DIR/slurm.conf.
 With --partition (repeatable) the cluster has those partitions instead of one `debug` over --nodes: the first
 is the default, the nodes are their union, and a partition's GPUS (default --gpus-per-node) is what each of its
 nodes declares, e.g. `--partition cpu:node[1-2]:0 --partition gpu:node[3-4]:2` for heterogeneous jobs.
