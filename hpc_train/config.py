@@ -162,10 +162,8 @@ def _check_ranges(config: TrainConfig) -> None:
 
 # A job's YAML may hold a sweep (render and submit run it as a job array, login/sweep.py), not a setting.
 SWEEP_KEY = "sweep"
-# ... and a `job:` section: options of the job request that render and submit read (a flag given wins).
+# ... and a `job:` section: options of the job request that render and submit read (login/jobsection.py).
 JOB_KEY = "job"
-JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterogeneous job (--ps-partition)",
-               "ps_nodes": "the nodes the chief and ps share, with ps_partition (--ps-nodes, default 1)"}
 
 
 def data_dir_default(environ: Mapping[str, str]) -> str | None:
@@ -179,7 +177,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), s
     """Defaults, then the YAML file, then each `key=value` override, in that order. `sweep_allowed`: a `sweep:`
     section in the file is left to the caller (read_sweep), not refused. `data_dir`: the data directory when
     neither the file nor an override gives one (data_dir_default: HPC_TRAIN_DATA_DIR's)."""
-    values: dict[str, Any] = dict(_read_yaml(Path(path))) if path is not None else {}
+    values: dict[str, Any] = dict(read_yaml(Path(path))) if path is not None else {}
     source = str(path) if path is not None else "the defaults"
     if SWEEP_KEY in values:
         if not sweep_allowed:
@@ -188,9 +186,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), s
         del values[SWEEP_KEY]
     if JOB_KEY in values:
         if not sweep_allowed:
-            raise ConfigError(f"{path}: its 'job:' section holds render's and submit's options "
-                              f"({', '.join(JOB_SECTION)}): use it with hpc-train render or submit, or drop it to train "
-                              "here")
+            raise ConfigError(f"{path}: its 'job:' section holds render's and submit's options (the job's, not "
+                              "training settings): use it with hpc-train render or submit, or drop it to train here")
         del values[JOB_KEY]
     _refuse_unknown(values, source)
     if path is not None:
@@ -215,26 +212,9 @@ def default_output_dir(task: str) -> str:
     return f"runs/{Path(task).stem if task.endswith('.py') or '/' in task else task.rpartition('.')[2]}"
 
 
-def read_job_section(path: str | Path | None) -> dict[str, Any]:
-    """The YAML file's `job:` section, checked: {} when there is none; one line for an unknown key or a value
-    of the wrong kind."""
-    section = {} if path is None else _read_yaml(Path(path)).get(JOB_KEY) or {}
-    if not isinstance(section, Mapping):
-        raise ConfigError(f"{path}: 'job:' must be a mapping of {', '.join(JOB_SECTION)}")
-    for key, value in section.items():
-        if key not in JOB_SECTION:
-            raise ConfigError(f"{path}: job: {key!r} is not a job option; known: {', '.join(JOB_SECTION)}")
-    partition, nodes = section.get("ps_partition"), section.get("ps_nodes")
-    if partition is not None and (not isinstance(partition, str) or not partition.strip()):
-        raise ConfigError(f"{path}: job: ps_partition {partition!r}: a partition's name, e.g. cpu")
-    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
-        raise ConfigError(f"{path}: job: ps_nodes {nodes!r}: a whole number of 1 or more")
-    return dict(section)
-
-
 def read_sweep(path: str | Path | None) -> Any:
     """The YAML file's `sweep:` section, or None."""
-    return None if path is None else _read_yaml(Path(path)).get(SWEEP_KEY)
+    return None if path is None else read_yaml(Path(path)).get(SWEEP_KEY)
 
 
 def setting_value(key: str, text: str, source: str = "--set") -> Any:
@@ -291,7 +271,8 @@ def applying_settings(config: TrainConfig) -> dict[str, Any]:
     return settings
 
 
-def _read_yaml(path: Path) -> Mapping[str, Any]:
+def read_yaml(path: Path) -> Mapping[str, Any]:
+    """A YAML file's top-level mapping; one line for a file that cannot be read or is not one."""
     try:
         text = path.read_text()
     except OSError as error:

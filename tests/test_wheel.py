@@ -54,6 +54,18 @@ def test_the_wheel_is_what_runs_not_the_checkout(installed: Path, tmp_path: Path
     assert where.startswith(str(installed.parent)) and str(ROOT) not in where
 
 
+def test_the_wheel_says_the_version_git_gave_it(installed: Path, tmp_path: Path) -> None:
+    """setuptools-scm's version, one per commit (docs/development.md#versions), is what --version says."""
+    said = run(installed, "--version", cwd=tmp_path).stdout.split()
+    metadata = subprocess.run([str(installed / "python"), "-c", "import importlib.metadata as m; "
+                               "print(m.version('hpc-train'))"], capture_output=True, text=True, check=True).stdout
+    assert said[:2] == ["hpc-train", metadata.strip()] and said[2] == "(protocol", said
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    tagged = subprocess.run(["git", "-C", str(ROOT), "describe", "--exact-match", "--tags"], capture_output=True)
+    if tagged.returncode != 0:  # between releases: the commit's hash in the local part, 0.1.devN+gHASH
+        assert ".dev" in said[1] and head.startswith(said[1].split("+g", 1)[1].split(".")[0]), (said, head)
+
+
 def test_every_command_starts_from_the_wheel(installed: Path, tmp_path: Path) -> None:
     for name in SUBCOMMANDS:
         result = run(installed, name, "--help", cwd=tmp_path)

@@ -14,10 +14,14 @@ no GPU variable at all, device visibility is left alone. Tasks that do not
 compute (the parameter-server chief and ps) are given no GPU in every case.
 A task's share is written as the value it exports in ``CUDA_VISIBLE_DEVICES``:
 ``None`` means "leave it as Slurm set it", ``()`` means "no GPU".
+
+Where no Slurm binds GPUs (the mock launcher: `hpc-train launch`, `submit --local`), what this machine has comes
+from ``nvidia-smi -L`` (nvidia.py runs it); reading its lines, and matching ids against them, is pure and here.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -87,8 +91,9 @@ def _split(node_name: str, tasks: int, gpus: NodeGpus, notes: list[str]) -> list
     if gpus.total == 0:
         return [()] * tasks
     if tasks > gpus.total:
+        counted = f"{gpus.total} GPU{'' if gpus.total == 1 else 's'}"
         raise HpcTrainError(
-            f"{node_name} runs {tasks} GPU tasks but has {gpus.total} GPUs ({gpus.source}); "
+            f"{node_name} runs {tasks} GPU tasks but has {counted} ({gpus.source}); "
             f"start at most one task per GPU (e.g. --ntasks-per-node={gpus.total}) or ask for more GPUs")
     per_task = gpus.total // tasks
     if per_task * tasks < gpus.total:
@@ -131,3 +136,54 @@ def cpu_fallback_note(cuda_visible_devices: str | None, tensorflow_gpus: int | N
         return None
     why = "TensorFlow sees no GPU" if tensorflow_gpus is not None else f"no GPU driver here ({NVIDIA_DRIVER})"
     return f"bound to GPU{'s' if len(bound) > 1 else ''} {','.join(bound)} by Slurm; {why}: CPU"
+
+
+@dataclass(frozen=True)
+class ListedGpu:
+    """One GPU as `nvidia-smi -L` lists it: `GPU 0: NVIDIA H200 (UUID: GPU-322a5082-...)`."""
+
+    index: int
+    uuid: str
+
+
+_LISTED = re.compile(r"^GPU (\d+):.*\(UUID: (GPU-[0-9A-Za-z-]+)\)\s*$")
+
+
+def parse_gpu_list(text: str) -> tuple[ListedGpu, ...]:
+    """The GPUs in `nvidia-smi -L`'s output, in its order; other lines (MIG devices under a GPU) are skipped."""
+    matches = (_LISTED.match(line.strip()) for line in text.splitlines())
+    return tuple(ListedGpu(int(match.group(1)), match.group(2)) for match in matches if match)
+
+
+def names_gpu(device: str, listed: Sequence[ListedGpu]) -> bool:
+    """Whether a CUDA_VISIBLE_DEVICES id names one of `listed`: an index below their count (CUDA numbers the
+    GPUs it sees from 0, whatever their order), or a GPU's UUID or a prefix of exactly one (as CUDA takes them)."""
+    if device.isdigit():
+        return int(device) < len(listed)
+    return device.startswith("GPU-") and sum(gpu.uuid.startswith(device) for gpu in listed) == 1
+
+
+def usable_gpus(listed: Sequence[ListedGpu], cuda_visible_devices: str | None) -> tuple[str, ...]:
+    """The GPU ids a process here may use: every listed index, or, when CUDA_VISIBLE_DEVICES is set, its ids in
+    its order (indexes or UUIDs, as written) up to the first that names no listed GPU, as CUDA reads it."""
+    if cuda_visible_devices is None:
+        return tuple(str(gpu.index) for gpu in listed)
+    usable: list[str] = []
+    for device in _id_list(cuda_visible_devices) or ():
+        if device in usable or not names_gpu(device, listed):
+            break
+        usable.append(device)
+    return tuple(usable)
+
+
+def unknown_gpu_note(rank: int, cuda_visible_devices: str | None, listed: Sequence[ListedGpu]) -> str | None:
+    """The line for a rank bound to a GPU (an index or a GPU UUID) that `nvidia-smi -L` does not list here."""
+    bound = _id_list(cuda_visible_devices) or ()
+    missing = [device for device in bound if (device.isdigit() or device.startswith("GPU-"))
+               and not names_gpu(device, listed)]
+    if not missing:
+        return None
+    gpus = ", ".join(f"{gpu.index} {gpu.uuid}" for gpu in listed)
+    has = f"{len(listed)} GPU{'' if len(listed) == 1 else 's'}: {gpus}" if listed else "no GPU"
+    return (f"rank {rank} is bound to GPU {missing[0]} (CUDA_VISIBLE_DEVICES={cuda_visible_devices}) but this node "
+            f"has {has} (nvidia-smi -L); CUDA skips it and every GPU named after it")

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hpc_train import __version__
+from hpc_train import version_line
 from hpc_train.errors import HpcTrainError, report
 
 # `hpc-train --help` must start fast: `typing` alone costs milliseconds we avoid at run time.
@@ -81,7 +81,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The parser; only the `selected` subcommand gets its arguments (the rest cost start-up for nothing)."""
     parser = OneLineParser(prog="hpc-train", formatter_class=HelpFormatter,
                            description="Distributed TensorFlow training on Slurm clusters.")
-    parser.add_argument("--version", action="version", version=f"hpc-train {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     subparsers = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True,
                                        parser_class=OneLineParser)
     for name, (module_name, help_line) in SUBCOMMANDS.items():

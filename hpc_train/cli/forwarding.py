@@ -74,6 +74,7 @@ def _submit(args: argparse.Namespace, remote: Remote, options: Sequence[str], en
     rest = forwarded(options, "submit", args.command, SUBMIT_OPTIONS_HERE)
     if getattr(args, "no_snapshot", False):  # the job runs the code already in the workdir
         return run.forward(remote, ["submit", "--no-snapshot", *rest[1:]], environ)
+    run.connect(remote, environ, "submit")  # a login node too old to submit it: said before a snapshot is taken
     digest, root, relative = snapshot_here(Path.cwd(), getattr(args, "snapshot_exclude", None) or [],
                                            int(args.snapshot_limit_mb * 1024 * 1024))
     there = push_snapshot(remote, root, digest, environ)

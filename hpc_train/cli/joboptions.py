@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    from hpc_train.cli.studyoptions import add_study_arguments
     from hpc_train.config import JOB_STRATEGIES
 
     parser.add_argument("--nodes", "-N", type=int, required=True, metavar="N")
@@ -30,6 +31,15 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --ps-partition: the nodes the chief and ps share (default 1)")
     parser.add_argument("--cpus-per-task", type=int, default=None, metavar="C")
     parser.add_argument("--exclusive", action="store_true")
+    parser.add_argument("--after", default=None, metavar="JOBID[,JOBID...]",
+                        help="start when that job ends, whatever its end (Slurm's --dependency=afterany:JOBID; "
+                             "success only: --dependency afterok:JOBID); an array's element: JOBID_I")
+    parser.add_argument("--dependency", default=None, metavar="SPEC",
+                        help="sbatch --dependency, in Slurm's syntax (afterok:1234, afternotok:1234, singleton, ...)")
+    parser.add_argument("--sbatch", action="append", default=[], metavar="OPTION=VALUE",
+                        help="any sbatch option without a flag here, in every group of the job (repeatable; a "
+                             "flag alone: --sbatch contiguous); e.g. --sbatch reservation=maint --sbatch "
+                             "exclude=node3 --sbatch mail-user=me@example.org --sbatch mail-type=END")
     parser.add_argument("--container", default=None, metavar="IMAGE.sif", help="run tasks in apptainer exec --nv")
     parser.add_argument("--signal-seconds", type=int, default=120, metavar="S",
                         help="warn the tasks S seconds before the time limit: they checkpoint and requeue the job "
@@ -54,9 +64,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                              "lists values), or drawn by an Optuna sampler as each element starts (default tpe with "
                              "a range)")
     parser.add_argument("--trials", type=int, default=None, metavar="N", help="--search random|tpe|cmaes: N elements")
-    parser.add_argument("--study-storage", default=None, metavar="URL",
-                        help="the sweep's Optuna study in this database (an RDB URL); default: study.journal in "
-                             "the sweep's folder, no server")
+    add_study_arguments(parser)
     parser.add_argument("--prune", choices=("none", "halving", "median", "hyperband"), default=None,
                         help="an element of a sweep stops itself, its checkpoint kept, when Optuna's pruner says: "
                              "halving (the worse half at epochs 1, 2, 4, 8, ...), median, hyperband "
@@ -130,7 +138,7 @@ def tracking_from_here(config):  # (TrainConfig) -> TrainConfig
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
-    from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config, read_job_section
+    from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.request import Group, project_name
 
@@ -154,19 +162,51 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
         args.strategy = train.strategy if train.strategy in JOB_STRATEGIES else JOB_STRATEGIES[0]
     if args.num_ps is None:
         args.num_ps = train.num_ps
-    for key, value in read_job_section(args.config).items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    with_job_section(args)
     group = Group(args.nodes, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
                   args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres)
     job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account,
                     qos=args.qos, time=args.time, container=args.container, hold=getattr(args, "hold", False),
                     signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
-                    retry_exit_codes=exit_codes(args.retry_exit_codes))
+                    retry_exit_codes=exit_codes(args.retry_exit_codes), **slurm_options(args))
     spec = parameter_servers_request(args, group, job_wide)
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home
+
+
+def with_job_section(args: argparse.Namespace) -> None:
+    """The YAML's job: section into the options a flag left unset: --after or --dependency given, neither of the
+    YAML's; --sbatch's options after the YAML's, replacing one of the same name."""
+    from hpc_train.login.jobsection import read_job_section
+    from hpc_train.login.sbatchoptions import parse
+
+    section = read_job_section(args.config)
+    if args.after is not None or args.dependency is not None:
+        section = {key: value for key, value in section.items() if key not in ("after", "dependency")}
+    given = {parse(text)[0] for text in args.sbatch}
+    args.sbatch = [text for text in section.pop("sbatch", []) if parse(text)[0] not in given] + args.sbatch
+    for key, value in section.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+
+def slurm_options(args: argparse.Namespace) -> dict:
+    """--after or --dependency, and --sbatch, as the request's dependency and sbatch options; one line for what
+    is not Slurm's syntax, or for them with --local (no Slurm there to wait or to read them)."""
+    from hpc_train.login.request import JobSpecError
+    from hpc_train.login.sbatchoptions import after_dependency, after_problem, combined_problem, parse
+
+    given = [name for name, value in (("--after", args.after), ("--dependency", args.dependency),
+                                      ("--sbatch", args.sbatch)) if value]
+    if given and getattr(args, "local", False):
+        raise JobSpecError(f"{given[0]} with --local: the job runs here at once, without Slurm to wait for another "
+                           f"job or read sbatch's options; drop {given[0]}, or --local")
+    problem = combined_problem(args.after, args.dependency) or (args.after is not None and after_problem(args.after))
+    if problem:
+        raise JobSpecError(problem)
+    dependency = after_dependency(args.after) if args.after is not None else args.dependency
+    return dict(dependency=dependency, sbatch=tuple(parse(text) for text in args.sbatch))
 
 
 def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict):  # -> JobRequest
@@ -190,8 +230,6 @@ def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict): 
 
 def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked; None for one job."""
-    import dataclasses
-
     from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
@@ -222,37 +260,13 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     if sweep.search is not None:
         check_space(sweep.search, train)
         _check_sampler_installed(sweep.search.sampler)
-    if args.study_storage is not None:
-        if sweep.search is None and train.prune == "none":
-            raise HpcTrainError("--study-storage applies to a sweep with a study: add --search tpe|random|cmaes or "
-                                "--prune NAME")
-        sweep = dataclasses.replace(sweep, storage=study_storage(args, args.study_storage, Path.cwd(),
-                                                                 "--study-storage"))
-    elif sweep.search is not None and sweep.search.storage is not None:  # the YAML's, relative to its folder
-        sweep = dataclasses.replace(sweep, storage=study_storage(args, sweep.search.storage,
-                                                                 Path(args.config).parent, "sweep search storage:"))
+    from hpc_train.cli.studyoptions import with_study
+
+    sweep = with_study(args, sweep, train)
     for values in sweep.elements:
         if args.command:  # a {KEY} no sweep key defines is refused now
             substitute(args.command, values or dict.fromkeys(sweep.keys, 0))
     return sweep
-
-
-def study_storage(args: argparse.Namespace, given: str, base: Path, source: str) -> str:
-    """The study's URL with a relative SQLite file made absolute from `base`; on submit (not --dry-run), the
-    database opened now, so that a bad URL or an unwritable file is one line before anything is queued."""
-    from hpc_train.errors import HpcTrainError, one_line
-    from hpc_train.runs.study import absolute_url, open_storage
-
-    url = absolute_url(given, base)
-    if getattr(args, "subcommand", "") != "submit" or getattr(args, "dry_run", False):
-        return url
-    try:
-        open_storage(url)
-    except Exception as error:  # (SQLAlchemy's, a driver's import, the file's: any is the URL's fault here)
-        raise HpcTrainError(f"{source} {url}: cannot open it ({one_line(error)}); give an RDB URL this host and "
-                            "the nodes can write (sqlite:////shared/path/s.db, postgresql://...), or drop it for "
-                            "study.journal in the sweep's folder") from None
-    return url
 
 
 def sweep_of(args: argparse.Namespace, section):  # -> Sweep
@@ -269,7 +283,7 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
     elif section is not None:
         return from_yaml(section)
     else:
-        found = search.from_options(args.sweep, args.search, args.trials, train_seed(args))
+        found = search.from_options(args.sweep, args.search, args.trials)
         if found is None:
             return grid(grid_axes(args.sweep))
     return Sweep(found.keys, tuple({} for _ in range(found.trials)), found)
@@ -284,12 +298,6 @@ def _check_sampler_installed(sampler: str) -> None:
     if sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
         raise HpcTrainError("--search cmaes needs the cmaes package, which is not installed: pip install cmaes (in "
                             "the environment the jobs run), or use --search tpe")
-
-
-def train_seed(args: argparse.Namespace) -> int:
-    """The search's seed: --set seed=S's, else 0 (each element draws with its own seed from it)."""
-    seeds = [item.partition("=")[2] for item in args.overrides if item.partition("=")[0].strip() == "seed"]
-    return int(seeds[-1]) if seeds and seeds[-1].strip().isdigit() else 0
 
 
 def exit_codes(text: str | None) -> tuple[int, ...]:

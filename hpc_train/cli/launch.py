@@ -2,6 +2,7 @@
 
     hpc-train launch --nodes 2 --ntasks-per-node 2 -- hpc-train bootstrap -- python train.py
     hpc-train launch --nodes 2 --nodelist 'node[1-2]' -m cyclic -- CMD
+    hpc-train launch --nodes 1 --ntasks-per-node 2 --gpus-per-node 2 -- CMD   # a GPU each
 
 Each task gets SLURM_STEP_NODELIST, SLURM_STEP_NUM_TASKS, SLURM_STEP_TASKS_PER_NODE,
 SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURMD_NODENAME, SLURM_JOB_ID and
@@ -9,6 +10,11 @@ friends. Nodes are 127.0.0.1, 127.0.0.2, ... unless --nodelist names them (the
 names must resolve). Output lines carry the rank; if a task fails, the others
 are stopped (unless --kill-on-bad-exit 0) and its exit code is returned. USR1
 and USR2 are passed on to every task; TERM and Ctrl-C stop them all.
+
+GPUs (from nvidia-smi -L, narrowed by your CUDA_VISIBLE_DEVICES) are bound as
+Slurm binds --gpus-per-node G: each node G of them, each task its own share in
+CUDA_VISIBLE_DEVICES; without --gpus-per-node the tasks see no GPU. More GPUs
+than this machine has: refused before any task starts.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodelist", "-w", default=None, metavar="LIST", help="node names (default 127.0.0.[1-N])")
     parser.add_argument("--distribution", "-m", choices=("block", "cyclic"), default="block")
     parser.add_argument("--job-id", type=int, default=None, metavar="ID", help="SLURM_JOB_ID (default: random)")
+    parser.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
+                        help="GPUs of this machine per node, split among its tasks (default 0: the tasks see none)")
     parser.add_argument("--kill-on-bad-exit", "-K", type=int, choices=(0, 1), default=1, metavar="0|1",
                         help="1 (default): a failed task stops the others, as srun --kill-on-bad-exit=1")
 
@@ -34,5 +42,6 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.command:
         raise HpcTrainError("nothing to launch: give the command after --")
-    step = Step.make(args.nodes, args.ntasks_per_node, args.nodelist, args.distribution, args.job_id)
+    step = Step.make(args.nodes, args.ntasks_per_node, args.nodelist, args.distribution, args.job_id,
+                     args.gpus_per_node)
     return launch(step, args.command, kill_on_bad_exit=bool(args.kill_on_bad_exit))

@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
         states = element_states(record.job_id, len(record.elements or []), slurm)
         runs = [views.read_run(folder) for folder in element_folders(record)]
     else:
-        states = {0: "local" if record.is_local else job_state(record.job_id, slurm)[0]}
-        runs = [views.read_run(Path(record.folder))]
+        runs = [views.read_run(Path(record.folder))]  # (a job Slurm forgot: the state its folder says)
+        states = {0: "local" if record.is_local else views.known_state(job_state(record.job_id, slurm)[0], runs[0])}
     if record.is_sweep and not any(run.epochs for run in runs) and \
             trials.has_study(Path(record.folder), element_folders(record)):
         # A command's sweep: its objective is what it reported to the study (hpc_train.report), no metrics.json.
@@ -75,7 +75,8 @@ def study_report(record, folder, export: str | None, csv: bool = False) -> int: 
                                 "the best from the table above")
         return 0
     study = trials.load(folder, element_folders(record))
-    print("\n".join(trials.lines(study)))
+    spec = trials.searched(element_folders(record))
+    print("\n".join(trials.lines(study, spec.get("seed") if spec.get("sampler") != "grid" else None)))
     if csv:
         (folder / "sweep.csv").write_text(trials.csv_text(study))
         print(f"wrote {folder / 'sweep.csv'}")

@@ -2,7 +2,8 @@
 
     hpc-train status [JOBID]
 
-Reads sacct where Slurm keeps accounting; elsewhere scontrol or squeue, and says so.
+Reads sacct where Slurm keeps accounting; elsewhere scontrol or squeue, and says so; a job none of them knows any
+more, from its run folder (how it ended, its nodes, its attempts and their time), and says so.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.runs.folders import JobRecord
-    from hpc_train.runs.views import SlurmView
+    from hpc_train.runs.views import RunFiles, SlurmView
     from hpc_train.slurm.client import SlurmClient
 
 
@@ -20,9 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", nargs="?", default=None, metavar="JOBID", help="default: the newest job here")
 
 
-def slurm_view(record: JobRecord, slurm: SlurmClient) -> SlurmView:
-    """What Slurm says of the job: sacct's account where there is one, else scontrol's or squeue's."""
-    from hpc_train.runs.views import SlurmView
+def slurm_view(record: JobRecord, slurm: SlurmClient, run: RunFiles) -> SlurmView:
+    """What Slurm says of the job: sacct's account where there is one, else scontrol's or squeue's; where none of
+    them knows it, what its run folder (`run`) says."""
+    from hpc_train.runs.views import SlurmView, folder_view
     from hpc_train.slurm.follow import FINAL_STATES, accounted_state, job_info, job_state
 
     accounted = accounted_state(record.job_id, slurm)
@@ -32,6 +34,8 @@ def slurm_view(record: JobRecord, slurm: SlurmClient) -> SlurmView:
         source = "sacct"
     else:
         state, code = job_state(record.job_id, slurm, info)
+        if state == "UNKNOWN":  # forgotten (MinJobAge), no accounting: the folder says
+            return folder_view(run, record.is_local)
         elapsed, requeues = info.get("RunTime", "?"), int(info.get("Restarts", "0") or 0)
         source = "scontrol/squeue: no Slurm accounting here"
     waiting = ""
@@ -62,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         states = element_states(record.job_id, len(record.elements or []), slurm)
         lines = views.sweep_lines(record, [views.read_run(folder) for folder in element_folders(record)], states)
     else:
-        lines = views.job_lines(record, slurm_view(record, slurm), views.read_run(Path(record.folder)),
-                                views.chief_log(record), DEFAULT_MAX_RETRIES)
+        run_files = views.read_run(Path(record.folder))
+        lines = views.job_lines(record, slurm_view(record, slurm, run_files), run_files, views.chief_log(record),
+                                DEFAULT_MAX_RETRIES)
     print("\n".join(lines))
     return 0

@@ -9,6 +9,8 @@
     hpc-train submit --nodes 2 --sweep learning_rate=0.01,0.001 --sweep seed=1,2 --max-parallel 2  # a job array
     hpc-train submit --strategy parameter_server --nodes 2 --gpus-per-node 2 --partition gpu --ps-partition cpu
                                                     # chief and ps on CPU nodes: one heterogeneous job
+    hpc-train submit --nodes 2 --after 1234 --sbatch reservation=maint --sbatch exclude=node3
+                                                    # once job 1234 ends (afterany); any other sbatch option
 
 The request is checked before anything is submitted. The job's folder is
 runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
@@ -26,8 +28,8 @@ resume. The job's exit is the command's; a task that dies ends the job.
 Every attempt of the job runs the code as submitted: a snapshot taken now (git's files: HEAD, uncommitted
 changes, untracked files not ignored; else this directory's), stored once in runs/snapshots/<digest>/, whose copy
 of this directory the tasks start in (HPC_TRAIN_SUBMIT_DIR names this one, for data). Over --snapshot-limit-mb
-(50) it is refused: --snapshot-exclude PATTERN (or .gitignore) leaves data out; --no-snapshot runs the code on
-disk. runs/NAME-JOBID/provenance.json records the commit, the diff and the versions.
+(50) it is refused: --snapshot-exclude PATTERN (or .gitignore, for files git does not track) leaves data out;
+--no-snapshot runs the code on disk. runs/NAME-JOBID/provenance.json records the commit, the diff and the versions.
 
 With `--sweep KEY=V1,V2,...` (repeatable: every combination) or the YAML's
 `sweep:` (a grid, or a random search), one sbatch submits one job array: each
@@ -146,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
     _check_request(args, sweep is not None)  # before the snapshot is stored: a refused submit leaves none
+    if args.local:
+        submit.check_local_gpus(spec)  # likewise: more GPUs than this machine has
     if not (args.local or args.dry_run) and shutil.which("sbatch"):  # and what Slurm would refuse, likewise
         from hpc_train.login.preflight import check_request
 

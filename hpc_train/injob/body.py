@@ -14,7 +14,8 @@ runs the same sequence from here:
    `scancel --batch --signal=...`) are passed on to it;
 4. after a failed step, the epilogue (epilogue.py), with SIGTERM ignored again: a retry requeues the job, and
    this process has more to do after the SIGTERM that follows;
-5. the exit code: the step's, or 0 when the epilogue retried the job (or its chief finished).
+5. the attempt's end into state.json (a user's command that succeeded: finished), for status once Slurm forgot
+   the job; the exit code: the step's, or 0 when the epilogue retried the job (or its chief finished).
 
 A prologue or epilogue that fails by itself changes nothing (a warning): the step runs, its code stands.
 A tracked job's MLflow run is held around the step and ended as the attempt ends (tracked.py).
@@ -31,16 +32,19 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.epilogue import PREFIX, QuietParser
 from hpc_train.injob.prologue import EXIT_MOVED
+from hpc_train.injob.record import JobShape, record_job
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
+from hpc_train.runs.attempts import record_end
+from hpc_train.runs.folders import nodes_and_tasks
 from hpc_train.slurm.client import SlurmClient
 
 # Signals a batch script passes on to its step: Slurm's time-limit warning when it reaches the script itself.
@@ -67,6 +71,8 @@ class JobBody:
     track: str = "none"  # mlflow: one MLflow run per job (hpc_train/tracking), opened here before the ranks start
     tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else runs/mlflow.db
     experiment: str | None = None  # None: the job's name
+    gpus_per_node: int = 0  # the mock launcher's (--local): its GPUs bound as Slurm would; srun takes the job's
+    num_ps: int = 1  # (which ranks compute, and get GPUs, under parameter_server)
 
 
 def kill_on_bad_exit(strategy: str) -> int:
@@ -86,16 +92,10 @@ def start_line(body: JobBody, env: Mapping[str, str]) -> str:
     """The attempt's first line in the job log (pure)."""
     from hpc_train.runs.folders import job_id_of
 
-    job_id = job_id_of(body.run_dir, env)
     restarts = restart_count(env)
     again = f" (restart {restarts})" if restarts else ""
-    tasks = env.get("SLURM_NTASKS") or str(body.nodes * body.tasks_per_node)
-    nodes = env.get("SLURM_JOB_NODELIST") or "this machine"
-    if job_components(env) > 1:  # the batch shell's plain variables are component 0's only
-        numbers = range(job_components(env))
-        nodes = " + ".join(env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{index}", "?") for index in numbers)
-        tasks = "+".join(env.get(f"SLURM_NTASKS_HET_GROUP_{index}", "?") for index in numbers)
-    return (f"{PREFIX}: job {job_id}{again} on {nodes}, {tasks} tasks; "
+    nodes, tasks = nodes_and_tasks(env, body.nodes * body.tasks_per_node, job_components(env))
+    return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks; "
             f"logs and results in {body.run_dir}")
 
 
@@ -227,7 +227,9 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
         from hpc_train.login.mock_srun import Step, launch
 
         try:
-            return launch(Step.make(body.nodes, body.tasks_per_node), rank_command, env,  # (it passes them on)
+            step = Step.make(body.nodes, body.tasks_per_node, gpus_per_node=body.gpus_per_node,
+                             strategy=body.strategy, num_ps=body.num_ps)
+            return launch(step, rank_command, env,  # (it passes them on)
                           kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
         except HpcTrainError as error:  # a command that cannot start: one line, as `hpc-train launch` says it
             return report(error, "hpc-train launch")
@@ -259,45 +261,32 @@ def _signal(pid: int, signum: int) -> None:
         pass  # it ended meanwhile
 
 
-def record_job(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str], now: float) -> None:
-    """The run folder's job.json, unless it has one (submit writes its own): a job started with sbatch (a rendered
-    script, the starter's, slurm/*.sh) or run here is then followed as a submitted one (status, logs, list,
-    cancel, report), its provenance.json beside it; a sweep element's also makes or completes its sweep's."""
-    from hpc_train.runs.folders import element_values, note_element, started_record
-
-    command = list(rank_command)
-    user_command = command[command.index("--") + 1:] if body.command and "--" in command else None
-    record = started_record(body.run_dir, env, body.strategy, body.nodes, body.nodes * body.tasks_per_node,
-                            user_command, now)
-    if body.output is None and under_slurm(env):  # srun labels every rank's lines into the batch log: say where
-        record = replace(record, batch_log=SlurmClient.local(env).show_job(env["SLURM_JOB_ID"]).get("StdOut"))
-    from hpc_train.login.provenance import provenance, record_job_versions, write_provenance
-
-    if not record.write_new():
-        return record_job_versions(body.run_dir)  # submit's provenance.json: this Python's versions, not submit's
-    write_provenance(body.run_dir, *provenance(None, Path.cwd()))  # no snapshot: the code on disk, git's word on it
-    if record.is_element:
-        count = env.get("SLURM_ARRAY_TASK_COUNT") or str(int(env.get("SLURM_ARRAY_TASK_MAX") or -1) + 1)
-        note_element(record, int(count), element_values(env))
-
-
 def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str]) -> int:
     """The whole sequence (see the module's docstring); the job's exit code."""
-    body.run_dir.mkdir(parents=True, exist_ok=True)
-    _quietly(lambda: record_job(body, rank_command, environ, time.time()) or 0, "writing job.json", 0)
-    # For a command's own checkpoints and outputs; every rank's, the same absolute folder.
-    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve())}
+    from hpc_train.runs.secret import PRIVATE_FOLDER, secret_environ
+
+    body.run_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
+    shape = JobShape.of(body, rank_command, under_slurm(environ))
+    _quietly(lambda: record_job(body.run_dir, shape, environ, time.time()) or 0, "writing job.json", 0)
+    # The run folder for a command's own checkpoints and outputs, every rank's the same absolute folder; the
+    # job's secret for the check-in (its file's path, made now unless a previous attempt made it).
+    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()), **secret_environ(body.run_dir)}
     print(start_line(body, env), file=sys.stderr, flush=True)
+    attempt_here = (body.run_dir, restart_count(env) + 1, nodes_and_tasks(env, 0, job_components(env))[0],
+                    time.time())  # (its end: record_end)
     ended = prologue(body, env)
     with tracked_attempt(body, env, ended, under_slurm(env)) as attempt:  # the job's MLflow run, when it has one
         if ended is not None:
+            record_end(*attempt_here, ended, ended == 0)
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
         requeues = requeues_done(body.run_dir)
         code = watched_step(body, rank_command, attempt.env)
         final = epilogue(body, code, env) if code != 0 else 0
+        # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
+        goes_on = (code != 0 and final == 0) or requeues_done(body.run_dir) > requeues
+        record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on)
         attempt.ended(code, final)
-    # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
-    return settle_trial(body.run_dir, final, (code != 0 and final == 0) or requeues_done(body.run_dir) > requeues)
+    return settle_trial(body.run_dir, final, goes_on)
 
 
 def _parser() -> argparse.ArgumentParser:

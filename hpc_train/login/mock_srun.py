@@ -9,6 +9,11 @@ name and all of them reach each other. Output is streamed with a rank prefix
 (unless told otherwise, as `srun --kill-on-bad-exit=0`). Like srun, it passes
 USR1 and USR2 on to every rank, and stops them all when it is itself stopped
 (TERM, Ctrl-C).
+
+GPUs are bound as Slurm binds `--gpus-per-node G`, then split as the bootstrap splits them: the step's "nodes"
+take disjoint runs of G of this machine's GPUs (`nvidia-smi -L`, narrowed by the shell's CUDA_VISIBLE_DEVICES),
+and each rank gets its own share in CUDA_VISIBLE_DEVICES (chief and ps: none). Without G a task sees no GPU, as
+under Slurm without --gpus; asking for more than the machine has is refused before any task starts.
 """
 
 from __future__ import annotations
@@ -26,10 +31,13 @@ from typing import IO
 
 import hostlist
 
+from hpc_train.bootstrap.devices import NodeGpus, assign_devices, usable_gpus
 from hpc_train.bootstrap.layout import compute_layout
 from hpc_train.bootstrap.nodelist import expand_nodelist
+from hpc_train.bootstrap.nvidia import list_gpus
 from hpc_train.bootstrap.placement import Distribution, place_tasks
 from hpc_train.bootstrap.portcheck import port_is_free
+from hpc_train.bootstrap.roles import Strategy, assign_roles, uses_gpus
 from hpc_train.errors import HpcTrainError
 from hpc_train.exitcodes import EXIT_STOPPED
 
@@ -38,29 +46,37 @@ STOP_GRACE_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class Step:
-    """The step to imitate: its nodes, tasks per node, distribution and job id."""
+    """The step to imitate: its nodes, tasks per node, distribution, job id, and GPUs per node; the strategy and
+    ps count say which ranks compute (only those get GPUs, as the bootstrap gives them)."""
 
     nodes: tuple[str, ...]
     tasks_per_node: int
     distribution: Distribution = Distribution.BLOCK
     job_id: int = 0
+    gpus_per_node: int = 0
+    strategy: str = "multiworker"
+    num_ps: int = 1
 
     def __post_init__(self) -> None:
         if not self.nodes:
             raise HpcTrainError("--nodes must be 1 or more")
         if self.tasks_per_node < 1:
             raise HpcTrainError(f"--ntasks-per-node {self.tasks_per_node}: must be 1 or more")
+        if self.gpus_per_node < 0:
+            raise HpcTrainError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
 
     @classmethod
-    def make(cls, nodes: int, tasks_per_node: int, nodelist: str | None = None,
-             distribution: str = "block", job_id: int | None = None) -> "Step":
+    def make(cls, nodes: int, tasks_per_node: int, nodelist: str | None = None, distribution: str = "block",
+             job_id: int | None = None, gpus_per_node: int = 0, strategy: str = "multiworker",
+             num_ps: int = 1) -> "Step":
         if nodes < 1:
             raise HpcTrainError(f"--nodes {nodes}: must be 1 or more")
         names = expand_nodelist("--nodelist", nodelist) if nodelist else tuple(
             f"127.0.0.{index}" for index in range(1, nodes + 1))
         if len(names) != nodes:
             raise HpcTrainError(f"--nodelist {nodelist!r} names {len(names)} nodes but --nodes is {nodes}")
-        step = cls(names, tasks_per_node, Distribution(distribution), 0 if job_id is None else job_id)
+        step = cls(names, tasks_per_node, Distribution(distribution), 0 if job_id is None else job_id,
+                   gpus_per_node, strategy, num_ps)
         return step if job_id is not None else step.with_free_ports()
 
     def with_free_ports(self, attempts: int = 50) -> "Step":
@@ -100,6 +116,65 @@ def rank_environments(step: Step, base: Mapping[str, str]) -> list[dict[str, str
             for rank in range(step.num_tasks)]
 
 
+@dataclass(frozen=True)
+class MachineGpus:
+    """The GPUs this machine lets a task use (ids as CUDA_VISIBLE_DEVICES takes them), and how we know."""
+
+    ids: tuple[str, ...]
+    source: str
+
+
+def machine_gpus(env: Mapping[str, str]) -> MachineGpus:
+    """This machine's GPUs: `nvidia-smi -L` (none without it), narrowed by `env`'s CUDA_VISIBLE_DEVICES."""
+    listing = list_gpus()
+    shell = env.get("CUDA_VISIBLE_DEVICES")
+    ids = usable_gpus(listing.gpus or (), shell)
+    narrowed = f"; CUDA_VISIBLE_DEVICES={shell!r} leaves {len(ids)}" if shell is not None and listing.gpus else ""
+    return MachineGpus(ids, listing.source + narrowed)
+
+
+def gpu_environments(step: Step, machine: MachineGpus) -> tuple[list[dict[str, str]], tuple[str, ...]]:
+    """Every rank's GPU variables, and notes for people (pure). Node N of the step gets the machine's GPUs
+    N*G .. N*G+G-1 as Slurm's --gpus-per-node G (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, SLURM_STEP_GPUS), and each
+    rank its share, cut by the bootstrap's own rule (assign_devices), in CUDA_VISIBLE_DEVICES; G = 0 hides every
+    GPU, as Slurm does without --gpus. Refused in one line: more GPUs than the machine has."""
+    wanted = step.gpus_per_node
+    if not machine.ids and wanted == 0:
+        return [{} for _ in range(step.num_tasks)], ()  # nothing to hide: the tasks' environment stays as it is
+    _check_enough_gpus(step, machine)
+    strategy = Strategy.parse(step.strategy)
+    roles = assign_roles(step.num_tasks, strategy, step.num_ps).types
+    node_of_rank, _ = place_tasks([step.tasks_per_node] * len(step.nodes), step.distribution)
+    slots = NodeGpus(tuple(map(str, range(wanted))), wanted, False, True, f"--gpus-per-node {wanted}")
+    shares, notes = assign_devices(step.nodes, node_of_rank, [uses_gpus(role, strategy) for role in roles], slots)
+    slurm = {"SLURM_GPUS_ON_NODE": str(wanted)} if wanted else {}
+    environments = []
+    for node, share in zip(node_of_rank, shares):
+        node_ids = machine.ids[node * wanted:(node + 1) * wanted]  # the slots of this node's share, as ids
+        gres = {name: ",".join(node_ids) for name in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS")} if wanted else {}
+        environments.append({"CUDA_VISIBLE_DEVICES": ",".join(node_ids[int(slot)] for slot in share or ()),
+                             **slurm, **gres})
+    if wanted == 0:
+        notes += (f"no --gpus-per-node: the tasks see none of this machine's {_gpus(len(machine.ids))}, as under "
+                  "Slurm without --gpus; --gpus-per-node G gives each node G of them",)
+    return environments, notes
+
+
+def _check_enough_gpus(step: Step, machine: MachineGpus) -> None:
+    """One line when the step's nodes ask for more GPUs than this machine has (they share it: disjoint runs)."""
+    wanted, nodes, has = step.gpus_per_node, len(step.nodes), len(machine.ids)
+    if wanted * nodes <= has:
+        return
+    fix = ("drop --gpus-per-node" if not has else f"ask for at most {has // nodes}" if has >= nodes
+           else f"start at most {has} node{'' if has == 1 else 's'} with --gpus-per-node 1")
+    on = "" if nodes == 1 else f" on each of {nodes} nodes"
+    raise HpcTrainError(f"--gpus-per-node {wanted}{on}: this machine has {_gpus(has)} ({machine.source}); {fix}")
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU{'' if count == 1 else 's'}"
+
+
 class _Terminated(Exception):
     """The launcher itself was asked to stop (SIGTERM)."""
 
@@ -107,7 +182,11 @@ class _Terminated(Exception):
 def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = None,
            kill_on_bad_exit: bool = True) -> int:
     """Run `command` as every rank of `step`; return 0, or the first failing rank's exit code."""
-    environments = rank_environments(step, os.environ if base is None else base)
+    base = os.environ if base is None else base
+    gpus, notes = gpu_environments(step, machine_gpus(base))  # (a refusal before any task starts)
+    environments = [{**env, **bound} for env, bound in zip(rank_environments(step, base), gpus)]
+    for note in notes:
+        _note(f"note: {note}")
     processes: list[subprocess.Popen[bytes]] = []
     pumps: list[threading.Thread] = []
     # The handlers first: a warning or a TERM that comes while the ranks start reaches those started (and the

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
 from hpc_train.login.request import Group, JobRequest, JobSpecError, time_minutes
+from hpc_train.login.sbatchoptions import dependency_jobs
 
 
 def limit_problems(spec: JobRequest, partition: Partition, group: Group | None = None) -> list[str]:
@@ -60,12 +61,25 @@ def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
     for group in spec.groups:
         partition = _partition(group, env)
         problems += limit_problems(spec, partition, group) if partition else []
+    if not problems and spec.dependency:
+        problems = unknown_jobs(spec.dependency, SlurmClient.local(env))
     if not problems:
         refusal = test_only(spec, env)
         problems = [refusal] if refusal else []
     if problems:
         raise JobSpecError(problems[0])
     _PASSED.add(spec)
+
+
+def unknown_jobs(dependency: str, slurm: SlurmClient) -> list[str]:
+    """A job the dependency names that Slurm knows nothing of (neither its controller nor its accounting), as one
+    line: Slurm takes such a dependency as met and starts the job at once, even afterok, so a mistyped id would."""
+    for job in dependency_jobs(dependency):
+        if not slurm.show_job(job) and not (slurm.accounting([job]) or "").strip():
+            return [f"--after/--dependency: Slurm knows no job {job} (neither queued nor in its accounting), and "
+                    "would start this one at once; check the id (hpc-train list, squeue), or drop the dependency "
+                    "if that job ended long ago"]
+    return []
 
 
 def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:

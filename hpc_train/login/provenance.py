@@ -1,7 +1,7 @@
 """What a run folder records of the code and the software its job ran: provenance.json (and provenance.diff).
 
     {"commit": "<full hash>" | null, "dirty": bool, "snapshot": {"digest": ..., "path": ...} | null,
-     "submit_dir": "...", "hpc_train": "0.1.0", "tensorflow": "2.16.1" | null, "python": "3.11.7"}
+     "submit_dir": "...", "hpc_train": "0.1.dev415+g9f8e7d6", "tensorflow": "2.16.1" | null, "python": "3.11.7"}
 
 Written at submit time, for every job and each element of a sweep, with git's word then; the job's first attempt
 replaces the versions with its own Python's ("versions_from": "job"): the login node's may differ or lack

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from hpc_train.config import COMMAND_SIGNALS, JOB_STRATEGIES, KERAS_CHOICES
 from hpc_train.errors import HpcTrainError
+from hpc_train.login.sbatchoptions import dependency_problem, options_problem
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?|(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?)$")
@@ -124,6 +125,10 @@ class JobRequest:
     command_signal: Literal["USR1", "TERM"] = "USR1"
     # A user's command: its exit codes that are worth a retry (any other plain exit is the command's own verdict).
     retry_exit_codes: tuple[int, ...] = ()
+    # When it may start: Slurm's --dependency (--after JOBID is afterany:JOBID); the first group's, the whole job's.
+    dependency: str | None = None
+    # sbatch's options without a flag of their own (--sbatch OPTION=VALUE; None: a flag), in every group's block.
+    sbatch: tuple[tuple[str, str | None], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.groups:
@@ -136,6 +141,9 @@ class JobRequest:
         if "/" in self.name or self.name.startswith("."):
             raise JobSpecError(f"--name {self.name!r}: names a folder under runs/, so no '/' and no leading '.'")
         _check_choices(self)
+        problem = options_problem(self.sbatch) or (self.dependency is not None and dependency_problem(self.dependency))
+        if problem:
+            raise JobSpecError(problem)
         if self.strategy == "parameter_server" and self.num_ps > self.num_tasks - 2:
             raise JobSpecError(
                 f"--num-ps {self.num_ps} needs at least {self.num_ps + 2} tasks (1 chief + {self.num_ps} ps + "

@@ -28,7 +28,7 @@ from hpc_train.runs.folders import RANK_LOG_PATTERN
 
 def directives(request: JobRequest, group: Group | None = None) -> dict[str, str | int | bool]:
     """One group's #SBATCH options (default: the first), name -> value (True: a bare flag); unset ones left out.
-    The first group's also hold the job's own (name, account, time, log, requeue, warning)."""
+    The first group's also hold the job's own (name, account, time, dependency, log, requeue, warning)."""
     group = group or request.groups[0]
     values: dict[str, str | int | bool | None] = {
         "nodes": group.nodes, "gpus-per-node": group.gpus_per_node or None,
@@ -36,10 +36,13 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
         **({"ntasks": group.ntasks} if group.ntasks is not None else {"ntasks-per-node": group.tasks_per_node}),
         "cpus-per-task": group.cpus_per_task, "partition": group.partition, "mem": group.mem,
         "constraint": group.constraint, "gres": group.gres, "exclusive": group.exclusive or None,
+        # --sbatch's: in every group, so that the whole job has them (a node excluded, a reservation, ...).
+        **{name: True if value is None else value for name, value in request.sbatch},
     }
     if group is request.groups[0]:
         values |= {
             "job-name": request.name, "account": request.account, "qos": request.qos, "time": request.time,
+            "dependency": request.dependency,
             "output": "slurm-%x-%j.out",
             # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
             "open-mode": "append", "requeue": True,
@@ -137,7 +140,8 @@ def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | Non
     group's), and how its failures are retried. Its run folder is the script's to say (script_line's word)."""
     return JobBody(Path("."), spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
-                   track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment)
+                   track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment,
+                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps)
 
 
 def config_lines(config: TrainConfig) -> str:
@@ -169,7 +173,7 @@ def search_spec(config: TrainConfig, sweep: Sweep) -> dict:
             key: {"choices": list(dict.fromkeys(values[key] for values in sweep.elements))} for key in sweep.keys}}
     return {**drawn, "keys": list(sweep.keys), "prune": config.prune, "epochs": config.epochs,
             "objective": config.objective, "minimize": minimised(config.objective or "val_accuracy"),
-            "storage": sweep.storage}
+            "storage": sweep.storage, "study": sweep.study}
 
 
 def study_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,

@@ -21,6 +21,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -63,6 +64,7 @@ class Tree:
     dirty: bool = False  # uncommitted changes, or untracked files, in the snapshot
     diff: str = ""  # `git diff HEAD` (the tracked files' uncommitted changes)
     untracked: tuple[str, ...] = ()
+    git: bool = False  # the files are git's (top is a repository's top level)
 
 
 def excluded(path: str, patterns: Iterable[str]) -> bool:
@@ -115,7 +117,7 @@ def list_tree(directory: Path, runs: Path, exclude: Sequence[str] = ()) -> Tree:
     others = _git(top, "ls-files", "-z", "--others", "--exclude-standard").stdout
     untracked = tuple(path for path in (os.fsdecode(name) for name in others.split(b"\0") if name) if path in paths)
     commit, diff = git_state(top)
-    return Tree(top, paths, commit, bool(diff or untracked or commit is None), diff, untracked)
+    return Tree(top, paths, commit, bool(diff or untracked or commit is None), diff, untracked, git=True)
 
 
 def git_state(directory: Path) -> tuple[str | None, str]:
@@ -150,17 +152,32 @@ def _walk(directory: Path, runs: Path) -> list[str]:
 
 
 def check_size(tree: Tree, limit_bytes: int) -> None:
-    """Refuse a tree over the limit, in one line naming its biggest files and the fix."""
+    """Refuse a tree over the limit, in one line naming its biggest files and the fix that fits each."""
     sizes = {path: (tree.top / path).lstat().st_size for path in tree.files}
     total = sum(sizes.values())
     if total <= limit_bytes:
         return
     biggest = sorted(sizes, key=lambda path: -sizes[path])[:3]
     named = ", ".join(f"{path} ({_mb(sizes[path])})" for path in biggest)
+    # The advice is for the files whose absence would make it fit (the biggest first), not every file named.
+    heavy = [path for at, path in enumerate(biggest) if total - sum(sizes[p] for p in biggest[:at]) > limit_bytes]
     raise HpcTrainError(f"the code snapshot of {tree.top} would hold {_mb(total)}, over its {_mb(limit_bytes)} "
-                        f"limit; biggest: {named}; data is not code: add them to .gitignore or --snapshot-exclude "
-                        "PATTERN (reach data by absolute path or $HPC_TRAIN_SUBMIT_DIR), raise --snapshot-limit-mb, "
-                        "or --no-snapshot")
+                        f"limit; biggest: {named}; data is not code: {size_advice(tree, heavy)} (reach data by "
+                        "absolute path or $HPC_TRAIN_SUBMIT_DIR), raise --snapshot-limit-mb, or --no-snapshot")
+
+
+def size_advice(tree: Tree, paths: Sequence[str]) -> str:
+    """How to leave these files out (pure): .gitignore does nothing to a file git tracks, nor outside git."""
+    tracked = [path for path in paths if tree.git and path not in tree.untracked]
+    if not tracked:
+        return ("add them to .gitignore or --snapshot-exclude PATTERN" if tree.git else
+                "leave them out with --snapshot-exclude PATTERN")
+    it = "it" if len(tracked) == 1 else "them"
+    excludes = " ".join(f"--snapshot-exclude {shlex.quote(path)}" for path in tracked)
+    advice = (f"git tracks {', '.join(tracked)}: leave {it} out with {excludes}, or untrack {it} (git rm --cached "
+              f"{' '.join(shlex.quote(path) for path in tracked)}, then add {it} to .gitignore)")
+    rest = len(paths) > len(tracked)
+    return advice + ("; the others: add them to .gitignore or --snapshot-exclude PATTERN" if rest else "")
 
 
 def _mb(size: int) -> str:
@@ -227,7 +244,7 @@ def take_snapshot(submit_dir: Path, runs: Path, exclude: Sequence[str] = (),
     folder = runs.absolute() / SNAPSHOTS
     folder.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder))
-    partial.chmod(0o755)  # (mkdtemp's is private: the code is as readable as the run folders beside it)
+    # (mkdtemp's mode, 0700, is kept: the code is the user's alone, as the run folders beside it)
     try:
         (partial / "files").mkdir()  # (a folder with no code yet is a snapshot too: the ranks start in it)
         digest = _copy_and_hash(tree, partial / "files")

@@ -62,6 +62,7 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
                                                              ("requeue", True)) if wanted}
     if group.gres:
         extra["gres"] = group.gres
+    extra |= sbatch_parameters(spec)
     executor.update_parameters(
         job_name=spec.name, nodes=group.nodes, ntasks_per_node=group.tasks_per_node,
         gpus_per_node=group.gpus_per_node or None, cpus_per_task=group.cpus_per_task, partition=group.partition,
@@ -76,6 +77,13 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
                                    ranks, command, code)],
     )
     return executor
+
+
+def sbatch_parameters(spec: JobRequest) -> dict[str, Any]:
+    """--after/--dependency and --sbatch's options as submitit's additional parameters (it quotes each value; its
+    own name for one, with `_`, so that ours replaces its: wckey)."""
+    options = {name.replace("-", "_"): True if value is None else value for name, value in spec.sbatch}
+    return {**options, **({"dependency": spec.dependency} if spec.dependency else {})}
 
 
 def job_folder_word(folder: Path) -> str:
@@ -267,6 +275,16 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     return record
 
 
+def check_local_gpus(spec: JobRequest) -> None:
+    """--local: more GPUs than this machine has, refused in one line before a snapshot or a run folder is stored
+    (the launcher would refuse it too, once the job had started)."""
+    from hpc_train.login.mock_srun import Step, gpu_environments, machine_gpus
+
+    group = spec.groups[0]  # (as the job body's mock step: every node as the first group's)
+    gpu_environments(Step.make(spec.nodes, group.tasks_per_node, job_id=0, gpus_per_node=group.gpus_per_node,
+                               strategy=spec.strategy, num_ps=spec.num_ps), machine_gpus(os.environ))
+
+
 def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
                 code: JobCode | None = None) -> int:
     """The same job, run here by the same job body as a batch script's (its start line, its epilogue's verdict),
@@ -276,6 +294,7 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
     from hpc_train.login.script import job_body
 
     config = job_config(spec, train)
+    body = job_body(spec, config, command)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = run_folder(runs, spec.name, job_id)
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
@@ -291,7 +310,7 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
     # Here, even inside a Slurm allocation: without Slurm's variables the body starts the mock launcher, not srun.
     here = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
     with chdir(code.snapshot.workdir if code else Path.cwd()):
-        return run_job(replace(job_body(spec, config, command), run_dir=folder), task_command,
+        return run_job(replace(body, run_dir=folder), task_command,
                        {**here, **(code.environment() if code else {})})
 
 
@@ -303,7 +322,10 @@ def provenance(code: JobCode | None) -> tuple[dict, str]:
 
 
 def _write_folder(record: JobRecord, config: TrainConfig, code: JobCode | None = None) -> None:
+    from hpc_train.runs.secret import narrow_to_user
+
     record.write()
+    narrow_to_user(Path(record.folder))  # submitit made it as any folder: the user's alone, as the job body's
     write_provenance(Path(record.folder), *provenance(code))
     # Written then renamed: the job may already run (submit writes after sbatch), and its ranks read this file.
     write_text_atomically(Path(record.folder) / "config.yaml", yaml.safe_dump(to_dict(config), sort_keys=False))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from hpc_train.exitcodes import EXIT_REFUSED
 from hpc_train.remote.config import ENV_REMOTE, Remote
+from hpc_train.remote.protocol import parse_version_line
 
 NOT_FOUND = 127  # the shell's status for a command it cannot find
 PROBE_FILE = ".hpc-train-probe"
@@ -73,9 +74,24 @@ def _missing(remote: Remote, verb: str) -> str:
             f"hpc-train) or set a --setup that puts it on PATH, e.g. 'source ~/venvs/hpc/bin/activate'")
 
 
-def probe_script(remote: Remote, slurm: bool = False) -> str:
-    """Lines `key=value`: whether the workdir can be written (made if missing), setup ran, hpc-train's version
-    there, and with `slurm`, whether Slurm answers (sinfo)."""
+# The Slurm calls `remote check` makes there, each bounded: a Slurm that retries (SLURM_CONF naming a missing file,
+# slurmctld down) is named, not mistaken for ssh.
+SLURM_CALLS = ("sinfo --version", "sinfo -h -o %P")
+TIMED_OUT = (124, 137)  # timeout(1)'s status when the command ran out of time (137: it then had to KILL it)
+
+
+def _bounded(call: str, seconds: int) -> str:
+    """Run `call` (a constant of ours) within `seconds`: its output in $said, `slurm_silent=CALL` echoed (and the
+    line false) when it did not answer; timeout(1) is coreutils', on every Linux login node (else unbounded)."""
+    codes = "|".join(str(code) for code in TIMED_OUT)
+    return (f"said=$(if command -v timeout >/dev/null 2>&1; then timeout -k 2 {seconds} {call}; else {call}; fi "
+            f"2>&1); s=$?; case $s in {codes}) echo {shlex.quote(f'slurm_silent={call}')}; false;; "
+            "*) true;; esac")
+
+
+def probe_script(remote: Remote, slurm_seconds: int | None = None) -> str:
+    """Lines `key=value`: whether the workdir can be written (made if missing), setup ran, hpc-train's version line
+    there, and with `slurm_seconds`, whether Slurm answers (sinfo, each call within that many seconds)."""
     work = shell_path(remote.workdir)
     probe = f"{work}/{PROBE_FILE}"
     lines = [
@@ -86,10 +102,12 @@ def probe_script(remote: Remote, slurm: bool = False) -> str:
         f'if command -v hpc-train >/dev/null 2>&1; then echo "version=$({ENV_REMOTE}= hpc-train --version 2>&1 '
         '| tail -n 1)"; else echo version=; fi',
     ]
-    if slurm:
-        lines.append('if command -v sinfo >/dev/null 2>&1; then v=$(sinfo --version 2>&1 | tail -n 1); '
-                     'if said=$(sinfo -h -o %P 2>&1); then echo "slurm=$v"; '
-                     'else echo "slurm_failed=$v: $(echo "$said" | tail -n 1)"; fi; else echo slurm_failed=; fi')
+    if slurm_seconds is not None:
+        version, partitions = (_bounded(call, slurm_seconds) for call in SLURM_CALLS)
+        lines.append(f"if ! command -v sinfo >/dev/null 2>&1; then echo slurm_failed=; elif {version}; then "
+                     'v=$(echo "$said" | tail -n 1); '
+                     f'if {partitions}; then [ $s = 0 ] && echo "slurm=$v" || '
+                     'echo "slurm_failed=$v: $(echo "$said" | tail -n 1)"; fi; fi')
     return "\n".join(lines)
 
 
@@ -99,36 +117,36 @@ class Probe:
 
     workdir: str  # "ok", or why it cannot be written
     setup_ok: bool
-    version: str | None  # hpc-train's there; None when it is not on PATH
+    version: str | None  # hpc-train's `--version` line there; None when it is not on PATH
     slurm: str | None = None  # "slurm 22.05.8" when Slurm answered
     slurm_problem: str = ""
+    slurm_silent: str = ""  # the Slurm call that did not answer in time
 
 
 def parse_probe(text: str) -> Probe:
     values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-    said = values.get("version", "")
-    version = said.split()[-1] if said.startswith("hpc-train ") else (said or None)
-    return Probe(values.get("workdir", "no answer"), values.get("setup") == "ok", version,
-                 values.get("slurm") or None, values.get("slurm_failed", ""))
+    return Probe(values.get("workdir", "no answer"), values.get("setup") == "ok", values.get("version") or None,
+                 values.get("slurm") or None, values.get("slurm_failed", ""), values.get("slurm_silent", ""))
 
 
-def compatible(there: str, here: str) -> bool:
-    """The rule: the same major.minor (a release may change what the verbs print; patches do not)."""
-    return there.split(".")[:2] == here.split(".")[:2]
+def slurm_line(remote: Remote, probe: Probe, seconds: int) -> tuple[bool, str]:
+    """`remote check`'s Slurm line: it answers, one call did not answer in time, or it failed."""
+    if probe.slurm is not None:
+        return True, f"Slurm: {probe.slurm} answers"
+    if probe.slurm_silent:
+        return False, (f"Slurm: `{probe.slurm_silent}` did not answer within {seconds} s on {remote.host} after "
+                       "--setup (ssh is fine); check SLURM_CONF and that slurmctld answers there")
+    said = probe.slurm_problem or "no sinfo on PATH"
+    return False, (f"Slurm: does not answer on {remote.host} after --setup ({said}); the login node needs Slurm's "
+                   "commands and SLURM_CONF there")
 
 
-def version_problem(remote: Remote, there: str | None, here: str) -> str | None:
-    """Why hpc-train on the remote cannot serve this one, or None."""
-    if there is None:
+def build_problem(remote: Remote, said: str | None) -> str | None:
+    """Why hpc-train on the remote does not run (missing, or its --version fails), or None."""
+    if said is None:
         return _missing(remote, "hpc-train").split("error: ", 1)[1]
-    if not there[:1].isdigit():
-        return f"hpc-train on {remote.host} does not start after --setup: {there}; try it there (ssh {remote.host})"
-    if not compatible(there, here):
-        older = tuple(int(part) if part.isdigit() else 0 for part in there.split(".")[:2]) < tuple(
-            int(part) if part.isdigit() else 0 for part in here.split(".")[:2])
-        fix = "upgrade it there (pip install -U hpc-train)" if older else "upgrade this one (pip install -U hpc-train)"
-        return (f"hpc-train {there} on {remote.host} {'is too old for' if older else 'is newer than'} this one "
-                f"({here}): the same major.minor is needed; {fix}")
+    if parse_version_line(said) is None:
+        return f"hpc-train on {remote.host} does not start after --setup: {said}; try it there (ssh {remote.host})"
     return None
 
 
@@ -137,14 +155,14 @@ def setup_problem(remote: Remote) -> str:
             f"(ssh {remote.host})")
 
 
-def probe_problem(remote: Remote, probe: Probe, here: str) -> str | None:
-    """The first problem that stops every verb on this remote, or None."""
+def probe_problem(remote: Remote, probe: Probe) -> str | None:
+    """The first problem that stops every verb on this remote, or None (its protocol: protocol.protocol_problem)."""
     if probe.workdir != "ok":
         return (f"workdir {remote.workdir} on {remote.host} cannot be written ({probe.workdir}); pick another: "
                 f"hpc-train remote remove {remote.name}, then remote add {remote.name} --workdir DIR")
     if not probe.setup_ok:
         return setup_problem(remote)
-    return version_problem(remote, probe.version, here)
+    return build_problem(remote, probe.version)
 
 
 def folders_script(remote: Remote, job: str) -> str:

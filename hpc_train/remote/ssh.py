@@ -17,7 +17,9 @@ from hpc_train.errors import HpcTrainError
 
 ENV_CONFIG = "HPC_TRAIN_SSH_CONFIG"  # an ssh config file used instead of ~/.ssh/config (ssh -F FILE)
 ENV_TIMEOUT = "HPC_TRAIN_SSH_TIMEOUT"  # seconds to wait for a connection (ssh's ConnectTimeout)
+ENV_SLURM_TIMEOUT = "HPC_TRAIN_REMOTE_SLURM_TIMEOUT"  # seconds each Slurm call of `remote check` may take there
 CONNECT_TIMEOUT = 10
+SLURM_TIMEOUT = 15
 PERSIST = "10m"  # how long an idle shared connection stays open
 SSH_FAILED = 255  # ssh's own exit status when it could not run the command
 
@@ -30,13 +32,22 @@ def control_folder(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("HOME") or os.path.expanduser("~")) / ".cache" / "hpc-train"
 
 
-def connect_timeout(environ: Mapping[str, str]) -> int:
-    value = environ.get(ENV_TIMEOUT, "")
+def seconds(environ: Mapping[str, str], name: str, default: int) -> int:
+    """Whole seconds from the variable `name` (default when unset); anything else refused in one line."""
+    value = environ.get(name, "")
     if not value:
-        return CONNECT_TIMEOUT
+        return default
     if not value.isdigit() or int(value) < 1:
-        raise HpcTrainError(f"{ENV_TIMEOUT}={value!r}: give whole seconds, e.g. {CONNECT_TIMEOUT}")
+        raise HpcTrainError(f"{name}={value!r}: give whole seconds, e.g. {default}")
     return int(value)
+
+
+def connect_timeout(environ: Mapping[str, str]) -> int:
+    return seconds(environ, ENV_TIMEOUT, CONNECT_TIMEOUT)
+
+
+def slurm_timeout(environ: Mapping[str, str]) -> int:
+    return seconds(environ, ENV_SLURM_TIMEOUT, SLURM_TIMEOUT)
 
 
 def ssh_options(environ: Mapping[str, str]) -> list[str]:

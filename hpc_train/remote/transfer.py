@@ -40,8 +40,9 @@ def snapshot_folder(remote: Remote, digest: str) -> str:
 
 
 def push_snapshot(remote: Remote, root: Path, digest: str, environ: Mapping[str, str]) -> str:
-    """Copy a snapshot's folder (runs/snapshots/DIGEST/) to the same place under the workdir; that place."""
-    connect(remote, environ)
+    """Copy a snapshot's folder (runs/snapshots/DIGEST/) to the same place under the workdir; that place. Only to a
+    remote whose hpc-train can then submit it (its protocol): checked before anything is copied."""
+    connect(remote, environ, "submit")
     there = snapshot_folder(remote, digest)
     made = ask(remote, scripts.mkdir_script(there), environ)
     if made.returncode != 0:

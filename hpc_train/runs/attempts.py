@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hpc_train.runs.state import STATE_FILE, read_json_object, read_state, write_json_atomically
+from hpc_train.runs.state import ENDED, STATE_FILE, read_json_object, read_state, write_json_atomically
 
 NOTES = ".failures"
 # The chief's last step and when (at most every few seconds): how many steps a failure makes the run redo.
@@ -184,3 +184,72 @@ def count_failure_cost(output: Path) -> dict[str, Any]:
         attempts = history(output)
     failed = failures(attempts)
     return {"count": len(failed), "seconds_lost": round(sum(attempt.get("seconds_lost", 0) for attempt in failed), 1)}
+
+
+# state.json's ENDED: the job body's record of each attempt's end (injob/body.py): when it started and ended, on which
+# nodes, the job's exit code then, and whether the job goes on (retried or requeued). Once Slurm forgets a job
+# (MinJobAge, and no accounting), what status, list and report read (views.py).
+def ended_attempts(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The attempts whose end the job body recorded, oldest first."""
+    ended = state.get(ENDED, [])
+    return [entry for entry in ended if isinstance(entry, dict)] if isinstance(ended, list) else []
+
+
+def record_end(run_dir: Path, attempt: int, nodes: str, started: float, exit_code: int, goes_on: bool,
+               finished: bool = False) -> None:
+    """The attempt's end into state.json (one write; never raises). `finished`: a user's command succeeded, and its
+    state says so (the trainer writes its own; nothing else would)."""
+    state = read_state(run_dir)
+    entry = {"attempt": attempt, "nodes": nodes, "started": round(started, 3), "ended": round(time.time(), 3),
+             "exit": exit_code, "goes_on": goes_on}
+    done = {"state": "finished", "time": entry["ended"]} if finished and state.get("state") in (
+        None, "starting", "running") else {}
+    try:
+        write_json_atomically(run_dir / STATE_FILE, {**state, **done, ENDED: [*ended_attempts(state), entry]})
+    except OSError:
+        pass  # a job that ends must not fail on its record (status then says what Slurm says, or unknown)
+
+
+def how_it_ended(state: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The job's end as state.json tells it, in Slurm's words (COMPLETED, FAILED, REQUEUED) with its exit code;
+    None where it tells none (a body ended by a signal, a folder from before the body recorded ends) (pure)."""
+    last = (recorded(state) or [{}])[-1]
+    ended = ended_attempts(state)
+    if ended and ended[-1].get("attempt", 0) >= current_attempt(state):
+        code = ended[-1].get("exit")
+        if ended[-1].get("goes_on"):
+            return "REQUEUED", str(code)
+        return ("COMPLETED" if code == 0 else "FAILED"), str(code)
+    if state.get("state") in ("finished", "pruned"):
+        return "COMPLETED", "0"
+    if last.get("action") == "failed":
+        return "FAILED", ""
+    return None
+
+
+def current_attempt(state: Mapping[str, Any]) -> int:
+    """The newest attempt's number: the prologue's, else the newest end recorded; 0 when neither says."""
+    started = state.get("attempt")
+    number = started.get("number") if isinstance(started, dict) else None
+    ended = [entry.get("attempt") for entry in ended_attempts(state)]
+    return max([value for value in [number, *ended] if isinstance(value, int)], default=0)
+
+
+def seconds_run(state: Mapping[str, Any]) -> float | None:
+    """The attempts' time, from their recorded starts and ends; an attempt whose end the body did not record but
+    whose trainer finished counts until then. None when state.json records no time."""
+    spans = [(entry.get("started"), entry.get("ended")) for entry in ended_attempts(state)]
+    started = state.get("attempt") if isinstance(state.get("attempt"), dict) else {}
+    numbers = [entry.get("attempt") for entry in ended_attempts(state)]
+    if state.get("state") in ("finished", "pruned") and started.get("number") not in numbers:
+        spans.append((started.get("started"), state.get("time")))
+    times = [(begin, end) for begin, end in spans if isinstance(begin, (int, float)) and isinstance(end, (int, float))]
+    return sum(max(0.0, end - begin) for begin, end in times) if times else None
+
+
+def last_nodes(state: Mapping[str, Any]) -> str:
+    """The newest attempt's nodes: the prologue's record of it, else its recorded end's; "" when neither says."""
+    started = state.get("attempt") if isinstance(state.get("attempt"), dict) else {}
+    ended = ended_attempts(state)
+    newest = ended[-1] if ended and ended[-1].get("attempt", 0) >= started.get("number", 0) else started
+    return str(newest.get("nodes") or started.get("nodes") or "")

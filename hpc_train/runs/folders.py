@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.runs.secret import PRIVATE_FOLDER
 
 RUNS = Path("runs")
 RECORD = "job.json"
@@ -47,14 +48,14 @@ class JobRecord:
     batch_log: str | None = None
 
     def write(self) -> None:
-        Path(self.folder).mkdir(parents=True, exist_ok=True)
+        Path(self.folder).mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
         (Path(self.folder) / RECORD).write_text(json.dumps(asdict(self), indent=2) + "\n")
 
     def write_new(self) -> bool:
         """Write the record unless the folder has one (submit's, written meanwhile, stands); whether it did.
         Never half a file: written aside, then linked into place, which fails where one is there."""
         folder = Path(self.folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
         aside = folder / f".{RECORD}.{os.getpid()}"
         aside.write_text(json.dumps(asdict(self), indent=2) + "\n")
         try:
@@ -133,6 +134,16 @@ def job_id_of(folder: Path, env: Mapping[str, str]) -> str:
     return env.get("SLURM_JOB_ID") or "local" + folder.name.partition("-local")[2]
 
 
+def nodes_and_tasks(env: Mapping[str, str], tasks: int, components: int = 1) -> tuple[str, str]:
+    """An attempt's nodes and tasks as its start line says them: Slurm's, each component's of a heterogeneous job
+    (`components` > 1: the batch shell's plain variables are component 0's only), else "this machine" (pure)."""
+    if components > 1:
+        numbers = range(components)
+        return (" + ".join(env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{index}", "?") for index in numbers),
+                "+".join(env.get(f"SLURM_NTASKS_HET_GROUP_{index}", "?") for index in numbers))
+    return env.get("SLURM_JOB_NODELIST") or "this machine", env.get("SLURM_NTASKS") or str(tasks)
+
+
 def started_record(folder: Path, env: Mapping[str, str], strategy: str, nodes: int, tasks: int,
                    command: list[str] | None, now: float) -> JobRecord:
     """The record of a job in `folder` as its own batch script knows it (sbatch of a rendered script, the starter's,
@@ -197,7 +208,7 @@ def note_element(element: JobRecord, count: int, values: dict[str, Any]) -> None
     assert element.sweep is not None
     index = int(element.job_id.rpartition("_")[2])
     folder = run_folder(Path(element.folder).parent, element.name, element.sweep)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     with open(folder / f".{RECORD}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the array's elements start together
         try:

@@ -19,8 +19,10 @@ from typing import Any
 
 STATE_FILE = "state.json"
 STATES = ("starting", "running", "stopped", "requeued", "finished", "pruned")
-# Kept from the file when the chief writes a new state: the batch script's (prologue.py, epilogue.py).
-CARRIED = ("attempts", "attempt", "max_retries")
+# Kept from the file when the chief writes a new state: the batch script's (prologue.py, epilogue.py, body.py).
+# The job body's record of each attempt's end (attempts.record_end).
+ENDED = "ended"
+CARRIED = ("attempts", "attempt", "max_retries", ENDED)
 
 
 def write_json_atomically(path: Path, value: Any) -> None:

@@ -64,6 +64,38 @@ class SlurmView:
     ended: bool = False
 
 
+# A job Slurm no longer knows (scontrol and squeue forgot it, no accounting): its run folder tells how it ended.
+FROM_FOLDER = "from the run folder"
+
+
+def folder_view(run: RunFiles, local: bool = False) -> SlurmView:
+    """`status` of a job Slurm no longer knows (`local`: never knew, run here): how its run folder says it ended
+    (attempts.how_it_ended), the last attempt's nodes, and the attempts' time and count."""
+    ended = attempts.how_it_ended(run.state)
+    state, code = ended or ("UNKNOWN", "")
+    seconds, count = attempts.seconds_run(run.state), attempts.current_attempt(run.state)
+    elapsed = ("?" if seconds is None else duration(seconds)) + (
+        f" ({count} attempt{'s' if count > 1 else ''})" if count else "")
+    why = "run here, not under Slurm" if local else "Slurm no longer knows the job"
+    source = f"{FROM_FOLDER}: {why}" if ended else f"{why}, and its run folder records no end"
+    return SlurmView(state, code, elapsed, 0, source, attempts.last_nodes(run.state), ended=ended is not None)
+
+
+def duration(seconds: float) -> str:
+    """Seconds as Slurm says an elapsed time: 00:01:05, 1-02:00:00 (pure)."""
+    minutes, second = divmod(round(seconds), 60)
+    hours, minute = divmod(minutes, 60)
+    days, hour = divmod(hours, 24)
+    return (f"{days}-" if days else "") + f"{hour:02d}:{minute:02d}:{second:02d}"
+
+
+def known_state(slurm_state: str, run: RunFiles) -> str:
+    """Slurm's state of a job; of one it no longer knows, the run folder's, marked so: "COMPLETED (from the run
+    folder)"; "UNKNOWN" where the folder records no end either."""
+    ended = attempts.how_it_ended(run.state) if slurm_state.upper() == "UNKNOWN" else None
+    return f"{ended[0]} ({FROM_FOLDER})" if ended else slurm_state
+
+
 def read_run(folder: Path) -> RunFiles:
     """The run folder's state.json and metrics.json (empty where there are none) and the retries it allows."""
     state = read_state(folder)
@@ -149,8 +181,10 @@ def gpu_count(gpus: int | None) -> str:
 
 
 def shown_state(slurm_state: str, run: RunFiles) -> str:
-    """Slurm's state of a sweep element, or "pruned@E" when it stopped itself at epoch E (state.json)."""
-    return f"pruned@{run.state.get('epoch')}" if run.state.get("state") == "pruned" else slurm_state.lower()
+    """Slurm's state of a sweep element (its folder's once Slurm forgot it: known_state), or "pruned@E" when it
+    stopped itself at epoch E (state.json)."""
+    return f"pruned@{run.state.get('epoch')}" if run.state.get("state") == "pruned" else \
+        known_state(slurm_state, run).lower()
 
 
 def last_validation(figures: Mapping[str, Any]) -> str:
@@ -200,12 +234,15 @@ def sweep_counts(states: Mapping[int, str]) -> str:
 
 def list_lines(records: Sequence[JobRecord], states: Mapping[str, str], runs: Mapping[str, RunFiles]) -> list[str]:
     """`hpc-train list`: a row per job, in columns as wide as their widest cell (a local run's id is long);
-    `states`: Slurm's (or a sweep's counts), by job id, the local jobs aside."""
+    `states`: Slurm's (or a sweep's counts), by job id, the local jobs aside; a job Slurm no longer knows: its
+    folder's (known_state)."""
     rows = [LIST_HEADER]
     for record in records:
-        state = "local" if record.is_local else states[record.job_id]
+        state = "local" if record.is_local else known_state(states[record.job_id], runs[record.job_id])
         retries = runs[record.job_id].retries
-        state = f"{state} ({retries} {'retry' if retries == 1 else 'retries'})" if retries else state
+        if retries:  # (one parenthesis: "completed (from the run folder, 1 retry)")
+            said = f"{retries} {'retry' if retries == 1 else 'retries'}"
+            state = f"{state[:-1]}, {said})" if state.endswith(")") else f"{state} ({said})"
         rows.append((record.job_id, record.name[:24], state.lower(), record.submitted_text, record.folder))
     return aligned(rows)
 

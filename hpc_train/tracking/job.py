@@ -22,6 +22,7 @@ from typing import Any
 from hpc_train.runs import attempts, study
 from hpc_train.runs.folders import PROVENANCE, RECORD, element_id, run_folder
 from hpc_train.runs.metrics import metrics_path
+from hpc_train.runs.secret import PRIVATE_FOLDER
 from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
 from hpc_train.tracking import mlflow_run
 from hpc_train.tracking.settings import (TrackSettings, absolute_uri, final_status, params_of, resolve,
@@ -141,8 +142,14 @@ class JobTracking:
         """The run folder as it is, now (`hpc-train track sync`): the run made or found, the epochs not yet
         logged, and its end when the job ended (the body's verdict, else state.json's, else what
         `slurm_state(JOB_ID)` says of the job: a body ended before it could say); that end, or None while the job
-        goes on. Failures raise: this is what the user asked for."""
-        self._open_or_raise()
+        goes on. Failures raise: this is what the user asked for. A run already closed keeps its end, status and
+        tags (said where the job ran): only what it lacks is added (mlflow_run.fill_closed_run)."""
+        self._open_or_raise(reopen=False)
+        held = mlflow_run.ended_status(self.mlflow, str(self.run_id))
+        if held is not None:
+            with self._lock:
+                mlflow_run.fill_closed_run(self.mlflow, str(self.run_id), self.run_dir, held, self._tags())
+            return held
         known = read_tracking(self.run_dir)
         status = status_from_folder(read_state(self.run_dir), known.get("verdict"))
         if status is None and slurm_state is not None and self.record.get("job_id"):
@@ -156,12 +163,12 @@ class JobTracking:
         except Exception as error:  # noqa: BLE001 - any failure of the tracker is a warning
             self.warn(error)
 
-    def _open_or_raise(self) -> None:
+    def _open_or_raise(self, reopen: bool = True) -> None:
         self.mlflow = mlflow_run.client(self.settings)
         tags = {**self._tags(), **self._parent()}
         name = Path(str(self.record.get("folder") or self.run_dir)).name
         self.run_id = mlflow_run.open_run(self.mlflow, self.settings, self.run_dir, name, tags,
-                                          params_of(job_settings(self.run_dir), self.record))
+                                          params_of(job_settings(self.run_dir), self.record), reopen)
 
     def _follow(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
@@ -203,8 +210,9 @@ class JobTracking:
         state = read_state(self.run_dir)
         history = attempts.recorded(state)
         said = [attempts.describe(attempt, index + 1) for index, attempt in enumerate(history)]
-        return tags_of(self.record, state, self.env.get("SLURM_JOB_NODELIST"), said, self.run_dir,
-                       read_json_object(self.run_dir / PROVENANCE))
+        # The nodes: the run folder's (a heterogeneous job's every component; `track sync` runs on no node).
+        nodes = attempts.last_nodes(state) or self.env.get("SLURM_JOB_NODELIST")
+        return tags_of(self.record, state, nodes, said, self.run_dir, read_json_object(self.run_dir / PROVENANCE))
 
     def _parent(self) -> dict[str, str]:
         """A sweep element's tag naming its sweep's run ({} for a job of its own)."""
@@ -228,7 +236,7 @@ def job_settings(run_dir: Path) -> dict[str, Any]:
 
 def sweep_run(mlflow: Any, settings: TrackSettings, folder: Path) -> str:
     """The sweep's run id: made by the first element to ask (the elements start together: under a lock)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     with open(folder / ".tracking.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         known = read_tracking(folder)

@@ -49,13 +49,14 @@ def experiment_id(mlflow: Any, settings: TrackSettings) -> str:
 
 
 def open_run(mlflow: Any, settings: TrackSettings, run_dir: Path, name: str, tags: dict[str, str],
-             params: dict[str, str]) -> str:
-    """The job's run id: the one tracking.json names in this store (running again), else a new run with the
-    job's parameters and `tags` (a sweep element's: mlflow.parentRunId)."""
+             params: dict[str, str], reopen: bool = True) -> str:
+    """The job's run id: the one tracking.json names in this store (running again, unless not to `reopen`: track
+    sync), else a new run with the job's parameters and `tags` (a sweep element's: mlflow.parentRunId)."""
     known = read_tracking(run_dir)
     if known.get("run_id") and known.get("uri") == settings.uri:
         run_id = str(known["run_id"])
-        mlflow.update_run(run_id, status="RUNNING")
+        if reopen:
+            mlflow.update_run(run_id, status="RUNNING")
         write_tracking(run_dir, last_epoch=max(int(known.get("last_epoch") or 0), last_step(mlflow, run_id)))
         return run_id
     from mlflow.entities import Param
@@ -115,10 +116,41 @@ def close_run(mlflow: Any, run_id: str, run_dir: Path, status: str, tags: dict[s
 
     log_epochs(mlflow, run_id, run_dir)
     mlflow.log_batch(run_id, tags=[RunTag(key, value) for key, value in tags.items()])
-    for artifact in (Path(run_dir) / "model.keras", metrics_path(run_dir)):
-        if artifact.is_file():
-            mlflow.log_artifact(run_id, str(artifact))
+    for artifact in artifacts(run_dir):
+        mlflow.log_artifact(run_id, str(artifact))
     mlflow.set_terminated(run_id, status)
+    write_tracking(run_dir, status=status, closed=True)
+
+
+def artifacts(run_dir: Path) -> list[Path]:
+    """What a run's end uploads: the final model and metrics.json, those there are."""
+    return [path for path in (Path(run_dir) / "model.keras", metrics_path(run_dir)) if path.is_file()]
+
+
+# A run's statuses once it has ended (MLflow's RunStatus): closed, its end time set.
+ENDED = ("FINISHED", "FAILED", "KILLED")
+
+
+def ended_status(mlflow: Any, run_id: str) -> str | None:
+    """The run's status once it has ended (ENDED), else None (RUNNING, SCHEDULED)."""
+    status = str(mlflow.get_run(run_id).info.status)
+    return status if status in ENDED else None
+
+
+def fill_closed_run(mlflow: Any, run_id: str, run_dir: Path, status: str, tags: dict[str, str]) -> None:
+    """`track sync` of a run already closed: only what it lacks (the epochs not logged, the tags it does not hold,
+    the artifacts it has not); its tags, status and end time stay as they are (the job's own, said where it ran)."""
+    from mlflow.entities import RunTag
+
+    log_epochs(mlflow, run_id, run_dir)
+    held = mlflow.get_run(run_id).data.tags
+    missing = [RunTag(key, value) for key, value in tags.items() if key not in held]
+    if missing:
+        mlflow.log_batch(run_id, tags=missing)
+    stored = {Path(artifact.path).name for artifact in mlflow.list_artifacts(run_id)}
+    for artifact in artifacts(run_dir):
+        if artifact.name not in stored:
+            mlflow.log_artifact(run_id, str(artifact))
     write_tracking(run_dir, status=status, closed=True)
 
 

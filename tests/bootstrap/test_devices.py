@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from hpc_train.bootstrap.devices import NodeGpus, assign_devices
+from hpc_train.bootstrap.devices import (ListedGpu, NodeGpus, assign_devices, parse_gpu_list, unknown_gpu_note,
+                                         usable_gpus)
 from hpc_train.errors import HpcTrainError, SlurmEnvError
+from tests.fake_nvidia import gpu_lines, uuid
 
 
 @pytest.mark.parametrize("env, visible, total, narrowed", [
@@ -58,3 +60,39 @@ def test_a_task_bound_to_gpus_tensorflow_cannot_use_says_it_trains_on_the_cpu() 
     for unbound in (None, "", "-1", "NoDevFiles"):
         assert cpu_fallback_note(unbound, 0) is None
     assert cpu_fallback_note("0", 1) is None  # TensorFlow uses it
+
+
+# What this machine has, from nvidia-smi -L (pure: its output in, ids out).
+
+def test_the_gpu_list_is_read_from_nvidia_smi_lines() -> None:
+    text = (gpu_lines(2) + "  MIG 1g.18gb     Device  0: (UUID: MIG-1b2c3d4e-0000-0000-0000-000000000000)\n"
+            "No devices found.\n")
+    assert parse_gpu_list(text) == (ListedGpu(0, uuid(0)), ListedGpu(1, uuid(1)))
+    assert parse_gpu_list("GPU 0: NVIDIA H200 (UUID: GPU-322a5082-f813-4312-b977-d11a60647341)") == (
+        ListedGpu(0, "GPU-322a5082-f813-4312-b977-d11a60647341"),)  # the real line, from an H200
+    assert parse_gpu_list("") == ()
+
+
+@pytest.mark.parametrize("shell, usable", [
+    (None, ("0", "1", "2")),  # no CUDA_VISIBLE_DEVICES: every listed GPU
+    ("2,0", ("2", "0")),  # narrowed, in the shell's order
+    (f"{uuid(1)},0", (uuid(1), "0")),  # UUIDs kept as written
+    ("GPU-322a5082-f813-4312-b977-d11a60647343", ("GPU-322a5082-f813-4312-b977-d11a60647343",)),
+    ("GPU-322a5082", ()),  # a prefix of three UUIDs names none (CUDA refuses an ambiguous one)
+    ("0,7,1", ("0",)),  # CUDA stops at the first id that names no GPU
+    ("", ()), ("-1", ()), ("NoDevFiles", ()), ("1,1", ("1",)),
+])
+def test_the_shells_cuda_visible_devices_narrows_the_list(shell: str | None, usable: tuple[str, ...]) -> None:
+    assert usable_gpus(parse_gpu_list(gpu_lines(3)), shell) == usable
+
+
+def test_a_rank_bound_to_a_gpu_the_node_lacks_is_named_with_what_the_node_has() -> None:
+    two = parse_gpu_list(gpu_lines(2))
+    assert unknown_gpu_note(3, "1,2", two) == (
+        f"rank 3 is bound to GPU 2 (CUDA_VISIBLE_DEVICES=1,2) but this node has 2 GPUs: 0 {uuid(0)}, 1 {uuid(1)} "
+        "(nvidia-smi -L); CUDA skips it and every GPU named after it")
+    stranger = "GPU-00000000-0000-0000-0000-000000000000"
+    assert unknown_gpu_note(0, stranger, two).startswith(f"rank 0 is bound to GPU {stranger} (")
+    assert "but this node has no GPU (nvidia-smi -L)" in unknown_gpu_note(1, "0", ())
+    for fine in ("0", "1,0", uuid(1), "", None, "-1"):
+        assert unknown_gpu_note(0, fine, two) is None

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.cli import main
+from tests.fake_nvidia import install_nvidia_smi, path_without_nvidia_smi, uuid
 from tests.fake_slurm import step_env, without_slurm
 from tests.net import free_port_block
 
@@ -136,7 +137,7 @@ BAD_INPUTS = {
     "arbitrary distribution": (with_var(SLURM_DISTRIBUTION="arbitrary"), [], ["SLURM_DISTRIBUTION='arbitrary'"]),
     "placement Slurm contradicts": (with_var(SLURM_NODEID="0"), [], ["SLURM_NODEID='0'", "node2"]),
     "no Slurm at all": ({}, [], ["not inside a Slurm step? run it under srun"]),
-    "more GPU tasks than GPUs": (with_var(SLURM_GPUS_ON_NODE="1"), [], ["node1 runs 2 GPU tasks but has 1 GPUs"]),
+    "more GPU tasks than GPUs": (with_var(SLURM_GPUS_ON_NODE="1"), [], ["node1 runs 2 GPU tasks but has 1 GPU ("]),
     "bad GPU count": (with_var(SLURM_GPUS_ON_NODE="many"), [], ["SLURM_GPUS_ON_NODE='many'"]),
     "too few reserved ports": (with_var(SLURM_STEP_RESV_PORTS="12000"), ["--all"],
                                ["SLURM_STEP_RESV_PORTS='12000'", "--resv-ports=2"]),
@@ -191,3 +192,19 @@ def test_help_and_bootstrap_never_import_tensorflow() -> None:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_rank_bound_to_a_gpu_the_node_lacks_says_so_before_the_command_starts(tmp_path: Path) -> None:
+    env = {**step_env("node1", "2", 1, hosts_by_rank=["node1", "node1"]), "SLURM_GPUS_ON_NODE": "2",
+           "CUDA_VISIBLE_DEVICES": "0,5"}  # rank 1's share: GPU 5, which nvidia-smi does not list here
+    command = ["--port-base", str(free_port_block(2)), "--", sys.executable, "-c",
+               "import sys; print('RAN', file=sys.stderr)"]
+    result = run_cli("bootstrap", *command, env={**env, "PATH": install_nvidia_smi(tmp_path, 2)})
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    warning = (f"hpc-train bootstrap: warning: rank 1 is bound to GPU 5 (CUDA_VISIBLE_DEVICES=5) but this node has "
+               f"2 GPUs: 0 {uuid(0)}, 1 {uuid(1)} (nvidia-smi -L); CUDA skips it and every GPU named after it")
+    assert lines.count(warning) == 1 and lines.index(warning) < lines.index("RAN"), lines
+    for path in (install_nvidia_smi(tmp_path, 6), path_without_nvidia_smi()):  # the GPU is there; no nvidia-smi
+        quiet = run_cli("bootstrap", *command, env={**env, "PATH": path})
+        assert "warning" not in quiet.stderr and quiet.stderr.endswith("RAN\n"), quiet.stderr

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hpc_train import __version__
+from hpc_train import OLDEST_PROTOCOL, PROTOCOL, __version__
 from hpc_train.cli import split_command
 from tests.cli.running import run_main
 
@@ -20,7 +20,8 @@ def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_main(["--version"], capsys)[:2] == (0, f"hpc-train {__version__}\n")
+    said = f"hpc-train {__version__} (protocol {PROTOCOL}, oldest {OLDEST_PROTOCOL})\n"
+    assert run_main(["--version"], capsys)[:2] == (0, said)
 
 
 @pytest.mark.parametrize("args, words", [

@@ -11,6 +11,8 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
+from hpc_train.slurm.client import fields
+from tests.e2e.jobs import wait_for_end
 from tests.fake_slurm import without_slurm
 from tests.mnist_data import shared_mnist
 
@@ -31,6 +33,10 @@ def hpc_train(cluster: LocalCluster, cwd: Path, *args: str) -> subprocess.Comple
     (("--nodes", "2", "--partition", "nosuch"), "--partition nosuch: no such partition here; choose one of debug"),
     (("--nodes", "2", "--mem", "100000G"), "Slurm would not run this request (Requested node configuration is not "
                                            "available): --mem=100000G"),
+    # (Slurm itself takes a job it knows nothing of as ended: the job would start at once.)
+    (("--nodes", "1", "--after", "99999999"), "--after/--dependency: Slurm knows no job 99999999"),
+    (("--nodes", "1", "--sbatch", "reservation=nosuch"), "Slurm would not run this request (Requested reservation "
+                                                         "is invalid): "),
 ])
 def test_a_request_slurm_cannot_run_is_refused_before_it_is_queued(cluster: LocalCluster, tmp_path: Path,
                                                                    request_options: tuple[str, ...],
@@ -41,15 +47,30 @@ def test_a_request_slurm_cannot_run_is_refused_before_it_is_queued(cluster: Loca
     assert not (tmp_path / "runs").exists()  # nothing submitted, no job folder
 
 
-def test_a_held_job_says_why_it_waits(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_a_held_job_says_why_it_waits_and_one_submitted_after_it_starts_once_it_ends(cluster: LocalCluster,
+                                                                                      tmp_path: Path) -> None:
     submitted = hpc_train(cluster, tmp_path, "submit", "--nodes", "1", "--hold", "--", "true")
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.splitlines()[0]
+    # --after, and --sbatch options: a node kept out, and a value sbatch must unquote (a quote, a #).
+    after = hpc_train(cluster, tmp_path, "submit", "--nodes", "1", "--after", job_id, "--sbatch", "exclude=node1",
+                      "--sbatch", "comment=it's #1", "--", "true")
+    assert after.returncode == 0, after.stderr
+    second = after.stdout.splitlines()[0]
+    env = control.slurm_env(cluster)
     try:
         status = hpc_train(cluster, tmp_path, "status", job_id).stdout
         assert "pending" in status and "waiting: JobHeldUser: held by you: it starts after scontrol release" in status
+        assert "waiting: Dependency: waiting for a job it depends on" in hpc_train(cluster, tmp_path, "status",
+                                                                                   second).stdout
+        assert subprocess.run(["squeue", "-h", "-j", second, "-o", "%k"], env=env, capture_output=True,
+                              text=True).stdout.strip() == "it's #1"
     finally:
         hpc_train(cluster, tmp_path, "cancel", job_id)
+    state, _ = wait_for_end(second, env, lambda: hpc_train(cluster, tmp_path, "logs", second).stdout)
+    first, then = (fields(subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True,
+                                         text=True).stdout) for job in (job_id, second))
+    assert state == "COMPLETED" and then["NodeList"] != "node1" and then["StartTime"] >= first["EndTime"], then
 
 
 @pytest.mark.tensorflow

@@ -14,6 +14,8 @@ import pytest
 
 from hpc_train.injob import body
 from hpc_train.injob.body import JobBody, kill_on_bad_exit, parse, srun_arguments, start_line
+from hpc_train.runs import attempts
+from hpc_train.runs.state import read_state
 from tests.fake_slurm import waiting_srun, without_slurm
 
 
@@ -63,6 +65,17 @@ def test_without_slurm_the_tasks_run_here_and_a_failure_is_not_retried(tmp_path:
            f"runs/{run_dir.name}" in result.stderr
     assert f"0: rank 0 of 2 in {run_dir.resolve()}" in result.stdout
     assert "not retried: not a Slurm batch job, run it again to resume" in result.stderr
+    [end] = read_state(run_dir)["ended"]  # how the attempt ended, for status once Slurm forgot the job
+    assert (end["attempt"], end["nodes"], end["exit"], end["goes_on"]) == (1, "this machine", 1, False)
+    assert end["started"] <= end["ended"] and "state" not in read_state(run_dir)
+    # A user's command that succeeded: its state.json says it finished, not only that it started (issue 36, 2).
+    done = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--run-dir", "runs/done", "--command", "--",
+                           "sh", "-c", "exit 0"], cwd=tmp_path, capture_output=True, text=True, env=without_slurm(),
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    state = read_state(tmp_path / "runs" / "done")
+    assert state["state"] == "finished" and [end["exit"] for end in state["ended"]] == [0]
+    assert attempts.how_it_ended(state) == ("COMPLETED", "0")
     wrong = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "x"], capture_output=True, text=True)
     assert wrong.returncode == 2 and wrong.stderr.startswith("usage: hpc-train job ")
     missing = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "x", "--", "no-such-program-xyz"],
@@ -107,3 +120,52 @@ def test_sigterm_is_ignored_through_the_prologue_and_from_the_epilogue_on(tmp_pa
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+# Each rank checks in as the trainer does; rank 1 two seconds late, so that the stranger reaches the chief first.
+CHECK_IN = ("import json, os, time; from hpc_train.runs.secret import job_secret; "
+            "from hpc_train.training.rank import parse_tf_config; from hpc_train.training.rendezvous import meet; "
+            "time.sleep(2 * int(os.environ['SLURM_PROCID'])); "
+            "meet(parse_tf_config(os.environ['TF_CONFIG'], 'multiworker'), 30, job_secret(os.environ)); "
+            "print('met, secret in', os.environ['HPC_TRAIN_SECRET_FILE'])")
+
+
+def test_a_stranger_at_the_check_in_cannot_join_delay_or_stop_the_jobs_start(tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    from tests.net import free_port_block
+
+    base = free_port_block(2)
+    heard: list[bytes] = []
+
+    def stranger() -> None:  # without the secret: claims to be rank 1, as soon as the chief listens
+        for _ in range(600):
+            try:
+                with socket.create_connection(("127.0.0.1", base), timeout=20) as connection:
+                    lines = connection.makefile("rb")
+                    lines.readline()
+                    connection.sendall(b"worker 1\t" + b"00" * 32 + b"\t" + b"0" * 64 + b"\n")
+                    heard.append(lines.read())
+                    return
+            except OSError:
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=stranger, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "guarded", "--nodes", "2", "--",
+                             sys.executable, "-m", "hpc_train", "bootstrap", "--port-base", str(base), "--",
+                             sys.executable, "-c", CHECK_IN], cwd=tmp_path, capture_output=True, text=True,
+                            env=without_slurm(), timeout=120)
+    thread.join(timeout=30)
+    assert result.returncode == 0, result.stderr
+    [run_dir] = (tmp_path / "runs").glob("guarded-local-*")
+    secret = run_dir.resolve() / "checkin.secret"
+    assert result.stdout.count(f"met, secret in {secret}") == 2  # its path reaches the ranks, not the secret
+    assert secret.read_text().strip() not in result.stdout + result.stderr
+    assert (secret.stat().st_mode & 0o777, run_dir.stat().st_mode & 0o077) == (0o600, 0)
+    assert heard == [b""]  # dropped, told nothing
+    assert "0: hpc-train: check-in: dropped a connection from 127.0.0.1 that did not prove it belongs to the job " \
+           "(a wrong answer)" in result.stderr
+    assert time.monotonic() - started < 60

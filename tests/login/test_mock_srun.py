@@ -16,7 +16,8 @@ import pytest
 from hpc_train.bootstrap import compute_layout
 from hpc_train.bootstrap.placement import Distribution
 from hpc_train.errors import HpcTrainError
-from hpc_train.login.mock_srun import Step, rank_environments
+from hpc_train.login.mock_srun import MachineGpus, Step, gpu_environments, rank_environments
+from tests.fake_nvidia import install_nvidia_smi, path_without_nvidia_smi, uuid
 from tests.fake_slurm import without_slurm
 from tests.mnist_data import shared_mnist
 
@@ -51,6 +52,7 @@ def test_default_nodes_are_distinct_loopback_hosts() -> None:
 @pytest.mark.parametrize("args, message", [
     ((0, 1), "--nodes 0: must be 1 or more"), ((2, 0), "--ntasks-per-node 0: must be 1 or more"),
     ((3, 1, "a[1-2]"), "names 2 nodes but --nodes is 3"), ((1, 1, "a[1-"), "--nodelist='a[1-'"),
+    ((1, 1, None, "block", 7, -1), "--gpus-per-node -1: must be 0 or more"),
 ])
 def test_impossible_steps_are_refused(args: tuple, message: str) -> None:
     with pytest.raises(HpcTrainError, match=message.replace("[", r"\[")):
@@ -214,3 +216,86 @@ def test_a_random_job_id_is_chosen_where_its_ports_are_free(monkeypatch: pytest.
         chosen = Step.make(1, 2).job_id
         assert chosen in later_ids  # the busy id was offered first, and passed over
         assert busy_port not in assign_ports([0, 1], job_id=chosen).ports
+
+
+# GPUs on one machine: bound as Slurm binds --gpus-per-node, split as the bootstrap splits them.
+
+def gpu_values(step: Step, ids: tuple[str, ...]) -> list[str]:
+    environments, _ = gpu_environments(step, MachineGpus(ids, "a test's list"))
+    return [env.get("CUDA_VISIBLE_DEVICES", "(unset)") for env in environments]
+
+
+def test_each_task_gets_its_own_gpus_and_each_node_its_own_run_of_them() -> None:
+    four = ("0", "1", "2", "3")
+    assert gpu_values(Step(("a", "b"), 2, gpus_per_node=2), four) == ["0", "1", "2", "3"]
+    assert gpu_values(Step(("a", "b"), 2, Distribution.CYCLIC, gpus_per_node=2), four) == ["0", "2", "1", "3"]
+    assert gpu_values(Step(("a", "b"), 1, gpus_per_node=2), four) == ["0,1", "2,3"]  # one task mirrors its node's
+    assert gpu_values(Step(("a",), 2, gpus_per_node=2), ("3", "1", "0")) == ["3", "1"]  # the shell's order
+    environments, _ = gpu_environments(Step(("a", "b"), 2, gpus_per_node=2), MachineGpus(four, ""))
+    assert {(env["SLURM_GPUS_ON_NODE"], env["SLURM_JOB_GPUS"], env["SLURM_STEP_GPUS"]) for env in environments} == {
+        ("2", "0,1", "0,1"), ("2", "2,3", "2,3")}
+
+
+def test_parameter_servers_and_the_chief_get_no_gpu() -> None:
+    step = Step(("a", "b"), 2, gpus_per_node=2, strategy="parameter_server", num_ps=1)
+    assert gpu_values(step, ("0", "1", "2", "3")) == ["", "", "2", "3"]
+    step = Step(("a",), 4, gpus_per_node=4, strategy="parameter_server", num_ps=1)
+    assert gpu_values(step, ("0", "1", "2", "3")) == ["", "", "0,1", "2,3"]  # as the bootstrap splits it
+
+
+def test_without_gpus_per_node_the_tasks_see_no_gpu_and_are_told() -> None:
+    environments, notes = gpu_environments(Step(("a",), 2), MachineGpus(("0", "1"), ""))
+    assert environments == [{"CUDA_VISIBLE_DEVICES": ""}] * 2
+    assert notes == ("no --gpus-per-node: the tasks see none of this machine's 2 GPUs, as under Slurm without "
+                     "--gpus; --gpus-per-node G gives each node G of them",)
+    assert gpu_environments(Step(("a",), 2), MachineGpus((), "no nvidia-smi on PATH")) == ([{}, {}], ())
+
+
+@pytest.mark.parametrize("step, ids, message", [
+    (Step(("a",), 2, gpus_per_node=2), ("0",),
+     "--gpus-per-node 2: this machine has 1 GPU (nvidia-smi -L lists 1); ask for at most 1"),
+    (Step(("a", "b"), 1, gpus_per_node=2), ("0", "1", "2"),
+     "--gpus-per-node 2 on each of 2 nodes: this machine has 3 GPUs (nvidia-smi -L lists 1); ask for at most 1"),
+    (Step(("a", "b"), 1, gpus_per_node=1), ("0",), "start at most 1 node with --gpus-per-node 1"),
+    (Step(("a",), 1, gpus_per_node=1), (), "this machine has 0 GPUs (nvidia-smi -L lists 1); drop --gpus-per-node"),
+    (Step(("a",), 2, gpus_per_node=1), ("0", "1"),  # the bootstrap's own refusal
+     "a runs 2 GPU tasks but has 1 GPU (--gpus-per-node 1); start at most one task per GPU"),
+])
+def test_more_gpus_than_the_machine_has_is_refused(step: Step, ids: tuple[str, ...], message: str) -> None:
+    with pytest.raises(HpcTrainError, match=re.escape(message)):
+        gpu_environments(step, MachineGpus(ids, "nvidia-smi -L lists 1"))
+
+
+def test_the_bootstrap_keeps_the_share_the_launcher_gave() -> None:
+    step = Step(("n1", "n2"), 2, job_id=77, gpus_per_node=2)
+    bound, _ = gpu_environments(step, MachineGpus(("0", "1", "2", "3"), ""))
+    for rank, (env, gpus) in enumerate(zip(rank_environments(step, {}), bound)):
+        assert compute_layout({**env, **gpus}).me.devices in (None, (gpus["CUDA_VISIBLE_DEVICES"],))
+
+
+PRINT_GPUS = [sys.executable, "-c", "import os; print(os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)'))"]
+
+
+def test_launched_tasks_see_disjoint_gpus_of_the_machine(tmp_path: Path) -> None:
+    path = install_nvidia_smi(tmp_path / "bin", 4)
+    result = launch_cli("--nodes", "2", "--ntasks-per-node", "2", "--gpus-per-node", "2", "--", *PRINT_GPUS,
+                        env={"PATH": path})
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["0: 0", "1: 1", "2: 2", "3: 3"]
+    narrowed = launch_cli("--nodes", "1", "--ntasks-per-node", "2", "--gpus-per-node", "2", "--", *PRINT_GPUS,
+                          env={"PATH": path, "CUDA_VISIBLE_DEVICES": f"3,{uuid(1)}"})
+    assert sorted(narrowed.stdout.splitlines()) == ["0: 3", f"1: {uuid(1)}"], narrowed.stderr
+    hidden = launch_cli("--nodes", "1", "--", *PRINT_GPUS, env={"PATH": path})
+    assert hidden.stdout == "0: \n" and "hpc-train launch: note: no --gpus-per-node" in hidden.stderr
+    plain = launch_cli("--nodes", "1", "--", *PRINT_GPUS, env={"PATH": path_without_nvidia_smi()})
+    assert (plain.stdout, plain.stderr) == ("0: (unset)\n", "")  # no GPU here: nothing to hide
+
+
+def test_more_gpus_than_the_machine_has_is_one_line_and_starts_no_task(tmp_path: Path) -> None:
+    path = install_nvidia_smi(tmp_path / "bin", 1)
+    result = launch_cli("--nodes", "1", "--ntasks-per-node", "2", "--gpus-per-node", "2", "--", "touch", "RAN",
+                        env={"PATH": path}, cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", (
+        "hpc-train launch: error: --gpus-per-node 2: this machine has 1 GPU (nvidia-smi -L lists 1); "
+        "ask for at most 1\n"))
+    assert not (tmp_path / "RAN").exists()

@@ -26,6 +26,9 @@ CASES = {
     "4_nodes_2_gpus": JobSpec(nodes=4, gpus_per_node=2, account="proj", qos="normal", cpus_per_task=8,
                               mem="64G", constraint="a100", exclusive=True, gres="gpu:2"),
     "parameter_server": JobSpec(nodes=2, gpus_per_node=2, strategy="parameter_server", num_ps=1, name="mnist-ps"),
+    "after_with_sbatch_options": JobSpec(nodes=2, dependency="afterany:1234_5", sbatch=(
+        ("reservation", "maint"), ("exclude", "node[1-2]"), ("mail-user", "a@b.c"), ("mail-type", "END,FAIL"),
+        ("contiguous", None))),
 }
 HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "quoted" name', "semi;colon && touch PWNED"]
 
@@ -64,7 +67,7 @@ def mock_srun(bin_dir: Path) -> FakeSlurm:
 def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
     fake = mock_srun(tmp_path / "bin")
     spec = JobSpec(nodes=2, name=hostile.replace("/", ""), partition=hostile, account=hostile,
-                   container=f"/images/{hostile}.sif")
+                   container=f"/images/{hostile}.sif", sbatch=(("comment", hostile), ("mail-user", hostile)))
     train = TrainConfig(data_dir=f"/data/{hostile}", output_dir=hostile)
     script = tmp_path / "job.sbatch"
     script.write_text(render_script(spec, train, home=str(tmp_path / hostile)))
@@ -85,6 +88,12 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
     train_args = (tmp_path / "train.args").read_text().splitlines()
     assert train_args == ["train", "--config", f"runs/{spec.name}-7/config.yaml", "--output-dir",
                           f"runs/{spec.name}-7"]
+    # An --sbatch value is one word, the value itself, to a shell reading the #SBATCH line's quoting.
+    for option in ("comment", "mail-user"):
+        [line] = [line for line in script.read_text().splitlines() if line.startswith(f"#SBATCH --{option}=")]
+        word = subprocess.run(["bash", "-c", f"printf %s {line.partition('=')[2]}"], cwd=work, capture_output=True,
+                              text=True, timeout=10)
+        assert word.stdout == hostile and not list(tmp_path.rglob("PWNED")), word.stderr
 
 
 @pytest.mark.parametrize("script, spec", [

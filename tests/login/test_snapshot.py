@@ -66,6 +66,7 @@ def test_a_git_project_is_its_files_at_head_with_uncommitted_changes_and_untrack
     assert (manifest["commit"], manifest["dirty"], manifest["untracked"]) == (head, True, ["new.py"])
     assert "+print('edited')" in (snapshot.root / "diff.patch").read_text()
     assert (snapshot.files / "train.py").stat().st_mode & 0o222 == 0  # read-only
+    assert snapshot.root.stat().st_mode & 0o077 == 0  # the user's alone (docs/security.md)
 
 
 def test_outside_git_it_is_the_directorys_files_but_runs_and_bytecode(tmp_path: Path) -> None:
@@ -119,10 +120,37 @@ def test_a_snapshot_over_the_limit_is_refused_in_one_line_naming_the_biggest_fil
         take_snapshot(tmp_path, tmp_path / "runs", limit_bytes=1024 * 1024)
     message = str(refused.value)
     assert "\n" not in message and "weights.h5 (3.0 MB)" in message and "over its 1.0 MB limit" in message
-    assert all(fix in message for fix in (".gitignore", "--snapshot-exclude", "--no-snapshot"))
+    assert all(fix in message for fix in ("--snapshot-exclude PATTERN", "--no-snapshot"))
+    assert ".gitignore" not in message  # outside git, .gitignore leaves nothing out
     assert not (tmp_path / "runs" / "snapshots").exists() or not os.listdir(tmp_path / "runs" / "snapshots")
     snapshot = take_snapshot(tmp_path, tmp_path / "runs", exclude=["*.h5"], limit_bytes=1024 * 1024)
     assert set(stored(snapshot.files)) == {"train.py"}
+
+
+def test_the_size_advice_fits_a_file_git_tracks(tmp_path: Path) -> None:
+    """.gitignore does nothing to a tracked file: its advice is --snapshot-exclude or `git rm --cached`, and each
+    fix it names works (an untracked big file is still told .gitignore)."""
+    (tmp_path / "train.py").write_text("code\n")
+    (tmp_path / "it's big.h5").write_bytes(b"0" * 3 * 1024 * 1024)
+    (tmp_path / "new.bin").write_bytes(b"1" * 2 * 1024 * 1024)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "train.py", "it's big.h5")
+    git(tmp_path, "commit", "-qm", "weights committed by mistake")
+    with pytest.raises(HpcTrainError) as refused:
+        take_snapshot(tmp_path, tmp_path / "runs", limit_bytes=1024 * 1024)
+    message = str(refused.value)
+    assert ("git tracks it's big.h5: leave it out with --snapshot-exclude 'it'\"'\"'s big.h5', or untrack it (git rm "
+            "--cached 'it'\"'\"'s big.h5', then add it to .gitignore); the others: add them to .gitignore or "
+            "--snapshot-exclude PATTERN") in message, message
+    [pattern] = shlex.split(message.split("--snapshot-exclude ", 1)[1].split(",", 1)[0])
+    (tmp_path / ".gitignore").write_text("*.h5\nnew.bin\n")  # what the advice used to say: not enough alone
+    with pytest.raises(HpcTrainError, match="git tracks it's big.h5"):
+        take_snapshot(tmp_path, tmp_path / "runs", limit_bytes=1024 * 1024)
+    assert set(stored(take_snapshot(tmp_path, tmp_path / "runs", [pattern], limit_bytes=1024 * 1024).files)) == {
+        ".gitignore", "train.py"}
+    git(tmp_path, "rm", "-q", "--cached", "it's big.h5")  # the advice, as a user types it
+    assert set(stored(take_snapshot(tmp_path, tmp_path / "runs", limit_bytes=1024 * 1024).files)) == {
+        ".gitignore", "train.py"}
 
 
 @pytest.mark.parametrize("pattern, path, left_out", [

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.login.request import time_minutes
+from tests.fake_nvidia import install_nvidia_smi
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,13 +200,14 @@ def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"hpc-train: job {record['job_id']} on this machine, 2 tasks; logs and results in")
     # Nor TensorFlow's start-up noise, the multi-worker cluster's included (issue 27, 9).
     assert "coordination_service" not in result.stderr and "cuInit" not in result.stderr, result.stderr
+    assert "without a job secret" not in result.stderr  # the ranks checked in with the job's (docs/security.md)
 
 
 @pytest.mark.parametrize("hostile", ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "b" c'])
 def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake").on("srun", "")  # the step: its arguments recorded
     result = hpc_train("submit", "--nodes", "2", "--name", hostile, "--partition", hostile, "--container",
-                       f"/img/{hostile}.sif", cwd=tmp_path, fake=fake)
+                       f"/img/{hostile}.sif", "--sbatch", f"comment={hostile}", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     [script] = fake.scripts()
     (tmp_path / "submitted.sh").write_text(script)
@@ -220,6 +222,7 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
     assert not any(arg.startswith("--error") for arg in srun_args)  # stdout and stderr together, as render's
     assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
     assert f"#SBATCH --partition={shlex.quote(hostile)}" in script
+    assert f"#SBATCH --comment={shlex.quote(hostile)}" in script
 
 
 @pytest.mark.parametrize("finished, code, expected", [(True, 137, 0), (False, 137, 137), (True, 0, 0)])
@@ -296,3 +299,22 @@ def test_a_refused_submit_stores_no_snapshot(tmp_path: Path) -> None:
         result = hpc_train("submit", "--nodes", "1", *refused, "--", "python", "train.py", cwd=tmp_path)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert not (tmp_path / "runs" / "snapshots").exists()
+
+
+def test_local_binds_this_machines_gpus_a_task_each_and_refuses_more_than_it_has(tmp_path: Path) -> None:
+    def local(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hpc_train", "submit", "--local", "--no-snapshot", "--nodes", "1",
+                               *args, "--", sys.executable, "-c",
+                               "import os; print('GPUS', os.environ['CUDA_VISIBLE_DEVICES'])"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**without_slurm(), "PATH": install_nvidia_smi(tmp_path / "gpus", 2)})
+
+    refused = local("--gpus-per-node", "4", "--name", "four")
+    assert (refused.returncode, refused.stdout, refused.stderr) == (2, "", (
+        "hpc-train submit: error: --gpus-per-node 4: this machine has 2 GPUs (nvidia-smi -L lists 2); "
+        "ask for at most 2\n"))
+    assert not (tmp_path / "runs").exists()
+    ran = local("--gpus-per-node", "2", "--name", "two")
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(line for line in ran.stdout.splitlines() if "GPUS" in line) == ["0: GPUS 0", "1: GPUS 1"]
+    assert "1: hpc-train bootstrap: bound to GPU 1 by Slurm" in ran.stderr  # the bootstrap kept the launcher's

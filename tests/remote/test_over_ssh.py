@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hpc_train import PROTOCOL, __version__, version_line
 from tests.sshd import CLOSED, GOOD, STRANGER, SshServer, hpc_train, laptop_env
 
 
@@ -50,7 +51,8 @@ def test_remote_check_says_each_thing_it_checked_on_a_line(sshd: SshServer, lapt
     lines = checked.stdout.splitlines()
     assert [line[:4] for line in lines] == ["ok  "] * 4, lines
     assert lines[0].startswith(f"ok   reachable: {GOOD} (")
-    assert "hpc-train 0.1.0 on login (here 0.1.0)" in lines[1]
+    assert lines[1] == (f"ok   hpc-train {__version__} on login, protocol {PROTOCOL} (here {__version__}, protocol "
+                        f"{PROTOCOL})")
     assert lines[2] == "ok   Slurm: slurm 22.05.8 answers"
     assert lines[3] == f"ok   workdir writable: {tmp_path / 'work'}" and (tmp_path / "work").is_dir()
 
@@ -95,12 +97,39 @@ def test_hpc_train_missing_on_the_remote_is_one_line(laptop: dict[str, str], tmp
     one_line_error(result, "hpc-train not found on login after --setup", "source ~/venvs/hpc/bin/activate")
 
 
-def test_an_older_hpc_train_on_the_remote_is_one_line(sshd: SshServer, laptop: dict[str, str],
-                                                      tmp_path: Path) -> None:
-    old = fake_commands(tmp_path / "old-bin", **{"hpc-train": "echo 'hpc-train 0.0.9'\n"})
-    add(laptop, "c", GOOD, tmp_path / "work", f"export PATH={old}:$PATH")
-    result = hpc_train(laptop, "list", "--remote", "c", cwd=tmp_path)
-    one_line_error(result, "hpc-train 0.0.9 on login is too old for this one (0.1.0)", "pip install -U hpc-train")
+def test_remote_check_names_the_slurm_call_that_did_not_answer_within_its_bound(
+        sshd: SshServer, laptop: dict[str, str], tmp_path: Path) -> None:
+    """A Slurm that retries (SLURM_CONF naming a missing file) keeps sinfo busy: named after the bound, not ssh."""
+    slow = fake_commands(tmp_path / "slurm-bin",
+                         sinfo="[ \"$1\" = --version ] && echo 'slurm 22.05.8' && exit 0\nexec sleep 60\n")
+    add(laptop, "c", GOOD, tmp_path / "work", sshd.setup() + f"; export PATH={slow}:$PATH")
+    started = time.monotonic()
+    checked = hpc_train({**laptop, "HPC_TRAIN_REMOTE_SLURM_TIMEOUT": "2"}, "remote", "check", "c", cwd=tmp_path)
+    assert time.monotonic() - started < 20 and checked.returncode == 1, checked.stdout + checked.stderr
+    assert ("FAIL Slurm: `sinfo -h -o %P` did not answer within 2 s on login after --setup (ssh is fine); check "
+            "SLURM_CONF and that slurmctld answers there") in checked.stdout.splitlines(), checked.stdout
+    assert "ssh login` works" not in checked.stdout and checked.stdout.startswith("ok   reachable: login")
+
+
+def test_a_login_node_too_old_to_submit_is_one_line_before_anything_is_copied(
+        sshd: SshServer, laptop: dict[str, str], tmp_path: Path) -> None:
+    """The old build of issue 36: it says 0.1.0 and no protocol, and knows no `submit --in-snapshot`. The laptop says
+    so, and how to upgrade it there, before a snapshot is taken or copied; verbs that need no protocol still run."""
+    old = fake_commands(tmp_path / "old-bin", **{"hpc-train": "echo 'hpc-train 0.1.0'\n"})
+    work, here = tmp_path / "work", tmp_path / "laptop"
+    here.mkdir()
+    (here / "train.py").write_text("print('hi')\n")
+    setup = f"export PATH={old}:$PATH"
+    add(laptop, "c", GOOD, work, setup)
+    result = hpc_train(laptop, "submit", "--remote", "c", "--nodes", "1", "--", "python", "train.py", cwd=here)
+    one_line_error(result, f"hpc-train 0.1.0 on login is older than this one ({__version__}): it speaks no protocol, "
+                   f"submit --remote needs protocol 1; upgrade it there: ssh -F {laptop['HPC_TRAIN_SSH_CONFIG']} "
+                   f"login {shlex.quote(setup + ' && pip install --upgrade hpc-train')}")
+    assert not (work / "runs").exists() and not (here / "runs").exists()
+    listed = hpc_train(laptop, "list", "--remote", "c", cwd=here)
+    assert listed.returncode == 0 and listed.stdout == "hpc-train 0.1.0\n", listed.stderr
+    checked = hpc_train(laptop, "remote", "check", "c", cwd=here)
+    assert checked.returncode == 1 and "FAIL hpc-train 0.1.0 on login is older than this one" in checked.stdout
 
 
 def test_a_workdir_that_cannot_be_written_is_one_line(sshd: SshServer, laptop: dict[str, str],
@@ -116,7 +145,7 @@ def says_its_argv(tmp_path: Path) -> Path:
     stand_in = tmp_path / "stand-in"
     stand_in.mkdir()
     (stand_in / "hpc-train").write_text(
-        f"#!{sys.executable}\nimport json, os, sys\nif sys.argv[1:] == ['--version']: print('hpc-train 0.1.0')\n"
+        f"#!{sys.executable}\nimport json, os, sys\nif sys.argv[1:] == ['--version']: print({version_line()!r})\n"
         "else: print(json.dumps([sys.argv[1:], os.getcwd(), os.environ.get('HPC_TRAIN_REMOTE')]))\n")
     (stand_in / "hpc-train").chmod(0o755)
     return stand_in

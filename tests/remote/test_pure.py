@@ -1,9 +1,10 @@
-"""The remotes' pure parts: remotes.yaml, the ssh argv, ssh's failures in one line, the shell lines, the version
-rule, the options a forwarded verb drops."""
+"""The remotes' pure parts: remotes.yaml, the ssh argv, ssh's failures in one line, the shell lines (the probe's
+bound on Slurm through a real shell), the protocol rule, the options a forwarded verb drops."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,10 @@ import pytest
 from hpc_train.cli import main
 from hpc_train.cli.forwarding import SUBMIT_OPTIONS_HERE, forwarded, without
 from hpc_train.errors import HpcTrainError
+from hpc_train import OLDEST_PROTOCOL, PROTOCOL, __version__, version_line
 from hpc_train.remote import config, scripts, ssh
 from hpc_train.remote.config import Remote
+from hpc_train.remote.protocol import Build, parse_version_line, protocol_problem
 
 ENV = {"HOME": "/home/u", "XDG_RUNTIME_DIR": "/run/user/1"}
 
@@ -68,6 +71,9 @@ def test_every_ssh_shares_one_connection_asks_nothing_and_never_skips_host_keys(
     assert str(ssh.control_folder({"HOME": "/home/u"})) == "/home/u/.cache/hpc-train"
     with pytest.raises(HpcTrainError, match="HPC_TRAIN_SSH_TIMEOUT='soon': give whole seconds"):
         ssh.ssh_options({ssh.ENV_TIMEOUT: "soon"})
+    assert ssh.slurm_timeout({}) == ssh.SLURM_TIMEOUT and ssh.slurm_timeout({ssh.ENV_SLURM_TIMEOUT: "2"}) == 2
+    with pytest.raises(HpcTrainError, match="HPC_TRAIN_REMOTE_SLURM_TIMEOUT='0': give whole seconds, e.g. 15"):
+        ssh.slurm_timeout({ssh.ENV_SLURM_TIMEOUT: "0"})
 
 
 @pytest.mark.parametrize("stderr, words", [
@@ -82,15 +88,60 @@ def test_sshs_failures_read_as_one_line_with_the_fix(stderr: str, words: str) ->
     assert words in message and "\n" not in message
 
 
-def test_the_version_rule_is_the_same_major_minor() -> None:
-    assert scripts.compatible("0.1.7", "0.1.0") and not scripts.compatible("0.2.0", "0.1.0")
+def test_the_version_line_says_the_protocol_and_a_build_before_protocols_has_none() -> None:
+    assert parse_version_line(version_line()) == Build(__version__, PROTOCOL, OLDEST_PROTOCOL)
+    assert parse_version_line("hpc-train 0.1.0") == Build("0.1.0", None, 0)
+    assert parse_version_line("hpc-train 0.2.dev3+gabc (protocol 4, oldest 2)") == Build("0.2.dev3+gabc", 4, 2)
+    assert parse_version_line("hpc-train 2.0 (protocol 9, oldest 5, jobs 3)") == Build("2.0", 9, 5)  # says more
+    assert parse_version_line("ModuleNotFoundError: No module named 'yaml'") is None
+    assert parse_version_line("hpc-train is not a command here") is None
     remote = Remote("c", "h", "/w")
-    assert scripts.version_problem(remote, "0.1.3", "0.1.0") is None
-    assert "is newer than this one (0.1.0)" in (scripts.version_problem(remote, "0.2.0", "0.1.0") or "")
+    assert scripts.build_problem(remote, "hpc-train 0.1.0") is None
     assert "does not start after --setup: ModuleNotFoundError" in (
-        scripts.version_problem(remote, "ModuleNotFoundError: x", "0.1.0") or "")
-    assert scripts.parse_probe("workdir=ok\nsetup=ok\nversion=hpc-train 0.1.2\n").version == "0.1.2"
+        scripts.build_problem(remote, "ModuleNotFoundError: x") or "")
+    assert "hpc-train not found on h after --setup" in (scripts.build_problem(remote, None) or "")
+    assert scripts.parse_probe("workdir=ok\nsetup=ok\nversion=hpc-train 0.1.2\n").version == "hpc-train 0.1.2"
     assert scripts.parse_probe("workdir=ok\nsetup=ok\nversion=\n").version is None
+
+
+def test_the_older_side_is_named_with_its_upgrade_in_one_line() -> None:
+    remote = Remote("c", "login", "/w", "source ~/venvs/hpc/bin/activate;")
+    here = Build("0.1.dev9+g1", 1, 1)
+    old = protocol_problem(remote, Build("0.1.0", None), here, "submit", {ssh.ENV_CONFIG: "/my config"}) or ""
+    assert old == ("hpc-train 0.1.0 on login is older than this one (0.1.dev9+g1): it speaks no protocol, submit "
+                   "--remote needs protocol 1; upgrade it there: ssh -F '/my config' login 'source "
+                   "~/venvs/hpc/bin/activate && pip install --upgrade hpc-train'")
+    assert protocol_problem(remote, Build("0.1.0", None), here, "status", {}) is None  # status needs none
+    assert protocol_problem(Remote("c", "login", "/w"), Build("0.1.0", 0), here, "submit", {}).endswith(
+        "protocol 0, submit --remote needs protocol 1; upgrade it there: ssh login 'pip install --upgrade hpc-train'")
+    newer = protocol_problem(remote, Build("0.9", 7, 3), here, "status", {}) or ""
+    assert newer == ("this hpc-train (0.1.dev9+g1, protocol 1) is older than hpc-train 0.9 on login, which serves "
+                     "protocol 3 and newer; upgrade it here: pip install --upgrade hpc-train")
+    assert protocol_problem(remote, Build("0.9", 7, 1), here, "submit", {}) is None
+
+
+@pytest.mark.parametrize("sinfo, key", [
+    ("exec sleep 30", "slurm_silent=sinfo -h -o %P"),  # a Slurm that retries: named, within the bound
+    ("echo 'Unable to contact slurm controller' >&2; exit 1", "slurm_failed=slurm 22.05.8: Unable to contact"),
+    ("echo p1", "slurm=slurm 22.05.8"),
+])
+def test_the_probe_bounds_each_slurm_call_through_a_real_shell(sinfo: str, key: str, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "b"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'slurm 22.05.8' && exit 0\n{sinfo}\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    remote = Remote("c", "h", str(tmp_path / "it's $(touch pwned) w"), f"export PATH={bin_dir}:$PATH")
+    started = time.monotonic()
+    said = subprocess.run(["sh", "-c", scripts.probe_script(remote, slurm_seconds=1)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=20).stdout
+    assert time.monotonic() - started < 6 and key in said, said
+    probe = scripts.parse_probe(said)
+    assert probe.workdir == "ok" and probe.setup_ok and not list(tmp_path.rglob("pwned"))
+    ok, line = scripts.slurm_line(remote, probe, 1)
+    assert ok == key.startswith("slurm=")
+    if "silent" in key:
+        assert line == ("Slurm: `sinfo -h -o %P` did not answer within 1 s on h after --setup (ssh is fine); check "
+                        "SLURM_CONF and that slurmctld answers there")
 
 
 def test_the_verb_script_keeps_hostile_values_whole_through_a_real_shell(tmp_path: Path) -> None:
@@ -116,6 +167,8 @@ def test_a_forwarded_verb_drops_the_options_of_this_side_only() -> None:
     assert forwarded(options, "submit", ["python", "--remote", "x"], SUBMIT_OPTIONS_HERE) == [
         "submit", "--nodes", "1", "--name", "--remote-ish", "--", "python", "--remote", "x"]
     assert without(["status", "--rem=c", "12"], {"--remote": True}) == ["status", "12"]
+    slurms = ["--after", "12", "--sbatch", "mail-user=a@b.c", "--sbatch=exclude=n1", "--dependency", "singleton"]
+    assert forwarded(["submit", "--remote", "c", *slurms], "submit", None, SUBMIT_OPTIONS_HERE) == ["submit", *slurms]
     assert without(["status", "--re", "12"], {"--remote": True}) == ["status", "--re", "12"]
 
 
@@ -143,14 +196,15 @@ def test_a_snapshot_push_makes_its_folder_with_mkdir_not_rsync_mkpath(tmp_path: 
     from hpc_train.remote import transfer
 
     calls: list[object] = []
-    monkeypatch.setattr(transfer, "connect", lambda remote, environ: None)
+    monkeypatch.setattr(transfer, "connect", lambda remote, environ, verb: calls.append(verb))
     monkeypatch.setattr(transfer, "ask", lambda remote, script, environ: calls.append(script) or
                         subprocess.CompletedProcess([], 0, "", ""))
     monkeypatch.setattr(transfer.subprocess, "run", lambda argv, **kw: calls.append(argv) or
                         subprocess.CompletedProcess(argv, 0, "", ""))
     there = transfer.push_snapshot(Remote("r", "host", "~/my work"), tmp_path, "d1g", {})
-    assert calls[0] == "mkdir -p -- \"$HOME\"/'my work/runs/snapshots/d1g'" and there.endswith("snapshots/d1g")
-    assert calls[1][0] == "rsync" and not any(str(arg).startswith("--mkpath") for arg in calls[1])
+    assert calls[0] == "submit"  # checked: the remote's hpc-train can submit it, before anything is copied
+    assert calls[1] == "mkdir -p -- \"$HOME\"/'my work/runs/snapshots/d1g'" and there.endswith("snapshots/d1g")
+    assert calls[2][0] == "rsync" and not any(str(arg).startswith("--mkpath") for arg in calls[2])
     monkeypatch.undo()  # a real shell makes a hostile path
     made = tmp_path / "a b" / "c"
     subprocess.run(["sh", "-c", scripts.mkdir_script(str(made))], check=True)

@@ -7,6 +7,8 @@ from pathlib import Path
 from hpc_train.runs import attempts
 from hpc_train.runs.state import read_state, write_state
 
+RETRIED = {"action": "retried", "attempt": 1, "cause": "node2 task 1: Killed", "after": "node2 task 1 was killed"}
+
 
 def test_notes_are_read_by_rank_and_cleared(tmp_path: Path) -> None:
     attempts.note_failure(tmp_path, "lost_peer", "lost contact", ("node2",), {"SLURM_PROCID": "1",
@@ -62,3 +64,57 @@ def test_a_retried_run_training_again_counts_what_its_failure_cost(tmp_path: Pat
     [entry] = history(tmp_path)
     assert cost["count"] == 1 and 29 <= cost["seconds_lost"] == entry["seconds_lost"] < 60
     assert count_failure_cost(tmp_path) == cost  # counted once: a later epoch does not add to it
+
+
+def test_each_attempts_end_is_recorded_and_outlives_the_chiefs_states(tmp_path: Path) -> None:
+    attempts.record(tmp_path, RETRIED)
+    attempts.record_end(tmp_path, 1, "n[1-2]", 1000.0, 0, goes_on=True)  # retried: the job goes on
+    write_state(tmp_path, "running", global_step=5)  # the next attempt's chief
+    attempts.record_end(tmp_path, 2, "n[3-4]", 2000.0, 0, goes_on=False)
+    state = read_state(tmp_path)
+    assert state["state"] == "running" and state["attempts"] == [RETRIED]
+    assert [(end["attempt"], end["nodes"], end["started"], end["exit"], end["goes_on"])
+            for end in attempts.ended_attempts(state)] == [(1, "n[1-2]", 1000.0, 0, True), (2, "n[3-4]", 2000.0, 0, False)]
+    assert all(end["ended"] >= end["started"] for end in attempts.ended_attempts(state))
+
+
+def test_a_users_command_that_succeeded_has_finished_a_trainers_own_state_stands(tmp_path: Path) -> None:
+    attempts.record_end(tmp_path / "command", 1, "n1", 1000.0, 0, goes_on=False, finished=True)
+    assert read_state(tmp_path / "command")["state"] == "finished"
+    write_state(tmp_path / "pruned", "pruned", epoch=2)
+    attempts.record_end(tmp_path / "pruned", 1, "n1", 1000.0, 0, goes_on=False, finished=True)
+    assert read_state(tmp_path / "pruned")["state"] == "pruned"
+    attempts.record_end(tmp_path / "trainer", 1, "n1", 1000.0, 0, goes_on=False)
+    assert "state" not in read_state(tmp_path / "trainer")
+
+
+def test_a_record_that_cannot_be_written_is_no_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    attempts.record_end(tmp_path / "file", 1, "n1", 1000.0, 1, goes_on=False)  # a folder that is a file
+
+
+def ended(attempt: int, nodes: str, started: float, seconds: float, code: int, goes_on: bool = False) -> dict:
+    return {"attempt": attempt, "nodes": nodes, "started": started, "ended": started + seconds, "exit": code,
+            "goes_on": goes_on}
+
+
+def test_how_a_job_ended_its_time_and_nodes_come_from_its_attempts() -> None:
+    retried = {"attempts": [RETRIED], "attempt": {"number": 2, "nodes": "n[3-4]", "started": 2000.0},
+               "ended": [ended(1, "n[1-2]", 1000.0, 30, 0, goes_on=True), ended(2, "n[3-4]", 2000.0, 35.5, 0)]}
+    assert attempts.how_it_ended(retried) == ("COMPLETED", "0")
+    assert attempts.seconds_run(retried) == 65.5 and attempts.last_nodes(retried) == "n[3-4]"
+    assert attempts.current_attempt(retried) == 2
+    failed = {"attempts": [{**RETRIED, "action": "failed"}], "ended": [ended(1, "n1", 1000.0, 5, 3)]}
+    assert attempts.how_it_ended(failed) == ("FAILED", "3")
+    assert attempts.how_it_ended({"ended": [ended(1, "n1", 1000.0, 5, 0, goes_on=True)]}) == ("REQUEUED", "0")
+    # A folder from before the body recorded ends: the trainer's finished, from the attempt's start to then.
+    old = {"state": "finished", "time": 1065.0, "attempt": {"number": 1, "nodes": "pnode[1-2]", "started": 1000.0}}
+    assert attempts.how_it_ended(old) == ("COMPLETED", "0")
+    assert (attempts.seconds_run(old), attempts.last_nodes(old), attempts.current_attempt(old)) == (65.0,
+                                                                                                   "pnode[1-2]", 1)
+    # A newer attempt started and its end was never recorded (its body killed): the folder does not know.
+    lost = {"state": "running", "attempt": {"number": 2, "nodes": "n2", "started": 2000.0},
+            "ended": [ended(1, "n1", 1000.0, 10, 0, goes_on=True)]}
+    assert attempts.how_it_ended(lost) is None and attempts.last_nodes(lost) == "n2"
+    assert attempts.seconds_run(lost) == 10.0
+    assert attempts.how_it_ended({}) is None and attempts.seconds_run({}) is None and attempts.last_nodes({}) == ""

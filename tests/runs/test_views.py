@@ -10,6 +10,8 @@ import pytest
 from hpc_train.runs import views
 from hpc_train.runs.folders import JobRecord, element_records
 from hpc_train.runs.views import RunFiles, SlurmView
+from hpc_train.slurm.follow import job_state, job_states
+from tests.fake_slurm import FakeSlurm, Reply
 
 RETRIED = {"action": "retried", "attempt": 1, "after": "node2 task 1 was killed", "excluded": ["node2"]}
 
@@ -172,3 +174,67 @@ def test_the_demo_ends_with_the_jobs_state_and_what_it_trained() -> None:
                      "  model:   runs/mnist-9/model.keras", "  metrics: runs/mnist-9/metrics.json"]
     assert views.demo_lines("9", "FAILED", "", Path("x.out"), 1.0, None, {}) == [
         "\nhpc-train demo: job 9 failed (exit ?) after 1 s", "  log:     x.out"]
+
+
+def forgetful_slurm(folder: Path) -> FakeSlurm:
+    """Slurm once it has forgotten a job (MinJobAge), with no accounting: scontrol and squeue know nothing of it."""
+    return FakeSlurm(folder, {"scontrol": Reply(stderr="slurm_load_jobs error: Invalid job id specified\n", code=1),
+                              "squeue": "", "sacct": Reply(stderr="sacct: error: accounting storage is disabled\n",
+                                                           code=1)})
+
+
+def test_a_job_slurm_forgot_is_shown_as_its_run_folder_says(tmp_path: Path) -> None:
+    # The demo's state.json as it was: the trainer finished; the prologue recorded the attempt's start and nodes.
+    folder = tmp_path / "runs" / "mnist-1"
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text(json.dumps({"state": "finished", "time": 1065.0, "attempt": {
+        "number": 1, "nodes": "pnode[1-2]", "started": 1000.0}}))
+    run = views.read_run(folder)
+    slurm = forgetful_slurm(tmp_path / "fake").client()
+    assert job_state("1", slurm) == ("UNKNOWN", "") and job_states(["1"], slurm) == {"1": "UNKNOWN"}
+    assert views.known_state("UNKNOWN", run) == "COMPLETED (from the run folder)"
+    assert views.known_state("RUNNING", run) == "RUNNING"  # where Slurm knows the job, its word wins
+    record = job(job_id="1", folder=str(folder))
+    assert views.job_lines(record, views.folder_view(run), run, None, 3) == [
+        "job 1 (mnist): completed, exit 0 [from the run folder: Slurm no longer knows the job]",
+        "  nodes:   pnode[1-2] (4 tasks, multiworker)",
+        "  runs:    hpc-train train",
+        "  elapsed: 00:01:05 (1 attempt)",
+        "  last:    no progress yet",
+        f"  folder:  {folder}"]
+    assert views.list_lines([record], {"1": "UNKNOWN"}, {"1": run})[1].split()[2:6] == [
+        "completed", "(from", "the", "run"]
+
+
+def test_a_retried_job_slurm_forgot_shows_its_attempts_time_last_nodes_and_end() -> None:
+    state = {"attempts": [{**RETRIED, "action": "failed", "cause": "node3 task 0: Killed"}],
+             "attempt": {"number": 2, "nodes": "node[3-4]", "started": 5000.0},
+             "ended": [{"attempt": 1, "nodes": "node[1-2]", "started": 1000.0, "ended": 1030.0, "exit": 0,
+                        "goes_on": True},
+                       {"attempt": 2, "nodes": "node[3-4]", "started": 5000.0, "ended": 91440.0, "exit": 137,
+                        "goes_on": False}]}
+    run = RunFiles(state=state, max_retries=1)
+    view = views.folder_view(run)
+    assert (view.state, view.exit_code, view.nodes, view.elapsed, view.ended) == (
+        "FAILED", "137", "node[3-4]", "1-00:01:10 (2 attempts)", True)
+    lines = views.list_lines([job()], {"17": "UNKNOWN"}, {"17": RunFiles(state={**state, "attempts": [RETRIED]})})
+    assert " failed (from the run folder, 1 retry) " in lines[1]
+
+
+def test_a_forgotten_job_whose_folder_records_no_end_stays_unknown_and_says_why() -> None:
+    run = RunFiles(state={"state": "running", "attempt": {"number": 1, "nodes": "n1", "started": 1000.0}})
+    view = views.folder_view(run)
+    assert views.job_lines(job(), view, run, None, 3)[:2] == [
+        "job 17 (mnist): unknown [Slurm no longer knows the job, and its run folder records no end]",
+        "  nodes:   n1 (4 tasks, multiworker)"]
+    assert view.elapsed == "? (1 attempt)" and views.known_state("UNKNOWN", run) == "UNKNOWN"
+    here = views.folder_view(RunFiles(state={"state": "finished", "time": 10.0}), local=True)  # submit --local
+    assert (here.state, here.source) == ("COMPLETED", "from the run folder: run here, not under Slurm")
+
+
+def test_a_sweeps_element_slurm_forgot_shows_its_folders_state() -> None:
+    record = sweep([{"seed": 1}, {"seed": 2}])
+    runs = [RunFiles(state={"state": "finished", "time": 10.0}), RunFiles()]
+    lines = views.sweep_lines(record, runs, {0: "UNKNOWN", 1: "UNKNOWN"})
+    assert lines[0] == "sweep 42 (sw): 2 elements: 1 completed (from the run folder), 1 unknown"
+    assert lines[2].split()[:6] == ["0", "1", "completed", "(from", "the", "run"]

@@ -47,7 +47,11 @@ class FakeMlflow:
 
     def get_run(self, run_id: str) -> Any:
         run = self.runs[run_id]
-        return SimpleNamespace(data=SimpleNamespace(params=run.params, metrics=run.metrics))
+        return SimpleNamespace(info=SimpleNamespace(status=run.status),
+                               data=SimpleNamespace(params=run.params, metrics=run.metrics, tags=dict(run.tags)))
+
+    def list_artifacts(self, run_id: str) -> list[Any]:
+        return [SimpleNamespace(path=path.rsplit("/", 1)[-1]) for path in self.runs[run_id].artifacts]
 
     def get_metric_history(self, run_id: str, key: str) -> list[Any]:
         return [SimpleNamespace(step=step) for step, _ in self.runs[run_id].metrics.get(key, [])]

@@ -1,0 +1,65 @@
+"""A job YAML's `job:` section: options of the job request that render and submit read beside the training
+settings (a flag given on the command line wins), each checked in one line. `hpc-train train` refuses the section
+(config.py: JOB_KEY)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hpc_train.config import JOB_KEY, ConfigError, read_yaml
+from hpc_train.login.sbatchoptions import after_problem, dependency_problem, option_problem
+
+JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterogeneous job (--ps-partition)",
+               "ps_nodes": "the nodes the chief and ps share, with ps_partition (--ps-nodes, default 1)",
+               "after": "start when that job ends, whatever its end (--after JOBID)",
+               "dependency": "when the job may start, in Slurm's syntax (--dependency SPEC)",
+               "sbatch": "sbatch's options without a flag of their own, OPTION: VALUE (a flag: true) (--sbatch)"}
+
+
+def read_job_section(path: str | Path | None) -> dict[str, Any]:
+    """The YAML file's `job:` section, checked: {} when there is none; one line for an unknown key or a value
+    of the wrong kind. `after` comes back as text, `sbatch` as --sbatch's words (OPTION=VALUE, or OPTION)."""
+    section = {} if path is None else read_yaml(Path(path)).get(JOB_KEY) or {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{path}: 'job:' must be a mapping of {', '.join(JOB_SECTION)}")
+    for key in section:
+        if key not in JOB_SECTION:
+            raise ConfigError(f"{path}: job: {key!r} is not a job option; known: {', '.join(JOB_SECTION)}")
+    partition, nodes = section.get("ps_partition"), section.get("ps_nodes")
+    if partition is not None and (not isinstance(partition, str) or not partition.strip()):
+        raise ConfigError(f"{path}: job: ps_partition {partition!r}: a partition's name, e.g. cpu")
+    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
+        raise ConfigError(f"{path}: job: ps_nodes {nodes!r}: a whole number of 1 or more")
+    return {**section, **_slurm_keys(path, section)}
+
+
+def _slurm_keys(path: str | Path | None, section: Mapping[str, Any]) -> dict[str, Any]:
+    """after, dependency and sbatch, checked as their flags are, each problem one line naming the file."""
+    found: dict[str, Any] = {}
+    after, dependency, options = section.get("after"), section.get("dependency"), section.get("sbatch")
+    if after is not None:
+        if isinstance(after, bool) or not isinstance(after, (int, str)) or after_problem(str(after)):
+            raise ConfigError(f"{path}: job: after {after!r}: a job id (1234), an array's element (1234_5), or "
+                              "several comma-separated")
+        found["after"] = str(after)
+    if dependency is not None and (not isinstance(dependency, str) or dependency_problem(dependency)):
+        raise ConfigError(f"{path}: job: dependency {dependency!r}: Slurm's syntax, e.g. afterok:1234")
+    if options is not None:
+        if not isinstance(options, Mapping):
+            raise ConfigError(f"{path}: job: sbatch: a mapping of sbatch's options, e.g. {{reservation: maint, "
+                              "contiguous: true}")
+        found["sbatch"] = [_word(path, str(name), value) for name, value in options.items() if value is not False]
+    return found
+
+
+def _word(path: str | Path | None, name: str, value: Any) -> str:
+    """One `sbatch:` entry as --sbatch's word: OPTION=VALUE, or OPTION for `true` (a flag)."""
+    if isinstance(value, (dict, list)) or value is None:
+        raise ConfigError(f"{path}: job: sbatch: {name}: {value!r}: give a value (a flag: true)")
+    text = None if value is True else str(value)
+    problem = option_problem(name, text)
+    if problem:
+        raise ConfigError(f"{path}: job: sbatch: {problem.removeprefix('--sbatch ')}")
+    return name if text is None else f"{name}={text}"

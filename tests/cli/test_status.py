@@ -1,0 +1,77 @@
+"""`status`, `list` and `report` of a job Slurm no longer knows (no accounting, forgotten after MinJobAge): its run
+folder says how it ended, its nodes, attempts and time, and the output says where that came from (issue 36, 2).
+Slurm's commands are FakeSlurm's, on PATH, as a user's shell would run them."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hpc_train.runs.folders import JobRecord
+from hpc_train.runs.metrics import write_metrics
+from tests.cli.running import run_main
+from tests.fake_slurm import FakeSlurm, Reply
+
+NO_ACCOUNTING = Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1)
+FORGOTTEN = Reply(stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+
+
+def demo_job(work: Path) -> Path:
+    """What env/demo.sh leaves: job 1 on pnode[1-2], its trainer finished after 65 s of its one attempt."""
+    folder = work / "runs" / "mnist-2node-1"
+    JobRecord("1", "mnist-2node", "runs/mnist-2node-1", 2, 2, "multiworker", 1000.0).write()
+    (folder / "state.json").write_text(json.dumps({
+        "state": "finished", "time": 1065.0, "attempt": {"number": 1, "nodes": "pnode[1-2]", "started": 1000.0},
+        "ended": [{"attempt": 1, "nodes": "pnode[1-2]", "started": 999.0, "ended": 1066.0, "exit": 0,
+                   "goes_on": False}]}))
+    write_metrics(folder, {"epochs": [{"epoch": 1, "val_accuracy": 0.95}, {"epoch": 2, "val_accuracy": 0.97}]})
+    return folder
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    for name in [name for name in os.environ if name.startswith("SLURM")]:
+        monkeypatch.delenv(name)
+    demo_job(tmp_path)
+    return tmp_path
+
+
+def slurm(work: Path, monkeypatch: pytest.MonkeyPatch, scontrol: str | Reply, squeue: str = "") -> FakeSlurm:
+    fake = FakeSlurm(work / "fake", {"scontrol": scontrol, "squeue": squeue, "sacct": NO_ACCOUNTING})
+    monkeypatch.setenv("PATH", fake.install(work / "bin")["PATH"])
+    return fake
+
+
+def test_status_list_and_report_of_a_forgotten_job_read_its_run_folder(
+        work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    slurm(work, monkeypatch, FORGOTTEN)
+    code, out, err = run_main(["status", "1"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[:2] == [
+        "job 1 (mnist-2node): completed, exit 0 [from the run folder: Slurm no longer knows the job]",
+        "  nodes:   pnode[1-2] (2 tasks, multiworker)"]
+    assert "  elapsed: 00:01:07 (1 attempt)" in out.splitlines()
+    code, out, err = run_main(["list"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[1].split()[:6] == ["1", "mnist-2node", "completed", "(from", "the", "run"]
+    assert "completed (from the run folder)  " in out
+    code, out, err = run_main(["report", "1"], capsys)
+    assert code == 0, err
+    [row] = [line for line in out.splitlines() if line.startswith("1 ")]
+    assert row.split()[1:] == ["0", "0.9700", "2", "completed", "(from", "the", "run", "folder)"]
+
+
+def test_where_slurm_still_knows_the_job_its_word_wins(work: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    slurm(work, monkeypatch, "JobId=1 JobState=CANCELLED ExitCode=0:15 RunTime=00:00:09 NodeList=node[7-8]\n",
+          squeue="1 CANCELLED\n")
+    code, out, err = run_main(["status", "1"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[:2] == ["job 1 (mnist-2node): cancelled, exit 0:15 [scontrol/squeue: no Slurm "
+                                    "accounting here]", "  nodes:   node[7-8] (2 tasks, multiworker)"]
+    assert "  elapsed: 00:00:09" in out.splitlines()
+    assert run_main(["list"], capsys)[1].splitlines()[1].split()[2] == "cancelled"
