@@ -58,6 +58,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return LocalClusterTogether(config, log)
 
 
+# The local clusters' folders (/tmp/hpc-train-slurm-tests*) and node names are the machine's, not a suite's: two
+# suites side by side (two checkouts, CI beside a developer) would cancel each other's jobs and stop each other's
+# clusters. The process that runs the first local-cluster test holds this lock until it exits (they all run in one
+# worker, in order), so a second suite's cluster tests wait for the first's to end.
+LOCAL_CLUSTER_LOCK = "/tmp/hpc-train-local-cluster-tests.lock"
+_held: list[object] = []
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _held or not on_the_local_cluster(item.nodeid):
+        return
+    import fcntl
+
+    lock = open(LOCAL_CLUSTER_LOCK, "a")  # noqa: SIM115 - held until this process exits
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"\nwaiting for another test run's local-cluster tests to end ({LOCAL_CLUSTER_LOCK})", file=sys.stderr)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    _held.append(lock)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`-m quick`: every test that neither starts TensorFlow nor submits jobs to the local cluster. A mock twin
     (the same behaviour as an end-to-end test, on hpc-train's mock launch instead of Slurm) runs only where the
