@@ -22,7 +22,7 @@ from hpc_train.login.sbatchoptions import dependency_problem, options_problem
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?|(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?)$")
-_PARTITION_NAME = re.compile(r"[^\s,]+")  # one name of Slurm's comma-separated list
+_PARTITION_NAME = re.compile(r"[^\s,](?:[^,]*[^\s,])?")  # one name of Slurm's list: no blank around its commas
 _GRES_GPUS = re.compile(r"^gpu(?::[^:,]+)?:(\d+)$")
 
 
