@@ -17,7 +17,9 @@ ABBREVIATED = 5  # argparse takes an unambiguous prefix: "--rem" and longer are 
 
 def add_remote_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remote", default=None, metavar="NAME",
-                        help="run it on a remote's login node (hpc-train remote add); default $HPC_TRAIN_REMOTE")
+                        help="run it on a remote's login node (hpc-train remote add); default $HPC_TRAIN_REMOTE, "
+                             "else where the job was submitted from here; submit: several, a,b or all, go to the "
+                             "one whose Slurm would start it first")
 
 
 def without(argv: Sequence[str], dropped: Mapping[str, bool]) -> list[str]:
@@ -53,6 +55,8 @@ def run_remote(args: argparse.Namespace, name: str, options: Sequence[str], envi
 
     names = earliest.names(name, environ) if name == earliest.ALL or "," in name else [config.find(name, environ).name]
     if len(names) > 1 and args.subcommand != "submit":
+        names = _followed(args, names, environ)
+    if len(names) > 1 and args.subcommand != "submit":
         raise HpcTrainError(f"--remote {name}: only submit chooses among several remotes; name one for "
                             f"{args.subcommand} (hpc-train {args.subcommand} follows a job submitted from here "
                             "without --remote)")
@@ -62,6 +66,14 @@ def run_remote(args: argparse.Namespace, name: str, options: Sequence[str], envi
     argv = forwarded(options, args.subcommand, None, {"--remote": True})
     follow = args.subcommand == "logs" and args.follow
     return run.forward(remote, argv, environ, tty=follow and sys.stdin.isatty() and sys.stdout.isatty())
+
+
+def _followed(args: argparse.Namespace, names: list[str], environ: Mapping[str, str]) -> list[str]:
+    """Of several remotes (HPC_TRAIN_REMOTE=a,b), the one a job id was sent to from here, when it is one of them."""
+    from hpc_train.remote.sent import where
+
+    sent_to = where(getattr(args, "job", None), environ)
+    return [sent_to] if sent_to in names else names
 
 
 def _submit(args: argparse.Namespace, names: Sequence[str], options: Sequence[str],

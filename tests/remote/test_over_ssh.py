@@ -263,6 +263,8 @@ def test_submit_to_the_earliest_of_several_clusters_then_follow_the_job_there(
         followed = hpc_train(env, verb, "2222", cwd=here)
         assert json.loads(followed.stdout) == [[verb, "2222"], "b"], followed.stderr
     assert json.loads(hpc_train(env, "status", "2222", "--remote", "a", cwd=here).stdout) == [["status", "2222"], "a"]
+    among = hpc_train({**env, "HPC_TRAIN_REMOTE": "a,b"}, "logs", "2222_1", cwd=here)  # of several: where it went
+    assert json.loads(among.stdout) == [["logs", "2222_1"], "b"], among.stderr
     (tmp_path / "work-b" / "runs" / "t-2222").mkdir(parents=True)
     pulled = hpc_train(env, "pull", "2222", cwd=here)
     assert pulled.returncode == 0 and (here / "runs" / "t-2222").is_dir(), pulled.stderr
