@@ -91,8 +91,9 @@ def _submit(args: argparse.Namespace, names: Sequence[str], options: Sequence[st
         raise HpcTrainError("--local with --remote: --local runs the job here; drop one of them")
     if getattr(args, "output_dir", None) is not None:  # the snapshot goes to ./runs here and there
         raise HpcTrainError("--output-dir with --remote: the remote's runs folder is its workdir's runs; drop it")
-    remote = config.find(names[0], environ) if len(names) == 1 else _earliest(args, names, environ)
-    verb = "submit --partition A,B" if "," in (args.partition or "") else "submit"
+    listed = any("," in (value or "") for value in (args.partition, getattr(args, "ps_partition", None)))
+    verb = "submit --partition A,B" if listed else "submit"  # a partition list: a login node of protocol 2
+    remote = config.find(names[0], environ) if len(names) == 1 else _earliest(args, names, verb, environ)
     rest = forwarded(options, "submit", args.command, SUBMIT_OPTIONS_HERE)
     if getattr(args, "no_snapshot", False):  # the job runs the code already in the workdir
         code, said = run.forward_submit(remote, ["submit", "--no-snapshot", *rest[1:]], environ, verb=verb)
@@ -108,7 +109,7 @@ def _submit(args: argparse.Namespace, names: Sequence[str], options: Sequence[st
     return code
 
 
-def _earliest(args: argparse.Namespace, names: Sequence[str], environ: Mapping[str, str]) -> Remote:
+def _earliest(args: argparse.Namespace, names: Sequence[str], verb: str, environ: Mapping[str, str]) -> Remote:
     """The remote whose Slurm would start this very request first (sbatch --test-only on each, at once); every
     one's estimate on one stderr line, each skipped one's reason on a line of its own."""
     import sys
@@ -122,7 +123,7 @@ def _earliest(args: argparse.Namespace, names: Sequence[str], environ: Mapping[s
     remotes = [config.find(name, environ) for name in names]
     spec = job_request(args)[0]
     seconds = connect_timeout(environ) + slurm_timeout(environ)
-    estimates = earliest.estimate_all(remotes, test_only_options(spec), environ, seconds)
+    estimates = earliest.estimate_all(remotes, test_only_options(spec), environ, seconds, verb)
     chosen = earliest.choose(estimates)
     if chosen is None:
         raise HpcTrainError(earliest.nothing_line(estimates, seconds))

@@ -96,11 +96,12 @@ def nothing_line(estimates: Sequence[Estimate], seconds: int) -> str:
 
 
 def estimate_all(remotes: Sequence[Remote], options: Sequence[str], environ: Mapping[str, str],
-                 seconds: int) -> list[Estimate]:
+                 seconds: int, verb: str = "submit") -> list[Estimate]:
     """Ask every remote at once; each that has not answered `seconds` after the start is skipped as silent (its
-    thread is left to end on its own bounds: ssh's connect timeout, and `timeout` around sbatch there)."""
+    thread is left to end on its own bounds: ssh's connect timeout, and `timeout` around sbatch there); one whose
+    hpc-train cannot serve `verb` (its protocol) is skipped with that reason."""
     answers: dict[str, Estimate] = {}
-    threads = [threading.Thread(target=_ask_one, args=(remote, options, environ, seconds, answers), daemon=True)
+    threads = [threading.Thread(target=_ask_one, args=(remote, options, environ, seconds, verb, answers), daemon=True)
                for remote in remotes]
     deadline = time.monotonic() + seconds
     for thread in threads:
@@ -110,14 +111,14 @@ def estimate_all(remotes: Sequence[Remote], options: Sequence[str], environ: Map
     return [answers.get(remote.name) or Estimate(remote.name, skipped="silent", silent=True) for remote in remotes]
 
 
-def _ask_one(remote: Remote, options: Sequence[str], environ: Mapping[str, str], seconds: int,
+def _ask_one(remote: Remote, options: Sequence[str], environ: Mapping[str, str], seconds: int, verb: str,
              answers: dict[str, Estimate]) -> None:
     from hpc_train.remote.run import connect
     from hpc_train.remote.sshslurm import slurm_there
     from hpc_train.slurm.transport import TIMED_OUT
 
     try:
-        connect(remote, environ, "submit")
+        connect(remote, environ, verb)
         result = slurm_there(remote, environ).test_only(options, timeout=seconds)
     except HpcTrainError as error:
         answers[remote.name] = Estimate(remote.name, skipped=str(error))

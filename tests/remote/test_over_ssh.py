@@ -215,7 +215,7 @@ def test_submit_copies_the_snapshot_and_submits_from_its_copy_there(sshd: SshSer
     assert (work / "runs" / "snapshots" / "d1g35t" / "snapshot.json").is_file()
 
 
-def a_cluster(tmp_path: Path, name: str, start: str, job: str) -> str:
+def a_cluster(tmp_path: Path, name: str, start: str, job: str, version: str = version_line()) -> str:
     """A remote's --setup for a stand-in cluster `name`: its sbatch --test-only says `start` (or, for "silent",
     sleeps; for "refuses", refuses), its hpc-train submits job `job` (recorded in submitted.txt) and answers other
     verbs with [argv, name] as JSON."""
@@ -225,16 +225,17 @@ def a_cluster(tmp_path: Path, name: str, start: str, job: str) -> str:
                          "exit 1"}.get(start, f"echo 'sbatch: Job 9 to start at {start} using 1 processors on nodes "
                                               "node1 in partition debug' >&2")
     fake_commands(folder, sbatch=f'[ "$1" = --test-only ] || exit 3\n{answer}\n', **{"hpc-train": (
-        f"exec {sys.executable} -c {shlex.quote(_STAND_IN)} {shlex.quote(name)} {job} {folder} \"$@\"\n")})
+        f"exec {sys.executable} -c {shlex.quote(stand_in(version))} {shlex.quote(name)} {job} {folder} \"$@\"\n")})
     return f"export PATH={folder}:$PATH"
 
 
-_STAND_IN = (f"import json, sys\nname, job, folder, *argv = sys.argv[1:]\n"
-             f"if argv == ['--version']: print({version_line()!r})\n"
-             "elif argv[:1] == ['submit']:\n"
-             "    open(folder + '/submitted.txt', 'a').write(json.dumps(argv) + '\\n')\n"
-             "    print(job); print('hpc-train submit: job ' + job + ' on ' + name, file=sys.stderr)\n"
-             "else: print(json.dumps([argv, name]))\n")
+def stand_in(version: str) -> str:
+    return (f"import json, sys\nname, job, folder, *argv = sys.argv[1:]\n"
+            f"if argv == ['--version']: print({version!r})\n"
+            "elif argv[:1] == ['submit']:\n"
+            "    open(folder + '/submitted.txt', 'a').write(json.dumps(argv) + '\\n')\n"
+            "    print(job); print('hpc-train submit: job ' + job + ' on ' + name, file=sys.stderr)\n"
+            "else: print(json.dumps([argv, name]))\n")
 
 
 def test_submit_to_the_earliest_of_several_clusters_then_follow_the_job_there(
@@ -295,3 +296,18 @@ def test_a_remote_list_naming_an_unknown_remote_is_one_line(argv: list[str], wor
     add(laptop, "d", GOOD, tmp_path / "work-d", "")
     add(laptop, "e", GOOD, tmp_path / "work-e", "")
     one_line_error(hpc_train(laptop, *argv, cwd=tmp_path), words)
+
+
+def test_a_login_node_too_old_for_a_partition_list_is_skipped_with_its_reason(
+        sshd: SshServer, laptop: dict[str, str], tmp_path: Path) -> None:
+    """Protocol 2 (issue 37): a login node of protocol 1 would take `--partition a,b` for one unknown partition."""
+    add(laptop, "old", GOOD, tmp_path / "work-old", a_cluster(tmp_path, "old", "2026-11-26T01:00:00", "5555",
+                                                              "hpc-train 0.2 (protocol 1, oldest 1)"))
+    add(laptop, "new", GOOD, tmp_path / "work-new", a_cluster(tmp_path, "new", "2026-11-26T09:00:00", "6666"))
+    result = hpc_train(laptop, "submit", "--remote", "all", "--nodes", "1", "--partition", "x,y", "--no-snapshot",
+                       cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == "6666\n", result.stderr
+    skipped, line, _ = result.stderr.splitlines()
+    assert skipped.startswith("hpc-train submit: remote old skipped: hpc-train 0.2 on login is older than this one")
+    assert "submit --partition A,B --remote needs protocol 2" in skipped
+    assert line == "hpc-train: earliest start: new 2026-11-26T09:00 (chosen), old skipped"
