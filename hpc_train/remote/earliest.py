@@ -120,7 +120,7 @@ def _ask_one(remote: Remote, options: Sequence[str], environ: Mapping[str, str],
     try:
         connect(remote, environ, verb)
         result = slurm_there(remote, environ).test_only(options, timeout=seconds)
-    except HpcTrainError as error:
+    except (HpcTrainError, OSError) as error:  # (OSError: the control folder here, say; never a traceback)
         answers[remote.name] = Estimate(remote.name, skipped=str(error))
         return
     if result.returncode == TIMED_OUT:
