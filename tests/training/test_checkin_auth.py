@@ -45,7 +45,8 @@ def test_a_truncated_or_altered_answer_proves_nothing() -> None:
     name, nonce, proof = line.decode().rstrip("\n").split("\t")
     other_digit = "1" if proof.endswith("0") else "0"  # a different last digit, whatever the proof ends with
     for altered in (f"worker 2\t{nonce}\t{proof}", f"{name}\t{nonce}\t{proof[:-1]}{other_digit}",
-                    f"{name}\t{nonce[:-2]}\t{proof}", f"{name}\t{nonce}\t{proof}\textra", "", "\t\t", "\xff\xfe garbage"):
+                    f"{name}\t{nonce[:-2]}\t{proof}", f"{name}\t{nonce}\t{proof}\textra", "", "\t\t",
+                    "\xff\xfe garbage"):
         assert auth.read_answer(SECRET, chief_nonce, altered.encode()) is None, altered
 
 
