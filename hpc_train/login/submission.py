@@ -275,6 +275,48 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     return record
 
 
+def submit_pack(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
+                runs: Path = RUNS, command: Sequence[str] | None = None, code: JobCode | None = None) -> JobRecord:
+    """Submit a packed sweep: ONE job (one sbatch) whose body runs the trials as steps (injob/pack); its record,
+    and one per trial (runs/NAME-JOBID_I/), written while the job is held, its batch log in its own folder."""
+    if shutil.which("sbatch") is None:
+        raise HpcTrainError("no Slurm here (sbatch not found): a packed sweep runs as one Slurm job; start a local "
+                            "cluster with hpc-train cluster up")
+    from hpc_train.login.preflight import check_request
+    from hpc_train.login.script import render_script
+    from hpc_train.slurm.client import SlurmClient
+
+    check_request(spec, os.environ)
+    runs.mkdir(parents=True, exist_ok=True)
+    text = render_script(spec, train, home, runs_dir=str(runs.absolute()), command=command, sweep=sweep,
+                         max_parallel=max_parallel, batch_log=str(runs.absolute() / "%x-%j" / "slurm-%x-%j.out"),
+                         code=code)
+    script = runs / f".{spec.name}-pack-{os.getpid()}.sbatch"
+    script.write_text(text)
+    slurm = SlurmClient.local(os.environ)
+    try:
+        job_id = slurm.submit_script(str(script), options=("--hold",))
+    finally:
+        script.unlink()
+    record = JobRecord(job_id, spec.name, str(run_folder(runs, spec.name, job_id)), spec.nodes, spec.num_tasks,
+                       spec.strategy, time.time(), list(command) if command else None, sweep=job_id,
+                       elements=[dict(values) for values in sweep.elements], pack=spec.pack and spec.pack.as_json())
+    try:
+        record.write()
+        share = spec.share
+        for element in element_records(record):
+            replace(element, tasks=share.nodes * share.tasks if share else element.tasks,
+                    nodes=share.nodes if share else element.nodes).write()
+        for folder in [record.folder, *(element.folder for element in element_records(record))]:
+            write_provenance(Path(folder), *provenance(code))
+    finally:
+        refused = None if spec.hold else slurm.release(job_id)
+    if refused:
+        raise HpcTrainError(f"packed sweep {job_id} was submitted held and scontrol release {job_id} failed "
+                            f"({refused}); release it with: scontrol release {job_id}")
+    return record
+
+
 def check_local_gpus(spec: JobRequest) -> None:
     """--local: more GPUs than this machine has, refused in one line before a snapshot or a run folder is stored
     (the launcher would refuse it too, once the job had started)."""
