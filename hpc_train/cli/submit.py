@@ -206,16 +206,15 @@ def _submit_pack(args: argparse.Namespace, spec: JobRequest, train: TrainConfig,
     import sys
 
     from hpc_train.login import submission as submit
-    from hpc_train.login.packscript import pack_summary
-    from hpc_train.login.script import render_script
+    from hpc_train.login.packscript import pack_summary, render_pack
     from hpc_train.login.sweep import table
 
     shown = "\n".join([f"hpc-train submit: {pack_summary(spec, sweep, args.max_parallel)}:",
                        *(f"  {row}" for row in table(sweep))])
     if args.dry_run:
         print(shown)
-        print(render_script(spec, train, home, runs_dir=str(runs.absolute()), command=args.command, sweep=sweep,
-                            max_parallel=args.max_parallel, code=code), end="")
+        print(render_pack(spec, train, home, sweep, runs_dir=str(runs.absolute()), command=args.command,
+                          max_parallel=args.max_parallel, code=code), end="")
         return 0
     record = submit.submit_pack(spec, train, sweep, args.max_parallel, home, runs, args.command, code)
     print(shown, file=sys.stderr)

@@ -13,14 +13,35 @@ from typing import Any
 from hpc_train.config import TrainConfig
 from hpc_train.login.packing import job_tasks_per_node, shares_in
 from hpc_train.login.request import JobRequest
+from hpc_train.login.script import code_lines, config_lines, directive_lines, job_config, search_spec
+from hpc_train.login.snapshot import JobCode
 from hpc_train.login.sweep import Sweep
+
+
+def render_pack(spec: JobRequest, train: TrainConfig, home: str, sweep: Sweep, runs_dir: str = "runs",
+                command: Sequence[str] | None = None, max_parallel: int | None = None, batch_log: str | None = None,
+                program: str = "hpc-train", code: JobCode | None = None) -> str:
+    """The packed sweep's whole script, from templates/job.sbatch as every rendered job's: one job, no array, its
+    body `hpc-train pack`; Slurm's warning to the batch shell (B:), which passes it on to every trial's step."""
+    import shlex
+    from string import Template
+
+    from hpc_train.resources import resource
+
+    config = job_config(spec, train)
+    first = {**pack_directives(spec), **({"output": batch_log} if batch_log else {}),
+             **({"signal": f"B:USR1@{spec.signal_seconds}"} if spec.signal_seconds else {})}
+    return Template(resource("templates/job.sbatch").read_text()).substitute(
+        summary=f"{pack_summary(spec, sweep, max_parallel)}, {spec.strategy}",
+        directives="\n".join(directive_lines(spec, first)), home=shlex.quote(home), runs_dir=shlex.quote(runs_dir),
+        run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"',
+        config_block=pack_block(spec, config, sweep, command, max_parallel),
+        job_line="\n".join([*code_lines(code), f'exec {program} pack --run-dir "$run_dir"']))
 
 
 def pack_plan(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,
               max_parallel: int | None) -> dict[str, Any]:
     """pack.json: what the job body needs to run every trial (runs/packed.py names it)."""
-    from hpc_train.login.script import search_spec
-
     share = spec.share
     assert share is not None and spec.pack is not None
     study = sweep.search is not None or config.prune != "none"
@@ -42,7 +63,6 @@ def pack_directives(spec: JobRequest) -> dict[str, str | int | bool]:
 def pack_block(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,
                max_parallel: int | None) -> str:
     """The script's lines that write config.yaml and pack.json into the sweep's folder."""
-    from hpc_train.login.script import config_lines
     from hpc_train.runs.packed import PLAN
 
     plan = json.dumps(pack_plan(spec, config, sweep, command, max_parallel), indent=1)

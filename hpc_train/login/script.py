@@ -91,9 +91,6 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
     `hpc-train`, or `PYTHON -m hpc_train` for submit's own Python (a container's ranks use the image's). `code`:
     the snapshot the job runs in (code_lines)."""
     config = job_config(spec, train)
-    if spec.pack is not None and sweep is not None:
-        return _render_pack(spec, config, home, runs_dir, template, command, sweep, max_parallel, batch_log,
-                            program, code)
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
                                       "output": "slurm-%x-%A_%a.out"}
     array |= {"output": batch_log} if batch_log else {}
@@ -115,24 +112,6 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
             if sweep is None or not command else '"${element_command[@]}"'),
             output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
     )
-
-
-def _render_pack(spec: JobRequest, config: TrainConfig, home: str, runs_dir: str, template: Path | None,
-                 command: Sequence[str] | None, sweep: Sweep, max_parallel: int | None, batch_log: str | None,
-                 program: str, code: JobCode | None) -> str:
-    """A packed sweep's script (login/packscript.py): one job, no array, its body `hpc-train pack`; Slurm's
-    warning to the batch shell (B:), which passes it on to every trial's step."""
-    from hpc_train.login.packscript import pack_block, pack_directives, pack_summary
-    from hpc_train.resources import resource
-
-    first = {**pack_directives(spec), **({"output": batch_log} if batch_log else {}),
-             **({"signal": f"B:USR1@{spec.signal_seconds}"} if spec.signal_seconds else {})}
-    return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
-        summary=f"{pack_summary(spec, sweep, max_parallel)}, {spec.strategy}",
-        directives="\n".join(directive_lines(spec, first)), home=shlex.quote(home), runs_dir=shlex.quote(runs_dir),
-        run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"',
-        config_block=pack_block(spec, config, sweep, command, max_parallel),
-        job_line="\n".join([*code_lines(code), f'exec {program} pack --run-dir "$run_dir"']))
 
 
 def code_lines(code: JobCode | None) -> list[str]:

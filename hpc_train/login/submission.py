@@ -282,15 +282,15 @@ def submit_pack(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): a packed sweep runs as one Slurm job; start a local "
                             "cluster with hpc-train cluster up")
+    from hpc_train.login.packscript import render_pack
     from hpc_train.login.preflight import check_request
-    from hpc_train.login.script import render_script
     from hpc_train.slurm.client import SlurmClient
 
     check_request(spec, os.environ)
     runs.mkdir(parents=True, exist_ok=True)
-    text = render_script(spec, train, home, runs_dir=str(runs.absolute()), command=command, sweep=sweep,
-                         max_parallel=max_parallel, batch_log=str(runs.absolute() / "%x-%j" / "slurm-%x-%j.out"),
-                         code=code)
+    text = render_pack(spec, train, home, sweep, runs_dir=str(runs.absolute()), command=command,
+                       max_parallel=max_parallel, batch_log=str(runs.absolute() / "%x-%j" / "slurm-%x-%j.out"),
+                       code=code)
     script = runs / f".{spec.name}-pack-{os.getpid()}.sbatch"
     script.write_text(text)
     slurm = SlurmClient.local(os.environ)

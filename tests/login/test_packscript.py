@@ -12,7 +12,7 @@ import pytest
 from hpc_train.config import TrainConfig
 from hpc_train.login.packing import Pack, PackError, Share, job_tasks_per_node, share_of, shares_in
 from hpc_train.login.request import JobSpec
-from hpc_train.login.script import render_script
+from hpc_train.login.packscript import render_pack
 from hpc_train.login.sweep import grid
 
 GOLDEN = Path(__file__).with_name("golden") / "packed_sweep.sbatch"
@@ -24,9 +24,9 @@ def packed(**group: object) -> object:
 
 def test_the_packed_script_matches_its_golden_file() -> None:
     """Regenerate after an intended change with: UPDATE_GOLDEN=1 pytest tests/login/test_packscript.py"""
-    rendered = render_script(packed(trial_gpus=2), TrainConfig(), "/opt/hpc-train",
-                             command=["python", "t.py", "--lr={learning_rate}"],
-                             sweep=grid({"learning_rate": [0.1, 0.01], "seed": [1, 2]}), max_parallel=3)
+    rendered = render_pack(packed(trial_gpus=2), TrainConfig(), "/opt/hpc-train",
+                           grid({"learning_rate": [0.1, 0.01], "seed": [1, 2]}),
+                           command=["python", "t.py", "--lr={learning_rate}"], max_parallel=3)
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(rendered)
     assert rendered == GOLDEN.read_text()
