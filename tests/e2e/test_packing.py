@@ -77,3 +77,51 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
     logs = subprocess.run(["hpc-train", "logs", f"{job.id}_3"], cwd=tmp_path, env=job.env, capture_output=True,
                           text=True)
     assert logs.returncode == 0 and '"seed": 13' in logs.stdout, logs.stdout + logs.stderr
+
+
+RESUMABLE = """\
+import json, os, pathlib, signal, sys, time
+saved = pathlib.Path(os.environ["HPC_TRAIN_RUN_DIR"]) / "progress.json"
+step = json.loads(saved.read_text())["step"] if saved.exists() else 0
+print("START", step, flush=True)
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(True))
+while step < 8:
+    if stop:  # the time-limit warning: save, and go on later (exit 75)
+        saved.write_text(json.dumps({"step": step}))
+        print("SAVED", step, flush=True)
+        sys.exit(75)
+    time.sleep(0.4)
+    print("STEP", step, flush=True)
+    step += 1
+print("DONE", flush=True)
+"""
+
+
+def test_a_requeue_mid_sweep_resumes_the_running_trials_exactly_then_finishes_the_rest(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "resumable.py").write_text(RESUMABLE)
+    job = submit(cluster, tmp_path, "requeued", "--gpus-per-node", "2", "--pack", "--max-parallel", "2",
+                 "--no-snapshot", "--sweep", "seed=1,2,3,4", "--", sys.executable, "resumable.py")
+    runs = tmp_path / "runs"
+    logs = [runs / f"requeued-{job.id}_{index}" / "logs" / "rank-0.out" for index in range(4)]
+    deadline = time.monotonic() + 120
+    while not all(log.exists() and "STEP 2" in log.read_text() for log in logs[:2]):
+        assert time.monotonic() < deadline, (runs / f"requeued-{job.id}" / f"slurm-requeued-{job.id}.out").read_text()
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)  # as Slurm's B:USR1
+    batch_log = runs / f"requeued-{job.id}" / f"slurm-requeued-{job.id}.out"
+    assert job.wait() == ("COMPLETED", "0:0"), batch_log.read_text()[-3000:]
+    said = batch_log.read_text()
+    assert "the time limit is near: requeued; 2 trial(s) resume from their checkpoints, 2 start after" in said, said
+    assert said.count("pack " + job.id + " on ") == 2 and "4 done" in said, said[-3000:]
+    for index, log in enumerate(logs):
+        text = log.read_text()
+        steps = [int(line.split()[1]) for line in text.splitlines() if line.startswith("STEP ")]
+        assert steps == list(range(8)) and text.rstrip().endswith("DONE"), (index, text)  # each step once, in order
+        if index < 2:  # stopped, saved, resumed where it saved
+            saved = int(text.split("SAVED ")[1].split()[0])
+            assert f"START {saved}" in text and saved >= 2, text
+    state = json.loads((runs / f"requeued-{job.id}" / "pack-state.json").read_text())
+    assert [trial["state"] for trial in state["trials"]] == ["done"] * 4
+    assert [trial["requeues"] for trial in state["trials"]] == [1, 1, 0, 0]

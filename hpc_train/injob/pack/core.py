@@ -45,6 +45,7 @@ class Trial:
     avoid: tuple[str, ...] = ()
     code: int | None = None
     runs: tuple[dict[str, Any], ...] = ()
+    requeues: int = 0  # attempts that stopped on the time-limit warning: no retry spent on them
 
 
 @dataclass(frozen=True)
@@ -122,11 +123,12 @@ def ended(state: PackState, index: int, code: int, now: float, how: str | None =
     last = {**trial.runs[-1], "ended": round(now, 3), "exit": code, "how": how or "crashed"} if trial.runs else {}
     runs = (*trial.runs[:-1], last) if trial.runs else ()
     if how == "requeued":
-        return _with(state, replace(trial, state=WAITING, slot=None, code=code, runs=runs), first=True)
+        return _with(state, replace(trial, state=WAITING, slot=None, code=code, runs=runs,
+                                    requeues=trial.requeues + 1), first=True)
     if how is not None:
         return _with(state, replace(trial, state=how, slot=None, code=code, runs=runs))
     nodes = tuple(last.get("nodes") or ())
-    if trial.attempts <= state.max_retries:
+    if trial.attempts - trial.requeues <= state.max_retries:
         retried = replace(trial, state=WAITING, slot=None, code=code, runs=runs,
                           avoid=tuple(dict.fromkeys((*trial.avoid, *nodes))))
         return _with(state, retried, first=True)
@@ -152,7 +154,8 @@ def as_json(state: PackState) -> dict[str, Any]:
     return {"slots": [{"index": slot.index, "nodes": list(slot.nodes)} for slot in state.slots],
             "max_parallel": state.max_parallel, "max_retries": state.max_retries, "order": list(state.order),
             "trials": [{"index": trial.index, "state": trial.state, "slot": trial.slot, "attempts": trial.attempts,
-                        "avoid": list(trial.avoid), "code": trial.code, "runs": list(trial.runs)}
+                        "avoid": list(trial.avoid), "code": trial.code, "runs": list(trial.runs),
+                        "requeues": trial.requeues}
                        for trial in state.trials]}
 
 
@@ -162,7 +165,8 @@ def from_json(saved: Mapping[str, Any], slots: Sequence[Slot]) -> PackState:
     trials = []
     for entry in saved.get("trials", []):
         trial = Trial(int(entry["index"]), entry["state"], None, int(entry.get("attempts", 0)),
-                      tuple(entry.get("avoid") or ()), entry.get("code"), tuple(entry.get("runs") or ()))
+                      tuple(entry.get("avoid") or ()), entry.get("code"), tuple(entry.get("runs") or ()),
+                      int(entry.get("requeues", 0)))
         trials.append(replace(trial, state=WAITING) if trial.state == RUNNING else trial)
     resumed = [trial.index for trial in trials if trial.state == WAITING and trial.attempts]
     order = [*resumed, *(number for number in saved.get("order", []) if number not in resumed)]

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob.pack.core import (CANCELLED, DONE, PRUNED, PackState, Start, as_json, cancel_waiting, ended,
                                        from_json, slots_of, starts)
 from hpc_train.runs import packed
@@ -31,7 +32,6 @@ from hpc_train.slurm.client import SlurmClient
 
 PREFIX = "hpc-train"
 POLL_SECONDS = 0.5
-EXIT_REQUEUE = 75  # a trial that stopped on the warning to go on later (supervisor.py, the trainer)
 # Rank 0 of a trial's step notes where Slurm put it (node and GPUs), for status; then the rank command runs.
 _NOTE_GPUS = ('if [ "${SLURM_PROCID:-0}" = 0 ]; then printf "%s %s\\n" "${SLURMD_NODENAME:-?}" '
               '"${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}" > "$0"; fi; exec "$@"')
@@ -185,7 +185,7 @@ class Pack:
         folder = trial_folder(self.run_dir, self.plan, index)
         how = CANCELLED if cancelled or self.terminated else (
             PRUNED if read_state(folder).get("state") == "pruned" else
-            "requeued" if self.warned and code == EXIT_REQUEUE else None)
+            "requeued" if self.warned and code in (EXIT_STOPPED, EXIT_TF_PREEMPTION) else None)
         trial = self.state.trials[index]
         self.state = ended(self.state, index, code, time.time(), how)
         after = self.state.trials[index]
@@ -235,9 +235,14 @@ class Pack:
     def end(self) -> int:
         """The job's exit code: 0 once every trial ended well (done, pruned or cancelled) or the job is requeued."""
         if self.warned and not self.state.finished:
-            problem = SlurmClient.local(self.env).requeue(self.env.get("SLURM_JOB_ID", ""))
-            self.say(f"the time limit is near: requeued, to resume {sum(t.state == 'waiting' for t in self.state.trials)}"
-                     f" trial(s)" if problem is None else f"requeue failed: {problem}")
+            from hpc_train.injob.requeue import plan_requeue
+
+            waiting = [trial for trial in self.state.trials if trial.state == "waiting"]
+            resumed = sum(1 for trial in waiting if trial.requeues)
+            plan = plan_requeue({**self.env, "HPC_TRAIN_PACKED": ""}, int(self.plan.get("max_requeues") or 0))
+            problem = plan.reason if plan.job_id is None else SlurmClient.local(self.env).requeue(plan.job_id)
+            self.say(f"the time limit is near: {'requeued' if problem is None else f'not requeued ({problem})'}; "
+                     f"{resumed} trial(s) resume from their checkpoints, {len(waiting) - resumed} start after")
             return 0 if problem is None else 1
         states = [trial.state for trial in self.state.trials]
         self.say(f"pack {self.env.get('SLURM_JOB_ID', '?')} ended: " + ", ".join(
@@ -261,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pack = Pack(args.run_dir, plan, os.environ)
     share = plan["share"]
     pack.say(f"pack {os.environ.get('SLURM_JOB_ID', '?')} on {os.environ['SLURM_JOB_NODELIST']}: "
-             f"{len(plan['trials'])} trials, {len(pack.state.slots)} at once ({share['gpus']} GPU(s) x "
+             f"{len(plan['trials'])} trials, {min(len(pack.state.slots), plan.get('max_parallel') or len(pack.state.slots))}"
+             f" at once ({share['gpus']} GPU(s) x "
              f"{share['nodes']} node(s) each); logs and results in {shlex.quote(str(args.run_dir))}_I/")
     return pack.run()

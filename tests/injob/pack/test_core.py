@@ -74,3 +74,12 @@ def test_a_requeued_pack_resumes_the_running_trials_first_then_the_rest() -> Non
     resumed, launched = starts(resumed, 10.0)
     assert [(start.index, start.attempt, start.slot.nodes) for start in launched] == [(1, 2, ("node7",)),
                                                                                       (2, 1, ("node7",))]
+
+
+def test_a_trial_stopped_by_the_warning_waits_first_and_spends_no_retry() -> None:
+    state, _ = starts(PackState.new(slots_of(["node1"], 1, 1), 2, None, 0), 0.0)
+    state = ended(state, 0, 75, 1.0, "requeued")
+    assert state.trials[0].state == WAITING and state.order == (0, 1) and state.trials[0].requeues == 1
+    state, launched = starts(state, 2.0)
+    assert [(start.index, start.attempt) for start in launched] == [(0, 2)]
+    assert ended(state, 0, 1, 3.0).trials[0].state == FAILED  # max_retries 0: its crash now is its end
