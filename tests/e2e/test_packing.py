@@ -125,3 +125,34 @@ def test_a_requeue_mid_sweep_resumes_the_running_trials_exactly_then_finishes_th
     state = json.loads((runs / f"requeued-{job.id}" / "pack-state.json").read_text())
     assert [trial["state"] for trial in state["trials"]] == ["done"] * 4
     assert [trial["requeues"] for trial in state["trials"]] == [1, 1, 0, 0]
+
+
+REPORTING = """\
+import os, time
+import hpc_train
+time.sleep(1)
+hpc_train.report(1, float(os.environ["HPC_TRAIN_SWEEP_LEARNING_RATE"]))
+"""
+
+
+def test_an_adaptive_search_packed_asks_its_study_as_each_trial_starts(cluster: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "reporting.py").write_text(REPORTING)
+    job = submit(cluster, tmp_path, "search", "--gpus-per-node", "2", "--pack", "--max-parallel", "2",
+                 "--no-snapshot", "--sweep", "learning_rate=1e-4:1e-1:log", "--search", "tpe", "--trials", "4", "--",
+                 sys.executable, "reporting.py")
+    folder = tmp_path / "runs" / f"search-{job.id}"
+    assert job.wait() == ("COMPLETED", "0:0"), (folder / f"slurm-search-{job.id}.out").read_text()[-3000:]
+    state = json.loads((folder / "pack-state.json").read_text())
+    runs = {trial["index"]: trial["runs"][0] for trial in state["trials"]}
+    assert [trial["state"] for trial in state["trials"]] == ["done"] * 4
+    assert runs[2]["started"] >= min(runs[0]["ended"], runs[1]["ended"])  # asked once an earlier one was told
+    drawn = [json.loads((tmp_path / "runs" / f"search-{job.id}_{index}" / "trial.json").read_text())
+             for index in range(4)]
+    assert sorted(trial["number"] for trial in drawn) == [0, 1, 2, 3]
+    rates = [trial["values"]["learning_rate"] for trial in drawn]
+    assert len(set(rates)) == 4 and all(1e-4 <= rate <= 1e-1 for rate in rates), rates
+    report = subprocess.run(["hpc-train", "report", job.id], cwd=tmp_path, env=job.env, capture_output=True,
+                            text=True)
+    assert report.returncode == 0 and "pack-timeline.png" in report.stdout, report.stdout + report.stderr
+    assert (folder / "pack-timeline.png").read_bytes()[:4] == b"\x89PNG"
+    assert "COMPLETE" in report.stdout, report.stdout

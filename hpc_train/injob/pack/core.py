@@ -114,13 +114,15 @@ def starts(state: PackState, now: float) -> tuple[PackState, list[Start]]:
     return state, launched
 
 
-def ended(state: PackState, index: int, code: int, now: float, how: str | None = None) -> PackState:
+def ended(state: PackState, index: int, code: int, now: float, how: str | None = None, gpus: str = "") -> PackState:
     """Trial `index`'s step ended with `code`: `how` is what its run folder or the edge says (PRUNED, CANCELLED,
-    or "requeued": stopped by the time-limit warning, to resume first in the requeued job); otherwise 0 is DONE,
+    or "requeued": stopped by the time-limit warning, to resume first in the requeued job; `gpus`: the GPUs Slurm
+    gave its step, for the timeline); otherwise 0 is DONE,
     and a failure is retried on another share (its nodes avoided) while retries are left, else FAILED (pure)."""
     trial = state.trials[index]
     how = how or (DONE if code == 0 else None)
-    last = {**trial.runs[-1], "ended": round(now, 3), "exit": code, "how": how or "crashed"} if trial.runs else {}
+    last = {**trial.runs[-1], "ended": round(now, 3), "exit": code, "how": how or "crashed",
+            **({"gpus": gpus} if gpus else {})} if trial.runs else {}
     runs = (*trial.runs[:-1], last) if trial.runs else ()
     if how == "requeued":
         return _with(state, replace(trial, state=WAITING, slot=None, code=code, runs=runs,

@@ -187,7 +187,7 @@ class Pack:
             PRUNED if read_state(folder).get("state") == "pruned" else
             "requeued" if self.warned and code in (EXIT_STOPPED, EXIT_TF_PREEMPTION) else None)
         trial = self.state.trials[index]
-        self.state = ended(self.state, index, code, time.time(), how)
+        self.state = ended(self.state, index, code, time.time(), how, packed.step_gpus(folder).partition(" ")[2])
         after = self.state.trials[index]
         goes_on = after.state == "waiting"
         run = after.runs[-1] if after.runs else {}
