@@ -135,6 +135,7 @@ class Pack:
         self.state = from_json(saved, slots) if saved.get("trials") else PackState.new(
             slots, len(plan["trials"]), plan.get("max_parallel"), int(plan.get("max_retries") or 0))
         self.steps: dict[int, Any] = {}
+        self.watchdogs: dict[int, Any] = {}  # each running trial's hang watchdog (injob/watchdog.py), alone
         self.warned = False  # the time-limit warning came: no new trial starts, the job requeues once all stopped
         self.terminated = False  # the job is being cancelled
 
@@ -155,10 +156,27 @@ class Pack:
         env = trial_env(self.env, self.plan, start, folder, values, int(self.env.get("SLURM_JOB_ID") or 0),
                         len(self.state.slots))
         command = rank_command(self.plan, folder, values)
-        self.steps[start.index] = SlurmClient.local(env).start_step(srun_arguments(self.plan, start, folder, command))
+        step = SlurmClient.local(env).start_step(srun_arguments(self.plan, start, folder, command))
+        self.steps[start.index] = step
+        self.watchdogs[start.index] = self.watch(folder, start.attempt, step)
         shown = ", ".join(f"{key}={value}" for key, value in values.items())
         self.say(f"trial {start.index} (attempt {start.attempt}) started on {','.join(start.slot.nodes)} "
                  f"(share {start.slot.index}){': ' + shown if shown else ''}; logs in {folder}/logs/")
+
+    def watch(self, folder: Path, attempt: int, step: Any) -> Any:
+        """The trial's hang watchdog, as a job's (watchdog.py): no beat for its threshold, its ranks' stacks, then
+        its step ended (SIGTERM: srun ends its tasks); it fails, and is retried as a crash is."""
+        from hpc_train.injob.watchdog import Watch, Watchdog
+
+        watch = Watch(folder, self.plan.get("hang_minutes"), self.plan.get("command") is not None, attempt)
+        def end() -> None:
+            if step.poll() is None:
+                step.send_signal(signal.SIGTERM)
+
+        def say(line: str) -> None:
+            self.say(f"trial {folder.name}: {line.removeprefix(PREFIX + ': ')}")
+
+        return Watchdog(watch, end, say=say).start()
 
     def poll(self) -> None:
         """Reap every step that ended; end those whose cancel was asked."""
@@ -172,6 +190,7 @@ class Pack:
             if code is None:
                 continue
             del self.steps[index]
+            self.watchdogs.pop(index).stop()
             self.finish(index, 128 - code if code < 0 else code, cancelled)
         for trial in self.state.trials:
             if packed.cancel_requested(trial_folder(self.run_dir, self.plan, trial.index)):
