@@ -136,6 +136,7 @@ class Pack:
             slots, len(plan["trials"]), plan.get("max_parallel"), int(plan.get("max_retries") or 0))
         self.steps: dict[int, Any] = {}
         self.watchdogs: dict[int, Any] = {}  # each running trial's hang watchdog (injob/watchdog.py), alone
+        self.trackings: dict[int, Any] = {}  # each running trial's MLflow run (a child of the sweep's), when tracked
         self.warned = False  # the time-limit warning came: no new trial starts, the job requeues once all stopped
         self.terminated = False  # the job is being cancelled
 
@@ -156,12 +157,30 @@ class Pack:
         env = trial_env(self.env, self.plan, start, folder, values, int(self.env.get("SLURM_JOB_ID") or 0),
                         len(self.state.slots))
         command = rank_command(self.plan, folder, values)
+        env |= self.track(start.index, folder, env)
         step = SlurmClient.local(env).start_step(srun_arguments(self.plan, start, folder, command))
         self.steps[start.index] = step
         self.watchdogs[start.index] = self.watch(folder, start.attempt, step)
         shown = ", ".join(f"{key}={value}" for key, value in values.items())
         self.say(f"trial {start.index} (attempt {start.attempt}) started on {','.join(start.slot.nodes)} "
                  f"(share {start.slot.index}){': ' + shown if shown else ''}; logs in {folder}/logs/")
+
+    def track(self, index: int, folder: Path, env: Mapping[str, str]) -> dict[str, str]:
+        """The trial's MLflow run opened, as an array element's is (tracking/job.py: a child of the sweep's run,
+        found again by a retried or resumed attempt); the variables for its ranks. A failure is one warning line."""
+        if self.plan.get("track") != "mlflow":
+            return {}
+        try:
+            from hpc_train.tracking.job import JobTracking
+
+            tracking = JobTracking.for_job(folder, self.plan.get("tracking_uri"), self.plan.get("experiment"), env,
+                                           lambda line: self.say(f"trial {index}: {line.removeprefix(PREFIX + ': ')}"))
+            variables = tracking.start()
+        except Exception as error:  # noqa: BLE001 - tracking must never stop a trial
+            self.say(f"trial {index}: warning: MLflow tracking failed ({type(error).__name__}: {error})")
+            return {}
+        self.trackings[index] = tracking
+        return variables
 
     def watch(self, folder: Path, attempt: int, step: Any) -> Any:
         """The trial's hang watchdog, as a job's (watchdog.py): no beat for its threshold, its ranks' stacks, then
@@ -213,6 +232,12 @@ class Pack:
         record_end(folder, trial.attempts, ",".join(run.get("nodes") or []), run.get("started") or time.time(), code,
                    goes_on, finished=self.plan.get("command") is not None and code == 0)
         settle_trial(folder, code, goes_on)
+        tracking = self.trackings.pop(index, None)
+        if tracking is not None:  # its end: FINISHED, FAILED or KILLED; left open while the trial goes on
+            try:
+                tracking.finish(code, 0 if goes_on else code or 0)
+            except Exception as error:  # noqa: BLE001
+                self.say(f"trial {index}: warning: ending its MLflow run failed ({type(error).__name__}: {error})")
         said = {DONE: "done", PRUNED: "pruned", CANCELLED: "cancelled", "failed": f"failed (exit {code})",
                 "waiting": "stopped to resume later" if how == "requeued" else
                 f"crashed (exit {code}); retried on another share (attempt {trial.attempts + 1} of at most "

@@ -74,3 +74,23 @@ def test_the_loop_retries_a_failure_cancels_on_request_and_ends_a_hang(pack_dir:
     assert state["trials"][3]["runs"] == []
     assert json.loads((pack_dir.parent / "sw-7_0" / "job.json").read_text())["job_id"] == "7_0"
     assert time.monotonic() - started < 20  # the hung trial's 30 s sleep was ended
+
+
+def test_each_packed_trial_is_a_child_mlflow_run_of_the_sweeps(pack_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("mlflow")
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.1)
+    store = f"sqlite:///{pack_dir.parent.parent / 'mlflow.db'}"
+    plan = json.loads((pack_dir / PLAN).read_text())
+    (pack_dir / PLAN).write_text(json.dumps({**plan, "trials": plan["trials"][:2], "track": "mlflow",
+                                             "tracking_uri": store, "experiment": "packed"}))
+    assert runner.main(["--run-dir", str(pack_dir)]) == 0, capsys.readouterr().err
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(store)
+    runs = {json.loads((pack_dir.parent / f"sw-7_{index}" / "tracking.json").read_text())["run_id"]: index
+            for index in range(2)}
+    found = [client.get_run(run_id) for run_id in runs]
+    assert [run.info.status for run in found] == ["FINISHED", "FINISHED"], capsys.readouterr().err
+    parents = {run.data.tags.get("mlflow.parentRunId") for run in found}
+    assert len(parents) == 1 and None not in parents  # both children of the sweep's one run
