@@ -56,10 +56,12 @@ def pack_plan(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequ
 
 
 def pack_directives(spec: JobRequest) -> dict[str, str | int | bool]:
-    """What the pack's #SBATCH lines add to the group's: every share's ranks on a node, each rank's CPUs."""
+    """What the pack's #SBATCH lines add to the group's: every share's ranks on a node, each rank's CPUs, and
+    --no-kill: a node lost takes down the trials on it, not the whole allocation (Slurm's default)."""
     share = spec.share
     assert share is not None
-    return {"ntasks-per-node": job_tasks_per_node(share), **({"cpus-per-task": share.cpus} if share.cpus else {})}
+    return {"ntasks-per-node": job_tasks_per_node(share), **({"cpus-per-task": share.cpus} if share.cpus else {}),
+            "no-kill": True}
 
 
 def pack_block(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,
