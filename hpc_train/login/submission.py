@@ -260,19 +260,28 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     record = JobRecord(array_id, spec.name, str(run_folder(runs, spec.name, array_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, now, list(command) if command else None, sweep=array_id,
                        elements=[dict(values) for values in sweep.elements])
+    write_while_held(slurm, spec, record, element_records(record), code, "sweep", text)
+    return record
+
+
+def write_while_held(slurm: Any, spec: JobRequest, record: JobRecord, elements: Sequence[JobRecord],
+                     code: JobCode | None, what: str, script: str | None = None) -> None:
+    """A sweep's record, its script (`script`: sweep.sbatch), its elements' records and everyone's provenance,
+    written while its job is held; then released (not with --hold), since Slurm opens a batch log in those folders
+    before the script runs. One line when the release fails."""
     try:
         record.write()
-        (Path(record.folder) / "sweep.sbatch").write_text(text)
-        for element in element_records(record):
+        if script is not None:
+            (Path(record.folder) / "sweep.sbatch").write_text(script)
+        for element in elements:
             element.write()
-        for folder in [record.folder, *(element.folder for element in element_records(record))]:
+        for folder in [record.folder, *(element.folder for element in elements)]:
             write_provenance(Path(folder), *provenance(code))
     finally:
-        refused = None if spec.hold else slurm.release(array_id)
+        refused = None if spec.hold else slurm.release(record.job_id)
     if refused:
-        raise HpcTrainError(f"sweep {array_id} was submitted held and scontrol release {array_id} failed "
-                            f"({refused}); release it with: scontrol release {array_id}")
-    return record
+        raise HpcTrainError(f"{what} {record.job_id} was submitted held and scontrol release {record.job_id} failed "
+                            f"({refused}); release it with: scontrol release {record.job_id}")
 
 
 def submit_pack(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
@@ -301,19 +310,11 @@ def submit_pack(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel
     record = JobRecord(job_id, spec.name, str(run_folder(runs, spec.name, job_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, time.time(), list(command) if command else None, sweep=job_id,
                        elements=[dict(values) for values in sweep.elements], pack=spec.pack and spec.pack.as_json())
-    try:
-        record.write()
-        share = spec.share
-        for element in element_records(record):
-            replace(element, tasks=share.nodes * share.tasks if share else element.tasks,
-                    nodes=share.nodes if share else element.nodes).write()
-        for folder in [record.folder, *(element.folder for element in element_records(record))]:
-            write_provenance(Path(folder), *provenance(code))
-    finally:
-        refused = None if spec.hold else slurm.release(job_id)
-    if refused:
-        raise HpcTrainError(f"packed sweep {job_id} was submitted held and scontrol release {job_id} failed "
-                            f"({refused}); release it with: scontrol release {job_id}")
+    share = spec.share
+    assert share is not None
+    trials = [replace(element, tasks=share.nodes * share.tasks, nodes=share.nodes)
+              for element in element_records(record)]
+    write_while_held(slurm, spec, record, trials, code, "packed sweep")
     return record
 
 

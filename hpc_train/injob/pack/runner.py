@@ -308,9 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "batch script runs this)", file=sys.stderr)
         return 2
     pack = Pack(args.run_dir, plan, os.environ)
-    share = plan["share"]
+    share, slots = plan["share"], len(pack.state.slots)
     pack.say(f"pack {os.environ.get('SLURM_JOB_ID', '?')} on {os.environ['SLURM_JOB_NODELIST']}: "
-             f"{len(plan['trials'])} trials, {min(len(pack.state.slots), plan.get('max_parallel') or len(pack.state.slots))}"
-             f" at once ({share['gpus']} GPU(s) x "
+             f"{len(plan['trials'])} trials, {min(slots, plan.get('max_parallel') or slots)} at once ({share['gpus']} GPU(s) x "
              f"{share['nodes']} node(s) each); logs and results in {shlex.quote(str(args.run_dir))}_I/")
     return pack.run()

@@ -37,7 +37,8 @@ def pack_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setenv(name, value)
     (tmp_path / "trial.py").write_text(SCRIPT)
     # The ranks' command itself is tested elsewhere (test_runner.py): here each trial runs the script bare.
-    monkeypatch.setattr(runner, "rank_command", lambda plan, folder, values: [sys.executable, str(tmp_path / "trial.py")])
+    monkeypatch.setattr(runner, "rank_command",
+                        lambda plan, folder, values: [sys.executable, str(tmp_path / "trial.py")])
     run_dir = tmp_path / "runs" / "sw-7"
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text("epochs: 1\n")
