@@ -309,7 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     pack = Pack(args.run_dir, plan, os.environ)
     share, slots = plan["share"], len(pack.state.slots)
+    at_once = min(slots, plan.get("max_parallel") or slots)
     pack.say(f"pack {os.environ.get('SLURM_JOB_ID', '?')} on {os.environ['SLURM_JOB_NODELIST']}: "
-             f"{len(plan['trials'])} trials, {min(slots, plan.get('max_parallel') or slots)} at once ({share['gpus']} GPU(s) x "
-             f"{share['nodes']} node(s) each); logs and results in {shlex.quote(str(args.run_dir))}_I/")
+             f"{len(plan['trials'])} trials, {at_once} at once ({share['gpus']} GPU(s) x {share['nodes']} node(s) "
+             f"each); logs and results in {shlex.quote(str(args.run_dir))}_I/")
     return pack.run()
