@@ -57,3 +57,37 @@ def test_how_many_trials_run_at_once() -> None:
 def test_a_share_larger_than_a_node_is_refused() -> None:
     with pytest.raises(PackError, match="larger than a node"):
         share_of(Pack(trial_gpus=8), 1, 4, 1, False, None)
+
+
+HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", "HPC_TRAIN_PACK", 'a "quoted"\nHPC_TRAIN_PACK']
+
+
+def test_hostile_values_reach_the_plan_intact_through_a_real_shell(tmp_path: Path) -> None:
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "hpc-train"  # the job body: here, it keeps the plan the script wrote
+    fake.write_text('#!/bin/bash\ncp "$3/pack.json" "$PWD/kept.json"\n')
+    fake.chmod(0o755)
+    script = tmp_path / "pack.sbatch"
+    script.write_text(render_pack(packed(), TrainConfig(), str(tmp_path / "no-home"), grid({"seed": [1, 2]}),
+                                  runs_dir=str(tmp_path / "runs"), command=["echo", *HOSTILE, "{seed}"]))
+    result = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_NAME": "packed", "SLURM_JOB_ID": "5"})
+    assert result.returncode == 0, result.stderr
+    assert not list(tmp_path.rglob("PWNED"))
+    plan = json.loads((tmp_path / "kept.json").read_text())
+    assert plan["command"] == ["echo", *HOSTILE, "{seed}"]
+    assert (tmp_path / "runs" / "packed-5" / "config.yaml").is_file()
+
+
+def test_submit_dry_run_shows_the_packed_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cli.running import run_main
+
+    code, out, err = run_main(["submit", "--nodes", "2", "--gpus-per-node", "2", "--pack", "--sweep", "seed=1,2,3",
+                               "--dry-run", "--no-snapshot", "--output-dir", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "a packed sweep of 3 trials in one job of 2 node(s), 3 at once (1 GPU(s) each)" in out
+    assert 'pack --run-dir "$run_dir"' in out and "--array" not in out
+    assert not list(tmp_path.iterdir())  # nothing queued, nothing written
