@@ -122,6 +122,18 @@ def _record_trial(run_dir: Path, plan: Mapping[str, Any], folder: Path, values: 
     del values, env
 
 
+def record_pack(run_dir: Path, plan: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    """The sweep's job.json, unless submit wrote it: a packed sweep started with sbatch (render --pack's script)
+    is followed as a submitted one (status, report, cancel JOBID_I)."""
+    from hpc_train.runs.folders import JobRecord
+
+    job_id = run_dir.name.removeprefix(f"{plan['name']}-")
+    nodes = int(env.get("SLURM_JOB_NUM_NODES") or 1)
+    JobRecord(job_id, plan["name"], str(run_dir), nodes, int(env.get("SLURM_NTASKS") or nodes), plan["strategy"],
+              time.time(), plan.get("command"), sweep=job_id, elements=[dict(values) for values in plan["trials"]],
+              pack=plan["pack"]).write_new()
+
+
 class Pack:
     """The running pack: the scheduler's state, each running trial's srun, and what the job was told."""
 
@@ -307,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PREFIX}: pack: {args.run_dir / packed.PLAN} and a Slurm allocation are needed (the packed sweep's "
               "batch script runs this)", file=sys.stderr)
         return 2
+    record_pack(args.run_dir, plan, os.environ)
     pack = Pack(args.run_dir, plan, os.environ)
     share, slots = plan["share"], len(pack.state.slots)
     at_once = min(slots, plan.get("max_parallel") or slots)

@@ -74,6 +74,8 @@ def test_the_loop_retries_a_failure_cancels_on_request_and_ends_a_hang(pack_dir:
     assert [run["how"] for run in state["trials"][2]["runs"]] == ["crashed", "crashed"]  # hung, retried, hung again
     assert state["trials"][3]["runs"] == []
     assert json.loads((pack_dir.parent / "sw-7_0" / "job.json").read_text())["job_id"] == "7_0"
+    sweep = json.loads((pack_dir / "job.json").read_text())  # started as render's script is: its record made here
+    assert (sweep["job_id"], sweep["sweep"], len(sweep["elements"]), sweep["pack"]) == ("7", "7", 4, {})
     assert time.monotonic() - started < 20  # the hung trial's 30 s sleep was ended
 
 
