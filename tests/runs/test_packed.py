@@ -30,3 +30,17 @@ def test_the_timeline_is_drawn(tmp_path: Path) -> None:
     path = tmp_path / "timeline.png"
     assert draw_timeline(a_pack(), path, 120.0) and path.read_bytes()[:4] == b"\x89PNG"
     assert not draw_timeline({}, tmp_path / "none.png", 120.0)
+
+
+def test_status_shows_each_trial_where_it_runs_and_on_which_gpus() -> None:
+    from hpc_train.runs.folders import JobRecord
+    from hpc_train.runs.views import RunFiles, packed_lines
+
+    record = JobRecord("9", "sw", "runs/sw-9", 2, 4, "multiworker", 0.0, sweep="9",
+                       elements=[{"seed": 1}, {"seed": 2}, {"seed": 3}], pack={"trial_gpus": 1})
+    lines = packed_lines(record, [RunFiles()] * 3, a_pack(), {2: "node2 1"})
+    assert lines[0] == "packed sweep 9 (sw): 3 trials: 1 done, 1 waiting, 1 running"
+    rows = {line.split()[0]: line.split() for line in lines[2:5]}
+    assert rows["0"][2:4] == ["done", "node1"] and rows["1"][2:4] == ["waiting", "node2"]
+    assert rows["2"][2:6] == ["running", "node1", "(GPUs", "1)"]
+    assert "hpc-train cancel 9_INDEX ends one trial" in lines[-1]
