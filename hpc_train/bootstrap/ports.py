@@ -2,7 +2,8 @@
 
 The rule, in order of precedence:
 
-1. ``--port-base B``: task ports are ``B + offset``.
+1. ``--port-base B`` (or ``HPC_TRAIN_PORT_BASE``, which a packed sweep's scheduler sets for each trial:
+   ``trial_port_base``, a window per share of the allocation): task ports are ``B + offset``.
 2. ``srun --resv-ports`` (``SLURM_STEP_RESV_PORTS``): Slurm reserved these ports
    for this step on every node; task ports are ``reserved[offset]``.
 3. Otherwise a window derived from ``SLURM_JOB_ID`` inside ports 16384-32767,
@@ -94,6 +95,15 @@ def _from_job_id(local_index: Sequence[int], job_id: int) -> PortPlan:
     offsets = range(len(local_index)) if job_wide else local_index
     return PortPlan(tuple(start + offset for offset in offsets),
                     f"SLURM_JOB_ID={job_id}: window {start}-{start + window - 1}")
+
+
+def trial_port_base(job_id: int, slot: int, slots: int, tasks: int) -> int:
+    """A packed trial's first port (HPC_TRAIN_PORT_BASE): its job's windows, one per slot of the allocation, each
+    holding the trial's `tasks`, so that trials running side by side never meet, nor the next job's (pure)."""
+    window = max(MIN_WINDOW, _next_power_of_two(tasks))
+    per_job = _next_power_of_two(max(1, slots))
+    windows = DERIVED_RANGE_SIZE // window
+    return DERIVED_RANGE_START + ((job_id * per_job + slot) % windows) * window
 
 
 def _next_power_of_two(value: int) -> int:

@@ -31,6 +31,8 @@ class StepVariables(NamedTuple):
 
 STEP = StepVariables("SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE",
                      "SLURM_STEP_NUM_NODES")
+# A packed trial's first port, which its scheduler sets (ports.trial_port_base).
+PORT_BASE = "HPC_TRAIN_PORT_BASE"
 JOB = StepVariables("SLURM_JOB_NODELIST", "SLURM_NTASKS", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NUM_NODES")
 
 
@@ -52,6 +54,8 @@ class SlurmStep:
     note: str | None = None
     # A heterogeneous step: how many of `nodes` each component holds, in order (hetstep.py); () for a plain one.
     component_nodes: tuple[int, ...] = ()
+    # A packed trial's ports (HPC_TRAIN_PORT_BASE, set by its scheduler: apart from its neighbours'); None: the rule.
+    port_base: int | None = None
 
     @property
     def num_tasks(self) -> int:
@@ -88,7 +92,9 @@ def read_slurm_step(env: Mapping[str, str]) -> SlurmStep:
         node_name=env.get("SLURMD_NODENAME"),
         note=note,
         component_nodes=component_node_counts(env, nodes) if source is STEP else (),
+        port_base=optional_count(env, PORT_BASE),
     )
+
 
 
 def _choose_source(env: Mapping[str, str]) -> tuple[StepVariables, str | None]:

@@ -49,9 +49,10 @@ REMOTE_VERBS = ("submit", "status", "logs", "cancel", "list", "report")
 FOLLOWED = ("status", "logs", "cancel", "report")
 # Run by the batch scripts hpc-train writes and ships, not by people: not in --help. `job` is the job body
 # (hpc_train/injob/body.py) every script runs; `prologue` and `epilogue`, what scripts written before it run;
-# `trial`, a sweep element's ask of its study before the body (injob/trial.py).
+# `trial`, a sweep element's ask of its study before the body (injob/trial.py); `pack`, a packed sweep's body
+# (injob/pack/runner.py).
 # Verb -> its module in hpc_train.injob.
-HIDDEN = {"job": "body", "prologue": "prologue", "epilogue": "epilogue", "trial": "trial"}
+HIDDEN = {"job": "body", "prologue": "prologue", "epilogue": "epilogue", "trial": "trial", "pack": "pack.runner"}
 
 
 class OneLineParser(argparse.ArgumentParser):

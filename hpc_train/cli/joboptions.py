@@ -73,6 +73,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                              "(same as --set prune=NAME)")
     parser.add_argument("--max-parallel", type=int, default=None, metavar="K",
                         help="at most K elements of a sweep run at once (Slurm's --array=...%%K)")
+    add_pack_arguments(parser)
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
                         help="what to train: a task module (as hpc-train train --task); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
@@ -84,6 +85,36 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the job activates: a project root (its env/activate.sh) or a virtual "
                              "environment (its bin/activate); default: render, this checkout, else this "
                              "environment; submit, this very Python")
+
+
+def add_pack_arguments(parser: argparse.ArgumentParser) -> None:
+    """--pack and its trial share (login/packing.py)."""
+    parser.add_argument("--pack", action="store_true", default=None,
+                        help="a sweep as ONE job of --nodes N: its trials run inside it as separate steps, each on "
+                             "its own share, the next started as one ends (YAML: job: {pack: true})")
+    parser.add_argument("--trial-gpus", type=int, default=None, metavar="K",
+                        help="--pack: each trial gets K GPUs of one node (default 1 where the nodes have GPUs)")
+    parser.add_argument("--trial-nodes", type=int, default=None, metavar="M",
+                        help="--pack: each trial gets M whole nodes (a multi-node trial)")
+    parser.add_argument("--trial-cpus", type=int, default=None, metavar="C",
+                        help="--pack on CPU-only nodes: each trial one task of C CPUs, --ntasks-per-node of them "
+                             "on a node")
+
+
+def pack_request(args: argparse.Namespace):  # -> Pack | None
+    """The trial share --pack asks for; one line for --trial-* without --pack."""
+    from hpc_train.login.packing import Pack, PackError
+
+    shares = [f"--{name.replace('_', '-')}" for name in ("trial_gpus", "trial_nodes", "trial_cpus")
+              if getattr(args, name, None) is not None]
+    if not getattr(args, "pack", None):
+        if shares:
+            raise PackError(f"{shares[0]} applies to a packed sweep: add --pack (and a --sweep)")
+        return None
+    if getattr(args, "local", False):
+        raise PackError("--pack with --local: a packed sweep runs its trials as Slurm steps in one allocation; "
+                        "drop --local (hpc-train cluster up gives a local Slurm)")
+    return Pack(args.trial_gpus, args.trial_nodes, args.trial_cpus)
 
 
 def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
@@ -170,7 +201,8 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account,
                     qos=args.qos, time=args.time, container=args.container, hold=getattr(args, "hold", False),
                     signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
-                    retry_exit_codes=exit_codes(args.retry_exit_codes), **slurm_options(args))
+                    retry_exit_codes=exit_codes(args.retry_exit_codes), pack=pack_request(args),
+                    **slurm_options(args))
     spec = parameter_servers_request(args, group, job_wide)
     _check_task_file(train.task)
     home = args.home or default_home()
@@ -242,8 +274,9 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     if args.sweep and section is not None:
         raise HpcTrainError(f"--sweep and the sweep: section of {args.config}: give one of them")
     if not args.sweep and section is None:
-        given = [name for name, unset in (("--max-parallel", args.max_parallel is None), ("--prune", train.prune ==
-                 "none"), ("--search", args.search is None), ("--trials", args.trials is None)) if not unset]
+        given = [name for name, unset in (("--pack", not getattr(args, "pack", None)), ("--max-parallel",
+                 args.max_parallel is None), ("--prune", train.prune == "none"), ("--search", args.search is None),
+                 ("--trials", args.trials is None)) if not unset]
         if given:
             raise HpcTrainError(f"{given[0]} applies to a sweep: add --sweep KEY=V1,V2,... (or KEY=LOW:HIGH)")
         return None

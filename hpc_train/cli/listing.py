@@ -35,7 +35,12 @@ def run(args: argparse.Namespace) -> int:
     slurm = SlurmClient.local(os.environ)
     states = job_states([record.job_id for record in records if not record.is_local and not record.is_sweep], slurm)
     states.update({record.job_id: views.sweep_counts(element_states(record.job_id, len(record.elements or []), slurm))
-                   for record in records if record.is_sweep})
+                   for record in records if record.is_sweep and record.pack is None})
+    from hpc_train.runs import packed  # a packed sweep's trials are steps of one job: its pack's state says
+
+    states.update({record.job_id: views.sweep_counts(packed.slurm_states(packed.read_pack_state(Path(record.folder)),
+                                                                         len(record.elements or [])))
+                   for record in records if record.is_sweep and record.pack is not None})
     runs = {record.job_id: views.read_run(Path(record.folder)) for record in records}
     print("\n".join([*views.list_lines(records, states, runs), *sent]))
     return 0

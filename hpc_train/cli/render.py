@@ -33,8 +33,20 @@ def run(args: argparse.Namespace) -> int:
 
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
-    script = render_script(spec, train, home, command=args.command, sweep=sweep, max_parallel=args.max_parallel)
-    if sweep is not None:
+    if spec.pack is not None and sweep is not None:
+        from hpc_train.login.packscript import render_pack
+
+        script = render_pack(spec, train, home, sweep, command=args.command, max_parallel=args.max_parallel)
+    else:
+        script = render_script(spec, train, home, command=args.command, sweep=sweep, max_parallel=args.max_parallel)
+    if sweep is not None and spec.pack is not None:
+        from hpc_train.login.packscript import pack_summary
+        from hpc_train.login.sweep import table
+
+        print(f"hpc-train render: {pack_summary(spec, sweep, args.max_parallel)} "
+              f"(runs/{spec.name}-JOBID_INDEX/):", file=sys.stderr)
+        print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
+    elif sweep is not None:
         from hpc_train.login.sweep import table
 
         print(f"hpc-train render: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s) "

@@ -33,7 +33,10 @@ def run(args: argparse.Namespace) -> int:
 
     record = find_record(args.job)
     slurm = SlurmClient.local(os.environ)
-    if record.is_sweep:
+    if record.is_sweep and record.pack is not None:  # its trials are steps of one job: the pack's state says
+        states = say_pack(record)
+        runs = [views.read_run(folder) for folder in element_folders(record)]
+    elif record.is_sweep:
         states = element_states(record.job_id, len(record.elements or []), slurm)
         runs = [views.read_run(folder) for folder in element_folders(record)]
     else:
@@ -58,6 +61,21 @@ def run(args: argparse.Namespace) -> int:
     if args.export:
         raise HpcTrainError(f"--export applies to a sweep with a study (--search or --prune); {args.job} is one job")
     return 0
+
+
+def say_pack(record) -> dict[int, str]:  # (JobRecord) -> each trial's state, by index
+    """A packed sweep's allocation timeline (pack-timeline.png: which trial ran on which share, when, how it
+    ended), drawn beside its report; its trials' states in Slurm's words."""
+    import time
+    from pathlib import Path
+
+    from hpc_train.runs import packed
+
+    folder = Path(record.folder)
+    state = packed.read_pack_state(folder)
+    if packed.draw_timeline(state, folder / packed.TIMELINE, time.time()):
+        print(f"wrote {folder / packed.TIMELINE} (the allocation's timeline: each trial on its share)")
+    return packed.slurm_states(state, len(record.elements or []))
 
 
 def study_report(record, folder, export: str | None, csv: bool = False) -> int:  # (JobRecord, Path, ...) -> int

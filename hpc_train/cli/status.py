@@ -63,7 +63,14 @@ def run(args: argparse.Namespace) -> int:
 
     record = find_record(args.job)
     slurm = SlurmClient.local(os.environ)
-    if record.is_sweep:
+    if record.is_sweep and record.pack is not None:
+        from hpc_train.runs import packed
+
+        folders = element_folders(record)
+        lines = views.packed_lines(record, [views.read_run(folder) for folder in folders],
+                                   packed.read_pack_state(Path(record.folder)),
+                                   {index: packed.step_gpus(folder) for index, folder in enumerate(folders)})
+    elif record.is_sweep:
         states = element_states(record.job_id, len(record.elements or []), slurm)
         lines = views.sweep_lines(record, [views.read_run(folder) for folder in element_folders(record)], states)
     else:

@@ -50,6 +50,10 @@ class RequeueOutcome:
         return f"scontrol requeue {self.job_id} failed ({self.problem})"
 
 
+# Set in a packed sweep's trials (injob/pack/runner.py): the job is the pack's, which requeues it itself.
+PACKED = "HPC_TRAIN_PACKED"
+
+
 def restart_count(environ: Mapping[str, str]) -> int:
     """How often Slurm has restarted this job (SLURM_RESTART_COUNT; 0 when unset or not a number)."""
     text = environ.get("SLURM_RESTART_COUNT", "0")
@@ -62,6 +66,8 @@ def plan_requeue(environ: Mapping[str, str], max_requeues: int, requeues_done: i
     job_id = environ.get("SLURM_JOB_ID", "")
     if not job_id:
         return RequeuePlan(None, "not a Slurm job: run the same command again to resume")
+    if environ.get(PACKED):
+        return RequeuePlan(None, "a packed trial: the pack requeues its job once every trial has stopped")
     restarts = restart_count(environ) if requeues_done is None else requeues_done
     if max_requeues < 1:
         return RequeuePlan(None, f"max_requeues is {max_requeues}: resubmit the job to resume")

@@ -15,7 +15,10 @@ JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterog
                "ps_nodes": "the nodes the chief and ps share, with ps_partition (--ps-nodes, default 1)",
                "after": "start when that job ends, whatever its end (--after JOBID)",
                "dependency": "when the job may start, in Slurm's syntax (--dependency SPEC)",
-               "sbatch": "sbatch's options without a flag of their own, OPTION: VALUE (a flag: true) (--sbatch)"}
+               "sbatch": "sbatch's options without a flag of their own, OPTION: VALUE (a flag: true) (--sbatch)",
+               "pack": "the sweep as one job, its trials steps on shares of it: true, or {trial_gpus: K} / "
+                       "{trial_nodes: M} / {trial_cpus: C} (--pack)"}
+PACK_KEYS = ("trial_gpus", "trial_nodes", "trial_cpus")
 
 
 def read_job_section(path: str | Path | None) -> dict[str, Any]:
@@ -32,7 +35,21 @@ def read_job_section(path: str | Path | None) -> dict[str, Any]:
         raise ConfigError(f"{path}: job: ps_partition {partition!r}: a partition's name, e.g. cpu")
     if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
         raise ConfigError(f"{path}: job: ps_nodes {nodes!r}: a whole number of 1 or more")
-    return {**section, **_slurm_keys(path, section)}
+    return {**section, **_slurm_keys(path, section), **_pack_keys(path, section.get("pack"))}
+
+
+def _pack_keys(path: str | Path | None, pack: Any) -> dict[str, Any]:
+    """`pack: true` or `pack: {trial_gpus: K}` as --pack's options (pack: false, or none: nothing)."""
+    if pack is None or pack is False:
+        return {"pack": None}
+    if pack is True:
+        return {"pack": True}
+    if not isinstance(pack, Mapping) or set(pack) - set(PACK_KEYS):
+        raise ConfigError(f"{path}: job: pack {pack!r}: true, or a mapping of {', '.join(PACK_KEYS)}")
+    for key, value in pack.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{path}: job: pack: {key} {value!r}: a whole number of 1 or more")
+    return {"pack": True, **pack}
 
 
 def _slurm_keys(path: str | Path | None, section: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from hpc_train.config import COMMAND_SIGNALS, JOB_STRATEGIES, KERAS_CHOICES
 from hpc_train.errors import HpcTrainError
+from hpc_train.login.packing import Pack, PackError, Share, share_of
 from hpc_train.login.sbatchoptions import dependency_problem, options_problem
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
@@ -140,6 +141,8 @@ class JobRequest:
     dependency: str | None = None
     # sbatch's options without a flag of their own (--sbatch OPTION=VALUE; None: a flag), in every group's block.
     sbatch: tuple[tuple[str, str | None], ...] = ()
+    # A packed sweep (submit --pack): one job whose body runs the trials as steps, each on this share of it.
+    pack: Pack | None = None
 
     def __post_init__(self) -> None:
         if not self.groups:
@@ -162,6 +165,8 @@ class JobRequest:
                 "lower --num-ps or ask for more nodes")
         if len(self.groups) > 1:
             _check_components(self)
+        if self.pack is not None:
+            _check_pack(self)
 
     @classmethod
     def one_group(cls, nodes: int, gpus_per_node: int = 0, one_task_per_node: bool = False,
@@ -198,6 +203,15 @@ class JobRequest:
         return sum(group.nodes for group in self.groups)
 
     @property
+    def share(self) -> Share | None:
+        """A packed sweep's trial share (None: not packed)."""
+        if self.pack is None:
+            return None
+        group = self.group
+        return share_of(self.pack, group.nodes, group.gpus_per_node, group.cpu_tasks_per_node,
+                        group.one_task_per_node, group.cpus_per_task)
+
+    @property
     def num_tasks(self) -> int:
         return sum(group.num_tasks for group in self.groups)
 
@@ -226,6 +240,23 @@ def _check_components(request: JobRequest) -> None:
     if servers.nodes > servers.num_tasks:
         raise JobSpecError(f"--ps-nodes {servers.nodes}: the chief and {request.num_ps} ps are {servers.num_tasks} "
                            f"tasks, one a node at most; ask for at most {servers.num_tasks} (or raise --num-ps)")
+
+
+def _check_pack(request: JobRequest) -> None:
+    """A packed sweep is one plain job whose trials fit its nodes: one line for what cannot be packed."""
+    if request.heterogeneous:
+        raise PackError("--pack with --ps-partition: a packed sweep is one job of one kind of node, each trial a "
+                        "step on its share; drop --ps-partition, or --pack (an array of heterogeneous jobs is "
+                        "not possible either: submit the elements one by one)")
+    share = request.share
+    assert share is not None
+    if request.strategy == "parameter_server" and share.nodes * share.tasks < request.num_ps + 2:
+        raise PackError(f"--pack with parameter_server: each trial needs 1 chief + {request.num_ps} ps + 1 worker "
+                        f"but its share runs {share.nodes * share.tasks} task(s); ask --trial-gpus or --trial-nodes "
+                        "for more, or --strategy multiworker")
+    if request.container is not None:
+        raise PackError("--pack with --container: packed trials run in the job's environment for now; drop "
+                        "--container, or --pack (a job array runs each element in the image)")
 
 
 def _check_counts(counts: tuple[tuple[str, int | None, int], ...]) -> None:

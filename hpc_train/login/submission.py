@@ -260,18 +260,61 @@ def submit_sweep(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_paralle
     record = JobRecord(array_id, spec.name, str(run_folder(runs, spec.name, array_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, now, list(command) if command else None, sweep=array_id,
                        elements=[dict(values) for values in sweep.elements])
+    write_while_held(slurm, spec, record, element_records(record), code, "sweep", text)
+    return record
+
+
+def write_while_held(slurm: Any, spec: JobRequest, record: JobRecord, elements: Sequence[JobRecord],
+                     code: JobCode | None, what: str, script: str | None = None) -> None:
+    """A sweep's record, its script (`script`: sweep.sbatch), its elements' records and everyone's provenance,
+    written while its job is held; then released (not with --hold), since Slurm opens a batch log in those folders
+    before the script runs. One line when the release fails."""
     try:
         record.write()
-        (Path(record.folder) / "sweep.sbatch").write_text(text)
-        for element in element_records(record):
+        if script is not None:
+            (Path(record.folder) / "sweep.sbatch").write_text(script)
+        for element in elements:
             element.write()
-        for folder in [record.folder, *(element.folder for element in element_records(record))]:
+        for folder in [record.folder, *(element.folder for element in elements)]:
             write_provenance(Path(folder), *provenance(code))
     finally:
-        refused = None if spec.hold else slurm.release(array_id)
+        refused = None if spec.hold else slurm.release(record.job_id)
     if refused:
-        raise HpcTrainError(f"sweep {array_id} was submitted held and scontrol release {array_id} failed "
-                            f"({refused}); release it with: scontrol release {array_id}")
+        raise HpcTrainError(f"{what} {record.job_id} was submitted held and scontrol release {record.job_id} failed "
+                            f"({refused}); release it with: scontrol release {record.job_id}")
+
+
+def submit_pack(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel: int | None, home: str,
+                runs: Path = RUNS, command: Sequence[str] | None = None, code: JobCode | None = None) -> JobRecord:
+    """Submit a packed sweep: ONE job (one sbatch) whose body runs the trials as steps (injob/pack); its record,
+    and one per trial (runs/NAME-JOBID_I/), written while the job is held, its batch log in its own folder."""
+    if shutil.which("sbatch") is None:
+        raise HpcTrainError("no Slurm here (sbatch not found): a packed sweep runs as one Slurm job; start a local "
+                            "cluster with hpc-train cluster up")
+    from hpc_train.login.packscript import render_pack
+    from hpc_train.login.preflight import check_request
+    from hpc_train.slurm.client import SlurmClient
+
+    check_request(spec, os.environ)
+    runs.mkdir(parents=True, exist_ok=True)
+    text = render_pack(spec, train, home, sweep, runs_dir=str(runs.absolute()), command=command,
+                       max_parallel=max_parallel, batch_log=str(runs.absolute() / "%x-%j" / "slurm-%x-%j.out"),
+                       code=code)
+    script = runs / f".{spec.name}-pack-{os.getpid()}.sbatch"
+    script.write_text(text)
+    slurm = SlurmClient.local(os.environ)
+    try:
+        job_id = slurm.submit_script(str(script), options=("--hold",))
+    finally:
+        script.unlink()
+    record = JobRecord(job_id, spec.name, str(run_folder(runs, spec.name, job_id)), spec.nodes, spec.num_tasks,
+                       spec.strategy, time.time(), list(command) if command else None, sweep=job_id,
+                       elements=[dict(values) for values in sweep.elements], pack=spec.pack and spec.pack.as_json())
+    share = spec.share
+    assert share is not None
+    trials = [replace(element, tasks=share.nodes * share.tasks, nodes=share.nodes)
+              for element in element_records(record)]
+    write_while_held(slurm, spec, record, trials, code, "packed sweep")
     return record
 
 

@@ -46,6 +46,9 @@ class JobRecord:
     # Where the ranks' lines are when they have no logs/ of their own (slurm/*.sh: srun --label into the batch
     # log, "R: " before each line of rank R); None otherwise.
     batch_log: str | None = None
+    # A packed sweep (submit --pack: one job, its trials steps in it): the trial share, on the sweep's record and
+    # each trial's; None for a job array's.
+    pack: dict | None = None
 
     def write(self) -> None:
         Path(self.folder).mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)

@@ -230,6 +230,32 @@ def sweep_lines(record: JobRecord, runs: Sequence[RunFiles], states: Mapping[int
             f"  folders: {element_folder(record, 'INDEX')}/ (hpc-train logs {element_id(record.job_id, 'INDEX')})"]
 
 
+def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str, Any],
+                 gpus: Mapping[int, str]) -> list[str]:
+    """`hpc-train status JOBID` of a packed sweep: a row per trial with where it runs (or ran): its node(s) and the
+    GPUs Slurm gave its step (`gpus`, by index), from its scheduler's state (`pack`: runs/packed.py)."""
+    from hpc_train.runs.packed import trial_rows
+
+    rows = trial_rows(dict(pack))
+    values = element_values(record, runs)
+    keys = report_keys(record, runs)
+    table, states = [["INDEX", *keys, "STATE", "WHERE", *SWEEP_COLUMNS[1:]]], []
+    for index, (element, run) in enumerate(zip(values, runs)):
+        entry = rows.get(index, {})
+        row = element_row(entry.get("state", "waiting"), run)
+        last = (entry.get("runs") or [{}])[-1]
+        where = ",".join(last.get("nodes") or []) or "-"
+        if gpus.get(index) and entry.get("state") == "running":
+            where = f"{where} (GPUs {gpus[index].partition(' ')[2] or '-'})"
+        states.append(row[0])
+        table.append([str(index), *(value_text(element.get(key, "-")) for key in keys), row[0], where, *row[1:3],
+                      str(max(0, int(entry.get("attempts", 1) or 1) - 1))])
+    return [f"packed sweep {record.job_id} ({record.name}): {len(values)} trials: {counts_text(states)}",
+            *(f"  {row}" for row in aligned(table)),
+            f"  folders: {element_folder(record, 'INDEX')}/ (hpc-train logs {element_id(record.job_id, 'INDEX')}; "
+            f"hpc-train cancel {element_id(record.job_id, 'INDEX')} ends one trial)"]
+
+
 def listed(records: Iterable[JobRecord], limit: int) -> list[JobRecord]:
     """The jobs `list` shows, newest first: a sweep once (its elements are in its counts)."""
     return [record for record in records if not record.is_element][:limit]

@@ -1,0 +1,177 @@
+"""A packed sweep's scheduler, pure: the allocation's shares (slots), the trials' queue, which trial starts on
+which share as another ends, and what a trial's end means (done, pruned, cancelled, retried elsewhere, failed).
+
+Nothing here runs a step or reads a file: the edge (runner.py) asks `starts` what to launch, tells `ended` how a
+step ended, and writes `as_json` where status reads it (runs/packed.py). Like HyperQueue's worker loop, it keeps
+the allocation's bookkeeping apart from whatever submitted the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+WAITING, RUNNING, DONE, PRUNED, FAILED, CANCELLED = "waiting", "running", "done", "pruned", "failed", "cancelled"
+ENDED = (DONE, PRUNED, FAILED, CANCELLED)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One share of the allocation: its number and its nodes (one node, or M whole nodes)."""
+
+    index: int
+    nodes: tuple[str, ...]
+
+
+def slots_of(hosts: Sequence[str], share_nodes: int, per_node: int) -> tuple[Slot, ...]:
+    """Every share of an allocation of `hosts`: `per_node` of one node each, or blocks of `share_nodes` whole
+    nodes (a node left over by a block is not used). Slots on one node are next to each other (pure)."""
+    if share_nodes > 1:
+        return tuple(Slot(number, tuple(hosts[number * share_nodes:(number + 1) * share_nodes]))
+                     for number in range(len(hosts) // share_nodes))
+    return tuple(Slot(number, (hosts[number // per_node],)) for number in range(len(hosts) * per_node))
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial's place in the pack: its state, the slot it runs on, its attempts, the nodes to avoid (where it
+    crashed), and each attempt's run (slot, nodes, start, end, how), the allocation's timeline."""
+
+    index: int
+    state: str = WAITING
+    slot: int | None = None
+    attempts: int = 0
+    avoid: tuple[str, ...] = ()
+    code: int | None = None
+    runs: tuple[dict[str, Any], ...] = ()
+    requeues: int = 0  # attempts that stopped on the time-limit warning: no retry spent on them
+
+
+@dataclass(frozen=True)
+class Start:
+    """What the edge launches: trial `index`'s attempt `attempt` on `slot`."""
+
+    index: int
+    slot: Slot
+    attempt: int
+
+
+@dataclass(frozen=True)
+class PackState:
+    """The whole pack: the slots, every trial by index, the cap on trials at once, the retries a trial has, and
+    the order waiting trials start in (a retried or resumed one first, then new ones by index)."""
+
+    slots: tuple[Slot, ...]
+    trials: tuple[Trial, ...]
+    max_parallel: int | None = None
+    max_retries: int = 0
+    order: tuple[int, ...] = field(default=())
+
+    @classmethod
+    def new(cls, slots: Sequence[Slot], count: int, max_parallel: int | None, max_retries: int) -> PackState:
+        return cls(tuple(slots), tuple(Trial(index) for index in range(count)), max_parallel, max_retries,
+                   tuple(range(count)))
+
+    @property
+    def running(self) -> list[Trial]:
+        return [trial for trial in self.trials if trial.state == RUNNING]
+
+    @property
+    def finished(self) -> bool:
+        return all(trial.state in ENDED for trial in self.trials)
+
+    def free_slots(self) -> list[Slot]:
+        taken = {trial.slot for trial in self.running}
+        return [slot for slot in self.slots if slot.index not in taken]
+
+
+def pick_slot(free: Sequence[Slot], avoid: Sequence[str]) -> Slot | None:
+    """A free slot on none of the nodes to avoid, else any free one (a crash is retried, even on its node, rather
+    than left waiting); None when none is free (pure)."""
+    away = [slot for slot in free if not set(slot.nodes) & set(avoid)]
+    return (away or list(free) or [None])[0]
+
+
+def starts(state: PackState, now: float) -> tuple[PackState, list[Start]]:
+    """Every trial that starts now: waiting ones in order, each on a free slot, up to the cap (pure)."""
+    launched: list[Start] = []
+    for index in state.order:
+        trial = state.trials[index]
+        if trial.state != WAITING:
+            continue
+        if state.max_parallel is not None and len(state.running) >= state.max_parallel:
+            break
+        slot = pick_slot(state.free_slots(), trial.avoid)
+        if slot is None:
+            break
+        attempt = trial.attempts + 1
+        run = {"attempt": attempt, "slot": slot.index, "nodes": list(slot.nodes), "started": round(now, 3)}
+        state = _with(state, replace(trial, state=RUNNING, slot=slot.index, attempts=attempt,
+                                     runs=(*trial.runs, run)))
+        state = replace(state, order=tuple(number for number in state.order if number != index))
+        launched.append(Start(index, slot, attempt))
+    return state, launched
+
+
+def ended(state: PackState, index: int, code: int, now: float, how: str | None = None, gpus: str = "") -> PackState:
+    """Trial `index`'s step ended with `code`: `how` is what its run folder or the edge says (PRUNED, CANCELLED,
+    or "requeued": stopped by the time-limit warning, to resume first in the requeued job; `gpus`: the GPUs Slurm
+    gave its step, for the timeline); otherwise 0 is DONE,
+    and a failure is retried on another share (its nodes avoided) while retries are left, else FAILED (pure)."""
+    trial = state.trials[index]
+    how = how or (DONE if code == 0 else None)
+    last = {**trial.runs[-1], "ended": round(now, 3), "exit": code, "how": how or "crashed",
+            **({"gpus": gpus} if gpus else {})} if trial.runs else {}
+    runs = (*trial.runs[:-1], last) if trial.runs else ()
+    if how == "requeued":
+        return _with(state, replace(trial, state=WAITING, slot=None, code=code, runs=runs,
+                                    requeues=trial.requeues + 1), first=True)
+    if how is not None:
+        return _with(state, replace(trial, state=how, slot=None, code=code, runs=runs))
+    nodes = tuple(last.get("nodes") or ())
+    if trial.attempts - trial.requeues <= state.max_retries:
+        retried = replace(trial, state=WAITING, slot=None, code=code, runs=runs,
+                          avoid=tuple(dict.fromkeys((*trial.avoid, *nodes))))
+        return _with(state, retried, first=True)
+    return _with(state, replace(trial, state=FAILED, slot=None, code=code, runs=runs))
+
+
+def cancel_waiting(state: PackState, index: int) -> PackState:
+    """A trial cancelled before it started: it never will (pure)."""
+    trial = state.trials[index]
+    return _with(state, replace(trial, state=CANCELLED)) if trial.state == WAITING else state
+
+
+def _with(state: PackState, trial: Trial, first: bool = False) -> PackState:
+    trials = tuple(trial if other.index == trial.index else other for other in state.trials)
+    order = tuple(number for number in state.order if number != trial.index)
+    if trial.state == WAITING:
+        order = (trial.index, *order) if first else (*order, trial.index)
+    return replace(state, trials=trials, order=order)
+
+
+def as_json(state: PackState) -> dict[str, Any]:
+    """What status and report read of the pack (runs/packed.py) (pure)."""
+    return {"slots": [{"index": slot.index, "nodes": list(slot.nodes)} for slot in state.slots],
+            "max_parallel": state.max_parallel, "max_retries": state.max_retries, "order": list(state.order),
+            "trials": [{"index": trial.index, "state": trial.state, "slot": trial.slot, "attempts": trial.attempts,
+                        "avoid": list(trial.avoid), "code": trial.code, "runs": list(trial.runs),
+                        "requeues": trial.requeues}
+                       for trial in state.trials]}
+
+
+def from_json(saved: Mapping[str, Any], slots: Sequence[Slot]) -> PackState:
+    """A requeued job's pack, from what the last attempt wrote, on this attempt's slots: a trial that was running
+    waits again, first, to resume from its checkpoint (pure)."""
+    trials = []
+    for entry in saved.get("trials", []):
+        trial = Trial(int(entry["index"]), entry["state"], None, int(entry.get("attempts", 0)),
+                      tuple(entry.get("avoid") or ()), entry.get("code"), tuple(entry.get("runs") or ()),
+                      int(entry.get("requeues", 0)))
+        trials.append(replace(trial, state=WAITING) if trial.state == RUNNING else trial)
+    resumed = [trial.index for trial in trials if trial.state == WAITING and trial.attempts]
+    order = [*resumed, *(number for number in saved.get("order", []) if number not in resumed)]
+    order += [trial.index for trial in trials if trial.state == WAITING and trial.index not in order]
+    return PackState(tuple(slots), tuple(trials), saved.get("max_parallel"), int(saved.get("max_retries", 0)),
+                     tuple(order))

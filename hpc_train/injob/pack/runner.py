@@ -1,0 +1,329 @@
+"""`hpc-train pack --run-dir DIR`: a packed sweep's job body. It runs the sweep's trials inside the one allocation,
+each as its own srun step (`--exact`, on its share's node(s), `--gres=gpu:K`: Slurm gives each step its own GPUs),
+and starts the next trial as soon as one ends; the scheduling itself is core.py's (pure).
+
+Each trial is a sweep element as a job array's is: its run folder `runs/NAME-JOBID_I/` (config.yaml with its values,
+job.json, logs/rank-R.out, checkpoints, metrics.json), its values as HPC_TRAIN_SWEEP_<KEY>, its index as
+HPC_TRAIN_TRIAL; a search's trial is asked of the study as the trial starts (injob/trial.py), and told its end.
+A trial that fails is retried on another share (its node avoided) up to max_retries; `cancel JOBID_I` ends it
+alone (a file in its folder: runs/packed.py). On the time-limit warning every running trial is told (srun passes
+USR1 on), no new one starts, and once they stopped the job is requeued; the requeued job resumes them first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
+from hpc_train.injob.pack.core import (CANCELLED, DONE, PRUNED, PackState, Start, as_json, cancel_waiting, ended,
+                                       from_json, slots_of, starts)
+from hpc_train.runs import packed
+from hpc_train.runs.folders import element_id, run_folder
+from hpc_train.slurm.client import SlurmClient
+
+PREFIX = "hpc-train"
+POLL_SECONDS = 0.5
+# Rank 0 of a trial's step notes where Slurm put it (node and GPUs), for status; then the rank command runs.
+_NOTE_GPUS = ('if [ "${SLURM_PROCID:-0}" = 0 ]; then printf "%s %s\\n" "${SLURMD_NODENAME:-?}" '
+              '"${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}" > "$0"; fi; exec "$@"')
+
+
+def trial_folder(run_dir: Path, plan: Mapping[str, Any], index: int) -> Path:
+    """runs/NAME-JOBID_I: the element folder a job array's element I would have (runs/folders.py's naming)."""
+    job_id = run_dir.name.removeprefix(f"{plan['name']}-")
+    return run_folder(run_dir.parent, plan["name"], element_id(job_id, index))
+
+
+def srun_arguments(plan: Mapping[str, Any], start: Start, folder: Path, rank_command: Sequence[str]) -> list[str]:
+    """One trial's step: only its share (--exact, its nodes, its GPUs per node), its ranks' logs in its folder
+    (pure)."""
+    share = plan["share"]
+    nodes = len(start.slot.nodes)
+    return ["--exact", f"--nodes={nodes}", f"--ntasks={nodes * share['tasks']}",
+            f"--ntasks-per-node={share['tasks']}", f"--nodelist={','.join(start.slot.nodes)}",
+            *((f"--gres=gpu:{share['gpus']}",) if share["gpus"] else ()),
+            *((f"--cpus-per-task={share['cpus']}",) if share.get("cpus") else ()),
+            "--kill-on-bad-exit=1", "--open-mode=append", f"--output={folder / 'logs' / 'rank-%t.out'}",
+            "bash", "-c", _NOTE_GPUS, str(folder / packed.STEP_GPUS), *rank_command]
+
+
+def rank_command(plan: Mapping[str, Any], folder: Path, values: Mapping[str, Any]) -> list[str]:
+    """What every rank of the trial runs: the trainer on its config.yaml, or the user's command, `{KEY}` replaced,
+    under the bootstrap (supervised) (pure)."""
+    program = [sys.executable, "-u", "-m", "hpc_train"]
+    if plan.get("command") is None:
+        return [*program, "train", "--config", str(folder / "config.yaml"), "--output-dir", str(folder)]
+    from hpc_train.injob.supervisor import CommandJob, supervised_arguments
+    from hpc_train.login.sweep import substitute
+
+    job = CommandJob(tuple(substitute(plan["command"], values)), plan["strategy"], plan["num_ps"],
+                     plan["max_requeues"], plan["keras"], plan["command_signal"])
+    return [*program, *supervised_arguments(job)]
+
+
+def trial_env(env: Mapping[str, str], plan: Mapping[str, Any], start: Start, folder: Path,
+              values: Mapping[str, Any], job_id: int, slots: int) -> dict[str, str]:
+    """The step's environment: the trial's folder, index and values, and ports apart from its neighbours' (pure)."""
+    from hpc_train.bootstrap.ports import trial_port_base
+    from hpc_train.bootstrap.slurm_env import PORT_BASE
+    from hpc_train.login.sweep import value_text
+
+    share = plan["share"]
+    base = trial_port_base(job_id, start.slot.index, slots, len(start.slot.nodes) * share["tasks"])
+    from hpc_train.injob.requeue import PACKED
+
+    return {**env, "HPC_TRAIN_RUN_DIR": str(folder.resolve()), "HPC_TRAIN_TRIAL": str(start.index), PACKED: "1",
+            PORT_BASE: str(base), **{f"HPC_TRAIN_SWEEP_{key.upper()}": value_text(value)
+                                     for key, value in values.items()}}
+
+
+def prepare_trial(run_dir: Path, plan: Mapping[str, Any], index: int, env: Mapping[str, str]) -> dict[str, Any]:
+    """The trial's folder made ready as it starts: config.yaml with its values, job.json, and for a sweep with a
+    study, its trial asked (an adaptive search draws its values now, from every trial told so far)."""
+    import yaml
+
+    from hpc_train.config import load_config, replace as with_values, to_dict
+    from hpc_train.runs.state import write_text_atomically
+
+    folder = trial_folder(run_dir, plan, index)
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    values = dict(plan["trials"][index])
+    write_text_atomically(folder / "config.yaml", yaml.safe_dump(
+        to_dict(with_values(load_config(run_dir / "config.yaml"), **values)), sort_keys=False))
+    if plan.get("search"):
+        from hpc_train.injob.trial import prepare
+        from hpc_train.runs.study import SEARCH_FILE
+
+        write_text_atomically(folder / SEARCH_FILE, json.dumps(plan["search"]) + "\n")
+        values = dict(prepare(folder, None)["values"])
+    _record_trial(run_dir, plan, folder, values, env)
+    return values
+
+
+def _record_trial(run_dir: Path, plan: Mapping[str, Any], folder: Path, values: Mapping[str, Any],
+                  env: Mapping[str, str]) -> None:
+    """The trial's job.json, unless submit wrote it: a packed sweep started with sbatch is followed all the same."""
+    from hpc_train.runs.folders import JobRecord
+
+    job_id = run_dir.name.removeprefix(f"{plan['name']}-")
+    share = plan["share"]
+    JobRecord(element_id(job_id, folder.name.rpartition("_")[2]), plan["name"], str(folder), share["nodes"],
+              share["nodes"] * share["tasks"], plan["strategy"], time.time(), plan.get("command"), sweep=job_id,
+              pack=plan["pack"]).write_new()
+    del values, env
+
+
+def record_pack(run_dir: Path, plan: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    """The sweep's job.json, unless submit wrote it: a packed sweep started with sbatch (render --pack's script)
+    is followed as a submitted one (status, report, cancel JOBID_I)."""
+    from hpc_train.runs.folders import JobRecord
+
+    job_id = run_dir.name.removeprefix(f"{plan['name']}-")
+    nodes = int(env.get("SLURM_JOB_NUM_NODES") or 1)
+    JobRecord(job_id, plan["name"], str(run_dir), nodes, int(env.get("SLURM_NTASKS") or nodes), plan["strategy"],
+              time.time(), plan.get("command"), sweep=job_id, elements=[dict(values) for values in plan["trials"]],
+              pack=plan["pack"]).write_new()
+
+
+class Pack:
+    """The running pack: the scheduler's state, each running trial's srun, and what the job was told."""
+
+    def __init__(self, run_dir: Path, plan: Mapping[str, Any], env: Mapping[str, str]) -> None:
+        import hostlist
+
+        self.run_dir, self.plan, self.env = run_dir, plan, env
+        share = plan["share"]
+        slots = slots_of(hostlist.expand_hostlist(env["SLURM_JOB_NODELIST"]), share["nodes"], share["per_node"])
+        saved = packed.read_pack_state(run_dir)
+        self.state = from_json(saved, slots) if saved.get("trials") else PackState.new(
+            slots, len(plan["trials"]), plan.get("max_parallel"), int(plan.get("max_retries") or 0))
+        self.steps: dict[int, Any] = {}
+        self.watchdogs: dict[int, Any] = {}  # each running trial's hang watchdog (injob/watchdog.py), alone
+        self.trackings: dict[int, Any] = {}  # each running trial's MLflow run (a child of the sweep's), when tracked
+        self.warned = False  # the time-limit warning came: no new trial starts, the job requeues once all stopped
+        self.terminated = False  # the job is being cancelled
+
+    def say(self, line: str) -> None:
+        print(f"{PREFIX}: {line}", file=sys.stderr, flush=True)
+
+    def save(self) -> None:
+        packed.write_pack_state(self.run_dir, as_json(self.state))
+
+    def launch(self, start: Start) -> None:
+        folder = trial_folder(self.run_dir, self.plan, start.index)
+        try:
+            values = prepare_trial(self.run_dir, self.plan, start.index, self.env)
+        except Exception as error:  # (its study, its config: this trial cannot run; the others go on)
+            self.say(f"trial {start.index} could not start ({type(error).__name__}: {error})")
+            self.state = ended(self.state, start.index, 1, time.time(), "failed")
+            return
+        env = trial_env(self.env, self.plan, start, folder, values, int(self.env.get("SLURM_JOB_ID") or 0),
+                        len(self.state.slots))
+        command = rank_command(self.plan, folder, values)
+        env |= self.track(start.index, folder, env)
+        step = SlurmClient.local(env).start_step(srun_arguments(self.plan, start, folder, command))
+        self.steps[start.index] = step
+        self.watchdogs[start.index] = self.watch(folder, start.attempt, step)
+        shown = ", ".join(f"{key}={value}" for key, value in values.items())
+        self.say(f"trial {start.index} (attempt {start.attempt}) started on {','.join(start.slot.nodes)} "
+                 f"(share {start.slot.index}){': ' + shown if shown else ''}; logs in {folder}/logs/")
+
+    def track(self, index: int, folder: Path, env: Mapping[str, str]) -> dict[str, str]:
+        """The trial's MLflow run opened, as an array element's is (tracking/job.py: a child of the sweep's run,
+        found again by a retried or resumed attempt); the variables for its ranks. A failure is one warning line."""
+        if self.plan.get("track") != "mlflow":
+            return {}
+        try:
+            from hpc_train.tracking.job import JobTracking
+
+            tracking = JobTracking.for_job(folder, self.plan.get("tracking_uri"), self.plan.get("experiment"), env,
+                                           lambda line: self.say(f"trial {index}: {line.removeprefix(PREFIX + ': ')}"))
+            variables = tracking.start()
+        except Exception as error:  # noqa: BLE001 - tracking must never stop a trial
+            self.say(f"trial {index}: warning: MLflow tracking failed ({type(error).__name__}: {error})")
+            return {}
+        self.trackings[index] = tracking
+        return variables
+
+    def watch(self, folder: Path, attempt: int, step: Any) -> Any:
+        """The trial's hang watchdog, as a job's (watchdog.py): no beat for its threshold, its ranks' stacks, then
+        its step ended (SIGTERM: srun ends its tasks); it fails, and is retried as a crash is."""
+        from hpc_train.injob.watchdog import Watch, Watchdog
+
+        watch = Watch(folder, self.plan.get("hang_minutes"), self.plan.get("command") is not None, attempt)
+        def end() -> None:
+            if step.poll() is None:
+                step.send_signal(signal.SIGTERM)
+
+        def say(line: str) -> None:
+            self.say(f"trial {folder.name}: {line.removeprefix(PREFIX + ': ')}")
+
+        return Watchdog(watch, end, say=say).start()
+
+    def poll(self) -> None:
+        """Reap every step that ended; end those whose cancel was asked."""
+        for index, step in list(self.steps.items()):
+            folder = trial_folder(self.run_dir, self.plan, index)
+            cancelled = packed.cancel_requested(folder)
+            if cancelled and step.poll() is None:
+                step.send_signal(signal.SIGTERM)  # srun ends its step's tasks
+                continue
+            code = step.poll()
+            if code is None:
+                continue
+            del self.steps[index]
+            self.watchdogs.pop(index).stop()
+            self.finish(index, 128 - code if code < 0 else code, cancelled)
+        for trial in self.state.trials:
+            if packed.cancel_requested(trial_folder(self.run_dir, self.plan, trial.index)):
+                self.state = cancel_waiting(self.state, trial.index)
+
+    def finish(self, index: int, code: int, cancelled: bool) -> None:
+        from hpc_train.injob.trial import settle_trial
+        from hpc_train.runs.attempts import record_end
+        from hpc_train.runs.state import read_state
+
+        folder = trial_folder(self.run_dir, self.plan, index)
+        how = CANCELLED if cancelled or self.terminated else (
+            PRUNED if read_state(folder).get("state") == "pruned" else
+            "requeued" if self.warned and code in (EXIT_STOPPED, EXIT_TF_PREEMPTION) else None)
+        trial = self.state.trials[index]
+        self.state = ended(self.state, index, code, time.time(), how, packed.step_gpus(folder).partition(" ")[2])
+        after = self.state.trials[index]
+        goes_on = after.state == "waiting"
+        run = after.runs[-1] if after.runs else {}
+        record_end(folder, trial.attempts, ",".join(run.get("nodes") or []), run.get("started") or time.time(), code,
+                   goes_on, finished=self.plan.get("command") is not None and code == 0)
+        settle_trial(folder, code, goes_on)
+        tracking = self.trackings.pop(index, None)
+        if tracking is not None:  # its end: FINISHED, FAILED or KILLED; left open while the trial goes on
+            try:
+                tracking.finish(code, 0 if goes_on else code or 0)
+            except Exception as error:  # noqa: BLE001
+                self.say(f"trial {index}: warning: ending its MLflow run failed ({type(error).__name__}: {error})")
+        said = {DONE: "done", PRUNED: "pruned", CANCELLED: "cancelled", "failed": f"failed (exit {code})",
+                "waiting": "stopped to resume later" if how == "requeued" else
+                f"crashed (exit {code}); retried on another share (attempt {trial.attempts + 1} of at most "
+                f"{self.state.max_retries + 1})"}[after.state]
+        self.say(f"trial {index}: {said}")
+
+    def run(self) -> int:
+        previous = {signum: signal.signal(signum, self.signalled)
+                    for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)}
+        try:
+            while True:
+                if not (self.warned or self.terminated):
+                    self.state, launched = starts(self.state, time.time())
+                    for start in launched:
+                        self.launch(start)
+                self.save()
+                if not self.steps and (self.state.finished or self.warned or self.terminated):
+                    break
+                time.sleep(POLL_SECONDS)
+                self.poll()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        self.save()
+        return self.end()
+
+    def signalled(self, signum: int, frame: Any) -> None:
+        """The warning (USR1/USR2) or a cancel (TERM): passed on to every running step."""
+        if signum == signal.SIGTERM:
+            self.terminated = True
+        else:
+            self.warned = True
+        for step in self.steps.values():
+            try:
+                step.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def end(self) -> int:
+        """The job's exit code: 0 once every trial ended well (done, pruned or cancelled) or the job is requeued."""
+        if self.warned and not self.state.finished:
+            from hpc_train.injob.requeue import plan_requeue
+
+            waiting = [trial for trial in self.state.trials if trial.state == "waiting"]
+            resumed = sum(1 for trial in waiting if trial.requeues)
+            plan = plan_requeue({**self.env, "HPC_TRAIN_PACKED": ""}, int(self.plan.get("max_requeues") or 0))
+            problem = plan.reason if plan.job_id is None else SlurmClient.local(self.env).requeue(plan.job_id)
+            self.say(f"the time limit is near: {'requeued' if problem is None else f'not requeued ({problem})'}; "
+                     f"{resumed} trial(s) resume from their checkpoints, {len(waiting) - resumed} start after")
+            return 0 if problem is None else 1
+        states = [trial.state for trial in self.state.trials]
+        self.say(f"pack {self.env.get('SLURM_JOB_ID', '?')} ended: " + ", ".join(
+            f"{states.count(state)} {state}" for state in dict.fromkeys(states)))
+        return 0 if all(state in (DONE, PRUNED, CANCELLED) for state in states) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`hpc-train pack --run-dir DIR` (hidden: a packed sweep's batch script runs it)."""
+    parser = argparse.ArgumentParser(prog="hpc-train pack", add_help=False)
+    parser.add_argument("--run-dir", type=Path, required=True)
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit:
+        return 2
+    plan = packed.read_plan(args.run_dir)
+    if not plan.get("trials") or "SLURM_JOB_NODELIST" not in os.environ:
+        print(f"{PREFIX}: pack: {args.run_dir / packed.PLAN} and a Slurm allocation are needed (the packed sweep's "
+              "batch script runs this)", file=sys.stderr)
+        return 2
+    record_pack(args.run_dir, plan, os.environ)
+    pack = Pack(args.run_dir, plan, os.environ)
+    share, slots = plan["share"], len(pack.state.slots)
+    at_once = min(slots, plan.get("max_parallel") or slots)
+    pack.say(f"pack {os.environ.get('SLURM_JOB_ID', '?')} on {os.environ['SLURM_JOB_NODELIST']}: "
+             f"{len(plan['trials'])} trials, {at_once} at once ({share['gpus']} GPU(s) x {share['nodes']} node(s) "
+             f"each); logs and results in {shlex.quote(str(args.run_dir))}_I/")
+    return pack.run()

@@ -1,0 +1,158 @@
+"""A packed sweep on the local cluster with fake GPUs: 8 one-GPU command trials in ONE 2-node job, each its own
+srun step on its own GPU; a crash retried on another share while the others go on; `cancel JOBID_I` ends one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hpc_train.localslurm.spec import LocalCluster
+from tests.e2e.test_task_modules import submit
+
+pytestmark = pytest.mark.slurm_cluster
+TRIAL = """\
+import json, os, pathlib, sys, time
+index, start = int(os.environ["HPC_TRAIN_TRIAL"]), time.time()
+crashed = pathlib.Path(sys.argv[1]) / f"crashed-{index}"
+if index == 5 and not crashed.exists():  # trial 5 crashes once
+    crashed.write_text("once")
+    print("CRASH", os.environ.get("SLURMD_NODENAME"), flush=True)
+    sys.exit(3)
+time.sleep(120 if index == 7 else 2.5)  # trial 7 runs until it is cancelled
+print("TRIAL", json.dumps({"index": index, "seed": int(sys.argv[2]), "node": os.environ.get("SLURMD_NODENAME"),
+                           "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": start, "end": time.time()}))
+"""
+
+
+def trial_lines(folder: Path) -> list[dict]:
+    log = folder / "logs" / "rank-0.out"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [json.loads(line.partition("TRIAL ")[2]) for line in text.splitlines() if line.startswith("TRIAL ")]
+
+
+def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster: LocalCluster,
+                                                                        tmp_path: Path) -> None:
+    (tmp_path / "trial.py").write_text(TRIAL)
+    job = submit(cluster, tmp_path, "pack", "--gpus-per-node", "2", "--pack", "--max-retries", "1", "--no-snapshot",
+                 "--sweep", "seed=10,11,12,13,14,15,16,17", "--", sys.executable, "trial.py", str(tmp_path), "{seed}")
+    runs = tmp_path / "runs"
+    seventh = runs / f"pack-{job.id}_7"
+    deadline = time.monotonic() + 120
+    while not (seventh / "step-gpus").exists():  # trial 7 runs: end it alone
+        assert time.monotonic() < deadline, (runs / f"pack-{job.id}" / f"slurm-pack-{job.id}.out").read_text()
+        time.sleep(0.3)
+    cancel = subprocess.run(["hpc-train", "cancel", f"{job.id}_7"], cwd=tmp_path, env=job.env, capture_output=True,
+                            text=True)
+    assert cancel.returncode == 0 and "the other trials go on" in cancel.stdout, cancel.stderr
+    batch_log = runs / f"pack-{job.id}" / f"slurm-pack-{job.id}.out"
+    assert job.wait() == ("COMPLETED", "0:0"), batch_log.read_text()[-3000:]
+    trials = {index: trial_lines(runs / f"pack-{job.id}_{index}") for index in range(8)}
+    assert all(len(trials[index]) == 1 for index in range(7)) and trials[7] == [], trials
+    ran = [trials[index][0] for index in range(7)]
+    assert [trial["seed"] for trial in ran] == [10, 11, 12, 13, 14, 15, 16]  # each its own values
+    assert len({trial["node"] for trial in ran}) == 2, ran  # both nodes of the one job
+    overlapping = [(a, b) for a in ran for b in ran if a["index"] < b["index"] and a["node"] == b["node"]
+                   and a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlapping, ran  # trials ran side by side on a node ...
+    assert all(a["gpus"] != b["gpus"] and a["gpus"] in ("0", "1") for a, b in overlapping), overlapping  # apart
+    first_wave = sorted(ran[:4], key=lambda trial: trial["start"])
+    assert first_wave[-1]["start"] - first_wave[0]["start"] < 2.0, first_wave  # four at once, in one job
+    crashed = (runs / f"pack-{job.id}_5" / "logs" / "rank-0.out").read_text()
+    assert crashed.index("CRASH") < crashed.index("TRIAL"), crashed  # crashed once, retried, then done
+    said = batch_log.read_text()
+    assert "trial 5: crashed (exit 3); retried on another share (attempt 2 of at most 2)" in said, said[-3000:]
+    assert "trial 7: cancelled" in said and "7 done, 1 cancelled" in said, said[-3000:]
+    state = json.loads((runs / f"pack-{job.id}" / "pack-state.json").read_text())
+    fifth = state["trials"][5]
+    assert fifth["attempts"] == 2 and [run["how"] for run in fifth["runs"]] == ["crashed", "done"], fifth
+    status = subprocess.run(["hpc-train", "status", job.id], cwd=tmp_path, env=job.env, capture_output=True,
+                            text=True)
+    assert status.returncode == 0 and f"packed sweep {job.id} (pack): 8 trials: 7 done, 1 cancelled" in status.stdout, \
+        status.stdout + status.stderr
+    logs = subprocess.run(["hpc-train", "logs", f"{job.id}_3"], cwd=tmp_path, env=job.env, capture_output=True,
+                          text=True)
+    assert logs.returncode == 0 and '"seed": 13' in logs.stdout, logs.stdout + logs.stderr
+
+
+RESUMABLE = """\
+import json, os, pathlib, signal, sys, time
+saved = pathlib.Path(os.environ["HPC_TRAIN_RUN_DIR"]) / "progress.json"
+step = json.loads(saved.read_text())["step"] if saved.exists() else 0
+print("START", step, flush=True)
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(True))
+while step < 8:
+    if stop:  # the time-limit warning: save, and go on later (exit 75)
+        saved.write_text(json.dumps({"step": step}))
+        print("SAVED", step, flush=True)
+        sys.exit(75)
+    time.sleep(0.4)
+    print("STEP", step, flush=True)
+    step += 1
+print("DONE", flush=True)
+"""
+
+
+def test_a_requeue_mid_sweep_resumes_the_running_trials_exactly_then_finishes_the_rest(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "resumable.py").write_text(RESUMABLE)
+    job = submit(cluster, tmp_path, "requeued", "--gpus-per-node", "2", "--pack", "--max-parallel", "2",
+                 "--no-snapshot", "--sweep", "seed=1,2,3,4", "--", sys.executable, "resumable.py")
+    runs = tmp_path / "runs"
+    logs = [runs / f"requeued-{job.id}_{index}" / "logs" / "rank-0.out" for index in range(4)]
+    deadline = time.monotonic() + 120
+    while not all(log.exists() and "STEP 2" in log.read_text() for log in logs[:2]):
+        assert time.monotonic() < deadline, (runs / f"requeued-{job.id}" / f"slurm-requeued-{job.id}.out").read_text()
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)  # as Slurm's B:USR1
+    batch_log = runs / f"requeued-{job.id}" / f"slurm-requeued-{job.id}.out"
+    assert job.wait() == ("COMPLETED", "0:0"), batch_log.read_text()[-3000:]
+    said = batch_log.read_text()
+    assert "the time limit is near: requeued; 2 trial(s) resume from their checkpoints, 2 start after" in said, said
+    assert said.count("pack " + job.id + " on ") == 2 and "4 done" in said, said[-3000:]
+    for index, log in enumerate(logs):
+        text = log.read_text()
+        steps = [int(line.split()[1]) for line in text.splitlines() if line.startswith("STEP ")]
+        assert steps == list(range(8)) and text.rstrip().endswith("DONE"), (index, text)  # each step once, in order
+        if index < 2:  # stopped, saved, resumed where it saved
+            saved = int(text.split("SAVED ")[1].split()[0])
+            assert f"START {saved}" in text and saved >= 2, text
+    state = json.loads((runs / f"requeued-{job.id}" / "pack-state.json").read_text())
+    assert [trial["state"] for trial in state["trials"]] == ["done"] * 4
+    assert [trial["requeues"] for trial in state["trials"]] == [1, 1, 0, 0]
+
+
+REPORTING = """\
+import os, time
+import hpc_train
+time.sleep(1)
+hpc_train.report(1, float(os.environ["HPC_TRAIN_SWEEP_LEARNING_RATE"]))
+"""
+
+
+def test_an_adaptive_search_packed_asks_its_study_as_each_trial_starts(cluster: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "reporting.py").write_text(REPORTING)
+    job = submit(cluster, tmp_path, "search", "--gpus-per-node", "2", "--pack", "--max-parallel", "2",
+                 "--no-snapshot", "--sweep", "learning_rate=1e-4:1e-1:log", "--search", "tpe", "--trials", "4", "--",
+                 sys.executable, "reporting.py")
+    folder = tmp_path / "runs" / f"search-{job.id}"
+    assert job.wait() == ("COMPLETED", "0:0"), (folder / f"slurm-search-{job.id}.out").read_text()[-3000:]
+    state = json.loads((folder / "pack-state.json").read_text())
+    runs = {trial["index"]: trial["runs"][0] for trial in state["trials"]}
+    assert [trial["state"] for trial in state["trials"]] == ["done"] * 4
+    assert runs[2]["started"] >= min(runs[0]["ended"], runs[1]["ended"])  # asked once an earlier one was told
+    drawn = [json.loads((tmp_path / "runs" / f"search-{job.id}_{index}" / "trial.json").read_text())
+             for index in range(4)]
+    assert sorted(trial["number"] for trial in drawn) == [0, 1, 2, 3]
+    rates = [trial["values"]["learning_rate"] for trial in drawn]
+    assert len(set(rates)) == 4 and all(1e-4 <= rate <= 1e-1 for rate in rates), rates
+    report = subprocess.run(["hpc-train", "report", job.id], cwd=tmp_path, env=job.env, capture_output=True,
+                            text=True)
+    assert report.returncode == 0 and "pack-timeline.png" in report.stdout, report.stdout + report.stderr
+    assert (folder / "pack-timeline.png").read_bytes()[:4] == b"\x89PNG"
+    assert "COMPLETE" in report.stdout, report.stdout

@@ -1,0 +1,85 @@
+"""The packed sweep's scheduler core: shares, disjointness, the next trial as one ends, the cap, retries."""
+
+from __future__ import annotations
+
+from hpc_train.injob.pack.core import (CANCELLED, DONE, FAILED, PRUNED, RUNNING, WAITING, PackState, as_json,
+                                       cancel_waiting, ended, from_json, slots_of, starts)
+
+
+def test_slots_are_the_shares_of_each_node_or_blocks_of_whole_nodes() -> None:
+    one_gpu = slots_of(["node1", "node2"], 1, 2)
+    assert [(slot.index, slot.nodes) for slot in one_gpu] == [(0, ("node1",)), (1, ("node1",)), (2, ("node2",)),
+                                                             (3, ("node2",))]
+    blocks = slots_of(["a", "b", "c", "d", "e"], 2, 1)
+    assert [slot.nodes for slot in blocks] == [("a", "b"), ("c", "d")]  # e is left over: no half trial
+
+
+def test_eight_trials_on_four_shares_run_four_at_once_each_on_its_own_share() -> None:
+    state = PackState.new(slots_of(["node1", "node2"], 1, 2), 8, None, 0)
+    state, first = starts(state, 0.0)
+    assert [start.index for start in first] == [0, 1, 2, 3]
+    assert sorted(start.slot.index for start in first) == [0, 1, 2, 3]  # disjoint: no share twice
+    assert [trial.state for trial in state.trials] == [RUNNING] * 4 + [WAITING] * 4
+    state, again = starts(state, 1.0)
+    assert again == []  # no share free: nothing more starts
+
+
+def test_the_next_trial_starts_on_the_share_that_one_ending_frees() -> None:
+    state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 8, None, 0), 0.0)
+    state = ended(state, 2, 0, 5.0)
+    assert state.trials[2].state == DONE and state.trials[2].runs[0]["how"] == DONE
+    state, launched = starts(state, 5.0)
+    assert [(start.index, start.slot.index, start.slot.nodes) for start in launched] == [(4, 2, ("node2",))]
+
+
+def test_max_parallel_caps_the_trials_running_at_once() -> None:
+    state, launched = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 5, 2, 0), 0.0)
+    assert [start.index for start in launched] == [0, 1] and len(state.free_slots()) == 2
+    state, launched = starts(ended(state, 0, 0, 1.0), 1.0)
+    assert [start.index for start in launched] == [2] and len(state.running) == 2
+
+
+def test_a_crash_is_retried_first_on_another_share_away_from_its_node() -> None:
+    state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 6, None, 1), 0.0)  # 0,1 node1; 2,3 node2
+    state = ended(state, 3, 0, 1.0)  # frees a share on node2
+    state = ended(state, 0, 1, 1.0)  # crashes on node1: a share there is free too
+    assert state.trials[0].state == WAITING and state.trials[0].avoid == ("node1",)
+    assert state.trials[0].runs[-1]["how"] == "crashed"
+    state, launched = starts(state, 1.0)
+    assert (launched[0].index, launched[0].slot.nodes, launched[0].attempt) == (0, ("node2",), 2)
+    assert launched[1].index == 4 and launched[1].slot.nodes == ("node1",)  # the next new trial takes the other
+    state = ended(state, 0, 1, 2.0)  # its retries spent
+    assert state.trials[0].state == FAILED and state.trials[0].code == 1
+
+
+def test_a_crash_with_only_its_own_node_free_is_retried_there_rather_than_left_waiting() -> None:
+    state, _ = starts(PackState.new(slots_of(["node1"], 1, 1), 2, None, 2), 0.0)
+    state, launched = starts(ended(state, 0, 9, 1.0), 1.0)
+    assert [(start.index, start.slot.nodes) for start in launched] == [(0, ("node1",))]
+
+
+def test_pruned_and_cancelled_ends_are_never_retried() -> None:
+    state, _ = starts(PackState.new(slots_of(["n"], 1, 2), 3, None, 3), 0.0)
+    state = ended(ended(state, 0, 0, 1.0, PRUNED), 1, 143, 1.0, CANCELLED)
+    state = cancel_waiting(state, 2)
+    assert [trial.state for trial in state.trials] == [PRUNED, CANCELLED, CANCELLED] and state.finished
+
+
+def test_a_requeued_pack_resumes_the_running_trials_first_then_the_rest() -> None:
+    state, _ = starts(PackState.new(slots_of(["node1"], 1, 2), 4, None, 0), 0.0)
+    state = ended(state, 0, 0, 1.0)
+    saved = as_json(state)  # trial 1 still running when the job was requeued
+    resumed = from_json(saved, slots_of(["node7"], 1, 2))
+    assert [trial.state for trial in resumed.trials] == [DONE, WAITING, WAITING, WAITING]
+    resumed, launched = starts(resumed, 10.0)
+    assert [(start.index, start.attempt, start.slot.nodes) for start in launched] == [(1, 2, ("node7",)),
+                                                                                      (2, 1, ("node7",))]
+
+
+def test_a_trial_stopped_by_the_warning_waits_first_and_spends_no_retry() -> None:
+    state, _ = starts(PackState.new(slots_of(["node1"], 1, 1), 2, None, 0), 0.0)
+    state = ended(state, 0, 75, 1.0, "requeued")
+    assert state.trials[0].state == WAITING and state.order == (0, 1) and state.trials[0].requeues == 1
+    state, launched = starts(state, 2.0)
+    assert [(start.index, start.attempt) for start in launched] == [(0, 2)]
+    assert ended(state, 0, 1, 3.0).trials[0].state == FAILED  # max_retries 0: its crash now is its end

@@ -1,0 +1,63 @@
+"""The pack's edge, its pure parts: each trial's srun step, command, environment and ports."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+from hpc_train.bootstrap.ports import trial_port_base
+from hpc_train.injob.pack.core import Slot, Start
+from hpc_train.injob.pack.runner import rank_command, srun_arguments, trial_env, trial_folder
+from hpc_train.injob.requeue import PACKED, plan_requeue
+
+PLAN = {"name": "sw", "command": ["python", "t.py", "--lr={lr}"], "strategy": "multiworker", "num_ps": 1,
+        "max_requeues": 5, "keras": "auto", "command_signal": "USR1",
+        "share": {"nodes": 1, "gpus": 2, "tasks": 2, "cpus": 4, "per_node": 2}}
+
+
+def test_a_trials_step_asks_only_its_share_on_its_node() -> None:
+    folder = Path("/runs/sw-42_3")
+    words = srun_arguments(PLAN, Start(3, Slot(1, ("node7",)), 1), folder, ["cmd", "x"])
+    assert words[:8] == ["--exact", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--nodelist=node7",
+                         "--gres=gpu:2", "--cpus-per-task=4", "--kill-on-bad-exit=1"]
+    assert "--output=/runs/sw-42_3/logs/rank-%t.out" in words and words[-2:] == ["cmd", "x"]
+
+
+def test_a_trials_folder_is_the_element_folder_of_the_packs_job(tmp_path: Path) -> None:
+    assert trial_folder(tmp_path / "sw-42", PLAN, 3) == tmp_path / "sw-42_3"
+
+
+def test_a_trial_runs_its_command_with_its_values_under_the_bootstrap() -> None:
+    words = rank_command(PLAN, Path("/f"), {"lr": 0.01})
+    assert words[-4:] == ["--", "python", "t.py", "--lr=0.01"]
+    assert "bootstrap" in words and "--supervise" in words
+    trainer = rank_command({**PLAN, "command": None}, Path("/f"), {"lr": 0.01})
+    assert trainer[-5:] == ["train", "--config", "/f/config.yaml", "--output-dir", "/f"]
+
+
+def test_trials_side_by_side_get_ports_apart_and_their_values(tmp_path: Path) -> None:
+    env = {"SLURM_JOB_ID": "42"}
+    shares = [trial_env(env, PLAN, Start(index, Slot(index, ("n",)), 1), tmp_path, {"lr": 0.5}, 42, 4)
+              for index in range(4)]
+    bases = [int(share["HPC_TRAIN_PORT_BASE"]) for share in shares]
+    assert len(set(bases)) == 4 and all(abs(a - b) >= 8 for a in bases for b in bases if a != b)
+    assert shares[2]["HPC_TRAIN_TRIAL"] == "2" and shares[2]["HPC_TRAIN_SWEEP_LR"] == "0.5"
+    assert shares[0][PACKED] == "1"
+    next_job = {trial_port_base(43, slot, 4, 2) for slot in range(4)}
+    assert not next_job & set(bases)  # the next job's trials meet none of these
+
+
+def test_a_packed_trial_leaves_the_requeue_to_its_pack() -> None:
+    plan = plan_requeue({"SLURM_JOB_ID": "42", PACKED: "1"}, 5)
+    assert plan.job_id is None and "the pack requeues its job" in plan.reason
+
+
+def test_the_gpu_note_wrapper_runs_the_command_through_a_real_shell(tmp_path: Path) -> None:
+    hostile = "x'; touch PWNED #"
+    words = srun_arguments(PLAN, Start(0, Slot(0, ("n",)), 1), tmp_path, ["echo", hostile])
+    at = words.index("bash")
+    result = subprocess.run(words[at:], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node3", "SLURM_STEP_GPUS": "1"})
+    assert result.stdout == hostile + "\n" and not (tmp_path / "PWNED").exists(), shlex.join(words[at:])
+    assert (tmp_path / "step-gpus").read_text() == "node3 1\n"

@@ -1,0 +1,99 @@
+"""The pack's loop with an srun on PATH that runs its step here (tests/fake_slurm.py): trials started on free
+shares, a failure retried, a cancel, a hang ended by the trial's own watchdog; no cluster."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hpc_train.injob import watchdog
+from hpc_train.injob.pack import runner
+from hpc_train.runs.packed import PLAN, read_pack_state, request_cancel
+from tests.fake_slurm import FakeSlurm, Reply, without_slurm
+
+SCRIPT = """\
+import os, pathlib, sys, time
+index = int(os.environ["HPC_TRAIN_TRIAL"])
+once = pathlib.Path(os.environ["HPC_TRAIN_RUN_DIR"]) / "failed-once"
+if index == 1 and not once.exists():
+    once.write_text("x")
+    sys.exit(4)
+time.sleep(30 if index == 2 else 0.2)
+print("ran", index, os.environ["HPC_TRAIN_SWEEP_SEED"])
+"""
+
+
+@pytest.fixture
+def pack_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    fake = FakeSlurm(tmp_path / ".fake-slurm", {"srun": Reply(shell='while [[ "$1" == --* ]]; do shift; done\n'
+                                                                  'exec "$@"\n')})
+    environ = fake.install(tmp_path / "bin")
+    for name, value in {**without_slurm(environ), "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[1-2]"}.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "trial.py").write_text(SCRIPT)
+    # The ranks' command itself is tested elsewhere (test_runner.py): here each trial runs the script bare.
+    monkeypatch.setattr(runner, "rank_command",
+                        lambda plan, folder, values: [sys.executable, str(tmp_path / "trial.py")])
+    run_dir = tmp_path / "runs" / "sw-7"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("epochs: 1\n")
+    (run_dir / PLAN).write_text(json.dumps({
+        "name": "sw", "trials": [{"seed": seed} for seed in (10, 11, 12, 13)], "search": None, "command": ["x"],
+        "strategy": "multiworker", "num_ps": 1, "max_requeues": 5, "keras": "auto", "command_signal": "USR1",
+        "max_retries": 1, "max_parallel": None, "hang_minutes": None, "pack": {},
+        "share": {"nodes": 1, "gpus": 0, "tasks": 1, "cpus": None, "per_node": 1}}))
+    return run_dir
+
+
+def test_the_loop_retries_a_failure_cancels_on_request_and_ends_a_hang(pack_dir: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.1)
+    monkeypatch.setattr(watchdog, "POLL_SECONDS", 0.2)
+    monkeypatch.setattr(watchdog, "STACKS_WAIT_SECONDS", 0.1)
+    hung = pack_dir.parent / "sw-7_2"
+    # A hang: trial 2 alone is seen to make no progress (the threshold's own rule is watchdog.py's, tested there).
+    monkeypatch.setattr(watchdog.Watchdog, "start", lambda self: (
+        threading.Thread(target=self._act, args=(60.0,), daemon=True).start() if self.watch.run_dir == hung
+        else None) or self)
+    (pack_dir.parent / "sw-7_3").mkdir()
+    request_cancel(pack_dir.parent / "sw-7_3")  # trial 3 waits for a share: it never starts, the others go on
+    started = time.monotonic()
+    assert runner.main(["--run-dir", str(pack_dir)]) == 1  # one trial failed for good: the job says so
+    said = capsys.readouterr().err
+    state = read_pack_state(pack_dir)
+    assert [trial["state"] for trial in state["trials"]] == ["done", "done", "failed", "cancelled"], said
+    assert "trial 1: crashed (exit 4); retried on another share (attempt 2 of at most 2)" in said
+    assert said.count("trial sw-7_2: hung: no progress on any rank") == 2, said
+    assert [run["how"] for run in state["trials"][1]["runs"]] == ["crashed", "done"]
+    assert [run["how"] for run in state["trials"][2]["runs"]] == ["crashed", "crashed"]  # hung, retried, hung again
+    assert state["trials"][3]["runs"] == []
+    assert json.loads((pack_dir.parent / "sw-7_0" / "job.json").read_text())["job_id"] == "7_0"
+    sweep = json.loads((pack_dir / "job.json").read_text())  # started as render's script is: its record made here
+    assert (sweep["job_id"], sweep["sweep"], len(sweep["elements"]), sweep["pack"]) == ("7", "7", 4, {})
+    assert time.monotonic() - started < 20  # the hung trial's 30 s sleep was ended
+
+
+def test_each_packed_trial_is_a_child_mlflow_run_of_the_sweeps(pack_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("mlflow")
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.1)
+    store = f"sqlite:///{pack_dir.parent.parent / 'mlflow.db'}"
+    plan = json.loads((pack_dir / PLAN).read_text())
+    (pack_dir / PLAN).write_text(json.dumps({**plan, "trials": plan["trials"][:2], "track": "mlflow",
+                                             "tracking_uri": store, "experiment": "packed"}))
+    assert runner.main(["--run-dir", str(pack_dir)]) == 0, capsys.readouterr().err
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(store)
+    runs = {json.loads((pack_dir.parent / f"sw-7_{index}" / "tracking.json").read_text())["run_id"]: index
+            for index in range(2)}
+    found = [client.get_run(run_id) for run_id in runs]
+    assert [run.info.status for run in found] == ["FINISHED", "FINISHED"], capsys.readouterr().err
+    parents = {run.data.tags.get("mlflow.parentRunId") for run in found}
+    assert len(parents) == 1 and None not in parents  # both children of the sweep's one run

@@ -1,0 +1,46 @@
+"""A packed sweep's files: its trials' states in Slurm's words, and the allocation's timeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpc_train.injob.pack.core import PackState, as_json, ended, slots_of, starts
+from hpc_train.runs.packed import draw_timeline, slurm_states, timeline_bars
+
+
+def a_pack() -> dict:
+    state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 1), 3, None, 1), 100.0)
+    state, _ = starts(ended(state, 0, 0, 110.0), 110.0)
+    state = ended(state, 1, 2, 115.0, gpus="1")  # crashed: waits to be retried
+    return as_json(state)
+
+
+def test_trials_read_as_slurm_says_array_elements() -> None:
+    assert slurm_states(a_pack(), 3) == {0: "COMPLETED", 1: "PENDING", 2: "RUNNING"}
+    assert slurm_states({}, 2) == {0: "PENDING", 1: "PENDING"}
+
+
+def test_the_timeline_has_a_bar_per_attempt_on_its_share() -> None:
+    bars = timeline_bars(a_pack(), now=120.0)
+    assert sorted(bars) == [(0, 0.0, 10.0, "0", "done"), (0, 10.0, 10.0, "2", "running"),
+                            (1, 0.0, 15.0, "1 (GPU 1)", "crashed")]
+
+
+def test_the_timeline_is_drawn(tmp_path: Path) -> None:
+    path = tmp_path / "timeline.png"
+    assert draw_timeline(a_pack(), path, 120.0) and path.read_bytes()[:4] == b"\x89PNG"
+    assert not draw_timeline({}, tmp_path / "none.png", 120.0)
+
+
+def test_status_shows_each_trial_where_it_runs_and_on_which_gpus() -> None:
+    from hpc_train.runs.folders import JobRecord
+    from hpc_train.runs.views import RunFiles, packed_lines
+
+    record = JobRecord("9", "sw", "runs/sw-9", 2, 4, "multiworker", 0.0, sweep="9",
+                       elements=[{"seed": 1}, {"seed": 2}, {"seed": 3}], pack={"trial_gpus": 1})
+    lines = packed_lines(record, [RunFiles()] * 3, a_pack(), {2: "node2 1"})
+    assert lines[0] == "packed sweep 9 (sw): 3 trials: 1 done, 1 waiting, 1 running"
+    rows = {line.split()[0]: line.split() for line in lines[2:5]}
+    assert rows["0"][2:4] == ["done", "node1"] and rows["1"][2:4] == ["waiting", "node2"]
+    assert rows["2"][2:6] == ["running", "node1", "(GPUs", "1)"]
+    assert "hpc-train cancel 9_INDEX ends one trial" in lines[-1]
