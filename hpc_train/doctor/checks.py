@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hpc_train.bootstrap.keras import keras_problem
@@ -124,11 +124,13 @@ def auto_precision(reports: Sequence[dict]) -> str:
 
 
 def run_step(slurm: SlurmClient, partition: Partition, nodes: int, data_dir: str | None,
-             wait_seconds: int) -> tuple[list[dict], str]:
-    """The test step: one rank per node; their reports, and srun's last words if it failed."""
+             wait_seconds: int, contained: Callable[[list[str]], list[str]] | None = None) -> tuple[list[dict], str]:
+    """The test step: one rank per node; their reports, and srun's last words if it failed. `contained`: the
+    ranks' command in a container (doctor/container.py)."""
+    command = [sys.executable, "-m", "hpc_train.doctor.step", *(("--data-dir", data_dir) if data_dir else ())]
     arguments = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}",
                  f"--immediate={wait_seconds}", "--time=5", "--job-name=hpc-train-doctor", "--kill-on-bad-exit=1",
-                 sys.executable, "-m", "hpc_train.doctor.step", *(("--data-dir", data_dir) if data_dir else ())]
+                 *(contained(command) if contained else command)]
     result = slurm.srun(arguments, timeout=wait_seconds + 300)
     reports = [json.loads(line[len(MARK):]) for line in result.stdout.splitlines() if line.startswith(MARK)]
     if result.returncode == TIMED_OUT:

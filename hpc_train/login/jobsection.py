@@ -15,7 +15,9 @@ JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterog
                "ps_nodes": "the nodes the chief and ps share, with ps_partition (--ps-nodes, default 1)",
                "after": "start when that job ends, whatever its end (--after JOBID)",
                "dependency": "when the job may start, in Slurm's syntax (--dependency SPEC)",
-               "sbatch": "sbatch's options without a flag of their own, OPTION: VALUE (a flag: true) (--sbatch)"}
+               "sbatch": "sbatch's options without a flag of their own, OPTION: VALUE (a flag: true) (--sbatch)",
+               "container": "the image every rank runs in (--container IMAGE)",
+               "container_runtime": "apptainer, pyxis or charliecloud (--container-runtime)"}
 
 
 def read_job_section(path: str | Path | None) -> dict[str, Any]:
@@ -32,6 +34,9 @@ def read_job_section(path: str | Path | None) -> dict[str, Any]:
         raise ConfigError(f"{path}: job: ps_partition {partition!r}: a partition's name, e.g. cpu")
     if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
         raise ConfigError(f"{path}: job: ps_nodes {nodes!r}: a whole number of 1 or more")
+    for key in ("container", "container_runtime"):
+        if section.get(key) is not None and (not isinstance(section[key], str) or not section[key].strip()):
+            raise ConfigError(f"{path}: job: {key} {section[key]!r}: {JOB_SECTION[key]}")
     return {**section, **_slurm_keys(path, section)}
 
 
