@@ -140,6 +140,23 @@ def epilogue(body: JobBody, code: int, env: Mapping[str, str]) -> int:
                                            set(body.retry_exit_codes), body.command), "the epilogue", code)
 
 
+def requeued_for_a_rank(body: JobBody, code: int) -> int:
+    """0 once the job is requeued for a rank in an image that asked (it has no scontrol there: requeue.py), else
+    the step's `code`. Slurm's SIGTERM follows the requeue: ignored, this process has the attempt's end to write."""
+    from hpc_train.injob.requeue import asked_by_a_rank, requeue
+
+    job_id = asked_by_a_rank(body.run_dir)
+    if job_id is None:
+        return code
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    problem = requeue(job_id)
+    if problem is not None:
+        print(f"{PREFIX}: scontrol requeue {job_id} failed ({problem}); resubmit the job to resume", file=sys.stderr,
+              flush=True)
+        return code
+    return 0
+
+
 def _quietly(call: Callable[[], int], what: str, otherwise: int) -> int:
     """call(), or `otherwise` with a one-line warning when it fails by itself (a bug must not change the job)."""
     try:
@@ -283,7 +300,8 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
         requeues = requeues_done(body.run_dir)
         code = watched_step(body, rank_command, attempt.env)
-        final = epilogue(body, code, env) if code != 0 else 0
+        final = requeued_for_a_rank(body, code)  # (the chief that asked exits 0, as one that requeued itself)
+        final = epilogue(body, code, env) if final != 0 else 0
         # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
         goes_on = (code != 0 and final == 0) or requeues_done(body.run_dir) > requeues
         record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on)
