@@ -55,8 +55,8 @@ def submitted_first_steps(data_dir: Path, container: Sequence[str] = ()) -> floa
         subprocess.run([HPC_TRAIN, "submit", "--local", "--nodes", "2", "--no-snapshot", *container, "--set",
                         "epochs=1", "--set", "steps_per_epoch=32", "--set", f"data_dir={data_dir}"],
                        check=True, capture_output=True, cwd=folder, env=QUIET)
-        [run] = Path(folder, "runs").glob("*/metrics.json")
-        return read_metrics(run.parent, strict=True)["first_steps_after_seconds"]
+        [run] = [path for path in Path(folder, "runs").iterdir() if path.is_dir()]  # (--no-snapshot: the run alone)
+        return read_metrics(run, strict=True)["first_steps_after_seconds"]
 
 
 def container_contestants(data_dir: Path, image: str | None, runtime: str | None) -> dict[str, Callable[[], float]]:

@@ -30,6 +30,8 @@ RUNTIMES = ("apptainer", "pyxis", "charliecloud")
 IN_CONTAINER = "HPC_TRAIN_CONTAINER"
 # The job's site-packages inside the image: added after the image's own (hpc_train/__main__.py).
 JOB_SITE = "HPC_TRAIN_CONTAINER_SITE"
+# The job's scripts folder inside the image (its py-spy, which reads a hung command's stacks: injob/pyspy.py).
+JOB_BIN = "HPC_TRAIN_CONTAINER_BIN"
 # The executable each runtime needs on the nodes (Pyxis is srun's plugin: srun itself).
 EXECUTABLES = {"apptainer": "apptainer", "charliecloud": "ch-run", "pyxis": "srun"}
 # Enroot's image names as Pyxis takes them: [USER@][REGISTRY#]IMAGE[:TAG], e.g. nvcr.io#nvidia/tensorflow:25.02-tf2-py3.
@@ -100,6 +102,7 @@ class Places:
     pythonpath: str
     site: str
     user: str | None = None  # ch-run needs $USER: the user's name when the step's environment has none
+    scripts: str | None = None  # the job's scripts folder (its py-spy), mounted
 
 
 def minimal_mounts(paths: Iterable[str]) -> tuple[str, ...]:
@@ -128,7 +131,9 @@ def inside_command(command: Sequence[str], places: Places, runtime: str) -> list
     # (`-m hpc_train.train ARGS` is `hpc-train train ARGS`: through __main__, which checks the image first)
     verb = ["train"] if launcher and command[launcher - 1] == "hpc_train.train" else []
     rank = ["python3", "-u", "-m", "hpc_train", *verb, *command[launcher:]] if launcher else command
-    return ["env", f"{IN_CONTAINER}={runtime}", f"{JOB_SITE}={places.site}", f"PYTHONPATH={places.pythonpath}", *rank]
+    scripts = [f"{JOB_BIN}={places.scripts}"] if places.scripts else []
+    return ["env", f"{IN_CONTAINER}={runtime}", f"{JOB_SITE}={places.site}", *scripts,
+            f"PYTHONPATH={places.pythonpath}", *rank]
 
 
 def hpc_train_launcher(command: Sequence[str]) -> int:
@@ -159,8 +164,8 @@ def wrapped(container: Container, places: Places, command: Sequence[str]) -> tup
 
 
 def mounted_folders(run_dir: str, workdir: str, env: Mapping[str, str], data_dirs: Iterable[str],
-                    package_dir: str, site: str) -> list[str]:
+                    package_dir: str, site: str, scripts: str) -> list[str]:
     """Every host folder the ranks need at its own path (pure; the caller keeps those that exist): the run folder,
-    the working directory, the code snapshot, the data, the job's hpc_train package and site-packages."""
+    the working directory, the code snapshot, the data, the job's hpc_train package, site-packages and scripts."""
     snapshot = env.get("HPC_TRAIN_SNAPSHOT")
-    return [run_dir, workdir, *([snapshot] if snapshot else []), *data_dirs, package_dir, site]
+    return [run_dir, workdir, *([snapshot] if snapshot else []), *data_dirs, package_dir, site, scripts]

@@ -38,14 +38,14 @@ def container_step(container: Container, run_dir: Path, command: Sequence[str],
     """(srun's own options, each rank's command) for the step in `container`; the folders it mounts are those of
     mounted_folders that exist here (a missing one would fail the mount on every node)."""
     staged, package = staged_package(run_dir)
-    site = sysconfig.get_paths()["purelib"]
+    site, scripts = sysconfig.get_paths()["purelib"], sysconfig.get_paths()["scripts"]
     data = [path for path in (env.get(DATA_DIR_VARIABLE), config_setting(command, "data_dir")) if path]
     workdir = os.getcwd()
     folders = mounted_folders(str(run_dir.resolve()), workdir, env, [str(Path(path).resolve()) for path in data],
-                              str(package), site)
+                              str(package), site, scripts)
     user = None if env.get("USER") else pwd.getpwuid(os.getuid()).pw_name
     places = Places(minimal_mounts(folder for folder in folders if os.path.isdir(folder)), workdir, str(staged),
-                    site, user)
+                    site, user, scripts if os.path.isdir(scripts) else None)
     if container.runtime == "charliecloud" and os.path.isdir(container.image):
         mount_points(Path(container.image), (*places.mounts, workdir))
     return wrapped(container, places, command)

@@ -65,6 +65,8 @@ def test_hpc_train_started_any_way_is_started_by_the_images_python() -> None:
         "PYTHONPATH=/scratch/runs/x-7/.hpc-train-python", "python3", "-u", "-m", "hpc_train", "train", "--config",
         "c.yaml"]
     assert inside_command(["bash", "run.sh"], PLACES, "pyxis")[-2:] == ["bash", "run.sh"]
+    with_scripts = Places(PLACES.mounts, PLACES.workdir, PLACES.pythonpath, PLACES.site, scripts="/venv/bin")
+    assert "HPC_TRAIN_CONTAINER_BIN=/venv/bin" in inside_command(["hpc-train", "train"], with_scripts, "apptainer")
 
 
 def test_each_runtime_runs_the_rank_with_the_gpus_the_mounts_and_the_folder() -> None:

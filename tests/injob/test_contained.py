@@ -17,7 +17,7 @@ from hpc_train.injob.contained import mount_points
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 
 PACKAGE = Path(hpc_train.__file__).resolve().parent
-SITE = sysconfig.get_paths()["purelib"]
+SITE, SCRIPTS = sysconfig.get_paths()["purelib"], sysconfig.get_paths()["scripts"]
 NGC = "nvcr.io#nvidia/tensorflow:25.02-tf2-py3"
 
 
@@ -35,12 +35,13 @@ def run_body(tmp_path: Path, fake: FakeSlurm, *options: str) -> tuple[subprocess
                              "--config", f"{run_dir}/config.yaml"],
                             cwd=work, env=env, capture_output=True, text=True, timeout=120)
     places = {"work": work, "run_dir": run_dir, "binds": ",".join(
-        f"{path}:{path}" for path in sorted(map(str, (work, data, snapshot, PACKAGE, SITE))))}
+        f"{path}:{path}" for path in sorted(map(str, (work, data, snapshot, PACKAGE, SITE, SCRIPTS))))}
     return result, places
 
 
 def inside(runtime: str, run_dir: Path) -> list[str]:
     return ["env", f"HPC_TRAIN_CONTAINER={runtime}", f"HPC_TRAIN_CONTAINER_SITE={SITE}",
+            f"HPC_TRAIN_CONTAINER_BIN={SCRIPTS}",
             f"PYTHONPATH={run_dir}/.hpc-train-python", "python3", "-u", "-m", "hpc_train", "train", "--config",
             f"{run_dir}/config.yaml"]
 

@@ -87,11 +87,12 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
     run_dir = work / "runs" / f"{spec.name}-7"
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["data_dir"] == f"/data/{hostile}"
     # The rank, in the image: every argument (the mounts, its folder, hpc-train started by the image's Python).
-    package, site = Path(hpc_train.__file__).resolve().parent, sysconfig.get_paths()["purelib"]
-    binds = ",".join(f"{path}:{path}" for path in sorted(map(str, {work, package, site})))
+    package, site, scripts = (Path(hpc_train.__file__).resolve().parent, sysconfig.get_paths()["purelib"],
+                              sysconfig.get_paths()["scripts"])
+    binds = ",".join(f"{path}:{path}" for path in sorted(map(str, {work, package, site, scripts})))
     assert (tmp_path / "apptainer.args").read_text().splitlines() == [
         "exec", "--nv", "--bind", binds, "--pwd", str(work), f"/images/{hostile}.sif", "env",
-        "HPC_TRAIN_CONTAINER=apptainer", f"HPC_TRAIN_CONTAINER_SITE={site}",
+        "HPC_TRAIN_CONTAINER=apptainer", f"HPC_TRAIN_CONTAINER_SITE={site}", f"HPC_TRAIN_CONTAINER_BIN={scripts}",
         f"PYTHONPATH={run_dir.resolve()}/.hpc-train-python", "python3", "-u", "-m", "hpc_train", "train", "--config",
         f"runs/{spec.name}-7/config.yaml", "--output-dir", f"runs/{spec.name}-7"]
     [srun] = fake.calls("srun")
