@@ -20,8 +20,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, arguments, command_line, interleaved, machine, publish,
-                                    spread, summary, table)
+from hpc_train.bench.report import (HPC_TRAIN, arguments, command_line, interleaved, machine, publish, spread, summary,
+                                    table)
 from hpc_train.runs.metrics import read_metrics
 
 BASELINE = '`python -c "import tensorflow"`'
@@ -112,8 +112,7 @@ def render(samples: dict[str, list[float]], said: Sequence[str] = ()) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = arguments("startup", __doc__, repetitions=7)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    parser = arguments("startup", __doc__, repetitions=7, data_dir=True)
     parser.add_argument("--container", default=None, metavar="IMAGE",
                         help="also a 2-node job without and with every rank in this image, side by side")
     parser.add_argument("--container-runtime", default=None, metavar="RUNTIME")

@@ -27,6 +27,7 @@ from typing import Any
 from hpc_train.config import TrainConfig, applying_settings
 from hpc_train.runs import attempts
 from hpc_train.runs.hparams import tensorboard_dir, write_hparams
+from hpc_train.runs.secret import job_secret
 from hpc_train.runs.stacks import answer_requests
 from hpc_train.runs.state import layout_changes, read_state, write_state
 from hpc_train.training import outcome
@@ -80,7 +81,8 @@ def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, sign
     # Every rank imports the task module before meeting the others: one that cannot be used fails them all at once.
     user_task = user_task or load_task(config.task)
     if rank.cluster:
-        meet(rank, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
+        # Fail fast, naming who is missing, rather than wait in TensorFlow; counting only the job's own ranks.
+        meet(rank, config.startup_timeout, job_secret(os.environ))
     if config.strategy == "parameter_server" and rank.type != "chief":
         from hpc_train.training.servers import serve_until_chief_leaves
 
@@ -144,7 +146,7 @@ def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy:
     training_epochs = inputs.EpochDatasets(user_task, config, "train_dataset")
     steps = inputs.epoch_steps(user_task, config, pipelines, training_epochs)
     validation_steps = inputs.validation_steps(user_task, config, pipelines)
-    model = _compiled_model(config, strategy, user_task, steps, policy)
+    model = compiled_model(config, strategy, user_task, steps, policy)
     # Every pipeline's epoch, counted and checked, is let go on return: none is held while training.
     inputs.check_model_fits(user_task, model, training_epochs.get(pipelines.contexts()[0]))
     return Shape(model, pipelines, replicas, steps, validation_steps)
@@ -175,7 +177,7 @@ def _fit(config: TrainConfig, user_task: TaskModule, shape: Shape, stretches: li
         raise outcome.lost_contact(error, paths.rank, paths) from None
 
 
-def _compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int, policy: str) -> Any:
+def compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int, policy: str) -> Any:
     from hpc_train.training.keras import keras, tf
     from hpc_train.training.metrics import sync_metrics_per_epoch
 
