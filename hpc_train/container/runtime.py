@@ -128,21 +128,23 @@ def inside_command(command: Sequence[str], places: Places, runtime: str) -> list
     and where the job's hpc-train and site-packages are. Any other command runs as it is, under the same `env`."""
     command = list(command)
     launcher = hpc_train_launcher(command)
-    # (`-m hpc_train.train ARGS` is `hpc-train train ARGS`: through __main__, which checks the image first)
-    verb = ["train"] if launcher and command[launcher - 1] == "hpc_train.train" else []
-    rank = ["python3", "-u", "-m", "hpc_train", *verb, *command[launcher:]] if launcher else command
+    # (`-m hpc_train.train ARGS` is `hpc-train train ARGS`: through __main__, which checks the image first; another
+    # module of hpc-train's, doctor's step, checks it itself)
+    module = command[launcher - 1] if launcher > 1 else "hpc_train"
+    start = ["hpc_train", "train"] if module == "hpc_train.train" else [module]
+    rank = ["python3", "-u", "-m", *start, *command[launcher:]] if launcher else command
     scripts = [f"{JOB_BIN}={places.scripts}"] if places.scripts else []
     return ["env", f"{IN_CONTAINER}={runtime}", f"{JOB_SITE}={places.site}", *scripts,
             f"PYTHONPATH={places.pythonpath}", *rank]
 
 
 def hpc_train_launcher(command: Sequence[str]) -> int:
-    """How many of the command's first words start hpc-train (`hpc-train`, `PYTHON [-u] -m hpc_train[.train]`);
+    """How many of the command's first words start hpc-train (`hpc-train`, `PYTHON [-u] -m hpc_train[.MODULE]`);
     0: none (pure)."""
     if command and PurePosixPath(command[0]).name == "hpc-train":
         return 1
     for at in range(1, min(len(command), 4)):
-        if command[at] == "-m" and at + 1 < len(command) and command[at + 1] in ("hpc_train", "hpc_train.train"):
+        if command[at] == "-m" and at + 1 < len(command) and command[at + 1].split(".")[0] == "hpc_train":
             return at + 2 if all(word.startswith("-") for word in command[1:at]) else 0
     return 0
 

@@ -135,5 +135,7 @@ def run_step(slurm: SlurmClient, partition: Partition, nodes: int, data_dir: str
     reports = [json.loads(line[len(MARK):]) for line in result.stdout.splitlines() if line.startswith(MARK)]
     if result.returncode == TIMED_OUT:
         return reports, f"the step did not end within {wait_seconds + 300} s"
-    said = last_words(result, "") if result.returncode != 0 else ""
+    # (a rank's own line, or the node's word that the runtime is not there, says more than srun's exit code)
+    telling = [line.strip() for line in result.stderr.splitlines() if "execve()" in line or "hpc-train" in line]
+    said = (telling[0] if telling else last_words(result, "")) if result.returncode != 0 else ""
     return reports, said

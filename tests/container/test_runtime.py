@@ -59,6 +59,9 @@ def test_hpc_train_started_any_way_is_started_by_the_images_python() -> None:
     assert hpc_train_launcher(["/venv/bin/python", "-u", "-m", "hpc_train", "train"]) == 4
     assert hpc_train_launcher(["python3", "-m", "hpc_train.train", "--config", "c"]) == 3
     assert hpc_train_launcher(["python", "train.py"]) == 0
+    assert hpc_train_launcher(["python", "-m", "hpc_trainer"]) == 0
+    assert inside_command(["/venv/bin/python", "-m", "hpc_train.doctor.step", "--timeout", "5"], PLACES,
+                          "pyxis")[-6:] == ["python3", "-u", "-m", "hpc_train.doctor.step", "--timeout", "5"]
     assert inside_command(["/venv/bin/python", "-m", "hpc_train.train", "--config", "c.yaml"], PLACES,
                           "apptainer") == [
         "env", "HPC_TRAIN_CONTAINER=apptainer", "HPC_TRAIN_CONTAINER_SITE=/venv/lib/python3.11/site-packages",
