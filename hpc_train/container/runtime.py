@@ -55,8 +55,9 @@ class Container:
 
     @property
     def is_file(self) -> bool:
-        """An image on disk (a .sif, a .sqsh, a directory), not a registry name Pyxis pulls."""
-        return not (self.runtime == "pyxis" and registry_name(self.image))
+        """An image on disk (a .sif, a .sqsh, a directory), not a registry's name Pyxis pulls nor a URI Apptainer
+        does (docker://, oras://, library://)."""
+        return "://" not in self.image and not (self.runtime == "pyxis" and registry_name(self.image))
 
 
 def registry_name(image: str) -> bool:

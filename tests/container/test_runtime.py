@@ -47,6 +47,7 @@ def test_a_missing_image_file_is_refused_a_registry_name_never() -> None:
     assert "no such image file" in image_problem(Container("/images/tf.sif", "apptainer"), exists=False)
     assert image_problem(Container("/images/tf.sif", "apptainer"), exists=True) is None
     assert image_problem(Container("nvcr.io#nvidia/tensorflow:25.02-tf2-py3", "pyxis"), exists=False) is None
+    assert image_problem(Container("docker://tensorflow/tensorflow:2.19.0", "apptainer"), exists=False) is None
 
 
 def test_a_folder_inside_a_mounted_one_is_not_mounted_again() -> None:
