@@ -9,8 +9,9 @@ import os
 UNKNOWN_VERSION = "0+unknown"  # a checkout never built nor installed: no version.txt beside this file
 # What a laptop's hpc-train may ask of a login node's over --remote (hpc_train/remote/protocol.py says what each
 # verb needs). Bump it when a forwarded verb gains an option or a behaviour the laptop relies on; builds before
-# protocol 1 report none. 1: submit --in-snapshot (submit --remote), and every verb as of issue 36.
-PROTOCOL = 1
+# protocol 1 report none. 1: submit --in-snapshot (submit --remote), and every verb as of issue 36. 2: submit
+# --partition A,B (Slurm's list, each partition checked by preflight; issue 37).
+PROTOCOL = 2
 OLDEST_PROTOCOL = 1  # the oldest laptop's protocol this login-side hpc-train still serves
 
 

@@ -45,6 +45,8 @@ SUBCOMMANDS = {
 }
 # Verbs that take --remote NAME (hpc_train.cli.forwarding): they then run on the remote's login node.
 REMOTE_VERBS = ("submit", "status", "logs", "cancel", "list", "report")
+# Verbs of a job id that follow it, without --remote, to the remote this machine sent it to (hpc_train/remote/sent.py).
+FOLLOWED = ("status", "logs", "cancel", "report")
 # Run by the batch scripts hpc-train writes and ships, not by people: not in --help. `job` is the job body
 # (hpc_train/injob/body.py) every script runs; `prologue` and `epilogue`, what scripts written before it run;
 # `trial`, a sweep element's ask of its study before the body (injob/trial.py).
@@ -127,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         remote = (getattr(args, "remote", None) or os.environ.get("HPC_TRAIN_REMOTE")
                   if args.subcommand in REMOTE_VERBS else None)
+        if not remote and args.subcommand in FOLLOWED and getattr(args, "job", None):
+            from hpc_train.remote.sent import where
+
+            remote = where(args.job, os.environ)  # the remote this machine's latest submission of that id went to
         if remote:  # the verb runs on the remote's login node, not here
             from hpc_train.cli.forwarding import run_remote
 

@@ -22,7 +22,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-ps", type=int, default=None, metavar="K", help="default: the YAML's num_ps, else 1")
     parser.add_argument("--name", default=None, help="job name; results go to runs/NAME-JOBID/ (default: this "
                         "folder's name, as hpc-train init names the starter's job)")
-    for option in ("partition", "account", "qos", "time", "mem", "constraint", "gres"):
+    parser.add_argument("--partition", default=None, help="sbatch --partition; several, a,b: the job starts in "
+                        "whichever can run it first (each checked before it is queued)")
+    for option in ("account", "qos", "time", "mem", "constraint", "gres"):
         parser.add_argument(f"--{option}", default=None, help=f"sbatch --{option}")
     parser.add_argument("--ps-partition", default=None, metavar="NAME",
                         help="parameter_server: the chief and the ps on this (CPU) partition, no GPU, the workers on "

@@ -1,6 +1,9 @@
 """List recent jobs from the job folders here (runs/), newest first, with their current state.
 
     hpc-train list
+
+Then the jobs submitted from here to remotes (submit --remote), each with its remote: status, logs, cancel and pull
+of its id follow it there.
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ def run(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
+    from hpc_train.remote.sent import list_lines
     from hpc_train.runs import views
     from hpc_train.runs.folders import all_records
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states, job_states
 
     records = views.listed(all_records(), args.limit)
+    sent = list_lines(os.environ)  # the jobs sent to remotes from here: status JOBID follows each
     if not records:
-        print("no jobs in runs/ here")
+        print("\n".join(["no jobs in runs/ here", *sent]))
         return 0
     # Two calls to Slurm whatever the number of jobs (one squeue, one sacct for those it no longer queues), and
     # one squeue per sweep.
@@ -32,5 +37,5 @@ def run(args: argparse.Namespace) -> int:
     states.update({record.job_id: views.sweep_counts(element_states(record.job_id, len(record.elements or []), slurm))
                    for record in records if record.is_sweep})
     runs = {record.job_id: views.read_run(Path(record.folder)) for record in records}
-    print("\n".join(views.list_lines(records, states, runs)))
+    print("\n".join([*views.list_lines(records, states, runs), *sent]))
     return 0

@@ -46,8 +46,9 @@ def slurm_view(record: JobRecord, slurm: SlurmClient, run: RunFiles) -> SlurmVie
     nodes = info.get("NodeList") or (accounted.nodes if accounted else "")  # once Slurm forgot it, sacct's
     if record.components and info:  # a heterogeneous job: scontrol says each component's nodes on a line of its own
         nodes = " + ".join(part.get("NodeList", "?") for part in slurm.show_job_components(record.job_id))
+    partition = info.get("Partition") or (accounted.partition if accounted else "")  # the one it got, once started
     return SlurmView(state, code, elapsed, requeues, source, nodes, waiting,
-                     ended=state.split()[0].upper() in FINAL_STATES)
+                     ended=state.split()[0].upper() in FINAL_STATES, partition=partition)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -203,8 +203,14 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
 
 
 def _say_submitted(job_id: str, message: str) -> None:
-    """The id alone on stdout (JOB=$(hpc-train submit ...) gets it and nothing else); the words on stderr."""
+    """The id alone on stdout (JOB=$(hpc-train submit ...) gets it and nothing else); the words on stderr. Where
+    this machine also sends jobs to remotes, it is remembered as submitted here: its id now means this one."""
+    import os
     import sys
+
+    from hpc_train.remote.sent import HERE, remember
+
+    remember(job_id, HERE, os.environ, only_if_kept=True)
 
     print(job_id, flush=True)
     print(message, file=sys.stderr, flush=True)

@@ -55,14 +55,15 @@ _PASSED: set[JobRequest] = set()
 
 
 def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
-    """Raise JobSpecError naming the first thing a group's partition cannot give; return when Slurm would run it."""
+    """Raise JobSpecError naming the first thing a group's partition cannot give; return when Slurm would run it.
+    A group given several partitions (`--partition a,b`) has each checked: one unknown is named, and the group is
+    refused only when none of them can ever run it (Slurm starts it in whichever can, first)."""
     if spec in _PASSED:
         return
     check_image(spec)
     problems = []
     for group in spec.groups:
-        partition = _partition(group, env)
-        problems += limit_problems(spec, partition, group) if partition else []
+        problems += group_problems(spec, group, _partitions(group, env))
     if not problems and spec.dependency:
         problems = unknown_jobs(spec.dependency, SlurmClient.local(env))
     if not problems:
@@ -89,6 +90,13 @@ def check_image(spec: JobRequest, here: bool = False) -> None:
                            "--local runs them here; drop --local, or use an Apptainer or Charliecloud image")
 
 
+def group_problems(spec: JobRequest, group: Group, partitions: list[Partition]) -> list[str]:
+    """What keeps a group from ever running in any of its partitions (pure): none when one of them can run it,
+    else the first partition's problems."""
+    each = [limit_problems(spec, partition, group) for partition in partitions]
+    return [] if not each or not all(each) else each[0]
+
+
 def unknown_jobs(dependency: str, slurm: SlurmClient) -> list[str]:
     """A job the dependency names that Slurm knows nothing of (neither its controller nor its accounting), as one
     line: Slurm takes such a dependency as met and starts the job at once, even afterok, so a mistyped id would."""
@@ -100,16 +108,21 @@ def unknown_jobs(dependency: str, slurm: SlurmClient) -> list[str]:
     return []
 
 
-def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:
-    """`sbatch --test-only` with the request's options (a group's after another's, `:` between them, as sbatch
-    takes a heterogeneous job): None when the scheduler would run it, else why not."""
+def test_only_options(spec: JobRequest) -> list[str]:
+    """sbatch's options of the request, as `sbatch --test-only` takes them (a group's after another's, `:` between
+    them, as sbatch takes a heterogeneous job; pure): asked here, or of each remote (submit --remote a,b)."""
     from hpc_train.login.script import directives
 
     asked = [[*([":"] if index else []), *_options({name: value for name, value in directives(spec, group).items()
                                                     if name not in ("job-name", "output", "open-mode", "requeue",
                                                                     "signal")})]
              for index, group in enumerate(spec.groups)]
-    options = [option for group in asked for option in group]
+    return [option for group in asked for option in group]
+
+
+def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:
+    """`sbatch --test-only` with the request's options: None when the scheduler would run it, else why not."""
+    options = test_only_options(spec)
     result = SlurmClient.local(env).test_only(options)
     if result.returncode == 0:
         return None
@@ -119,18 +132,27 @@ def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:
            "the partitions and their nodes)"
 
 
-def _partition(group: Group, env: Mapping[str, str]) -> Partition | None:
-    """The partition a group of the job goes to; None when there is nothing to judge by (sbatch --test-only still
-    asks the scheduler). A controller that does not answer is one line now, not a minute's wait in sbatch."""
+def _partitions(group: Group, env: Mapping[str, str]) -> list[Partition]:
+    """The partitions a group of the job may go to (each one named, else the default); none when there is nothing
+    to judge by (sbatch --test-only still asks the scheduler). A controller that does not answer is one line now,
+    not a minute's wait in sbatch."""
     if not SlurmClient.local(env).available("scontrol"):
-        return None
+        return []
     partitions = read_partitions(SlurmClient.local(env))
     if not partitions:
-        return None
-    chosen = find_partition(partitions, group.partition)
-    if chosen is None and group.partition is not None:
-        raise JobSpecError(f"{group.option('partition')} {group.partition}: no such partition here; choose one of "
-                           f"{', '.join(partition.name for partition in partitions)}")
+        return []
+    if not group.partitions:
+        default = find_partition(partitions, None)
+        return [default] if default else []
+    return [_named(group, name, partitions) for name in group.partitions]
+
+
+def _named(group: Group, name: str, partitions: list[Partition]) -> Partition:
+    chosen = find_partition(partitions, name)
+    if chosen is None:
+        listed = f" (of {group.partition})" if len(group.partitions) > 1 else ""
+        raise JobSpecError(f"{group.option('partition')} {name}{listed}: no such partition here; choose "
+                           f"{'among' if listed else 'one of'} {', '.join(partition.name for partition in partitions)}")
     return chosen
 
 

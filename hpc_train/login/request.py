@@ -23,6 +23,7 @@ from hpc_train.login.sbatchoptions import dependency_problem, options_problem
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?|(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?)$")
+_PARTITION_NAME = re.compile(r"[^\s,](?:[^,]*[^\s,])?")  # one name of Slurm's list: no blank around its commas
 _GRES_GPUS = re.compile(r"^gpu(?::[^:,]+)?:(\d+)$")
 
 
@@ -80,8 +81,18 @@ class Group:
         _check_text(((self.option("partition"), self.partition), ("--mem", self.mem), ("--constraint", self.constraint),
                      ("--gres", self.gres)))
         _check_gres(self)
+        if self.partition is not None and not all(map(_PARTITION_NAME.fullmatch, self.partition.split(","))):
+            raise JobSpecError(f"{self.option('partition')} {self.partition!r}: a partition's name, or several "
+                               "separated by commas without spaces (e.g. gpu,debug: the job starts in whichever can "
+                               "run it first)")
         if not self.roles or set(self.roles) - set(ROLES):
             raise JobSpecError(f"roles {', '.join(self.roles) or '(none)'}: expected some of {', '.join(ROLES)}")
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """The partitions named (Slurm's own list, `--partition a,b`: whichever can start the job first); none: the
+        cluster's default one."""
+        return tuple(self.partition.split(",")) if self.partition else ()
 
     @property
     def tasks_per_node(self) -> int:

@@ -109,6 +109,20 @@ def forward(remote: Remote, argv: Sequence[str], environ: Mapping[str, str], fol
         return 130
 
 
+def forward_submit(remote: Remote, argv: Sequence[str], environ: Mapping[str, str], folder: str | None = None,
+                   verb: str = "submit") -> tuple[int, str]:
+    """`hpc-train submit ...` there, as `forward`, its stdout (the job id) passed on and returned too; `verb`: the
+    protocol it needs (a partition list: `submit --partition A,B`)."""
+    import sys
+
+    connect(remote, environ, verb)
+    result = subprocess.run(ssh_argv(remote.host, scripts.verb_script(remote, argv, folder), environ),
+                            stdout=subprocess.PIPE, text=True)
+    sys.stdout.write(result.stdout)
+    sys.stdout.flush()
+    return result.returncode, result.stdout
+
+
 def check(remote: Remote, environ: Mapping[str, str]) -> list[tuple[bool, str]]:
     """`remote check`'s lines, each (ok, text): reachable, hpc-train, Slurm, workdir. Each Slurm call there is
     bounded (HPC_TRAIN_REMOTE_SLURM_TIMEOUT); ssh is blamed only for ssh's own failure."""

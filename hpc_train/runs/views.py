@@ -62,6 +62,7 @@ class SlurmView:
     nodes: str = ""
     waiting: str = ""  # why a pending job waits, in words
     ended: bool = False
+    partition: str = ""  # the one it got (of `--partition a,b`: Slurm's list until it starts); "": not said
 
 
 # A job Slurm no longer knows (scontrol and squeue forgot it, no accounting): its run folder tells how it ended.
@@ -154,7 +155,8 @@ def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[
     """`hpc-train status JOBID`: the state, nodes, command, requeues, history, wait, elapsed time, last line."""
     exit_code = f", exit {slurm.exit_code}" if slurm.exit_code and slurm.ended else ""
     lines = [f"job {record.job_id} ({record.name}): {slurm.state.lower()}{exit_code} [{slurm.source}]",
-             f"  nodes:   {slurm.nodes or 'none yet'} ({record.tasks} tasks, {record.strategy})",
+             f"  nodes:   {slurm.nodes or 'none yet'} ({record.tasks} tasks, {record.strategy})"
+             f"{partition_words(slurm)}",
              *component_lines(record), f"  runs:    {record.what}"]
     if slurm.requeues:
         lines.append(f"  again:   requeued {slurm.requeues} time{'s' if slurm.requeues > 1 else ''}")
@@ -166,6 +168,12 @@ def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[
         lines.append(f"  waiting: {slurm.waiting}")
     return lines + [f"  elapsed: {slurm.elapsed}", f"  last:    {last_progress(record, log)}",
                     f"  folder:  {record.folder}"]
+
+
+def partition_words(slurm: SlurmView) -> str:
+    """Where the job runs: ", partition gpu"; while it waits for one of several, ", partition gpu or debug"."""
+    names = [name for name in slurm.partition.split(",") if name]
+    return f", partition {' or '.join(names)}" if names else ""
 
 
 def component_lines(record: JobRecord) -> list[str]:

@@ -27,7 +27,7 @@ __all__ = ["COMMANDS", "NOT_FOUND", "SACCT_FIELDS", "TIMED_OUT", "SlurmClient", 
 
 COMMANDS = ("sbatch", "srun", "scontrol", "squeue", "sacct", "scancel", "sinfo", "sacctmgr")
 # sacct's fields for a job's runs, in this order (follow.parse_sacct reads them).
-SACCT_FIELDS = ("JobID", "State", "ExitCode", "Elapsed", "NodeList")
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "Elapsed", "NodeList", "Partition")
 
 
 def last_words(result: subprocess.CompletedProcess[str], default: str = "no answer") -> str:
@@ -180,9 +180,10 @@ class SlurmClient:
             raise HpcTrainError(f"sbatch failed: {last_words(result)}")
         return job_id_of(result)
 
-    def test_only(self, options: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        """`sbatch --test-only OPTIONS --wrap=true`: whether the scheduler would run such a job."""
-        return self.run(["sbatch", "--test-only", *options, "--wrap=true"], timeout=60)
+    def test_only(self, options: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """`sbatch --test-only OPTIONS --wrap=true`: whether the scheduler would run such a job, and when (its
+        stderr: "sbatch: Job 1234 to start at 2026-11-26T04:00:00 using ... in partition debug")."""
+        return self.run(["sbatch", "--test-only", *options, "--wrap=true"], timeout=timeout)
 
     # scancel, sinfo, srun, sacctmgr
 

@@ -36,6 +36,7 @@ class Accounted:
     elapsed: str
     requeues: int
     nodes: str = ""  # the latest run's nodes (a Slurm node list), "" when sacct gives none
+    partition: str = ""  # the partition it ran in (of `--partition a,b`, the one it got); "" when sacct gives none
 
 
 def accounted_state(job_id: str, slurm: SlurmClient) -> Accounted | None:
@@ -50,7 +51,8 @@ def accounted_states(job_ids: Sequence[str], slurm: SlurmClient) -> dict[str, Ac
 
 
 def parse_sacct_jobs(text: str) -> dict[str, Accounted]:
-    """`sacct -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList` of several jobs: each job's rows (pure)."""
+    """`sacct -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList,Partition` of several jobs: each job's rows
+    (pure)."""
     rows: dict[str, list[str]] = {}
     for line in text.splitlines():
         job_id, _, rest = line.partition("|")
@@ -64,17 +66,17 @@ def parse_sacct_jobs(text: str) -> dict[str, Accounted]:
 
 
 def parse_sacct(text: str) -> Accounted | None:
-    """`sacct -X -D -n -P -o State,ExitCode,Elapsed[,NodeList]` of one job id, oldest row first (pure)."""
+    """`sacct -X -D -n -P -o State,ExitCode,Elapsed[,NodeList[,Partition]]` of one job id, oldest row first (pure)."""
     rows = [line.split("|") for line in text.splitlines() if line.strip()]
     if not rows:
         return None
-    state, code, elapsed, nodes = (rows[-1] + ["", "", "", ""])[:4]
+    state, code, elapsed, nodes, partition = (rows[-1] + ["", "", "", "", ""])[:5]
     # The runs that ended in a requeue, the latest among them until its next run has a row of its own; a row
     # before those is an older job with the same id.
     ended = rows if state.startswith("REQUEUE") else rows[:-1]
     requeues = sum(1 for _ in takewhile(lambda row: row[0].startswith("REQUEUE"), reversed(ended)))
     return Accounted((state.split() or ["UNKNOWN"])[0], code, elapsed, requeues,
-                     "" if nodes in ("None assigned", "(null)") else nodes)
+                     "" if nodes in ("None assigned", "(null)") else nodes, partition)
 
 
 def job_state(job_id: str, slurm: SlurmClient, fields: Mapping[str, str] | None = None) -> tuple[str, str]:

@@ -75,3 +75,26 @@ def test_where_slurm_still_knows_the_job_its_word_wins(work: Path, monkeypatch: 
                                     "accounting here]", "  nodes:   node[7-8] (2 tasks, multiworker)"]
     assert "  elapsed: 00:00:09" in out.splitlines()
     assert run_main(["list"], capsys)[1].splitlines()[1].split()[2] == "cancelled"
+
+
+@pytest.mark.parametrize("partition, shown", [("gpu", ", partition gpu"), ("gpu,debug", ", partition gpu or debug")])
+def test_status_says_the_partition_the_job_got(partition: str, shown: str, work: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """(issue 37, 3) submitted with --partition gpu,debug: Slurm's list while it waits, the one it got once it
+    started."""
+    state = "RUNNING" if "," not in partition else "PENDING"
+    slurm(work, monkeypatch, f"JobId=1 JobState={state} ExitCode=0:0 RunTime=00:00:09 NodeList=node[7-8] "
+                             f"Partition={partition}\n", squeue=f"1 {state}\n")
+    code, out, err = run_main(["status", "1"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[1] == f"  nodes:   node[7-8] (2 tasks, multiworker){shown}"
+
+
+def test_status_says_the_partition_sacct_remembers(work: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    fake = slurm(work, monkeypatch, FORGOTTEN)
+    fake.on("sacct", "1|COMPLETED|0:0|00:01:02|node[1-2]|debug\n")
+    code, out, err = run_main(["status", "1"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[1] == "  nodes:   node[1-2] (2 tasks, multiworker), partition debug"

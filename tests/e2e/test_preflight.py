@@ -31,6 +31,8 @@ def hpc_train(cluster: LocalCluster, cwd: Path, *args: str) -> subprocess.Comple
     (("--nodes", "2", "--gpus-per-node", "4"), "--gpus-per-node 4: partition debug has 0 node(s) with that many "
                                                 "GPUs (at most 2 per node), 2 asked for"),
     (("--nodes", "2", "--partition", "nosuch"), "--partition nosuch: no such partition here; choose one of debug"),
+    (("--nodes", "2", "--partition", "debug,nosuch"), "--partition nosuch (of debug,nosuch): no such partition "
+                                                      "here; choose among debug"),
     (("--nodes", "2", "--mem", "100000G"), "Slurm would not run this request (Requested node configuration is not "
                                            "available): --mem=100000G"),
     # (Slurm itself takes a job it knows nothing of as ended: the job would start at once.)
@@ -71,6 +73,25 @@ def test_a_held_job_says_why_it_waits_and_one_submitted_after_it_starts_once_it_
     first, then = (fields(subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True,
                                          text=True).stdout) for job in (job_id, second))
     assert state == "COMPLETED" and then["NodeList"] != "node1" and then["StartTime"] >= first["EndTime"], then
+
+
+def test_a_partition_list_starts_the_job_in_the_one_that_can_run_it(cluster: LocalCluster, tmp_path: Path) -> None:
+    """(issue 37, 3) `--partition two,debug`: partition two (made for this test, 2 nodes) can never hold 3 nodes,
+    debug can: preflight lets it through, Slurm starts it in debug, and status says so."""
+    env = control.slurm_env(cluster)
+    made = subprocess.run(["scontrol", "create", "PartitionName=two", "Nodes=node[9-10]", "State=UP"], env=env,
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    try:
+        submitted = hpc_train(cluster, tmp_path, "submit", "--nodes", "3", "--partition", "two,debug", "--", "true")
+        assert submitted.returncode == 0, submitted.stderr
+        job_id = submitted.stdout.strip()
+        state, _ = wait_for_end(job_id, env, lambda: hpc_train(cluster, tmp_path, "logs", job_id).stdout)
+        assert state == "COMPLETED"
+        status = hpc_train(cluster, tmp_path, "status", job_id)
+        assert "(3 tasks, multiworker), partition debug" in status.stdout.splitlines()[1], status.stdout
+    finally:
+        subprocess.run(["scontrol", "delete", "PartitionName=two"], env=env, capture_output=True)
 
 
 @pytest.mark.tensorflow

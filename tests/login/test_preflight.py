@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hpc_train.slurm.pending import reason_in_words
 from hpc_train.login.partitions import Partition, node_gpus, parse_partitions
 from hpc_train.login.preflight import limit_problems
-from hpc_train.login.request import JobSpec
+from hpc_train.login.request import JobSpec, JobSpecError
+from tests.fake_slurm import FakeSlurm, Reply
 
 PARTITIONS = (
     "PartitionName=debug AllowGroups=ALL Default=YES MaxNodes=UNLIMITED MaxTime=UNLIMITED Nodes=node[1-4] "
@@ -57,3 +60,55 @@ def test_a_held_job_is_told_how_to_release_it_by_its_own_id() -> None:
     """(issue 27, 11) status pasted a literal "scontrol release JOBID"."""
     assert reason_in_words("JobHeldUser", "4242").endswith("it starts after scontrol release 4242")
     assert "scontrol release 4242" in reason_in_words("launch failed requeued held", "4242")
+
+
+def listed(tmp_path: Path, sbatch: str | Reply = "sbatch: Job 1 to start at now\n") -> tuple[FakeSlurm, dict]:
+    """Slurm's commands on PATH: partitions debug (4 nodes, any time) and gpu (2 nodes, a day at most)."""
+    fake = FakeSlurm(tmp_path / "fake", {"scontrol show partition": PARTITIONS, "scontrol show node": NODES,
+                                         "sbatch": sbatch})
+    return fake, fake.install(tmp_path / "bin")
+
+
+def test_a_partition_list_is_checked_partition_by_partition_and_passed_to_slurm_whole(tmp_path: Path) -> None:
+    """(issue 37, 3) `--partition gpu,debug`: gpu can never hold 4 nodes, debug can: Slurm starts it there."""
+    from hpc_train.login.preflight import check_request
+
+    fake, env = listed(tmp_path)
+    check_request(JobSpec(nodes=4, partition="gpu,debug", name=tmp_path.name), env)
+    [asked] = fake.calls("sbatch")
+    assert "--partition=gpu,debug" in asked.args and asked.args[0] == "--test-only"
+
+
+def test_a_partition_list_none_of_which_can_run_it_is_refused_by_the_first(tmp_path: Path) -> None:
+    from hpc_train.login.preflight import check_request
+
+    fake, env = listed(tmp_path)
+    with pytest.raises(JobSpecError, match=r"^--nodes 5: partition gpu has 2 node\(s\) in all"):
+        check_request(JobSpec(nodes=5, partition="gpu,debug", name=tmp_path.name), env)
+    assert not fake.calls("sbatch")
+
+
+@pytest.mark.parametrize("partition, expected", [
+    ("gpu,nosuch", "--partition nosuch (of gpu,nosuch): no such partition here; choose among debug, gpu"),
+    ("nosuch", "--partition nosuch: no such partition here; choose one of debug, gpu"),
+])
+def test_an_unknown_partition_of_a_list_is_named(partition: str, expected: str, tmp_path: Path) -> None:
+    from hpc_train.login.preflight import check_request
+
+    fake, env = listed(tmp_path)
+    with pytest.raises(JobSpecError) as raised:
+        check_request(JobSpec(nodes=1, partition=partition, name=tmp_path.name), env)
+    assert str(raised.value) == expected
+    assert not fake.calls("sbatch")
+
+
+@pytest.mark.parametrize("partition", ["gpu,", "gpu, debug", ",gpu", "gpu,,debug"])
+def test_a_malformed_partition_list_is_refused_in_one_line(partition: str) -> None:
+    with pytest.raises(JobSpecError, match=r"^--partition .*: a partition's name, or several separated by commas "
+                                           r"without spaces \(e\.g\. gpu,debug"):
+        JobSpec(nodes=1, partition=partition)
+
+
+def test_a_group_names_its_partitions() -> None:
+    assert JobSpec(nodes=1, partition="gpu,debug").groups[0].partitions == ("gpu", "debug")
+    assert JobSpec(nodes=1).groups[0].partitions == ()

@@ -213,3 +213,101 @@ def test_submit_copies_the_snapshot_and_submits_from_its_copy_there(sshd: SshSer
     assert argv == ["submit", "--in-snapshot", "--nodes", "1", "--name", "a b", "--", "python", "train.py", "$HOME"]
     assert folder == str(work / "runs" / "snapshots" / "d1g35t" / "files" / "sub")
     assert (work / "runs" / "snapshots" / "d1g35t" / "snapshot.json").is_file()
+
+
+def a_cluster(tmp_path: Path, name: str, start: str, job: str, version: str = version_line()) -> str:
+    """A remote's --setup for a stand-in cluster `name`: its sbatch --test-only says `start` (or, for "silent",
+    sleeps; for "refuses", refuses), its hpc-train submits job `job` (recorded in submitted.txt) and answers other
+    verbs with [argv, name] as JSON."""
+    folder = tmp_path / f"cluster-{name}"
+    answer = {"silent": "exec sleep 60",
+              "refuses": "echo 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2; "
+                         "exit 1"}.get(start, f"echo 'sbatch: Job 9 to start at {start} using 1 processors on nodes "
+                                              "node1 in partition debug' >&2")
+    fake_commands(folder, sbatch=f'[ "$1" = --test-only ] || exit 3\n{answer}\n', **{"hpc-train": (
+        f"exec {sys.executable} -c {shlex.quote(stand_in(version))} {shlex.quote(name)} {job} {folder} \"$@\"\n")})
+    return f"export PATH={folder}:$PATH"
+
+
+def stand_in(version: str) -> str:
+    return (f"import json, sys\nname, job, folder, *argv = sys.argv[1:]\n"
+            f"if argv == ['--version']: print({version!r})\n"
+            "elif argv[:1] == ['submit']:\n"
+            "    open(folder + '/submitted.txt', 'a').write(json.dumps(argv) + '\\n')\n"
+            "    print(job); print('hpc-train submit: job ' + job + ' on ' + name, file=sys.stderr)\n"
+            "else: print(json.dumps([argv, name]))\n")
+
+
+def test_submit_to_the_earliest_of_several_clusters_then_follow_the_job_there(
+        sshd: SshServer, laptop: dict[str, str], tmp_path: Path) -> None:
+    """(issue 37, 3) a is busy (its start is later), c never answers: b gets the job; every estimate on one stderr
+    line, stdout the id alone; then status, cancel, pull and list follow it to b without --remote."""
+    env = {**laptop, "HPC_TRAIN_SSH_TIMEOUT": "5", "HPC_TRAIN_REMOTE_SLURM_TIMEOUT": "3"}
+    for name, start, job in (("a", "2026-11-26T09:00:00", "1111"), ("b", "2026-11-26T04:00:00", "2222"),
+                             ("c", "silent", "3333")):
+        add(env, name, GOOD, tmp_path / f"work-{name}", a_cluster(tmp_path, name, start, job))
+    here = tmp_path / "laptop"
+    here.mkdir()
+    started = time.monotonic()
+    result = hpc_train(env, "submit", "--remote", "a,b,c", "--nodes", "1", "--no-snapshot", "--", "python", "t.py",
+                       cwd=here)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "2222\n" and time.monotonic() - started < 40
+    assert result.stderr.splitlines() == [
+        "hpc-train submit: remote c skipped: did not answer within 8 s",
+        "hpc-train: earliest start: a 2026-11-26T09:00, b 2026-11-26T04:00 (chosen), c did not answer in 8 s",
+        "hpc-train submit: job 2222 on b"]
+    [submitted] = (tmp_path / "cluster-b" / "submitted.txt").read_text().splitlines()
+    assert json.loads(submitted) == ["submit", "--no-snapshot", "--nodes", "1", "--", "python", "t.py"]
+    assert not (tmp_path / "cluster-a" / "submitted.txt").exists()
+    for verb in ("status", "cancel"):
+        followed = hpc_train(env, verb, "2222", cwd=here)
+        assert json.loads(followed.stdout) == [[verb, "2222"], "b"], followed.stderr
+    assert json.loads(hpc_train(env, "status", "2222", "--remote", "a", cwd=here).stdout) == [["status", "2222"], "a"]
+    among = hpc_train({**env, "HPC_TRAIN_REMOTE": "a,b"}, "logs", "2222_1", cwd=here)  # of several: where it went
+    assert json.loads(among.stdout) == [["logs", "2222_1"], "b"], among.stderr
+    (tmp_path / "work-b" / "runs" / "t-2222").mkdir(parents=True)
+    pulled = hpc_train(env, "pull", "2222", cwd=here)
+    assert pulled.returncode == 0 and (here / "runs" / "t-2222").is_dir(), pulled.stderr
+    listed = hpc_train(env, "list", cwd=here).stdout.splitlines()
+    at = [index for index, line in enumerate(listed) if line.startswith("sent from here")]
+    assert at and listed[at[0] + 1].split()[:2] == ["2222", "b"], listed
+
+
+def test_several_remotes_none_of_which_can_run_it_queue_nothing(sshd: SshServer, laptop: dict[str, str],
+                                                                tmp_path: Path) -> None:
+    add(laptop, "d", GOOD, tmp_path / "work-d", a_cluster(tmp_path, "d", "refuses", "4444"))
+    add(laptop, "down", CLOSED, "/w", "")
+    result = hpc_train(laptop, "submit", "--remote", "d,down", "--nodes", "1", "--no-snapshot", cwd=tmp_path)
+    one_line_error(result, "no remote gave a start for this request, nothing queued: d skipped: Slurm would not run "
+                   "it there (Batch job submission failed: Invalid partition name specified); down skipped: closed "
+                   "cannot be reached")
+    assert result.stdout == "" and not (tmp_path / "cluster-d" / "submitted.txt").exists()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["submit", "--remote", "d,nosuch", "--nodes", "1"], "unknown remote 'nosuch' (known: d, e)"),
+    (["submit", "--remote", "nosuch", "--nodes", "1"], "unknown remote 'nosuch' (known: d, e)"),
+    (["status", "5", "--remote", "d,d2"], "unknown remote 'd2'"),
+    (["status", "5", "--remote", "d,e"], "--remote d,e: only submit chooses among several remotes; name one"),
+])
+def test_a_remote_list_naming_an_unknown_remote_is_one_line(argv: list[str], words: str, laptop: dict[str, str],
+                                                            tmp_path: Path) -> None:
+    add(laptop, "d", GOOD, tmp_path / "work-d", "")
+    add(laptop, "e", GOOD, tmp_path / "work-e", "")
+    one_line_error(hpc_train(laptop, *argv, cwd=tmp_path), words)
+
+
+def test_a_login_node_too_old_for_a_partition_list_is_skipped_with_its_reason(
+        sshd: SshServer, laptop: dict[str, str], tmp_path: Path) -> None:
+    """Protocol 2 (issue 37): a login node of protocol 1 would take `--partition a,b` for one unknown partition."""
+    add(laptop, "old", GOOD, tmp_path / "work-old", a_cluster(tmp_path, "old", "2026-11-26T01:00:00", "5555",
+                                                              "hpc-train 0.2 (protocol 1, oldest 1)"))
+    add(laptop, "new", GOOD, tmp_path / "work-new", a_cluster(tmp_path, "new", "2026-11-26T09:00:00", "6666"))
+    result = hpc_train(laptop, "submit", "--remote", "all", "--nodes", "1", "--partition", "x,y", "--no-snapshot",
+                       cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == "6666\n", result.stderr
+    skipped, line, _ = result.stderr.splitlines()
+    assert skipped.startswith("hpc-train submit: remote old skipped: hpc-train 0.2 on login is older than this one")
+    assert "submit --partition A,B --remote needs protocol 2" in skipped
+    assert line == "hpc-train: earliest start: new 2026-11-26T09:00 (chosen), old skipped"

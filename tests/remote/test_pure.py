@@ -118,6 +118,9 @@ def test_the_older_side_is_named_with_its_upgrade_in_one_line() -> None:
     assert newer == ("this hpc-train (0.1.dev9+g1, protocol 1) is older than hpc-train 0.9 on login, which serves "
                      "protocol 3 and newer; upgrade it here: pip install --upgrade hpc-train")
     assert protocol_problem(remote, Build("0.9", 7, 1), here, "submit", {}) is None
+    partitions = protocol_problem(remote, Build("0.9", 1, 1), here, "submit --partition A,B", {}) or ""
+    assert "it speaks protocol 1, submit --partition A,B --remote needs protocol 2; upgrade it there" in partitions
+    assert protocol_problem(remote, Build("0.9", 1, 1), here, "submit", {}) is None  # (issue 37: a list needs 2)
 
 
 @pytest.mark.parametrize("sinfo, key", [

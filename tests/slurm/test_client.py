@@ -37,7 +37,7 @@ def test_each_method_runs_its_command_line(tmp_path: Path) -> None:
     assert fake.lines() == [
         "scontrol show job -o 42", "scontrol show partition -o", "squeue -h -t all -j 1,2 -o %i %T",
         "squeue -h -t all -j 12 -o %i %T", "squeue -h -j 42 -o %T", "squeue -h -o %i",
-        "sacct -j 1,2 -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList", "sacct -n -X -o JobID -S now-1hours",
+        "sacct -j 1,2 -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList,Partition", "sacct -n -X -o JobID -S now-1hours",
         "sbatch --test-only --nodes=2 --wrap=true", "scancel 1 2", "sinfo -h -N -p debug -o %N %t",
         "scontrol update NodeName=n1 State=RESUME", "scontrol update JobId=42 ExcNodeList=n2", "scontrol requeue 42",
         "srun hostname", "sacctmgr -i add cluster x", "sinfo -h"]

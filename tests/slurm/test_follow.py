@@ -82,7 +82,7 @@ def test_list_asks_squeue_once_and_sacct_once_for_the_jobs_squeue_no_longer_hold
                                                                     "13": "FAILED", "14": "UNKNOWN"}
     asked = fake.lines()
     assert asked == ["squeue -h -t all -j 11,12,13,14 -o %i %T",
-                     "sacct -j 13,14 -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList"]
+                     "sacct -j 13,14 -X -D -n -P -o JobID,State,ExitCode,Elapsed,NodeList,Partition"]
 
 
 def test_sacct_rows_of_several_jobs_are_read_job_by_job() -> None:

@@ -43,8 +43,10 @@ def test_a_truncated_or_altered_answer_proves_nothing() -> None:
     for cut in (1, 10, len(line) // 2, len(line) - 2):
         assert auth.read_answer(SECRET, chief_nonce, line[:cut]) is None, cut
     name, nonce, proof = line.decode().rstrip("\n").split("\t")
-    for altered in (f"worker 2\t{nonce}\t{proof}", f"{name}\t{nonce}\t{proof[:-1]}0", f"{name}\t{nonce[:-2]}\t{proof}",
-                    f"{name}\t{nonce}\t{proof}\textra", "", "\t\t", "\xff\xfe garbage"):
+    other_digit = "1" if proof.endswith("0") else "0"  # a different last digit, whatever the proof ends with
+    for altered in (f"worker 2\t{nonce}\t{proof}", f"{name}\t{nonce}\t{proof[:-1]}{other_digit}",
+                    f"{name}\t{nonce[:-2]}\t{proof}", f"{name}\t{nonce}\t{proof}\textra", "", "\t\t",
+                    "\xff\xfe garbage"):
         assert auth.read_answer(SECRET, chief_nonce, altered.encode()) is None, altered
 
 
