@@ -9,15 +9,18 @@ cd "$root"
 # A real Slurm (Debian's slurm-wlm and munge): the node-list tests compare with scontrol,
 # and the end-to-end tests submit jobs to a local cluster that they start themselves.
 # OpenSSH's server and rsync: the remotes' tests reach a login node through a real sshd they start.
+# Charliecloud (ch-run) and debootstrap: tests/e2e/test_containers.py builds an image and runs every rank in it.
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1 \
-    || [ ! -x /usr/sbin/sshd ] || ! command -v rsync >/dev/null 2>&1; then
+    || [ ! -x /usr/sbin/sshd ] || ! command -v rsync >/dev/null 2>&1 \
+    || ! command -v ch-run >/dev/null 2>&1 || [ ! -x /usr/sbin/debootstrap ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "env/test.sh: installing slurm-wlm, munge, openssh-server and rsync with apt-get" >&2
+    echo "env/test.sh: installing slurm-wlm, munge, openssh-server, rsync, charliecloud-runtime and debootstrap" \
+      "with apt-get" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openssh-server openssh-client rsync \
-      >/dev/null
+      charliecloud-runtime debootstrap >/dev/null
   else
-    echo "env/test.sh: note: no Slurm (or sshd, rsync), and no root apt-get to install them: their tests are" \
+    echo "env/test.sh: note: no Slurm (or sshd, rsync, ch-run), and no root apt-get to install them: their tests are" \
       "skipped (the same scripts are still tested through hpc-train launch)" >&2
   fi
 fi

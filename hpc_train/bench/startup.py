@@ -1,6 +1,6 @@
 """Start-up: task start to the first training steps, against a bare `import tensorflow`.
 
-    hpc-train bench startup [--repetitions N] [--quick]
+    hpc-train bench startup [--repetitions N] [--quick] [--container IMAGE [--container-runtime R]]
 
 Every restart pays this again (a requeued job too). Interleaved, each in its own
 process, each measured from its process's start (/proc) to a point inside it:
@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import (HPC_TRAIN, command_line, interleaved, machine, parsed, publish, spread, summary,
+from hpc_train.bench.report import (HPC_TRAIN, arguments, command_line, interleaved, machine, publish, spread, summary,
                                     table)
 from hpc_train.runs.metrics import read_metrics
 
@@ -48,6 +48,26 @@ def first_steps_seconds(data_dir: Path, tasks: int) -> float:
         return read_metrics(Path(output), strict=True)["first_steps_after_seconds"]
 
 
+def submitted_first_steps(data_dir: Path, container: Sequence[str] = ()) -> float:
+    """`hpc-train submit --local --nodes 2` (the job body, its ranks started as a job's), optionally every rank in
+    a container: the chief's first steps done, from its process's start (in an image: the runtime's start)."""
+    with tempfile.TemporaryDirectory(prefix="hpc-train-bench-") as folder:
+        subprocess.run([HPC_TRAIN, "submit", "--local", "--nodes", "2", "--no-snapshot", *container, "--set",
+                        "epochs=1", "--set", "steps_per_epoch=32", "--set", f"data_dir={data_dir}"],
+                       check=True, capture_output=True, cwd=folder, env=QUIET)
+        [run] = [path for path in Path(folder, "runs").iterdir() if path.is_dir()]  # (--no-snapshot: the run alone)
+        return read_metrics(run, strict=True)["first_steps_after_seconds"]
+
+
+def container_contestants(data_dir: Path, image: str | None, runtime: str | None) -> dict[str, Callable[[], float]]:
+    """With --container: a 2-node job submitted here, without and with every rank in the image, side by side."""
+    if image is None:
+        return {}
+    inside = ("--container", image, *(("--container-runtime", runtime) if runtime else ()))
+    return {"`hpc-train submit --local --nodes 2`: chief's first steps done": lambda: submitted_first_steps(data_dir),
+            f"the same with `{' '.join(inside)}`": lambda: submitted_first_steps(data_dir, inside)}
+
+
 def contestants(data_dir: Path) -> dict[str, Callable[[], float]]:
     return {
         BASELINE: lambda: seconds_after_import("tensorflow"),
@@ -58,11 +78,13 @@ def contestants(data_dir: Path) -> dict[str, Callable[[], float]]:
     }
 
 
-def measure(data_dir: Path, repetitions: int) -> dict[str, list[float]]:
-    return interleaved(contestants(data_dir), repetitions, lambda seconds: f"{seconds:.2f} s")
+def measure(data_dir: Path, repetitions: int, image: str | None = None,
+            runtime: str | None = None) -> dict[str, list[float]]:
+    return interleaved({**contestants(data_dir), **container_contestants(data_dir, image, runtime)}, repetitions,
+                       lambda seconds: f"{seconds:.2f} s")
 
 
-def render(samples: dict[str, list[float]]) -> str:
+def render(samples: dict[str, list[float]], said: Sequence[str] = ()) -> str:
     baseline = samples[BASELINE]
     rows = [(name, *spread(values, 2), *spread([value / base for value, base in zip(values, baseline)], 2))
             for name, values in samples.items()]
@@ -70,7 +92,7 @@ def render(samples: dict[str, list[float]]) -> str:
     return "\n".join([
         "## Start-up: task start to first training steps",
         "",
-        f"Machine: {machine()}. Command: `{command_line('startup')}`: {len(baseline)} interleaved repetitions, "
+        f"Machine: {machine()}. Command: `{command_line('startup', *said)}`: {len(baseline)} interleaved repetitions, "
         "each its own process; seconds of wall-clock time from the process's start (/proc) to the import done, "
         "or, for `hpc-train train`, to its first 32 steps (one `steps_per_execution`) done: the chief's "
         "`first_steps_after_seconds` in metrics.json.",
@@ -82,10 +104,21 @@ def render(samples: dict[str, list[float]]) -> str:
         "program pays at its first step. With two tasks the chief also waits for its peer to check in and for the "
         "collective ring to form. TensorFlow and tf_keras are imported once, in the task itself; the CLI does not "
         "import them (see Bootstrap).",
+        *([] if len(samples) <= len(contestants(Path())) else [
+            "", "With `--container`: the same 2-node job submitted here (`submit --local`: the job body, then its "
+            "ranks), without and with every rank in the image (docs/containers.md): the image's runtime starts "
+            "first, and the job's TensorFlow is read through a mount."]),
     ])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parsed("startup", __doc__, argv, repetitions=7, data_dir=True)
-    publish("startup", render(measure(args.data_dir, 2 if args.quick else args.repetitions)), write=not args.quick)
+    parser = arguments("startup", __doc__, repetitions=7, data_dir=True)
+    parser.add_argument("--container", default=None, metavar="IMAGE",
+                        help="also a 2-node job without and with every rank in this image, side by side")
+    parser.add_argument("--container-runtime", default=None, metavar="RUNTIME")
+    args = parser.parse_args(argv)
+    samples = measure(args.data_dir, 2 if args.quick else args.repetitions, args.container, args.container_runtime)
+    said = ("--container", args.container, *(("--container-runtime", args.container_runtime)
+                                               if args.container_runtime else ())) if args.container else ()
+    publish("startup", render(samples, said), write=not args.quick)
     return 0

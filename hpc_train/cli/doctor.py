@@ -1,6 +1,6 @@
 """Check a cluster before you wait in its queue: Slurm, accounting, GPUs, and a tiny 2-node step.
 
-    hpc-train doctor [--partition P] [--data-dir DIR] [--nodes 2] [--ps-partition CPU_PARTITION]
+    hpc-train doctor [--partition P] [--data-dir DIR] [--nodes 2] [--ps-partition CPU_PARTITION] [--container IMAGE]
 
 One line per check, with the fix when it fails; exit 0 only when all pass.
 The step (one task per node) imports TensorFlow on each node and compares its
@@ -11,6 +11,7 @@ would give a training job, and reads --data-dir there.
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also check the partition a parameter-server job's chief and ps go to (submit "
                              "--ps-partition: one heterogeneous job)")
     parser.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes in the test step (default 2)")
+    parser.add_argument("--container", default=None, metavar="IMAGE",
+                        help="run the test step's ranks in this image, as a job's (docs/containers.md): is the "
+                             "runtime on the nodes, and does a rank start inside?")
+    parser.add_argument("--container-runtime", default=None, metavar="{apptainer,pyxis,charliecloud}",
+                        help="the runtime of --container's image (default: the image says)")
     parser.add_argument("--wait", type=int, default=120, metavar="S",
                         help="seconds the test step may wait for nodes (srun --immediate; default 120)")
 
@@ -29,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from importlib import metadata
 
     from hpc_train.doctor.checks import Check, accounting, ps_partition, run_step, slurm_partition, step_checks
+    from hpc_train.doctor.container import container_check, contained_command
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
 
@@ -48,15 +55,33 @@ def run(args: argparse.Namespace) -> int:
         print(check.line(), flush=True)
     print(f"...   step: {nodes} task(s), one per node, on {partition.name} (waits up to {args.wait} s for nodes)",
           flush=True)
-    reports, failure = run_step(slurm, partition, nodes, args.data_dir, args.wait)
-    try:
-        local = metadata.version("tensorflow")
+    container = image(args)
+    reports, failure = run_step(slurm, partition, nodes, args.data_dir, args.wait, container and (
+        lambda command: contained_command(container, command, args.data_dir, os.environ)))
+    try:  # (an image's TensorFlow is its own: not compared with this machine's)
+        local = None if container else metadata.version("tensorflow")
     except metadata.PackageNotFoundError:
         local = None
     results = step_checks(reports, nodes, local, args.data_dir)
     if failure and not reports:
         results = [Check("step", False, f"srun failed ({failure})", "see sinfo; is the partition up and are "
                          "nodes free?")]
+    results = [container_check(container, reports, nodes, failure), *results] if container else results
     for check in results:
         print(check.line(), flush=True)
     return 0 if all(check.passed for check in [*checks, *results]) else 1
+
+
+def image(args: argparse.Namespace):  # -> Container | None (the CLI's imports stay inside run)
+    """--container's image and its runtime, the image checked there as submit checks it (one line when not)."""
+    if args.container is None:
+        return None
+    from hpc_train.cli.joboptions import image_path
+    from hpc_train.container.runtime import ContainerError, choose_runtime, image_problem
+
+    path = image_path(args.container)
+    container = choose_runtime(path, args.container_runtime, os.path.isdir(path))
+    problem = image_problem(container, os.path.exists(path))
+    if problem:
+        raise ContainerError(problem)
+    return container

@@ -42,7 +42,11 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="any sbatch option without a flag here, in every group of the job (repeatable; a "
                              "flag alone: --sbatch contiguous); e.g. --sbatch reservation=maint --sbatch "
                              "exclude=node3 --sbatch mail-user=me@example.org --sbatch mail-type=END")
-    parser.add_argument("--container", default=None, metavar="IMAGE.sif", help="run tasks in apptainer exec --nv")
+    parser.add_argument("--container", default=None, metavar="IMAGE",
+                        help="run every rank in this image, the job body outside (docs/containers.md): a .sif or "
+                             "a sandbox (Apptainer), a .sqsh or a registry name (Pyxis), or --container-runtime's")
+    parser.add_argument("--container-runtime", default=None, metavar="{apptainer,pyxis,charliecloud}",
+                        help="the runtime that runs --container's image (default: the image says)")
     parser.add_argument("--signal-seconds", type=int, default=120, metavar="S",
                         help="warn the tasks S seconds before the time limit: they checkpoint and requeue the job "
                              "(default 120; 0: no warning)")
@@ -199,7 +203,8 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     group = Group(args.nodes, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
                   args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres)
     job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account,
-                    qos=args.qos, time=args.time, container=args.container, hold=getattr(args, "hold", False),
+                    qos=args.qos, time=args.time, container=image_path(args.container),
+                    container_runtime=args.container_runtime, hold=getattr(args, "hold", False),
                     signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
                     retry_exit_codes=exit_codes(args.retry_exit_codes), pack=pack_request(args),
                     **slurm_options(args))
@@ -207,6 +212,15 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home
+
+
+def image_path(image: str | None) -> str | None:
+    """--container's image made absolute when it is a file or folder here (the job runs elsewhere: its snapshot);
+    a registry's name (Pyxis pulls it) as it is."""
+    from hpc_train.container.runtime import registry_name
+
+    return image if image is None or (registry_name(image) and not Path(image).exists()) else \
+        str(Path(image).expanduser().absolute())
 
 
 def with_job_section(args: argparse.Namespace) -> None:

@@ -150,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
     _check_request(args, sweep is not None)  # before the snapshot is stored: a refused submit leaves none
     if args.local:
         submit.check_local_gpus(spec)  # likewise: more GPUs than this machine has
+    if args.local or args.dry_run:  # (submit's preflight checks it with the rest)
+        from hpc_train.login.preflight import check_image
+
+        check_image(spec, here=args.local)
     if not (args.local or args.dry_run) and shutil.which("sbatch"):  # and what Slurm would refuse, likewise
         from hpc_train.login.preflight import check_request
 

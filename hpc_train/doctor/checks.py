@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hpc_train.bootstrap.keras import keras_problem
@@ -124,14 +124,18 @@ def auto_precision(reports: Sequence[dict]) -> str:
 
 
 def run_step(slurm: SlurmClient, partition: Partition, nodes: int, data_dir: str | None,
-             wait_seconds: int) -> tuple[list[dict], str]:
-    """The test step: one rank per node; their reports, and srun's last words if it failed."""
+             wait_seconds: int, contained: Callable[[list[str]], list[str]] | None = None) -> tuple[list[dict], str]:
+    """The test step: one rank per node; their reports, and srun's last words if it failed. `contained`: the
+    ranks' command in a container (doctor/container.py)."""
+    command = [sys.executable, "-m", "hpc_train.doctor.step", *(("--data-dir", data_dir) if data_dir else ())]
     arguments = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}",
                  f"--immediate={wait_seconds}", "--time=5", "--job-name=hpc-train-doctor", "--kill-on-bad-exit=1",
-                 sys.executable, "-m", "hpc_train.doctor.step", *(("--data-dir", data_dir) if data_dir else ())]
+                 *(contained(command) if contained else command)]
     result = slurm.srun(arguments, timeout=wait_seconds + 300)
     reports = [json.loads(line[len(MARK):]) for line in result.stdout.splitlines() if line.startswith(MARK)]
     if result.returncode == TIMED_OUT:
         return reports, f"the step did not end within {wait_seconds + 300} s"
-    said = last_words(result, "") if result.returncode != 0 else ""
+    # (a rank's own line, or the node's word that the runtime is not there, says more than srun's exit code)
+    telling = [line.strip() for line in result.stderr.splitlines() if "execve()" in line or "hpc-train" in line]
+    said = (telling[0] if telling else last_words(result, "")) if result.returncode != 0 else ""
     return reports, said

@@ -24,8 +24,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args(argv)
+    if os.environ.get("HPC_TRAIN_CONTAINER"):  # in an image (doctor --container): checked as a job's rank is
+        from hpc_train.container.inside import enter
+
+        if problem := enter(os.environ):
+            print(problem, file=sys.stderr, flush=True)
+            return 2
     report: dict[str, Any] = {"rank": os.environ.get("SLURM_PROCID", "?"),
-                              "node": os.environ.get("SLURMD_NODENAME", socket.gethostname())}
+                              "node": os.environ.get("SLURMD_NODENAME", socket.gethostname()),
+                              "container": os.environ.get("HPC_TRAIN_CONTAINER")}
     report.update(_tensorflow())
     report.update(_peers(args.timeout))
     if args.data_dir:

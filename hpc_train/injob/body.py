@@ -23,21 +23,20 @@ A tracked job's MLflow run is held around the step and ended as the attempt ends
 
 from __future__ import annotations
 
-import argparse
 import os
-import shlex
 import shutil
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpc_train.errors import HpcTrainError, report
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
-from hpc_train.injob.epilogue import PREFIX, QuietParser
+from hpc_train.injob.epilogue import PREFIX
+from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.record import JobShape, record_job
 from hpc_train.injob.requeue import restart_count
@@ -49,43 +48,12 @@ from hpc_train.slurm.client import SlurmClient
 
 # Signals a batch script passes on to its step: Slurm's time-limit warning when it reaches the script itself.
 PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
-USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
-         "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
-         "[--hang-minutes M] [--track mlflow [--tracking-uri URI] [--experiment NAME]] [--trainer] -- COMMAND ...")
-
-
-@dataclass(frozen=True)
-class JobBody:
-    """What one batch script asks of the body: where the run is, how its step runs, and how failures retry."""
-
-    run_dir: Path
-    strategy: str = "multiworker"
-    nodes: int = 1  # the step's nodes and tasks when the mock launcher runs it (srun takes the job's own)
-    tasks_per_node: int = 1
-    max_retries: int | None = None  # None: state.json's, else the default
-    retry_exit_codes: tuple[int, ...] = ()
-    command: bool = False  # the ranks run a user's command (the epilogue reads its exits so)
-    output: str | None = None  # srun --output (rank logs, %t the rank); None: every rank into the job log, labelled
-    error: str | None = None  # srun --error; None: with the output
-    hang_minutes: float | None = None  # the watchdog's threshold (watchdog.py); None: from the run's pace; 0: off
-    track: str = "none"  # mlflow: one MLflow run per job (hpc_train/tracking), opened here before the ranks start
-    tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else runs/mlflow.db
-    experiment: str | None = None  # None: the job's name
-    gpus_per_node: int = 0  # the mock launcher's (--local): its GPUs bound as Slurm would; srun takes the job's
-    num_ps: int = 1  # (which ranks compute, and get GPUs, under parameter_server)
 
 
 def kill_on_bad_exit(strategy: str) -> int:
     """srun's --kill-on-bad-exit: a lost MultiWorkerMirrored task stalls the rest, so it ends the step; a
     parameter-server chief carries on without a lost worker, so that does not (pure)."""
     return 0 if strategy == "parameter_server" else 1
-
-
-def run_dir_for(name: str, env: Mapping[str, str], now: float) -> Path:
-    """runs/NAME-JOBID: Slurm's job name and id when there are any (the same folder when the job is requeued),
-    else NAME and a local id from the time (pure)."""
-    job_id = env.get("SLURM_JOB_ID") or time.strftime("local-%Y%m%d-%H%M%S", time.localtime(now))
-    return Path("runs") / f"{env.get('SLURM_JOB_NAME') or name}-{job_id}"
 
 
 def start_line(body: JobBody, env: Mapping[str, str]) -> str:
@@ -99,17 +67,19 @@ def start_line(body: JobBody, env: Mapping[str, str]) -> str:
             f"logs and results in {body.run_dir}")
 
 
-def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int = 1) -> list[str]:
+def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int = 1,
+                   options: Sequence[str] = ()) -> list[str]:
     """srun's arguments for the step under Slurm (pure). Without rank logs, srun labels each rank's lines.
     A heterogeneous job's (`components` > 1) step spans every component (a plain srun there runs component 0's
-    tasks only): one step, SLURM_PROCID counting across them, which the bootstrap reads (bootstrap/hetstep.py)."""
+    tasks only): one step, SLURM_PROCID counting across them, which the bootstrap reads (bootstrap/hetstep.py).
+    `options`: srun's own, before the command (Pyxis's --container-*)."""
     if components > 1:
         groups = ",".join(map(str, range(components)))
-        return [f"--het-group={groups}", f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
+        return [f"--het-group={groups}", f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}", *options,
                 *(rank_logs_by_procid(body, rank_command) if body.output else ("--label", *rank_command))]
     return [*(() if body.output else ("--label",)), f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
             *(("--open-mode=append", f"--output={body.output}") if body.output else ()),
-            *((f"--error={body.error}",) if body.error else ()), *rank_command]
+            *((f"--error={body.error}",) if body.error else ()), *options, *rank_command]
 
 
 # Each rank appends to its own log, named by its SLURM_PROCID (%t in the patterns), from inside the rank.
@@ -170,6 +140,23 @@ def epilogue(body: JobBody, code: int, env: Mapping[str, str]) -> int:
                                            set(body.retry_exit_codes), body.command), "the epilogue", code)
 
 
+def requeued_for_a_rank(body: JobBody, code: int) -> int:
+    """0 once the job is requeued for a rank in an image that asked (it has no scontrol there: requeue.py), else
+    the step's `code`. Slurm's SIGTERM follows the requeue: ignored, this process has the attempt's end to write."""
+    from hpc_train.injob.requeue import asked_by_a_rank, requeue
+
+    job_id = asked_by_a_rank(body.run_dir)
+    if job_id is None:
+        return code
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    problem = requeue(job_id)
+    if problem is not None:
+        print(f"{PREFIX}: scontrol requeue {job_id} failed ({problem}); resubmit the job to resume", file=sys.stderr,
+              flush=True)
+        return code
+    return 0
+
+
 def _quietly(call: Callable[[], int], what: str, otherwise: int) -> int:
     """call(), or `otherwise` with a one-line warning when it fails by itself (a bug must not change the job)."""
     try:
@@ -221,9 +208,12 @@ def end_step(step: Sequence[Any], here: bool) -> None:
 def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
              step: list[Any] | None = None) -> int:
     """The step's exit status: srun under Slurm, else the mock launcher; USR1/USR2 passed on to it. `step`
-    receives srun's process once it started."""
+    receives srun's process once it started. With a container, each rank's command runs in its image."""
+    try:
+        options, rank_command = contained(body, rank_command, env)
+    except HpcTrainError as error:  # an image the ranks cannot start in: one line
+        return report(error, PREFIX)
     if not under_slurm(env):
-        from hpc_train.errors import HpcTrainError, report
         from hpc_train.login.mock_srun import Step, launch
 
         try:
@@ -245,13 +235,24 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
 
     previous = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
     try:
-        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env))))
+        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env),
+                                                                     options)))
         for signum in early:
             _signal(step[0].pid, signum)
         return exit_status(step[0].wait())
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def contained(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(srun's own options, the ranks' command): in the body's container when it has one (Pyxis's under srun only)."""
+    if body.container is None:
+        return [], list(rank_command)
+    from hpc_train.injob.contained import container_step, refuse_outside_srun
+
+    refuse_outside_srun(body.container, under_slurm(env))
+    return container_step(body.container, body.run_dir, rank_command, env)
 
 
 def _signal(pid: int, signum: int) -> None:
@@ -281,90 +282,13 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
         requeues = requeues_done(body.run_dir)
         code = watched_step(body, rank_command, attempt.env)
-        final = epilogue(body, code, env) if code != 0 else 0
+        final = requeued_for_a_rank(body, code)  # (the chief that asked exits 0, as one that requeued itself)
+        final = epilogue(body, code, env) if final != 0 else 0
         # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
         goes_on = (code != 0 and final == 0) or requeues_done(body.run_dir) > requeues
         record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on)
         attempt.ended(code, final)
     return settle_trial(body.run_dir, final, goes_on)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = QuietParser(prog="hpc-train job", add_help=False)
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--run-dir", type=Path)
-    where.add_argument("--name")
-    parser.add_argument("--nodes", type=int, default=1)
-    parser.add_argument("--ntasks-per-node", type=int, default=1)
-    parser.add_argument("--strategy", default="multiworker")
-    parser.add_argument("--max-retries", type=int, default=None)
-    parser.add_argument("--retry-exit-codes", default="")
-    parser.add_argument("--command", action="store_true")
-    parser.add_argument("--output")
-    parser.add_argument("--error")
-    parser.add_argument("--hang-minutes", type=float, default=None)
-    parser.add_argument("--trainer", action="store_true")
-    parser.add_argument("--track", choices=("none", "mlflow"), default=None)
-    parser.add_argument("--tracking-uri")
-    parser.add_argument("--experiment")
-    return parser
-
-
-def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, output: str | None = None,
-                error: str | None = None) -> str:
-    """A batch script's one line that hands the job to the body: `exec PROGRAM job ... -- RANK_COMMAND`.
-
-    `program` (hpc-train, or PYTHON -m hpc_train) and `rank_command` are shell text, quoted by the caller;
-    `run_dir`, `output` and `error` are shell words (they may expand "$run_dir" or "$SLURM_JOB_ID"), used
-    instead of the body's own; every other value is quoted here."""
-    options = ["--nodes", str(body.nodes), "--ntasks-per-node", str(body.tasks_per_node), "--strategy",
-               body.strategy, *(("--max-retries", str(body.max_retries)) if body.max_retries is not None else ()),
-               *(("--retry-exit-codes", ",".join(map(str, body.retry_exit_codes))) if body.retry_exit_codes else ()),
-               *(("--command",) if body.command else ()),
-               *(("--hang-minutes", f"{body.hang_minutes:g}") if body.hang_minutes is not None else ()),
-               *(("--track", body.track) if body.track != "none" else ()),
-               *(("--tracking-uri", body.tracking_uri) if body.tracking_uri and body.track != "none" else ()),
-               *(("--experiment", body.experiment) if body.experiment and body.track != "none" else ())]
-    logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
-    return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
-
-
-def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobBody, list[str]]:
-    """The body and the ranks' command from `hpc-train job`'s arguments; ValueError when they are wrong.
-
-    `--trainer`: the command is `hpc-train train ...`, given the run folder as its --output-dir."""
-    argv = list(argv)
-    if "--" not in argv or argv.index("--") == len(argv) - 1:
-        raise ValueError("no command after --")
-    at = argv.index("--")
-    args = _parser().parse_args(argv[:at])
-    command = argv[at + 1:]
-    run_dir = args.run_dir if args.run_dir is not None else run_dir_for(args.name, env, now)
-    hang = args.hang_minutes if args.hang_minutes is not None or not args.trainer else trainers_hang_minutes(command)
-    said = {key: trainers_setting(command, key) if args.trainer else None
-            for key in ("track", "tracking_uri", "experiment")}  # the slurm/*.sh scripts' --set track=mlflow
-    body = JobBody(run_dir, args.strategy, args.nodes, args.ntasks_per_node, args.max_retries,
-                   tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
-                   args.output, args.error, hang, args.track or said["track"] or "none",
-                   args.tracking_uri or said["tracking_uri"], args.experiment or said["experiment"])
-    return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
-
-
-def trainers_hang_minutes(command: Sequence[str]) -> float | None:
-    """The trainer's hang_minutes: its last `--set hang_minutes=M` (the slurm/*.sh scripts' way of saying settings),
-    else its --config file's; None when there is none or it is not a number (the trainer refuses it then)."""
-    from hpc_train.injob.watchdog import config_setting, number
-
-    said = trainers_setting(command, "hang_minutes")
-    return number(said if said is not None else config_setting(command, "hang_minutes"))
-
-
-def trainers_setting(command: Sequence[str], key: str) -> str | None:
-    """The last `--set KEY=VALUE` given to the trainer, its text; None when there is none (pure)."""
-    values = [word.split("=", 2)[-1] if word.startswith("--set=") else word.split("=", 1)[1]
-              for before, word in zip(["", *command], command)
-              if word.startswith(f"--set={key}=") or (before == "--set" and word.startswith(f"{key}="))]
-    return values[-1] if values else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(USAGE, file=sys.stderr)
         return 2
+    except HpcTrainError as error:  # an image no runtime is named for
+        return report(error, PREFIX)
     return run_job(body, command, os.environ)
 
 

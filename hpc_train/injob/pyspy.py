@@ -73,10 +73,14 @@ def allow_parent_to_trace() -> Callable[[], None]:
 
 
 def py_spy(environ: Mapping[str, str]) -> str | None:
-    """py-spy's path: beside this Python (a venv's bin/, as pip installs it), else on PATH; None without one."""
-    beside = Path(sys.executable).with_name("py-spy")  # (not resolved: a venv's python is a link out of it)
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
+    """py-spy's path: beside this Python (a venv's bin/, as pip installs it), or in an image the job's own (its
+    scripts folder, mounted), else on PATH; None without one."""
+    from hpc_train.container.runtime import JOB_BIN
+
+    for folder in (Path(sys.executable).parent, *((Path(environ[JOB_BIN]),) if environ.get(JOB_BIN) else ())):
+        beside = folder / "py-spy"  # (not resolved: a venv's python is a link out of it)
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return str(beside)
     return shutil.which("py-spy", path=environ.get("PATH"))
 
 

@@ -19,8 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpc_train.container.runtime import IN_CONTAINER
 from hpc_train.runs import attempts
 from hpc_train.slurm.client import SlurmClient
+
+
+# In the run folder: the job a rank in an image asks the job body to requeue (it has no Slurm commands there).
+REQUEUE_ASKED = ".requeue-asked"
 
 
 @dataclass(frozen=True)
@@ -95,9 +100,32 @@ def requeue_stopped(environ: Mapping[str, str], max_requeues: int, run_dir: Path
     if plan.job_id is None:
         return RequeueOutcome(None, plan.reason)
     before(plan.job_id)
-    problem = requeue(plan.job_id)
+    # In an image there is no scontrol: the job body, outside it, requeues the job once this rank has exited.
+    problem = ask_the_body(run_dir, plan.job_id) if environ.get(IN_CONTAINER) else requeue(plan.job_id)
     if problem is not None:
         return RequeueOutcome(plan.job_id, plan.reason, problem)
     if run_dir is not None:
         attempts.record(run_dir, attempts.requeue_entry(restart_count(environ) + 1, global_step))
     return RequeueOutcome(plan.job_id, plan.reason)
+
+
+def ask_the_body(run_dir: Path | None, job_id: str) -> str | None:
+    """A rank in an image: ask the job body, outside it, to requeue the job after the step (None: asked)."""
+    if run_dir is None:
+        return "no run folder to ask the job body through, and no scontrol in the image"
+    try:
+        (Path(run_dir) / REQUEUE_ASKED).write_text(job_id)
+    except OSError as error:
+        return f"could not ask the job body ({error.strerror})"
+    return None
+
+
+def asked_by_a_rank(run_dir: Path) -> str | None:
+    """The job a rank in an image asked the body to requeue (the request taken), None when none asked."""
+    asked = Path(run_dir) / REQUEUE_ASKED
+    try:
+        job_id = asked.read_text().strip()
+        asked.unlink()
+    except OSError:
+        return None
+    return job_id or None

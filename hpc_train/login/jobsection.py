@@ -17,7 +17,9 @@ JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterog
                "dependency": "when the job may start, in Slurm's syntax (--dependency SPEC)",
                "sbatch": "sbatch's options without a flag of their own, OPTION: VALUE (a flag: true) (--sbatch)",
                "pack": "the sweep as one job, its trials steps on shares of it: true, or {trial_gpus: K} / "
-                       "{trial_nodes: M} / {trial_cpus: C} (--pack)"}
+                       "{trial_nodes: M} / {trial_cpus: C} (--pack)",
+               "container": "the image every rank runs in (--container IMAGE)",
+               "container_runtime": "apptainer, pyxis or charliecloud (--container-runtime)"}
 PACK_KEYS = ("trial_gpus", "trial_nodes", "trial_cpus")
 
 
@@ -35,6 +37,9 @@ def read_job_section(path: str | Path | None) -> dict[str, Any]:
         raise ConfigError(f"{path}: job: ps_partition {partition!r}: a partition's name, e.g. cpu")
     if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
         raise ConfigError(f"{path}: job: ps_nodes {nodes!r}: a whole number of 1 or more")
+    for key in ("container", "container_runtime"):
+        if section.get(key) is not None and (not isinstance(section[key], str) or not section[key].strip()):
+            raise ConfigError(f"{path}: job: {key} {section[key]!r}: {JOB_SECTION[key]}")
     return {**section, **_slurm_keys(path, section), **_pack_keys(path, section.get("pack"))}
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from hpc_train.container.runtime import image_problem
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
 from hpc_train.login.request import Group, JobRequest, JobSpecError, time_minutes
@@ -59,6 +60,7 @@ def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
     refused only when none of them can ever run it (Slurm starts it in whichever can, first)."""
     if spec in _PASSED:
         return
+    check_image(spec)
     problems = []
     for group in spec.groups:
         problems += group_problems(spec, group, _partitions(group, env))
@@ -70,6 +72,22 @@ def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
     if problems:
         raise JobSpecError(problems[0])
     _PASSED.add(spec)
+
+
+def check_image(spec: JobRequest, here: bool = False) -> None:
+    """A container's image that is not there (a file or folder; a registry's name is Pyxis's to pull), or Pyxis for
+    ranks run `here` (submit --local: no srun), in one line, before anything is stored or queued."""
+    import os
+
+    container = spec.image()  # (an image no runtime is known for: its one line)
+    if container is None:
+        return
+    problem = image_problem(container, os.path.exists(container.image))
+    if problem:
+        raise JobSpecError(problem)
+    if here and container.runtime == "pyxis":
+        raise JobSpecError(f"--container {container.image}: Pyxis starts ranks in an image only under srun, and "
+                           "--local runs them here; drop --local, or use an Apptainer or Charliecloud image")
 
 
 def group_problems(spec: JobRequest, group: Group, partitions: list[Partition]) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hpc_train.config import COMMAND_SIGNALS, JOB_STRATEGIES, KERAS_CHOICES
+from hpc_train.container.runtime import RUNTIMES, Container, choose_runtime
 from hpc_train.errors import HpcTrainError
 from hpc_train.login.packing import Pack, PackError, Share, share_of
 from hpc_train.login.sbatchoptions import dependency_problem, options_problem
@@ -128,7 +129,8 @@ class JobRequest:
     account: str | None = None
     qos: str | None = None
     time: str | None = None
-    container: str | None = None
+    container: str | None = None  # every rank runs in this image (docs/containers.md)
+    container_runtime: str | None = None  # None: the image says which (container/runtime.py)
     hold: bool = False  # submitted held, released with scontrol release
     # Seconds before the time limit at which Slurm warns the tasks (they checkpoint and requeue); 0: no warning.
     signal_seconds: int = 120
@@ -155,6 +157,10 @@ class JobRequest:
         if "/" in self.name or self.name.startswith("."):
             raise JobSpecError(f"--name {self.name!r}: names a folder under runs/, so no '/' and no leading '.'")
         _check_choices(self)
+        if self.container_runtime is not None and self.container_runtime not in RUNTIMES:
+            raise JobSpecError(f"--container-runtime {self.container_runtime!r}: expected one of {', '.join(RUNTIMES)}")
+        if self.container_runtime is not None and self.container is None:
+            raise JobSpecError("--container-runtime names the runtime of an image: add --container IMAGE")
         problem = options_problem(self.sbatch) or (self.dependency is not None and dependency_problem(self.dependency))
         if problem:
             raise JobSpecError(problem)
@@ -185,6 +191,12 @@ class JobRequest:
         servers = Group(ps_nodes, partition=ps_partition, roles=("chief", "ps"), ntasks=1 + num_ps)
         return cls((servers, replace(workers, roles=(WORKER,))), strategy="parameter_server", num_ps=num_ps,
                    **job_wide)
+
+    def image(self) -> Container | None:
+        """The container every rank runs in, its runtime chosen from the image unless named; None: none."""
+        if self.container is None:
+            return None
+        return choose_runtime(self.container, self.container_runtime, Path(self.container).is_dir())
 
     @property
     def heterogeneous(self) -> bool:

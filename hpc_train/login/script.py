@@ -18,7 +18,7 @@ import yaml
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
-from hpc_train.injob.body import JobBody, script_line
+from hpc_train.injob.jobline import JobBody, script_line
 from hpc_train.login.request import Group, JobRequest
 from hpc_train.login.snapshot import SNAPSHOTS, JobCode
 from hpc_train.login.sweep import Sweep
@@ -88,7 +88,8 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
     per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
     running at once. `batch_log`: the batch script's log (sbatch --output), where the default, in the directory
     sbatch runs in, will not do. `program`: how the job starts hpc-train (shell text): the activated environment's
-    `hpc-train`, or `PYTHON -m hpc_train` for submit's own Python (a container's ranks use the image's). `code`:
+    `hpc-train`, or `PYTHON -m hpc_train` for submit's own Python (with a container, the body runs each rank's in
+    the image: injob/contained.py). `code`:
     the snapshot the job runs in (code_lines)."""
     config = job_config(spec, train)
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
@@ -96,7 +97,6 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
     array |= {"output": batch_log} if batch_log else {}
     # A held job (submit --hold) starts after scontrol release; render's scripts are for people, who hold by hand.
     lines = directive_lines(spec, {**array, **({"hold": True} if spec.hold and spec.heterogeneous else {})})
-    launcher = f"apptainer exec --nv {shlex.quote(spec.container)} " if spec.container else ""
     from hpc_train.resources import resource
 
     return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
@@ -107,8 +107,8 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
         run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
         '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
         config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command, program),
-        job_line="\n".join(code_lines(code)) + "\n" * bool(code) + script_line(program, '"$run_dir"', job_body(spec, config, command), launcher + (
-            task_command(spec, config, command, "hpc-train" if spec.container else program)
+        job_line="\n".join(code_lines(code)) + "\n" * bool(code) + script_line(program, '"$run_dir"', job_body(spec, config, command), (
+            task_command(spec, config, command, program)
             if sweep is None or not command else '"${element_command[@]}"'),
             output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
     )
@@ -141,7 +141,7 @@ def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | Non
     return JobBody(Path("."), spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
                    track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment,
-                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps)
+                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=spec.image())
 
 
 def config_lines(config: TrainConfig) -> str:

@@ -26,7 +26,7 @@ import yaml
 
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
-from hpc_train.injob.body import script_line
+from hpc_train.injob.jobline import script_line
 from hpc_train.login.provenance import write_provenance
 from hpc_train.runs.state import write_text_atomically
 from hpc_train.runs.folders import (ELEMENT_BATCH_LOG, RANK_LOG_PATTERN, RUNS, JobRecord, element_records,
@@ -43,7 +43,7 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
 
     `home` (--home): the environment the job activates before the body and its ranks start (a checkout's
     env/activate.sh, with the site's modules, or a virtual environment); its python3 then runs them. None: this
-    very Python. With a container, the body runs there and each rank's Python in the image.
+    very Python. With a container, the body runs there and runs each rank in the image (injob/contained.py).
     `command`: the user's own command for every rank (under the bootstrap) instead of the trainer.
     `code`: the snapshot every attempt runs in (None: the code on disk, in the directory submitted from).
     """
@@ -54,9 +54,7 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
     if home is not None:
         setup = [f"source {shlex.quote(str(activation_script(home)))}"]
         python = "python3"  # the activated environment's
-    # Each rank's Python: inside the image, with the GPUs passed through, for a container.
-    ranks = f"apptainer exec --nv {shlex.quote(spec.container)} python3" if spec.container else python
-    executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=ranks)
+    executor = submitit.SlurmExecutor(folder=str(runs / f"{spec.name}-%j"), python=python)
     group = spec.group  # (submitit writes one group's #SBATCH lines: a heterogeneous job is refused here)
     extra: dict[str, Any] = {flag: True for flag, wanted in (("exclusive", group.exclusive), ("hold", spec.hold),
                                                              ("requeue", True)) if wanted}
@@ -74,7 +72,7 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
         # requeue the job (submitit's own requeueing is not used: the trainer's handlers replace it).
         signal_delay_s=spec.signal_seconds,
         setup=[*setup, *body_lines(spec, job_config(spec, train), (runs / f"{spec.name}-%j").absolute(), python,
-                                   ranks, command, code)],
+                                   command, code)],
     )
     return executor
 
@@ -92,7 +90,7 @@ def job_folder_word(folder: Path) -> str:
     return f'{shlex.quote(before)}"$SLURM_JOB_ID"{shlex.quote(after) if after else ""}'
 
 
-def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str, ranks: str,
+def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str,
                command: Sequence[str] | None, code: JobCode | None = None) -> list[str]:
     """The script's setup: the settings into the job folder, then the job body in this shell's place (`exec`),
     so that submitit's own srun line after it never runs. Its ranks log as every job's do (logs/rank-N.out,
@@ -103,7 +101,7 @@ def body_lines(spec: JobRequest, config: TrainConfig, folder: Path, python: str,
             *code_lines(code),
             "# hpc-train's job body (hpc_train/injob/body.py) replaces this shell: submitit's srun line never runs.",
             script_line(f"{python} -m hpc_train", '"$run_dir"', job_body(spec, config, command),
-                        task_command(spec, config, command, f"{ranks} -u -m hpc_train"),
+                        task_command(spec, config, command, f"{python} -u -m hpc_train"),
                         output=shlex.quote(str(folder / RANK_LOG_PATTERN)))]
 
 

@@ -103,3 +103,20 @@ def test_the_ps_partition_is_checked_and_named_in_its_refusal(tmp_path: Path) ->
     assert "AccountingStorageTRES lacks gres/gpu" in ps_partition(slurm, "gpu", None).detail
     with pytest.raises(HpcTrainError, match=r"no partition nowhere here \(partitions: gpu, cpu\); pass --ps-partition"):
         ps_partition(slurm, "nowhere", None)
+
+
+def test_doctor_says_whether_every_rank_started_in_the_image_or_why_not() -> None:
+    from hpc_train.container.runtime import Container
+    from hpc_train.doctor.container import container_check
+
+    image = Container("/images/tf", "charliecloud")
+    inside = [{"rank": "0", "container": "charliecloud"}, {"rank": "1", "container": "charliecloud"}]
+    assert container_check(image, inside, 2, "").line() == (
+        "ok    container: charliecloud: ch-run on the nodes; 2 rank(s) started in /images/tf")
+    missing = container_check(image, [], 2, "slurmstepd: error: execve(): ch-run: No such file or directory")
+    assert not missing.passed and missing.detail.startswith("ch-run is not on the nodes")
+    assert "install charliecloud there" in missing.line()
+    refused = container_check(image, [], 2, "hpc-train 0.1: the charliecloud image's TensorFlow 2.12.0 is not ...")
+    assert not refused.passed and refused.detail.startswith("0 of 2 rank(s) started in /images/tf (hpc-train 0.1")
+    outside = container_check(image, [{"rank": "0", "container": None}, *inside[1:]], 2, "")
+    assert not outside.passed

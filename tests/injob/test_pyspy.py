@@ -279,3 +279,16 @@ def test_a_py_spy_that_never_ends_once_killed_is_given_up_on(monkeypatch: pytest
     monkeypatch.setattr(pyspy.subprocess, "Popen", Stuck)
     assert pyspy.spy("/v/bin/py-spy", 7, 1.5) == ("", f"{pyspy.SLOW} 1.5 s")
     assert waited == [pyspy.REAP_SECONDS]
+
+
+def test_in_an_image_py_spy_is_the_job_s_own_from_its_mounted_scripts_folder(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.injob import pyspy
+
+    monkeypatch.setattr(pyspy.sys, "executable", str(tmp_path / "image" / "usr" / "bin" / "python3"))
+    scripts = tmp_path / "venv" / "bin"
+    scripts.mkdir(parents=True)
+    (scripts / "py-spy").write_text("#!/bin/sh\n")
+    (scripts / "py-spy").chmod(0o755)
+    assert pyspy.py_spy({"PATH": "/nowhere", "HPC_TRAIN_CONTAINER_BIN": str(scripts)}) == str(scripts / "py-spy")
+    assert pyspy.py_spy({"PATH": "/nowhere"}) is None

@@ -97,3 +97,34 @@ def test_a_requeue_slurm_refuses_says_so_and_records_nothing(tmp_path: Path, mon
     assert not outcome.requeued and before == ["42"]
     assert outcome.says() == "scontrol requeue 42 failed (scontrol: error: disabled)"
     assert attempts.history(run_dir) == []
+
+
+def test_a_rank_in_an_image_asks_the_job_body_which_requeues_the_job_outside(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """In an image there is no scontrol: the chief's request goes through the run folder, and the body (outside,
+    once the step has ended) asks Slurm; the run's history has the requeue either way."""
+    from hpc_train.injob.body import JobBody, requeued_for_a_rank
+    from hpc_train.injob.requeue import requeue_stopped
+    from hpc_train.runs import attempts
+
+    fake = fake_scontrol(tmp_path, Reply(), monkeypatch)
+    outcome = requeue_stopped({"SLURM_JOB_ID": "42", "HPC_TRAIN_CONTAINER": "charliecloud"}, 5, tmp_path)
+    assert outcome.requeued and outcome.says() == "requeued job 42 (requeue 1 of at most 5)"
+    assert not fake.calls("scontrol") and attempts.requeues_done(attempts.history(tmp_path)) == 1
+    body = JobBody(tmp_path)
+    monkeypatch.setattr("signal.signal", lambda signum, handler: None)  # (this test process keeps its SIGTERM)
+    assert requeued_for_a_rank(body, 0) == 0 and [call.args for call in fake.calls("scontrol")] == [["requeue", "42"]]
+    assert requeued_for_a_rank(body, 75) == 75 and len(fake.calls("scontrol")) == 1  # asked once: done once
+
+
+def test_a_requeue_slurm_refuses_for_a_rank_in_an_image_leaves_the_step_s_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.injob.body import JobBody, requeued_for_a_rank
+    from hpc_train.injob.requeue import ask_the_body
+
+    fake_scontrol(tmp_path, Reply(stderr="scontrol: error: Requested operation is presently disabled", code=1),
+                  monkeypatch)
+    assert ask_the_body(tmp_path, "42") is None
+    monkeypatch.setattr("signal.signal", lambda signum, handler: None)
+    assert requeued_for_a_rank(JobBody(tmp_path), 75) == 75
+    assert "hpc-train: scontrol requeue 42 failed (" in capsys.readouterr().err

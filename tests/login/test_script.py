@@ -7,12 +7,14 @@ import signal
 import stat
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+import hpc_train
 from hpc_train.config import TrainConfig
 from hpc_train.login.script import render_script
 from hpc_train.login.request import JobSpec
@@ -29,6 +31,9 @@ CASES = {
     "after_with_sbatch_options": JobSpec(nodes=2, dependency="afterany:1234_5", sbatch=(
         ("reservation", "maint"), ("exclude", "node[1-2]"), ("mail-user", "a@b.c"), ("mail-type", "END,FAIL"),
         ("contiguous", None))),
+    # Every rank in an image, the body outside: the runtime chosen from the image (a .sif; a registry's name).
+    "apptainer": JobSpec(nodes=2, gpus_per_node=4, container="/images/tensorflow.sif"),
+    "pyxis": JobSpec(nodes=2, gpus_per_node=8, container="nvcr.io#nvidia/tensorflow:25.02-tf2-py3"),
 }
 HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "quoted" name', "semi;colon && touch PWNED"]
 
@@ -52,12 +57,12 @@ def fake_hpc_train(bin_dir: Path, body: str) -> None:
 
 def mock_srun(bin_dir: Path) -> FakeSlurm:
     """An srun that runs its command once, as rank 0 (its arguments recorded by the fake), and an apptainer that
-    records its arguments and runs the command."""
+    records its arguments."""
     fake = FakeSlurm(bin_dir / ".fake-slurm", {"srun": Reply(shell='while [[ "$1" == --* ]]; do shift; done\n'
                                                                   'exec "$@"\n')})
     fake.install(bin_dir)
     apptainer = bin_dir / "apptainer"  # `apptainer exec --nv IMAGE CMD...`: record, then run CMD
-    apptainer.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$APPTAINER_ARGS"\nshift 3\nexec "$@"\n')
+    apptainer.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$APPTAINER_ARGS"\n')
     apptainer.chmod(apptainer.stat().st_mode | stat.S_IEXEC)
     fake_hpc_train(bin_dir, 'printf "%s\\n" "$@" > "$TRAIN_ARGS"\n')  # the trainer: record what it was asked
     return fake
@@ -81,13 +86,18 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
     assert not list(tmp_path.rglob("PWNED")), "a value was run as a command"
     run_dir = work / "runs" / f"{spec.name}-7"
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["data_dir"] == f"/data/{hostile}"
-    assert (tmp_path / "apptainer.args").read_text().splitlines()[:3] == ["exec", "--nv", f"/images/{hostile}.sif"]
+    # The rank, in the image: every argument (the mounts, its folder, hpc-train started by the image's Python).
+    package, site, scripts = (Path(hpc_train.__file__).resolve().parent, sysconfig.get_paths()["purelib"],
+                              sysconfig.get_paths()["scripts"])
+    binds = ",".join(f"{path}:{path}" for path in sorted(map(str, {work, package, site, scripts})))
+    assert (tmp_path / "apptainer.args").read_text().splitlines() == [
+        "exec", "--nv", "--bind", binds, "--pwd", str(work), f"/images/{hostile}.sif", "env",
+        "HPC_TRAIN_CONTAINER=apptainer", f"HPC_TRAIN_CONTAINER_SITE={site}", f"HPC_TRAIN_CONTAINER_BIN={scripts}",
+        f"PYTHONPATH={run_dir.resolve()}/.hpc-train-python", "python3", "-u", "-m", "hpc_train", "train", "--config",
+        f"runs/{spec.name}-7/config.yaml", "--output-dir", f"runs/{spec.name}-7"]
     [srun] = fake.calls("srun")
-    assert srun.args[:3] == [
-        "--kill-on-bad-exit=1", "--open-mode=append", f"--output=runs/{spec.name}-7/logs/rank-%t.out"]
-    train_args = (tmp_path / "train.args").read_text().splitlines()
-    assert train_args == ["train", "--config", f"runs/{spec.name}-7/config.yaml", "--output-dir",
-                          f"runs/{spec.name}-7"]
+    assert srun.args[:4] == ["--kill-on-bad-exit=1", "--open-mode=append",
+                             f"--output=runs/{spec.name}-7/logs/rank-%t.out", "apptainer"]
     # An --sbatch value is one word, the value itself, to a shell reading the #SBATCH line's quoting.
     for option in ("comment", "mail-user"):
         [line] = [line for line in script.read_text().splitlines() if line.startswith(f"#SBATCH --{option}=")]

@@ -56,13 +56,17 @@ def test_submit_prints_the_job_id_and_fills_the_job_folder(tmp_path: Path) -> No
 
 def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake")
+    image = tmp_path / "img" / "tf 2.sif"
+    image.parent.mkdir()
+    image.touch()
     result = hpc_train("submit", "--nodes", "2", "--gpus-per-node", "4", "--one-task-per-node", "--container",
-                       "/img/tf 2.sif", "--dry-run", cwd=tmp_path, fake=fake)
+                       "img/tf 2.sif", "--dry-run", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --ntasks-per-node=1" in result.stdout and "#SBATCH --gpus-per-node=4" in result.stdout
-    # The job body runs the ranks, in the image: each its own Python there (submitit's srun line never runs).
+    # The job body runs the ranks (submitit's srun line never runs), each in the image (injob/contained.py).
     assert f"exec {shlex.quote(sys.executable)} -m hpc_train job " in result.stdout
-    assert "\n  apptainer exec --nv '/img/tf 2.sif' python3 -u -m hpc_train train --config" in result.stdout
+    assert f" --container {shlex.quote(str(image))} --container-runtime apptainer " in result.stdout
+    assert f"\n  {shlex.quote(sys.executable)} -u -m hpc_train train --config" in result.stdout
     assert "--strategy multiworker" in result.stdout  # a dead task ends the step (tests/injob/test_body.py)
     assert "epochs: 5\n" in result.stdout  # the training settings, as render shows them
     assert result.stdout.count("#SBATCH --open-mode=append\n") == 1
@@ -206,8 +210,10 @@ def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
 @pytest.mark.parametrize("hostile", ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "b" c'])
 def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile: str, tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake").on("srun", "")  # the step: its arguments recorded
+    image = tmp_path / f"{hostile}.sif"
+    image.touch()
     result = hpc_train("submit", "--nodes", "2", "--name", hostile, "--partition", hostile, "--container",
-                       f"/img/{hostile}.sif", "--sbatch", f"comment={hostile}", cwd=tmp_path, fake=fake)
+                       str(image), "--sbatch", f"comment={hostile}", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     [script] = fake.scripts()
     (tmp_path / "submitted.sh").write_text(script)
@@ -220,7 +226,7 @@ def test_the_submitted_script_keeps_hostile_values_inert_in_a_real_shell(hostile
     srun_args = srun.args
     assert f"--output={tmp_path / 'runs' / f'{hostile}-%j' / 'logs' / 'rank-%t.out'}" in srun_args
     assert not any(arg.startswith("--error") for arg in srun_args)  # stdout and stderr together, as render's
-    assert srun_args[srun_args.index("--nv") + 1] == f"/img/{hostile}.sif"
+    assert srun_args[srun_args.index("--nv"):srun_args.index("env")][-1] == str(image)  # one word, in the image
     assert f"#SBATCH --partition={shlex.quote(hostile)}" in script
     assert f"#SBATCH --comment={shlex.quote(hostile)}" in script
 

@@ -1,0 +1,135 @@
+"""The job body's one line, `hpc-train job [options] -- RANK_COMMAND`: what a batch script asks of the body
+(JobBody), written by script_line (render, submit) and read back by parse (the body itself)."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpc_train.container.runtime import Container, choose_runtime
+from hpc_train.injob.epilogue import QuietParser
+
+USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
+         "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
+         "[--hang-minutes M] [--track mlflow [--tracking-uri URI] [--experiment NAME]] [--trainer] "
+         "[--container IMAGE [--container-runtime R]] -- COMMAND ...")
+
+
+
+@dataclass(frozen=True)
+class JobBody:
+    """What one batch script asks of the body: where the run is, how its step runs, and how failures retry."""
+
+    run_dir: Path
+    strategy: str = "multiworker"
+    nodes: int = 1  # the step's nodes and tasks when the mock launcher runs it (srun takes the job's own)
+    tasks_per_node: int = 1
+    max_retries: int | None = None  # None: state.json's, else the default
+    retry_exit_codes: tuple[int, ...] = ()
+    command: bool = False  # the ranks run a user's command (the epilogue reads its exits so)
+    output: str | None = None  # srun --output (rank logs, %t the rank); None: every rank into the job log, labelled
+    error: str | None = None  # srun --error; None: with the output
+    hang_minutes: float | None = None  # the watchdog's threshold (watchdog.py); None: from the run's pace; 0: off
+    track: str = "none"  # mlflow: one MLflow run per job (hpc_train/tracking), opened here before the ranks start
+    tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else runs/mlflow.db
+    experiment: str | None = None  # None: the job's name
+    gpus_per_node: int = 0  # the mock launcher's (--local): its GPUs bound as Slurm would; srun takes the job's
+    num_ps: int = 1  # (which ranks compute, and get GPUs, under parameter_server)
+    container: Container | None = None  # every rank runs in this image (docs/containers.md); the body stays out
+
+
+
+def run_dir_for(name: str, env: Mapping[str, str], now: float) -> Path:
+    """runs/NAME-JOBID: Slurm's job name and id when there are any (the same folder when the job is requeued),
+    else NAME and a local id from the time (pure)."""
+    job_id = env.get("SLURM_JOB_ID") or time.strftime("local-%Y%m%d-%H%M%S", time.localtime(now))
+    return Path("runs") / f"{env.get('SLURM_JOB_NAME') or name}-{job_id}"
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = QuietParser(prog="hpc-train job", add_help=False)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir", type=Path)
+    where.add_argument("--name")
+    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--ntasks-per-node", type=int, default=1)
+    parser.add_argument("--strategy", default="multiworker")
+    parser.add_argument("--max-retries", type=int, default=None)
+    parser.add_argument("--retry-exit-codes", default="")
+    parser.add_argument("--command", action="store_true")
+    parser.add_argument("--output")
+    parser.add_argument("--error")
+    parser.add_argument("--hang-minutes", type=float, default=None)
+    parser.add_argument("--trainer", action="store_true")
+    parser.add_argument("--track", choices=("none", "mlflow"), default=None)
+    parser.add_argument("--tracking-uri")
+    parser.add_argument("--experiment")
+    parser.add_argument("--container")
+    parser.add_argument("--container-runtime")
+    return parser
+
+
+def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, output: str | None = None,
+                error: str | None = None) -> str:
+    """A batch script's one line that hands the job to the body: `exec PROGRAM job ... -- RANK_COMMAND`.
+
+    `program` (hpc-train, or PYTHON -m hpc_train) and `rank_command` are shell text, quoted by the caller;
+    `run_dir`, `output` and `error` are shell words (they may expand "$run_dir" or "$SLURM_JOB_ID"), used
+    instead of the body's own; every other value is quoted here."""
+    options = ["--nodes", str(body.nodes), "--ntasks-per-node", str(body.tasks_per_node), "--strategy",
+               body.strategy, *(("--max-retries", str(body.max_retries)) if body.max_retries is not None else ()),
+               *(("--retry-exit-codes", ",".join(map(str, body.retry_exit_codes))) if body.retry_exit_codes else ()),
+               *(("--command",) if body.command else ()),
+               *(("--hang-minutes", f"{body.hang_minutes:g}") if body.hang_minutes is not None else ()),
+               *(("--track", body.track) if body.track != "none" else ()),
+               *(("--tracking-uri", body.tracking_uri) if body.tracking_uri and body.track != "none" else ()),
+               *(("--experiment", body.experiment) if body.experiment and body.track != "none" else ()),
+               *(("--container", body.container.image, "--container-runtime", body.container.runtime)
+                 if body.container else ())]
+    logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
+    return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
+
+
+def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobBody, list[str]]:
+    """The body and the ranks' command from `hpc-train job`'s arguments; ValueError when they are wrong.
+
+    `--trainer`: the command is `hpc-train train ...`, given the run folder as its --output-dir."""
+    argv = list(argv)
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        raise ValueError("no command after --")
+    at = argv.index("--")
+    args = parser().parse_args(argv[:at])
+    command = argv[at + 1:]
+    run_dir = args.run_dir if args.run_dir is not None else run_dir_for(args.name, env, now)
+    hang = args.hang_minutes if args.hang_minutes is not None or not args.trainer else trainers_hang_minutes(command)
+    said = {key: trainers_setting(command, key) if args.trainer else None
+            for key in ("track", "tracking_uri", "experiment")}  # the slurm/*.sh scripts' --set track=mlflow
+    body = JobBody(run_dir, args.strategy, args.nodes, args.ntasks_per_node, args.max_retries,
+                   tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
+                   args.output, args.error, hang, args.track or said["track"] or "none",
+                   args.tracking_uri or said["tracking_uri"], args.experiment or said["experiment"],
+                   container=choose_runtime(args.container, args.container_runtime, Path(args.container).is_dir())
+                   if args.container else None)
+    return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
+
+
+def trainers_hang_minutes(command: Sequence[str]) -> float | None:
+    """The trainer's hang_minutes: its last `--set hang_minutes=M` (the slurm/*.sh scripts' way of saying settings),
+    else its --config file's; None when there is none or it is not a number (the trainer refuses it then)."""
+    from hpc_train.injob.watchdog import config_setting, number
+
+    said = trainers_setting(command, "hang_minutes")
+    return number(said if said is not None else config_setting(command, "hang_minutes"))
+
+
+def trainers_setting(command: Sequence[str], key: str) -> str | None:
+    """The last `--set KEY=VALUE` given to the trainer, its text; None when there is none (pure)."""
+    values = [word.split("=", 2)[-1] if word.startswith("--set=") else word.split("=", 1)[1]
+              for before, word in zip(["", *command], command)
+              if word.startswith(f"--set={key}=") or (before == "--set" and word.startswith(f"{key}="))]
+    return values[-1] if values else None
+
+
