@@ -10,11 +10,11 @@ cd "$root"
 # and the end-to-end tests submit jobs to a local cluster that they start themselves.
 # OpenSSH's server and rsync: the remotes' tests reach a login node through a real sshd they start.
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1 \
-    || [ ! -x /usr/sbin/sshd ] || ! command -v rsync >/dev/null 2>&1; then
+    || [ ! -x /usr/sbin/sshd ] || ! command -v rsync >/dev/null 2>&1 || [ ! -x /usr/sbin/nft ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "env/test.sh: installing slurm-wlm, munge, openssh-server and rsync with apt-get" >&2
+    echo "env/test.sh: installing slurm-wlm, munge, openssh-server, rsync and nftables with apt-get" >&2
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openssh-server openssh-client rsync \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openssh-server openssh-client rsync nftables \
       >/dev/null
   else
     echo "env/test.sh: note: no Slurm (or sshd, rsync), and no root apt-get to install them: their tests are" \

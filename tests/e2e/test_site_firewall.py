@@ -1,0 +1,186 @@
+"""The site firewall end to end, installed as an administrator would: Slurm's Prolog and Epilog on a local cluster
+with separate hosts (`hpc-train cluster up --separate-hosts --site-firewall`: each node its own network namespace).
+
+One cluster for the module (wall[1-3], /tmp/hpc-train-slurm-tests-firewall, port 7137, subnet 10.250.225.0/24):
+a 2-node job on wall[1-2] listens on its ports; while it runs, wall3 (not in the job) cannot open a connection
+to any port of the job's window on wall1 (dropped), while wall2 can; before the prolog and after the epilog the
+same ports answer from wall3 as before; no table is left; a requeued job (its prolog again over its own table)
+still completes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpc_train.localslurm import control, netns
+from hpc_train.localslurm.spec import LocalCluster
+from hpc_train.site.firewall import job_window
+from tests.e2e.jobs import JOB_TIMEOUT
+from tests.e2e.test_trainer_jobs import ROOT, Job
+from tests.fake_slurm import without_slurm
+
+pytestmark = pytest.mark.slurm_cluster
+WALL = LocalCluster(Path("/tmp/hpc-train-slurm-tests-firewall"), nodes="wall[1-3]", cpus=2, controller_port=7137,
+                    separate_hosts=True, site_firewall=True)
+
+# Each rank listens on its port (all addresses, as TensorFlow's server does) until the test writes `done`;
+# `ready-R-N` says rank R of run N (a requeue is run 1) listens.
+LISTENER = """
+import json, os, pathlib, socket
+config = json.loads(os.environ["TF_CONFIG"])
+port = int(config["cluster"]["worker"][config["task"]["index"]].rsplit(":", 1)[1])
+run = os.environ.get("SLURM_RESTART_COUNT", "0")
+with socket.create_server(("", port)) as server:
+    server.settimeout(0.2)
+    pathlib.Path(f"ready-{config['task']['index']}-{run}").touch()
+    while not pathlib.Path(f"done-{run}").exists():
+        try:
+            server.accept()[0].close()
+        except OSError:
+            pass
+"""
+# Run in a node's namespace: what a connection to each port finds, tried at once (a drop waits the timeout).
+PROBE = """
+import json, socket, sys
+from concurrent.futures import ThreadPoolExecutor
+def attempt(port):
+    try:
+        with socket.create_connection((sys.argv[1], port), timeout=2):
+            return "accepted"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError:
+        return "no answer"
+ports = [int(p) for p in sys.argv[2:]]
+with ThreadPoolExecutor(len(ports)) as pool:
+    print(json.dumps(dict(zip(ports, pool.map(attempt, ports)))))
+"""
+
+
+def _possible() -> str | None:
+    if os.geteuid() != 0:
+        return "a local Slurm cluster needs root"
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        return "no Slurm and no apt-get to install it"
+    if shutil.which("ip") is None or shutil.which("nsenter") is None:
+        return "separate hosts need iproute2 (ip) and nsenter"
+    if shutil.which("nft", path="/usr/sbin:/usr/bin:/sbin:/bin") is None and shutil.which("apt-get") is None:
+        return "no nft and no apt-get to install nftables"
+    return None
+
+
+@pytest.fixture(scope="module")
+def wall() -> Iterator[LocalCluster]:
+    reason = _possible()
+    if reason:
+        pytest.skip(reason)
+    was_running = all(control.status(WALL).values())
+    subprocess.run([sys.executable, "-m", "hpc_train", "cluster", "up", "--separate-hosts", "--site-firewall",
+                    "--dir", str(WALL.directory), "--nodes", WALL.nodes, "--cpus", str(WALL.cpus),
+                    "--port", str(WALL.controller_port)], check=True, timeout=300)
+    yield WALL
+    if not was_running:
+        control.down(WALL)
+
+
+def on(node: str, *command: str, timeout: float = 60) -> str:
+    """A command in `node`'s network namespace (as a process on that host would run it); its stdout."""
+    host = WALL.network.host(node)
+    return subprocess.run(netns.enter_command(host, list(command)), capture_output=True, text=True, check=True,
+                          timeout=timeout).stdout
+
+
+def probe(source: str, target: str, ports: range) -> dict[int, str]:
+    found = json.loads(on(source, sys.executable, "-c", PROBE, target, *map(str, ports)))
+    return {int(port): outcome for port, outcome in found.items()}
+
+
+def tables(node: str) -> list[str]:
+    return [line for line in on(node, "nft", "list", "tables").splitlines() if "hpc_train_job_" in line]
+
+
+def listening(node: str, port: int) -> subprocess.Popen[bytes]:
+    """A listener on `node` outside any job (the same as before and after one)."""
+    code = f"import socket, time\ns = socket.create_server(('', {port}))\nprint('up', flush=True)\ntime.sleep(120)"
+    process = subprocess.Popen(netns.enter_command(WALL.network.host(node), [sys.executable, "-c", code]),
+                               stdout=subprocess.PIPE)
+    assert process.stdout and process.stdout.readline() == b"up\n"
+    return process
+
+
+def wait_for(path: Path, job: Job) -> None:
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while not path.exists():
+        if time.monotonic() > deadline or job.state()[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
+            subprocess.run(["scancel", job.id], env=job.env)
+            pytest.fail(f"job {job.id}: no {path.name}:\n{job.log()[-3000:]}")
+        time.sleep(0.3)
+
+
+def submit_held(workdir: Path) -> Job:
+    (workdir / "listener.py").write_text(LISTENER)
+    env = {**without_slurm(), **control.slurm_env(WALL), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    job_id = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "--requeue", "-N2", "-w", "wall[1-2]", "--ntasks-per-node=1",
+         "-o", "slurm-fw-%j.out", "--wrap", "srun --label hpc-train bootstrap -- python listener.py"],
+        cwd=workdir, env=env, capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    return Job(job_id, workdir, env)
+
+
+def no_table_within(nodes: tuple[str, ...], seconds: float = 30) -> dict[str, list[str]]:
+    deadline = time.monotonic() + seconds
+    while (left := {node: tables(node) for node in nodes if tables(node)}) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def test_a_jobs_ports_take_connections_from_its_own_nodes_alone(wall: LocalCluster, tmp_path: Path) -> None:
+    job = submit_held(tmp_path)
+    window = job_window(job.id, 2, 2)
+    # Before the prolog: from wall3, the port with a listener accepts and the others refuse.
+    before_listener = listening("wall1", window.start)
+    try:
+        before = probe("wall3", "wall1", window)
+    finally:
+        before_listener.kill()
+        before_listener.wait()
+    assert before == {port: "accepted" if port == window.start else "refused" for port in window}
+
+    job.scontrol("release")
+    wait_for(tmp_path / "ready-0-0", job)
+    wait_for(tmp_path / "ready-1-0", job)
+    assert tables("wall1") == tables("wall2") == [f"table inet hpc_train_job_{job.id}"]
+    assert tables("wall3") == []
+    assert probe("wall3", "wall1", window) == {port: "no answer" for port in window}  # dropped, every one
+    assert probe("wall2", "wall1", window) == before  # the job's own node: as before
+    assert probe("wall1", "wall1", window) == before  # and the node itself
+
+    # Requeued: the epilog, then the prolog again; the job's ports are guarded on its second run too.
+    job.scontrol("requeue")
+    wait_for(tmp_path / "ready-0-1", job)
+    wait_for(tmp_path / "ready-1-1", job)
+    assert probe("wall3", "wall1", window) == {port: "no answer" for port in window}
+    (tmp_path / "done-1").touch()
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()
+
+    assert no_table_within(("wall1", "wall2", "wall3")) == {}
+    after_listener = listening("wall1", window.start)
+    try:
+        assert probe("wall3", "wall1", window) == before
+    finally:
+        after_listener.kill()
+        after_listener.wait()
+    said = WALL.log_file("site-firewall").read_text()
+    for node in ("wall1", "wall2"):
+        assert (f"hpc-train site firewall: job {job.id} on {node}: ports {window.start}-{window.stop - 1} open to "
+                f"wall1, wall2 only (table inet hpc_train_job_{job.id})") in said
+        assert f"hpc-train site firewall: job {job.id} on {node}: removed table inet hpc_train_job_{job.id}" in said
