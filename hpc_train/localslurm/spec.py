@@ -240,8 +240,9 @@ def render_site_script(cluster: LocalCluster, when: str, python: str) -> str:
     """The wrapper slurm.conf names (it takes no arguments): this checkout's hpc-train, its lines in the log."""
     return (f"#!/bin/sh\n# Written by hpc-train cluster up --site-firewall; slurmd runs it as its {when.title()}.\n"
             "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; export PATH\n"
-            f"exec {shlex.quote(python)} -m hpc_train site firewall --{when} "
-            f"--log {shlex.quote(str(cluster.log_file('site-firewall')))}\n")
+            f"{shlex.quote(python)} -m hpc_train site firewall --{when} "
+            f"--log {shlex.quote(str(cluster.log_file('site-firewall')))}\n"
+            "exit 0  # even were hpc-train broken: a failed Prolog drains the node\n")
 
 
 def _accounting_storage(cluster: LocalCluster) -> list[str]:
