@@ -154,11 +154,16 @@ def test_a_jobs_ports_take_connections_from_its_own_nodes_alone(wall: LocalClust
         before_listener.kill()
         before_listener.wait()
     assert before == {port: "accepted" if port == window.start else "refused" for port in window}
+    # A table a crashed epilog left (job 999999 is not on wall1), and a site's own table, which stays.
+    on("wall1", "nft", "add", "table", "inet", "hpc_train_job_999999")
+    on("wall1", "nft", "add", "table", "inet", "site_rules")
 
     job.scontrol("release")
     wait_for(tmp_path / "ready-0-0", job)
     wait_for(tmp_path / "ready-1-0", job)
-    assert tables("wall1") == tables("wall2") == [f"table inet hpc_train_job_{job.id}"]
+    assert tables("wall1") == tables("wall2") == [f"table inet hpc_train_job_{job.id}"]  # 999999 swept
+    assert "table inet site_rules" in on("wall1", "nft", "list", "tables")
+    on("wall1", "nft", "delete", "table", "inet", "site_rules")
     assert tables("wall3") == []
     assert probe("wall3", "wall1", window) == {port: "no answer" for port in window}  # dropped, every one
     assert probe("wall2", "wall1", window) == before  # the job's own node: as before
@@ -180,7 +185,23 @@ def test_a_jobs_ports_take_connections_from_its_own_nodes_alone(wall: LocalClust
         after_listener.kill()
         after_listener.wait()
     said = WALL.log_file("site-firewall").read_text()
+    assert f"job {job.id} on wall1: swept table inet hpc_train_job_999999 (job 999999 no longer here)" in said
     for node in ("wall1", "wall2"):
         assert (f"hpc-train site firewall: job {job.id} on {node}: ports {window.start}-{window.stop - 1} open to "
                 f"wall1, wall2 only (table inet hpc_train_job_{job.id})") in said
         assert f"hpc-train site firewall: job {job.id} on {node}: removed table inet hpc_train_job_{job.id}" in said
+
+
+@pytest.mark.tensorflow
+def test_doctor_says_the_jobs_ports_are_closed_to_the_login_node(wall: LocalCluster, tmp_path: Path) -> None:
+    env = {**without_slurm(), **control.slurm_env(WALL), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "doctor", "--nodes", "2"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [outside] = [line for line in result.stdout.splitlines() if "outside:" in line]
+    # This machine is the login node here (the bridge's address): outside the job, and dropped.
+    assert outside.startswith("ok    outside: the job's ports are closed to this host, outside the job (wall1:"), outside
+    assert outside.count(": no answer") == 2, outside
+    assert [line.split(":")[0] for line in result.stdout.splitlines() if line.split(":")[0].split()[-1] in
+            ("memlock", "nofile")] in (["ok    memlock", "ok    nofile"], ["warn  memlock", "ok    nofile"],
+                                       ["ok    memlock", "warn  nofile"], ["warn  memlock", "warn  nofile"])
