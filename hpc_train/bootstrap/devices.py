@@ -91,8 +91,9 @@ def _split(node_name: str, tasks: int, gpus: NodeGpus, notes: list[str]) -> list
     if gpus.total == 0:
         return [()] * tasks
     if tasks > gpus.total:
+        counted = f"{gpus.total} GPU{'' if gpus.total == 1 else 's'}"
         raise HpcTrainError(
-            f"{node_name} runs {tasks} GPU tasks but has {gpus.total} GPUs ({gpus.source}); "
+            f"{node_name} runs {tasks} GPU tasks but has {counted} ({gpus.source}); "
             f"start at most one task per GPU (e.g. --ntasks-per-node={gpus.total}) or ask for more GPUs")
     per_task = gpus.total // tasks
     if per_task * tasks < gpus.total:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    from hpc_train.cli.studyoptions import add_study_arguments
     from hpc_train.config import JOB_STRATEGIES
 
     parser.add_argument("--nodes", "-N", type=int, required=True, metavar="N")
@@ -63,9 +64,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                              "lists values), or drawn by an Optuna sampler as each element starts (default tpe with "
                              "a range)")
     parser.add_argument("--trials", type=int, default=None, metavar="N", help="--search random|tpe|cmaes: N elements")
-    parser.add_argument("--study-storage", default=None, metavar="URL",
-                        help="the sweep's Optuna study in this database (an RDB URL); default: study.journal in "
-                             "the sweep's folder, no server")
+    add_study_arguments(parser)
     parser.add_argument("--prune", choices=("none", "halving", "median", "hyperband"), default=None,
                         help="an element of a sweep stops itself, its checkpoint kept, when Optuna's pruner says: "
                              "halving (the worse half at epochs 1, 2, 4, 8, ...), median, hyperband "
@@ -231,8 +230,6 @@ def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict): 
 
 def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked; None for one job."""
-    import dataclasses
-
     from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
@@ -263,37 +260,13 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     if sweep.search is not None:
         check_space(sweep.search, train)
         _check_sampler_installed(sweep.search.sampler)
-    if args.study_storage is not None:
-        if sweep.search is None and train.prune == "none":
-            raise HpcTrainError("--study-storage applies to a sweep with a study: add --search tpe|random|cmaes or "
-                                "--prune NAME")
-        sweep = dataclasses.replace(sweep, storage=study_storage(args, args.study_storage, Path.cwd(),
-                                                                 "--study-storage"))
-    elif sweep.search is not None and sweep.search.storage is not None:  # the YAML's, relative to its folder
-        sweep = dataclasses.replace(sweep, storage=study_storage(args, sweep.search.storage,
-                                                                 Path(args.config).parent, "sweep search storage:"))
+    from hpc_train.cli.studyoptions import with_study
+
+    sweep = with_study(args, sweep, train)
     for values in sweep.elements:
         if args.command:  # a {KEY} no sweep key defines is refused now
             substitute(args.command, values or dict.fromkeys(sweep.keys, 0))
     return sweep
-
-
-def study_storage(args: argparse.Namespace, given: str, base: Path, source: str) -> str:
-    """The study's URL with a relative SQLite file made absolute from `base`; on submit (not --dry-run), the
-    database opened now, so that a bad URL or an unwritable file is one line before anything is queued."""
-    from hpc_train.errors import HpcTrainError, one_line
-    from hpc_train.runs.study import absolute_url, open_storage
-
-    url = absolute_url(given, base)
-    if getattr(args, "subcommand", "") != "submit" or getattr(args, "dry_run", False):
-        return url
-    try:
-        open_storage(url)
-    except Exception as error:  # (SQLAlchemy's, a driver's import, the file's: any is the URL's fault here)
-        raise HpcTrainError(f"{source} {url}: cannot open it ({one_line(error)}); give an RDB URL this host and "
-                            "the nodes can write (sqlite:////shared/path/s.db, postgresql://...), or drop it for "
-                            "study.journal in the sweep's folder") from None
-    return url
 
 
 def sweep_of(args: argparse.Namespace, section):  # -> Sweep
@@ -310,7 +283,7 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
     elif section is not None:
         return from_yaml(section)
     else:
-        found = search.from_options(args.sweep, args.search, args.trials, train_seed(args))
+        found = search.from_options(args.sweep, args.search, args.trials)
         if found is None:
             return grid(grid_axes(args.sweep))
     return Sweep(found.keys, tuple({} for _ in range(found.trials)), found)
@@ -325,12 +298,6 @@ def _check_sampler_installed(sampler: str) -> None:
     if sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
         raise HpcTrainError("--search cmaes needs the cmaes package, which is not installed: pip install cmaes (in "
                             "the environment the jobs run), or use --search tpe")
-
-
-def train_seed(args: argparse.Namespace) -> int:
-    """The search's seed: --set seed=S's, else 0 (each element draws with its own seed from it)."""
-    seeds = [item.partition("=")[2] for item in args.overrides if item.partition("=")[0].strip() == "seed"]
-    return int(seeds[-1]) if seeds and seeds[-1].strip().isdigit() else 0
 
 
 def exit_codes(text: str | None) -> tuple[int, ...]:

@@ -75,7 +75,8 @@ def study_report(record, folder, export: str | None, csv: bool = False) -> int: 
                                 "the best from the table above")
         return 0
     study = trials.load(folder, element_folders(record))
-    print("\n".join(trials.lines(study)))
+    spec = trials.searched(element_folders(record))
+    print("\n".join(trials.lines(study, spec.get("seed") if spec.get("sampler") != "grid" else None)))
     if csv:
         (folder / "sweep.csv").write_text(trials.csv_text(study))
         print(f"wrote {folder / 'sweep.csv'}")

@@ -61,11 +61,12 @@ def _peers(timeout: float) -> dict[str, Any]:
     from hpc_train.bootstrap import BootstrapOptions, apply_to_environ
     from hpc_train.errors import HpcTrainError
     from hpc_train.training.rank import parse_tf_config
+    from hpc_train.runs.secret import job_secret
     from hpc_train.training.rendezvous import meet
 
     try:
         layout = apply_to_environ(os.environ, BootstrapOptions())
-        meet(parse_tf_config(os.environ["TF_CONFIG"], "multiworker"), timeout)
+        meet(parse_tf_config(os.environ["TF_CONFIG"], "multiworker"), timeout, job_secret(os.environ))
     except HpcTrainError as error:
         return {"peers_error": str(error)}
     return {"address": f"{layout.me.host}:{layout.me.port}"}

@@ -32,13 +32,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.epilogue import PREFIX, QuietParser
 from hpc_train.injob.prologue import EXIT_MOVED
+from hpc_train.injob.record import JobShape, record_job
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
@@ -260,34 +261,16 @@ def _signal(pid: int, signum: int) -> None:
         pass  # it ended meanwhile
 
 
-def record_job(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str], now: float) -> None:
-    """The run folder's job.json, unless it has one (submit writes its own): a job started with sbatch (a rendered
-    script, the starter's, slurm/*.sh) or run here is then followed as a submitted one (status, logs, list,
-    cancel, report), its provenance.json beside it; a sweep element's also makes or completes its sweep's."""
-    from hpc_train.runs.folders import element_values, note_element, started_record
-
-    command = list(rank_command)
-    user_command = command[command.index("--") + 1:] if body.command and "--" in command else None
-    record = started_record(body.run_dir, env, body.strategy, body.nodes, body.nodes * body.tasks_per_node,
-                            user_command, now)
-    if body.output is None and under_slurm(env):  # srun labels every rank's lines into the batch log: say where
-        record = replace(record, batch_log=SlurmClient.local(env).show_job(env["SLURM_JOB_ID"]).get("StdOut"))
-    from hpc_train.login.provenance import provenance, record_job_versions, write_provenance
-
-    if not record.write_new():
-        return record_job_versions(body.run_dir)  # submit's provenance.json: this Python's versions, not submit's
-    write_provenance(body.run_dir, *provenance(None, Path.cwd()))  # no snapshot: the code on disk, git's word on it
-    if record.is_element:
-        count = env.get("SLURM_ARRAY_TASK_COUNT") or str(int(env.get("SLURM_ARRAY_TASK_MAX") or -1) + 1)
-        note_element(record, int(count), element_values(env))
-
-
 def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str]) -> int:
     """The whole sequence (see the module's docstring); the job's exit code."""
-    body.run_dir.mkdir(parents=True, exist_ok=True)
-    _quietly(lambda: record_job(body, rank_command, environ, time.time()) or 0, "writing job.json", 0)
-    # For a command's own checkpoints and outputs; every rank's, the same absolute folder.
-    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve())}
+    from hpc_train.runs.secret import PRIVATE_FOLDER, secret_environ
+
+    body.run_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
+    shape = JobShape.of(body, rank_command, under_slurm(environ))
+    _quietly(lambda: record_job(body.run_dir, shape, environ, time.time()) or 0, "writing job.json", 0)
+    # The run folder for a command's own checkpoints and outputs, every rank's the same absolute folder; the
+    # job's secret for the check-in (its file's path, made now unless a previous attempt made it).
+    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()), **secret_environ(body.run_dir)}
     print(start_line(body, env), file=sys.stderr, flush=True)
     attempt_here = (body.run_dir, restart_count(env) + 1, nodes_and_tasks(env, 0, job_components(env))[0],
                     time.time())  # (its end: record_end)

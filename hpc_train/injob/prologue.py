@@ -30,6 +30,7 @@ from hpc_train.slurm.client import SlurmClient
 from hpc_train.injob.epilogue import PREFIX, QuietParser, expand_nodes, log_tail, newest_checkpoint
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.retry import requeue_excluding, usable_and_lost
+from hpc_train.runs.secret import PRIVATE_FOLDER
 from hpc_train.runs.state import STATE_FILE, read_state, write_json_atomically
 
 # The prologue's "requeued itself": Slurm restarted the job on the node that failed; the script ends quietly.
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | None) -> int:
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     attempts.clear_notes(run_dir)  # the last attempt's, already read by its epilogue (or left by a lost node)
     (run_dir / attempts.PROGRESS_FILE).unlink(missing_ok=True)
     state = read_state(run_dir)

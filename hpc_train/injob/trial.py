@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         kept = prepare(args.run_dir, args.command)
-    except ConfigError as error:  # (its search.json or config.yaml: the script's)
+    except (ConfigError, study.StudyMismatch) as error:  # (its search.json or config.yaml; a named study's way)
         print(f"{PREFIX}: trial: {error}", file=sys.stderr, flush=True)
         return 1
     except Exception as error:  # (Optuna's, SQLAlchemy's, the journal's, a file's: the study could not be asked)

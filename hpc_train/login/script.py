@@ -173,7 +173,7 @@ def search_spec(config: TrainConfig, sweep: Sweep) -> dict:
             key: {"choices": list(dict.fromkeys(values[key] for values in sweep.elements))} for key in sweep.keys}}
     return {**drawn, "keys": list(sweep.keys), "prune": config.prune, "epochs": config.epochs,
             "objective": config.objective, "minimize": minimised(config.objective or "val_accuracy"),
-            "storage": sweep.storage}
+            "storage": sweep.storage, "study": sweep.study}
 
 
 def study_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,

@@ -4,12 +4,14 @@ Issue 31: `--search tpe|random|grid|cmaes` and `--trials N` (YAML: `sweep: {sear
 space}}`). A range's values are not known at submit time: each element of the job array asks the sweep's
 Optuna study for them when it starts (runs/study.py). Here the space is only read and checked, every bad one
 refused in one line before anything is written. Integers stay integers: a range of an integer setting
-(batch_size, epochs) draws whole numbers.
+(batch_size, epochs) draws whole numbers. Issue 36: the sampler's seed is drawn at submit unless `--seed` (or the
+YAML's `seed:`) sets it, so that two sweeps, or one submitted again, draw other values; search.json records it.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +23,10 @@ from hpc_train.login.sweep import SweepError
 SAMPLERS = ("grid", "random", "tpe", "cmaes")
 # LOW:HIGH or LOW:HIGH:log, each end a number (1e-4, 0.5, 32).
 _RANGE = re.compile(r"^\s*([-+0-9.eE]+)\s*:\s*([-+0-9.eE]+)\s*(?::\s*(\w+)\s*)?$")
+# A sampler's seed: numpy's RandomState (Optuna's samplers) takes 0 <= seed < 2**32.
+SEED_LIMIT = 2**32
+# Optuna's RDB keeps a study's name in 512 characters.
+STUDY_NAME_LIMIT = 512
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,9 @@ class Search:
     sampler: str
     trials: int
     space: tuple[tuple[str, Dimension], ...]
-    seed: int = 0
+    seed: int | None = None  # None: not given, drawn at submit (drawn_seed)
     storage: str | None = None  # the YAML's `storage:` (--study-storage's); None: study.journal
+    study: str | None = None  # the YAML's `study_name:` (--study-name's); None: the sweep's own, NAME-ARRAYID
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -65,7 +72,8 @@ class Search:
 
     def lines(self) -> list[str]:
         """The search as `--dry-run`, render and submit show it: the sampler, then each key's range or choices."""
-        shown = [f"{self.sampler} search of {self.trials} trials, each element's values drawn as it starts:"]
+        seeded = "" if self.seed is None else f" (seed {self.seed})"
+        shown = [f"{self.sampler} search of {self.trials} trials{seeded}, each element's values drawn as it starts:"]
         for key, dim in self.space:
             if isinstance(dim, Range):
                 scale = (" (log)" if dim.log else "") + (" integers" if dim.integer else "")
@@ -119,17 +127,18 @@ def is_range(text: str) -> bool:
     return _RANGE.match(text) is not None
 
 
-def from_options(options: Sequence[str], sampler: str | None, trials: int | None, seed: int = 0) -> Search | None:
-    """`--sweep` options with `--search` and `--trials` as a Search; None for a plain grid (every key a list of
-    values and no sampler, or `--search grid` without a range)."""
+def from_options(options: Sequence[str], sampler: str | None, trials: int | None,
+                 seed: int | None = None) -> Search | None:
+    """`--sweep` options with `--search`, `--trials` and `--seed` as a Search; None for a plain grid (every key a
+    list of values and no sampler, or `--search grid` without a range)."""
     space = []
     for option in options:
         key, _, text = option.partition("=")
         space.append((key.strip(), dimension(key.strip(), text, f"--sweep {key.strip()}")))
-    return checked(space, sampler, trials, seed, "--search", "--trials")
+    return checked(space, sampler, trials, checked_seed(seed, "--seed"), "--search", "--trials")
 
 
-def checked(space: Sequence[tuple[str, Dimension]], sampler: str | None, trials: int | None, seed: int,
+def checked(space: Sequence[tuple[str, Dimension]], sampler: str | None, trials: int | None, seed: int | None,
             sampler_source: str, trials_source: str) -> Search | None:
     """The search, each refusal one line naming the fix; None for a plain grid."""
     ranges = [key for key, value in space if isinstance(value, Range)]
@@ -155,24 +164,53 @@ def checked(space: Sequence[tuple[str, Dimension]], sampler: str | None, trials:
 
 def from_yaml(body: Any) -> Search:
     """The YAML `sweep: {search: {sampler: tpe, trials: N, seed: S, space: {KEY: LOW:HIGH | [V1, V2]}}}`, and
-    `storage: URL` (as --study-storage)."""
+    `storage: URL` (as --study-storage), `study_name: NAME` (as --study-name)."""
     if not isinstance(body, Mapping) or not isinstance(body.get("space"), Mapping) or not body["space"]:
         raise SweepError("sweep search: expected sampler: tpe, trials: N and space: {KEY: LOW:HIGH, KEY: [V1, V2]}")
-    unknown = sorted(set(body) - {"sampler", "trials", "seed", "space", "storage"})
+    unknown = sorted(set(body) - {"sampler", "trials", "seed", "space", "storage", "study_name"})
     if unknown:
-        raise SweepError(f"sweep search: unknown key {unknown[0]!r}; it takes sampler, trials, seed, space and "
-                         "storage")
+        raise SweepError(f"sweep search: unknown key {unknown[0]!r}; it takes sampler, trials, seed, space, "
+                         "storage and study_name")
     storage = body.get("storage")
     if storage is not None and (not isinstance(storage, str) or not storage.strip()):
         raise SweepError(f"sweep search storage: {storage!r}: give an RDB URL (sqlite:////shared/path/s.db), or drop "
                          "it for study.journal in the sweep's folder")
     space = [(str(key), dimension(str(key), _text(value), f"sweep search space {key}"))
              for key, value in body["space"].items()]
-    search = checked(space, body.get("sampler", "tpe"), body.get("trials"), int(body.get("seed", 0)),
-                     "sweep search sampler:", "sweep search trials:")
+    search = checked(space, body.get("sampler", "tpe"), body.get("trials"),
+                     checked_seed(body.get("seed"), "sweep search seed:"), "sweep search sampler:",
+                     "sweep search trials:")
     if search is None:
         raise SweepError("sweep search sampler: grid: write it as sweep: {grid: {KEY: [V1, V2]}}")
-    return replace(search, storage=storage)
+    name = body.get("study_name")
+    return replace(search, storage=storage,
+                   study=None if name is None else checked_study_name(name, "sweep search study_name:"))
+
+
+def checked_seed(seed: Any, source: str) -> int | None:
+    """A sampler's seed as given (None: not given, drawn at submit), refused in one line unless a whole number
+    that numpy's generators take."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
+        raise SweepError(f"{source} {seed!r}: give a whole number from 0 to {SEED_LIMIT - 1}, or leave it out for "
+                         "one drawn at submit")
+    return seed
+
+
+def drawn_seed(search: Search) -> Search:
+    """The search with its seed: the one given, else one drawn now, at submit (two sweeps, or one submitted
+    again, then draw other values; each element's sampler is seeded from it and its index)."""
+    return search if search.seed is not None else replace(search, seed=secrets.randbelow(2**31))
+
+
+def checked_study_name(name: Any, source: str) -> str:
+    """A study's name as given (any characters a line holds: it is written as JSON, never as shell words),
+    refused in one line when empty, with a control character, or longer than Optuna keeps."""
+    if not isinstance(name, str) or not name.strip():
+        raise SweepError(f"{source} {name!r}: give the study's name, e.g. lr-search")
+    if any(ord(character) < 32 or ord(character) == 127 for character in name) or len(name) > STUDY_NAME_LIMIT:
+        raise SweepError(f"{source} {name[:40]!r}: a study's name is one line of at most {STUDY_NAME_LIMIT} "
+                         "characters, without control characters")
+    return name
 
 
 def _text(value: Any) -> str:

@@ -244,7 +244,7 @@ def take_snapshot(submit_dir: Path, runs: Path, exclude: Sequence[str] = (),
     folder = runs.absolute() / SNAPSHOTS
     folder.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder))
-    partial.chmod(0o755)  # (mkdtemp's is private: the code is as readable as the run folders beside it)
+    # (mkdtemp's mode, 0700, is kept: the code is the user's alone, as the run folders beside it)
     try:
         (partial / "files").mkdir()  # (a folder with no code yet is a snapshot too: the ranks start in it)
         digest = _copy_and_hash(tree, partial / "files")

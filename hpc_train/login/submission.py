@@ -322,7 +322,10 @@ def provenance(code: JobCode | None) -> tuple[dict, str]:
 
 
 def _write_folder(record: JobRecord, config: TrainConfig, code: JobCode | None = None) -> None:
+    from hpc_train.runs.secret import narrow_to_user
+
     record.write()
+    narrow_to_user(Path(record.folder))  # submitit made it as any folder: the user's alone, as the job body's
     write_provenance(Path(record.folder), *provenance(code))
     # Written then renamed: the job may already run (submit writes after sbatch), and its ranks read this file.
     write_text_atomically(Path(record.folder) / "config.yaml", yaml.safe_dump(to_dict(config), sort_keys=False))

@@ -50,6 +50,9 @@ class Sweep:
     search: Any = None
     # The study's RDB URL (--study-storage); None: study.journal in the sweep's folder.
     storage: str | None = None
+    # The study's name in it (--study-name: shared with other sweeps, created or continued); None: the sweep's own,
+    # named after its folder (NAME-ARRAYID).
+    study: str | None = None
 
     def __len__(self) -> int:
         return len(self.elements)
@@ -182,7 +185,7 @@ def table(sweep: Sweep, more: Sequence[Sequence[str]] = ()) -> list[str]:
     """The elements as `--dry-run` and `status` show them: a header, then a row per element, columns aligned;
     `more`: extra columns, their header first, then a row per element. A search: its space (values come later)."""
     if sweep.search is not None:
-        return sweep.search.lines()
+        return sweep.search.lines() + ([f"study: {sweep.study} (shared, created or continued)"] if sweep.study else [])
     rows = [["INDEX", *sweep.keys]] + [[str(index), *(value_text(values[key]) for key in sweep.keys)]
                                        for index, values in enumerate(sweep.elements)]
     rows = [[*row, *extra] for row, extra in zip(rows, more)] if more else rows

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.runs.secret import PRIVATE_FOLDER
 
 RUNS = Path("runs")
 RECORD = "job.json"
@@ -47,14 +48,14 @@ class JobRecord:
     batch_log: str | None = None
 
     def write(self) -> None:
-        Path(self.folder).mkdir(parents=True, exist_ok=True)
+        Path(self.folder).mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
         (Path(self.folder) / RECORD).write_text(json.dumps(asdict(self), indent=2) + "\n")
 
     def write_new(self) -> bool:
         """Write the record unless the folder has one (submit's, written meanwhile, stands); whether it did.
         Never half a file: written aside, then linked into place, which fails where one is there."""
         folder = Path(self.folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
         aside = folder / f".{RECORD}.{os.getpid()}"
         aside.write_text(json.dumps(asdict(self), indent=2) + "\n")
         try:
@@ -207,7 +208,7 @@ def note_element(element: JobRecord, count: int, values: dict[str, Any]) -> None
     assert element.sweep is not None
     index = int(element.job_id.rpartition("_")[2])
     folder = run_folder(Path(element.folder).parent, element.name, element.sweep)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     with open(folder / f".{RECORD}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the array's elements start together
         try:

@@ -2,9 +2,12 @@
 
 The study lives in `runs/NAME-ARRAYID/study.journal` (Optuna's JournalStorage over a JournalFileBackend: every
 process appends to the one file under a lock, so it works on a shared filesystem), or in an RDB URL when given.
+It is named after the sweep's folder (NAME-ARRAYID), or as `--study-name` says (issue 36): a study in the database
+that many sweeps share, created by the first element to ask and continued by every other, each trial marked with
+its sweep's folder and element index.
 Each element of the job array (`runs/NAME-ARRAYID_I/`) keeps its own part in two files:
 
-- `search.json`: what the script says of the search (sampler, seed, space, pruner, objective, storage);
+- `search.json`: what the script says of the search (sampler, seed, space, pruner, objective, storage, study);
 - `trial.json`: its trial's number, id and drawn values, written once when it first asks; a requeued or retried
   element reads it back and never asks again.
 
@@ -24,12 +27,20 @@ from typing import Any
 
 from hpc_train.runs.metrics import epochs
 from hpc_train.runs.objective import objective_name
+from hpc_train.runs.secret import PRIVATE_FOLDER
 from hpc_train.runs.state import read_json_object as read_json, read_state, write_json_atomically, write_state
 
 STUDY_FILE = "study.journal"
 SEARCH_FILE = "search.json"
 TRIAL_FILE = "trial.json"
 PRUNERS = ("none", "halving", "median", "hyperband")
+# numpy's generators (Optuna's samplers) take seeds below 2**32.
+SEED_LIMIT = 2**32
+# SQLite: how long a writer waits for another's lock (Python's default, 5 s, is what two sweeps' elements asking
+# one study at once ran into: "database is locked"), and how often a new database is opened again when the first
+# processes to open it race to create its tables.
+SQLITE_WAIT_SECONDS = 120.0
+OPEN_TRIES = 5
 _ELEMENT = re.compile(r"^(?P<sweep>.+-\d+)_(?P<index>\d+)$")
 
 
@@ -52,13 +63,56 @@ def read_trial(run_dir: Path) -> dict[str, Any]:
 
 
 def storage(folder: Path, url: str | None = None) -> Any:
-    """The study's storage: the journal file in the sweep's folder, or the RDB at `url`."""
+    """The study's storage: the journal file in the sweep's folder, or the RDB at `url` (behind the cache a Study
+    puts in front of it: a trial that claim creates through another object is one the study's cache never heard
+    of, and its first suggest fails with a KeyError)."""
     import optuna
 
     if url:
-        return optuna.storages.RDBStorage(url)
-    folder.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.get_storage(rdb(url))
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(folder / STUDY_FILE)))
+
+
+def rdb(url: str) -> Any:
+    """Optuna's RDBStorage at `url`; SQLite's writers wait SQLITE_WAIT_SECONDS for a lock (unless the URL says
+    timeout=), and a process that lost the race to create a new database's tables opens it again."""
+    import time
+
+    import optuna
+    import sqlalchemy.exc
+
+    waits = {"connect_args": {"timeout": SQLITE_WAIT_SECONDS}} if url.startswith("sqlite") and "timeout=" not in url \
+        else {}
+    for attempt in range(1, OPEN_TRIES + 1):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=waits)
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
+            if attempt == OPEN_TRIES:
+                raise
+            time.sleep(0.1 * attempt)
+
+
+def study_name(run_dir: Path, spec: Mapping[str, Any]) -> str:
+    """The element's study: --study-name's (search.json's `study`), else its sweep's folder's name."""
+    return spec.get("study") or sweep_folder(run_dir).name
+
+
+def element_seed(seed: int, index: int) -> int:
+    """Element `index`'s sampler seed (pure): its own, so that elements asking at once draw apart; the search's
+    seed differs between sweeps (drawn at submit), so their elements do too."""
+    return (seed + 1_000_003 * (index + 1)) % SEED_LIMIT
+
+
+def existing_direction(url: str, name: str) -> str | None:
+    """How the study `name` in the database at `url` optimizes ("minimize", "maximize"; "minimize, maximize" for
+    one of several objectives); None when there is none yet."""
+    store = rdb(url)
+    try:
+        study_id = store.get_study_id_from_name(name)
+    except KeyError:
+        return None
+    return ", ".join(direction.name.lower() for direction in store.get_study_directions(study_id))
 
 
 def absolute_url(url: str, cwd: Path) -> str:
@@ -80,7 +134,7 @@ def open_storage(url: str) -> None:
     if url.startswith("sqlite") and (url.rstrip("/") == "sqlite:" or ":memory:" in url):
         raise ValueError("an in-memory database is each process's own; give a file, sqlite:////shared/path/s.db")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    optuna.storages.RDBStorage(url)
+    rdb(url)
 
 
 def distributions(space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -126,18 +180,29 @@ def pruner(name: str, epochs: int) -> Any:
     return optuna.pruners.NopPruner()
 
 
-def load(run_dir: Path, spec: Mapping[str, Any] | None = None, seed_offset: int = 0, store: Any = None) -> Any:
-    """The element's study (created by the first element to ask), with its sampler and pruner."""
+def load(run_dir: Path, spec: Mapping[str, Any] | None = None, index: int = -1, store: Any = None) -> Any:
+    """The element's study (created by the first element to ask, or another sweep's continued), with its sampler
+    (seeded for element `index`) and pruner. A study that optimizes the other way is refused (StudyMismatch):
+    Optuna would continue it silently, ranking this sweep's trials backwards."""
     import optuna
 
     spec = spec if spec is not None else read_json(run_dir / SEARCH_FILE)
-    folder = sweep_folder(run_dir)
+    wanted = "minimize" if spec.get("minimize") else "maximize"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.create_study(
-        storage=store or storage(folder, spec.get("storage")), study_name=folder.name, load_if_exists=True,
-        direction="minimize" if spec.get("minimize") else "maximize",
-        sampler=sampler(spec.get("sampler", "tpe"), spec.get("space", {}), int(spec.get("seed", 0)) + seed_offset),
-        pruner=pruner(spec.get("prune", "none"), int(spec.get("epochs", 1))))
+    loaded = optuna.create_study(
+        storage=store or storage(sweep_folder(run_dir), spec.get("storage")), study_name=study_name(run_dir, spec),
+        load_if_exists=True, direction=wanted, pruner=pruner(spec.get("prune", "none"), int(spec.get("epochs", 1))),
+        sampler=sampler(spec.get("sampler", "tpe"), spec.get("space", {}),
+                        element_seed(int(spec.get("seed") or 0), index)))
+    found = ", ".join(direction.name.lower() for direction in loaded.directions)
+    if found != wanted:
+        raise StudyMismatch(f"study {loaded.study_name} is to {found} its objective, this sweep's is to {wanted}: "
+                            "submit it with another --study-name")
+    return loaded
+
+
+class StudyMismatch(ValueError):
+    """A named study that this sweep cannot continue (one line, with the fix)."""
 
 
 def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -151,9 +216,9 @@ def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]
     index = element_index(run_dir)
     store = storage(sweep_folder(run_dir), spec.get("storage"))
     # Each element its own seed: the same in all would draw the same first values.
-    study = load(run_dir, spec, seed_offset=1_000_003 * (index + 1), store=store)
+    study = load(run_dir, spec, index, store=store)
     space = distributions(spec.get("space", {}))
-    trial = claim(study, store, index)
+    trial = claim(study, store, index, sweep_folder(run_dir).name)
     if fixed is None:
         values = {key: draw(trial, key, distribution) for key, distribution in space.items()}
     else:
@@ -164,18 +229,22 @@ def ask(run_dir: Path, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]
     return kept
 
 
-def claim(study: Any, store: Any, index: int) -> Any:
-    """The element's trial, RUNNING: created with its element index in the one write that creates it, so that no
-    trial is ever without its owner; an element restarted after a crash before its trial.json was written adopts
-    that trial (its index, still RUNNING) and its values drawn so far, instead of leaving it RUNNING forever and
-    asking another. The study is then the only record of the claim: no lock, no second file to keep in step."""
+def claim(study: Any, store: Any, index: int, sweep: str) -> Any:
+    """The element's trial, RUNNING: created with its sweep's folder name and element index in the one write that
+    creates it, so that no trial is ever without its owner; an element restarted after a crash before its
+    trial.json was written adopts that trial (its sweep and index, still RUNNING: in a study that sweeps share,
+    another sweep's element of the same index is not it) and its values drawn so far, instead of leaving it
+    RUNNING forever and asking another. The study is then the only record of the claim: no lock, no second file
+    to keep in step."""
     import optuna
 
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-    own = [trial for trial in running if trial.user_attrs.get("element") == index]
+    own = [trial for trial in running if trial.user_attrs.get("element") == index
+           and trial.user_attrs.get("sweep", sweep) == sweep]  # (a trial of before issue 36: the sweep's own study)
     if own:
         return optuna.trial.Trial(study, own[-1]._trial_id)
-    template = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, user_attrs={"element": index})
+    template = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING,
+                                         user_attrs={"element": index, "sweep": sweep})
     created = store.create_new_trial(store.get_study_id_from_name(study.study_name), template_trial=template)
     return optuna.trial.Trial(study, created)
 

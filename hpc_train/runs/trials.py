@@ -1,7 +1,8 @@
 """What `hpc-train report` shows of a sweep's Optuna study: its trials ranked, the best, Optuna's plots, best.yaml.
 
 Read back through Optuna (runs/study.py's storage): each trial's number, element, state, value and values, the
-best by the study's direction, and three PNGs beside sweep.csv: the optimization history, the parameters'
+best by the study's direction (a study that sweeps share, `--study-name`: every sweep's trials, another sweep's
+element named by its folder, NAME-ARRAYID_I), and three PNGs beside sweep.csv: the optimization history, the parameters'
 importance (PED-ANOVA, which needs no scikit-learn, unlike Optuna's default fANOVA) and the parallel
 coordinates. `--export best.yaml` writes the best trial's element's settings, to run again.
 """
@@ -33,12 +34,27 @@ def _url(elements: Sequence[Path]) -> list[str]:
 
 
 def load(sweep_folder: Path, elements: Sequence[Path]) -> Any:
-    """The sweep's study, as its elements wrote it."""
+    """The sweep's study, as its elements wrote it: the one --study-name named, else the sweep's own."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     urls = _url(elements)
-    return optuna.load_study(study_name=sweep_folder.name, storage=storage(sweep_folder, urls[0] if urls else None))
+    return optuna.load_study(study_name=searched(elements).get("study") or sweep_folder.name,
+                             storage=storage(sweep_folder, urls[0] if urls else None))
+
+
+def searched(elements: Sequence[Path]) -> dict[str, Any]:
+    """An element's search.json (the script writes the same into each): the sweep's seed, study and storage."""
+    return next((spec for folder in elements if (spec := read_json(folder / SEARCH_FILE))), {})
+
+
+def element_label(trial: Any, study_name: str) -> str:
+    """A trial's element as the report names it: its index in the sweep's own study; in a study that sweeps
+    share, its run folder's name (NAME-ARRAYID_I), which says whose it is."""
+    element, sweep = trial.user_attrs.get("element"), trial.user_attrs.get("sweep")
+    if element is None:
+        return "-"
+    return f"{sweep}_{element}" if sweep not in (None, study_name) else str(element)
 
 
 def ranked(study: Any) -> list[Any]:
@@ -48,21 +64,23 @@ def ranked(study: Any) -> list[Any]:
     return with_value + [trial for trial in study.trials if trial.value is None]
 
 
-def lines(study: Any) -> list[str]:
-    """The study's trials ranked (number, element, state, value, values), the best named (pure on the study)."""
+def lines(study: Any, seed: int | None = None) -> list[str]:
+    """The study's trials ranked (number, element, state, value, values), the best named (pure on the study);
+    `seed`: the sweep's sampler seed (search.json's), shown."""
     trials = ranked(study)
     keys = list(dict.fromkeys(key for trial in trials for key in trial.params))
     rows = [["TRIAL", "ELEMENT", "STATE", "VALUE", *keys]] + [
-        [str(trial.number), str(trial.user_attrs.get("element", "-")), trial.state.name,
+        [str(trial.number), element_label(trial, study.study_name), trial.state.name,
          "-" if trial.value is None else f"{trial.value:.4f}", *(_text(trial.params.get(key, "-")) for key in keys)]
         for trial in trials]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    shown = [f"study {study.study_name} ({study.direction.name.lower()}): {len(trials)} trials"]
+    seeded = "" if seed is None else f"; this sweep's seed {seed}"
+    shown = [f"study {study.study_name} ({study.direction.name.lower()}): {len(trials)} trials{seeded}"]
     shown += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     best = _best(study)
     if best is not None:
         values = ", ".join(f"{key}={_text(value)}" for key, value in best.params.items())
-        shown.append(f"best trial: {best.number} (element {best.user_attrs.get('element', '-')}): "
+        shown.append(f"best trial: {best.number} (element {element_label(best, study.study_name)}): "
                      f"{best.value:.4f} with {values}")
     return shown
 
@@ -78,7 +96,8 @@ def csv_text(study: Any) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["trial", "element", "state", "value", *keys])
     for trial in ranked_trials:
-        writer.writerow([trial.number, trial.user_attrs.get("element", ""), trial.state.name,
+        writer.writerow([trial.number, "" if trial.user_attrs.get("element") is None else
+                         element_label(trial, study.study_name), trial.state.name,
                          "" if trial.value is None else trial.value, *(trial.params.get(key, "") for key in keys)])
     return out.getvalue()
 
@@ -124,14 +143,21 @@ def plots(study: Any, folder: Path) -> list[Path]:
 
 
 def export_best(study: Any, element_folder: Any, path: Path) -> dict[str, Any]:
-    """The best trial's element's settings (its config.yaml, drawn values in, its run folder out) into `path`."""
+    """The best trial's element's settings (its config.yaml, drawn values in, its run folder out) into `path`.
+    `element_folder(index)`: this sweep's element's folder; another sweep's (a shared study) is its sibling."""
     best = _best(study)
     if best is None:
         raise ValueError("no trial of the study has finished yet: nothing to export")
     folder = element_folder(best.user_attrs.get("element"))
+    label = element_label(best, study.study_name)
+    if best.user_attrs.get("sweep") not in (None, study.study_name):
+        folder = folder.parent / label
+    if not (folder / "config.yaml").is_file():
+        raise ValueError(f"the best trial's element {label} has no {folder / 'config.yaml'}: its sweep ran from "
+                         "another runs folder; export from there")
     settings = yaml.safe_load((folder / "config.yaml").read_text()) or {}
     for key in NOT_EXPORTED:
         settings.pop(key, None)
-    path.write_text(f"# the best trial ({best.number}, element {best.user_attrs.get('element')}) of study "
+    path.write_text(f"# the best trial ({best.number}, element {label}) of study "
                     f"{study.study_name}: {best.value:.4f}\n" + yaml.safe_dump(settings, sort_keys=False))
     return settings

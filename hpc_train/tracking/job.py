@@ -22,6 +22,7 @@ from typing import Any
 from hpc_train.runs import attempts, study
 from hpc_train.runs.folders import PROVENANCE, RECORD, element_id, run_folder
 from hpc_train.runs.metrics import metrics_path
+from hpc_train.runs.secret import PRIVATE_FOLDER
 from hpc_train.runs.state import read_json_object, read_state, read_tracking, write_tracking
 from hpc_train.tracking import mlflow_run
 from hpc_train.tracking.settings import (TrackSettings, absolute_uri, final_status, params_of, resolve,
@@ -235,7 +236,7 @@ def job_settings(run_dir: Path) -> dict[str, Any]:
 
 def sweep_run(mlflow: Any, settings: TrackSettings, folder: Path) -> str:
     """The sweep's run id: made by the first element to ask (the elements start together: under a lock)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     with open(folder / ".tracking.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         known = read_tracking(folder)

@@ -8,17 +8,26 @@ answers "go" once all of them have, or, after `timeout` seconds, tells those
 that came who did not; every rank then stops with an error naming the
 missing ones. A star, not all-to-all: one connection per rank, so it scales
 with the job. The chief closes its port before TensorFlow's server takes it.
+
+The port listens on every interface (the ranks come from other nodes), so a rank is counted only once it has
+proved that it holds the job's secret (checkin_auth.py: a challenge and answer, HMAC-SHA256), and a rank believes
+only a verdict that proves the chief holds it too. The chief serves every connection at once (checkin.py): one
+that proves nothing is dropped, and never delays, stops or is told about the others (docs/security.md).
 """
 
 from __future__ import annotations
 
 import resource
-import selectors
 import socket
+import sys
 import time
 from dataclasses import dataclass
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.injob.epilogue import PREFIX
+from hpc_train.runs.secret import SECRET_ENV
+from hpc_train.training import checkin_auth
+from hpc_train.training.checkin import PENDING_LIMIT, Door
 from hpc_train.training.rank import RankInfo
 
 RETRY_SECONDS = 0.2
@@ -46,15 +55,22 @@ class Meeting:
         return cls(f"{rank.type} {rank.index}", f"{chief_role} 0", rank.cluster[chief_role][0], everyone)
 
 
-def meet(rank: RankInfo, timeout: float) -> None:
-    """Return once every rank of the job has started; raise PeersMissing after `timeout` seconds."""
+def meet(rank: RankInfo, timeout: float, secret: bytes | None = None) -> None:
+    """Return once every rank of the job has started; raise PeersMissing after `timeout` seconds.
+
+    `secret`: the job's (runs/secret.py), which every rank proves it holds; None (a step started without the job
+    body): anyone who reaches the chief's port could check in, which the chief says once."""
     meeting = Meeting.of(rank)
     if len(meeting.everyone) < 2:
         return
     if meeting.me == meeting.chief:
-        _gather(meeting, timeout)
+        if secret is None:
+            print(f"{PREFIX}: warning: check-in without a job secret ({SECRET_ENV} is not set): any process that "
+                  "reaches the chief's port may check in as a rank; start the step with `hpc-train job` "
+                  "(docs/security.md)", file=sys.stderr, flush=True)
+        _gather(meeting, timeout, secret)
     else:
-        _check_in(meeting, timeout)
+        _check_in(meeting, timeout, secret)
 
 
 def wait_for_departures(rank: RankInfo, timeout: float) -> list[str]:
@@ -87,63 +103,70 @@ def _addresses(rank: RankInfo) -> list[tuple[str, str]]:
             for index, address in enumerate(rank.cluster[role])]
 
 
-def _gather(meeting: Meeting, timeout: float) -> None:
+def _gather(meeting: Meeting, timeout: float, secret: bytes | None) -> None:
     expected = set(meeting.everyone) - {meeting.chief}
-    _allow_open_files(len(expected) + 16)
+    _allow_open_files(len(expected) + PENDING_LIMIT + 16)
     listener = _listen(meeting.chief_address)
-    arrived: dict[str, socket.socket] = {}
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ)
+    door = Door(listener, secret, expected)
     deadline = time.monotonic() + timeout
     try:
-        while set(arrived) != expected and time.monotonic() < deadline:
-            for key, _ in selector.select(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
-                if key.fileobj is listener:
-                    connection, _ = listener.accept()
-                    selector.register(connection, selectors.EVENT_READ)
-                else:
-                    _read_name(key.fileobj, selector, expected, arrived)
-        missing = sorted(expected - set(arrived), key=meeting.everyone.index)
-        verdict = "go" if not missing else f"missing {', '.join(missing)}"
-        for connection in arrived.values():
-            _send_line(connection, verdict)
+        while set(door.arrived) != expected and time.monotonic() < deadline:
+            door.serve(min(1.0, max(0.0, deadline - time.monotonic())))
+        missing = sorted(expected - set(door.arrived), key=meeting.everyone.index)
+        door.tell("go" if not missing else f"missing {', '.join(missing)}")
     finally:
-        for connection in [*arrived.values(), listener]:
-            connection.close()
-        selector.close()
+        door.close()
     if missing:
         raise PeersMissing(f"{_describe(missing)} did not start within {timeout:.0f} s; see their logs (they may "
                            "have failed, or their nodes be unreachable), or raise startup_timeout")
 
 
-def _read_name(connection: socket.socket, selector: selectors.BaseSelector, expected: set[str],
-               arrived: dict[str, socket.socket]) -> None:
-    """One check-in line: the rank's name. Anything else is dropped."""
-    selector.unregister(connection)
-    connection.settimeout(RETRY_SECONDS * 5)
-    try:
-        name = connection.recv(64).decode(errors="replace").strip()
-    except OSError:
-        name = ""
-    if name in expected and name not in arrived:
-        arrived[name] = connection
-    else:
-        connection.close()
-
-
-def _check_in(meeting: Meeting, timeout: float) -> None:
+def _check_in(meeting: Meeting, timeout: float, secret: bytes | None) -> None:
+    """Check in with the chief and hear its verdict. A connection closed before the verdict (the chief dropped
+    it, too slow on a loaded node) is not counted: the rank connects again until its deadline."""
     deadline = time.monotonic() + timeout
-    connection = _connect_until(meeting.chief_address, deadline)
-    if connection is None:
+    heard = False  # whether the chief ever answered
+    while time.monotonic() < deadline:
+        connection = _connect_until(meeting.chief_address, deadline)
+        if connection is None:
+            break
+        with connection:
+            said, spoke = _ask(connection, meeting, secret, deadline)
+        heard = heard or spoke
+        if said is not None:
+            return _hear(said, meeting, timeout)
+        time.sleep(RETRY_SECONDS)
+    if not heard:
         raise PeersMissing(f"the chief ({meeting.chief} at {meeting.chief_address}) did not start within "
                            f"{timeout:.0f} s; see its log, or raise startup_timeout")
-    with connection:
-        _send_line(connection, meeting.me)
+    raise PeersMissing(f"the chief ({meeting.chief} at {meeting.chief_address}) gave no answer at start; see its log")
+
+
+def _ask(connection: socket.socket, meeting: Meeting, secret: bytes | None,
+         deadline: float) -> tuple[str | None, bool]:
+    """(the chief's verdict, or None when the connection ended without one; whether the chief challenged us)."""
+    lines = connection.makefile("rb")
+    try:
+        connection.settimeout(max(1.0, deadline - time.monotonic()))
+        chief_nonce = checkin_auth.read_challenge(lines.readline(checkin_auth.MAX_LINE + 1))
+        if chief_nonce is None:
+            return None, False
+        rank_nonce = checkin_auth.new_nonce()
+        connection.sendall(checkin_auth.answer(secret, chief_nonce, rank_nonce, meeting.me))
         connection.settimeout(max(1.0, deadline - time.monotonic()) + VERDICT_GRACE_SECONDS)
-        try:
-            verdict = connection.makefile().readline().strip()
-        except OSError:
-            verdict = ""
+        line = lines.readline(checkin_auth.MAX_LINE + 1)
+    except OSError:
+        return None, False
+    if not line.endswith(b"\n"):
+        return None, True  # closed before the verdict: dropped, not counted
+    said = checkin_auth.read_verdict(secret, chief_nonce, rank_nonce, meeting.me, line)
+    if said is None:
+        raise HpcTrainError(f"the check-in at {meeting.chief_address} answered without proving it is this job's "
+                            f"chief ({meeting.chief}): another job's, or a stranger on its port; see the chief's log")
+    return said, True
+
+
+def _hear(verdict: str, meeting: Meeting, timeout: float) -> None:
     if verdict == "go":
         return
     if verdict.startswith("missing "):
@@ -175,13 +198,6 @@ def _listen(address: str) -> socket.socket:
                             "pass --port-base with a free range, or use srun --resv-ports") from None
     listener.listen(1024)
     return listener
-
-
-def _send_line(connection: socket.socket, line: str) -> None:
-    try:
-        connection.sendall(f"{line}\n".encode())
-    except OSError:
-        pass  # that rank is gone; it learns nothing, and fails on its own
 
 
 def _allow_open_files(needed: int) -> None:

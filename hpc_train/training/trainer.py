@@ -27,6 +27,7 @@ from typing import Any
 from hpc_train.config import TrainConfig, applying_settings
 from hpc_train.runs import attempts
 from hpc_train.runs.hparams import tensorboard_dir, write_hparams
+from hpc_train.runs.secret import job_secret
 from hpc_train.runs.stacks import answer_requests
 from hpc_train.runs.state import layout_changes, read_state, write_state
 from hpc_train.training import outcome
@@ -80,7 +81,8 @@ def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, sign
     # Every rank imports the task module before meeting the others: one that cannot be used fails them all at once.
     user_task = user_task or load_task(config.task)
     if rank.cluster:
-        meet(rank, config.startup_timeout)  # fail fast, naming who is missing, rather than wait in TensorFlow
+        # Fail fast, naming who is missing, rather than wait in TensorFlow; counting only the job's own ranks.
+        meet(rank, config.startup_timeout, job_secret(os.environ))
     if config.strategy == "parameter_server" and rank.type != "chief":
         from hpc_train.training.servers import serve_until_chief_leaves
 

@@ -137,7 +137,7 @@ BAD_INPUTS = {
     "arbitrary distribution": (with_var(SLURM_DISTRIBUTION="arbitrary"), [], ["SLURM_DISTRIBUTION='arbitrary'"]),
     "placement Slurm contradicts": (with_var(SLURM_NODEID="0"), [], ["SLURM_NODEID='0'", "node2"]),
     "no Slurm at all": ({}, [], ["not inside a Slurm step? run it under srun"]),
-    "more GPU tasks than GPUs": (with_var(SLURM_GPUS_ON_NODE="1"), [], ["node1 runs 2 GPU tasks but has 1 GPUs"]),
+    "more GPU tasks than GPUs": (with_var(SLURM_GPUS_ON_NODE="1"), [], ["node1 runs 2 GPU tasks but has 1 GPU ("]),
     "bad GPU count": (with_var(SLURM_GPUS_ON_NODE="many"), [], ["SLURM_GPUS_ON_NODE='many'"]),
     "too few reserved ports": (with_var(SLURM_STEP_RESV_PORTS="12000"), ["--all"],
                                ["SLURM_STEP_RESV_PORTS='12000'", "--resv-ports=2"]),

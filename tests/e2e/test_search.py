@@ -85,3 +85,61 @@ def test_a_tpe_search_draws_each_elements_values_once_and_a_requeued_element_kee
     assert (tmp_path / "runs" / f"tpe-{array}" / "study-history.png").is_file()
     assert yaml.safe_load((tmp_path / "best.yaml").read_text())["learning_rate"] == best["values"]["learning_rate"]
     assert (tmp_path / "runs" / f"tpe-{array}" / "sweep.csv").read_text().startswith("trial,element,state,value,")
+
+
+# A command element that reports its learning rate once (issue 36: quick, no TensorFlow).
+REPORTS = """
+import sys
+import hpc_train
+rate = float(sys.argv[1])
+print("values", rate, flush=True)
+hpc_train.report(1, rate)
+"""
+
+
+def test_two_sweeps_submitted_at_once_share_a_named_study_and_a_later_one_continues_it(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT)}
+    name, url = "lr's study; $(touch PWNED)", f"sqlite:///{tmp_path / 'studies.db'}"  # a new database
+
+    def submit(sweep: str, trials: int) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hpc_train", "submit", "--nodes", "1", "--name", sweep, "--sweep",
+             "learning_rate=1e-4:1e-1:log", "--search", "random", "--trials", str(trials), "--study-name", name,
+             "--study-storage", url, "--", sys.executable, "-c", REPORTS, "{learning_rate}"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def completed(sweep: str, submitted: subprocess.Popen[str], trials: int) -> tuple[str, int]:
+        out, err = submitted.communicate(timeout=120)
+        assert submitted.returncode == 0, err
+        array = out.splitlines()[0]
+        states, _ = wait_for_elements(array, trials, env)
+        assert states == {index: "COMPLETED" for index in range(trials)}, states
+        seed = json.loads((tmp_path / "runs" / f"{sweep}-{array}_0" / "search.json").read_text())["seed"]
+        assert f"random search of {trials} trials (seed {seed})" in err, err  # shown as recorded
+        return array, seed
+
+    both = [submit("one", 2), submit("two", 2)]  # at once
+    (first, first_seed), (second, second_seed) = (completed(sweep, submitted, 2)
+                                                  for sweep, submitted in zip(("one", "two"), both))
+    assert first_seed != second_seed  # drawn at submit
+    study = optuna.load_study(study_name=name, storage=url)
+    assert optuna.study.get_all_study_names(url) == [name]
+    assert [trial.state.name for trial in study.trials] == ["COMPLETE"] * 4
+    assert sorted((trial.user_attrs["sweep"], trial.user_attrs["element"]) for trial in study.trials) == \
+        [(f"one-{first}", 0), (f"one-{first}", 1), (f"two-{second}", 0), (f"two-{second}", 1)]
+    rates = [trial.params["learning_rate"] for trial in study.trials]
+    assert len(set(rates)) == 4 and [trial.value for trial in study.trials] == pytest.approx(rates, rel=1e-5)
+    for sweep, array in (("one", first), ("two", second)):
+        for index in range(2):
+            kept = json.loads((tmp_path / "runs" / f"{sweep}-{array}_{index}" / "trial.json").read_text())
+            assert kept["study"] == name and study.trials[kept["number"]].params == kept["values"]
+    third, third_seed = completed("three", submit("three", 1), 1)
+    kept = json.loads((tmp_path / "runs" / f"three-{third}_0" / "trial.json").read_text())
+    assert kept["number"] == 4  # a later sweep continues where the study stands
+    report = subprocess.run([sys.executable, "-m", "hpc_train", "report", third], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert f"study {name} (maximize): 5 trials; this sweep's seed {third_seed}" in report.stdout, report.stdout
+    assert f"one-{first}_0" in report.stdout and not (tmp_path / "PWNED").exists()

@@ -148,6 +148,9 @@ def test_mnist_2node_forms_one_cluster_and_learns(uninterrupted: Job) -> None:
     hosts = {rank: line.split(" at ")[1].split(":")[0] for rank, line in uninterrupted.task_lines().items()}
     assert len(set(hosts.values())) == 2
     assert uninterrupted.metrics()["totals"]["final_val_accuracy"] >= 0.95
+    # The ranks checked in with the job's secret, which the job body made (docs/security.md).
+    assert (uninterrupted.run_dir() / "checkin.secret").stat().st_mode & 0o777 == 0o600
+    assert "without a job secret" not in log and "check-in: dropped" not in log
 
 
 def assert_resumed_as_if_never_stopped(job: Job, uninterrupted: Job) -> None:

@@ -120,3 +120,52 @@ def test_sigterm_is_ignored_through_the_prologue_and_from_the_epilogue_on(tmp_pa
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+# Each rank checks in as the trainer does; rank 1 two seconds late, so that the stranger reaches the chief first.
+CHECK_IN = ("import json, os, time; from hpc_train.runs.secret import job_secret; "
+            "from hpc_train.training.rank import parse_tf_config; from hpc_train.training.rendezvous import meet; "
+            "time.sleep(2 * int(os.environ['SLURM_PROCID'])); "
+            "meet(parse_tf_config(os.environ['TF_CONFIG'], 'multiworker'), 30, job_secret(os.environ)); "
+            "print('met, secret in', os.environ['HPC_TRAIN_SECRET_FILE'])")
+
+
+def test_a_stranger_at_the_check_in_cannot_join_delay_or_stop_the_jobs_start(tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    from tests.net import free_port_block
+
+    base = free_port_block(2)
+    heard: list[bytes] = []
+
+    def stranger() -> None:  # without the secret: claims to be rank 1, as soon as the chief listens
+        for _ in range(600):
+            try:
+                with socket.create_connection(("127.0.0.1", base), timeout=20) as connection:
+                    lines = connection.makefile("rb")
+                    lines.readline()
+                    connection.sendall(b"worker 1\t" + b"00" * 32 + b"\t" + b"0" * 64 + b"\n")
+                    heard.append(lines.read())
+                    return
+            except OSError:
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=stranger, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "guarded", "--nodes", "2", "--",
+                             sys.executable, "-m", "hpc_train", "bootstrap", "--port-base", str(base), "--",
+                             sys.executable, "-c", CHECK_IN], cwd=tmp_path, capture_output=True, text=True,
+                            env=without_slurm(), timeout=120)
+    thread.join(timeout=30)
+    assert result.returncode == 0, result.stderr
+    [run_dir] = (tmp_path / "runs").glob("guarded-local-*")
+    secret = run_dir.resolve() / "checkin.secret"
+    assert result.stdout.count(f"met, secret in {secret}") == 2  # its path reaches the ranks, not the secret
+    assert secret.read_text().strip() not in result.stdout + result.stderr
+    assert (secret.stat().st_mode & 0o777, run_dir.stat().st_mode & 0o077) == (0o600, 0)
+    assert heard == [b""]  # dropped, told nothing
+    assert "0: hpc-train: check-in: dropped a connection from 127.0.0.1 that did not prove it belongs to the job " \
+           "(a wrong answer)" in result.stderr
+    assert time.monotonic() - started < 60

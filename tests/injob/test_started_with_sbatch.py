@@ -122,10 +122,12 @@ def test_a_hand_written_job_script_started_with_sbatch_is_followed_too(tmp_path:
 
 
 def test_a_job_run_here_without_slurm_is_recorded_as_a_local_one(tmp_path: Path) -> None:
-    from hpc_train.injob.body import JobBody, record_job
+    from hpc_train.injob.body import JobBody
+    from hpc_train.injob.record import JobShape, record_job
 
     folder = tmp_path / "runs" / "mine-local-20260101-120000"
-    record_job(JobBody(folder, nodes=2, tasks_per_node=2), ["hpc-train", "train"], {}, 1.0)
+    shape = JobShape.of(JobBody(folder, nodes=2, tasks_per_node=2), ["hpc-train", "train"], under_slurm=False)
+    record_job(folder, shape, {}, 1.0)
     record = json.loads((folder / "job.json").read_text())
     assert (record["job_id"], record["name"], record["tasks"], record["submitted"]) == (
         "local-20260101-120000", "mine", 4, 1.0)

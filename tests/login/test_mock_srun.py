@@ -249,7 +249,7 @@ def test_without_gpus_per_node_the_tasks_see_no_gpu_and_are_told() -> None:
     (Step(("a", "b"), 1, gpus_per_node=1), ("0",), "start at most 1 node with --gpus-per-node 1"),
     (Step(("a",), 1, gpus_per_node=1), (), "this machine has 0 GPUs (nvidia-smi -L lists 1); drop --gpus-per-node"),
     (Step(("a",), 2, gpus_per_node=1), ("0", "1"),  # the bootstrap's own refusal
-     "a runs 2 GPU tasks but has 1 GPUs (--gpus-per-node 1); start at most one task per GPU"),
+     "a runs 2 GPU tasks but has 1 GPU (--gpus-per-node 1); start at most one task per GPU"),
 ])
 def test_more_gpus_than_the_machine_has_is_refused(step: Step, ids: tuple[str, ...], message: str) -> None:
     with pytest.raises(HpcTrainError, match=re.escape(message)):

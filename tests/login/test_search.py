@@ -68,6 +68,15 @@ def test_the_yaml_search_section_reads_ranges_and_lists() -> None:
     (["--sweep", "learning_rate=0.001:0.1", "--search", "grid"], "a grid takes values"),
     (["--search", "tpe"], "--search applies to a sweep"),
     (["--sweep", "seed=1,2", "--study-storage", "sqlite:///s.db"], "--study-storage applies to a sweep with a study"),
+    (["--sweep", "seed=1,2", "--study-name", "lr"], "--study-name applies to a sweep with a study"),
+    (["--sweep", "seed=1,2", "--seed", "3"], "--seed seeds a search's sampler: add a range"),
+    (["--sweep", "learning_rate=1e-4:1e-2", "--trials", "2", "--seed", "-1"], "--seed -1: give a whole number from 0"),
+    (["--sweep", "learning_rate=1e-4:1e-2", "--trials", "2", "--study-name", "lr"],
+     "--study-name lr: a named study is shared through a database: add --study-storage"),
+    (["--sweep", "learning_rate=1e-4:1e-2", "--trials", "2", "--study-name", " ", "--study-storage", "sqlite:///s.db"],
+     "--study-name ' ': give the study's name"),
+    (["--sweep", "learning_rate=1e-4:1e-2", "--trials", "2", "--study-name", "a\nb", "--study-storage",
+      "sqlite:///s.db"], "a study's name is one line"),
     (["--sweep", "optimizer=adam,sgd:x", "--search", "random", "--trials", "2"], "--sweep optimizer: sgd:x"),
     (["--sweep", "learning_rate=0.001:0.1", "--trials", "2", "--", "python", "t.py", "--bs={batch_size}"],
      "uses {batch_size}, which no --sweep"),
@@ -220,3 +229,85 @@ def test_a_yaml_search_takes_its_storage_relative_to_the_yaml_and_submit_opens_i
     config.write_text(config.read_text().replace("storage: sqlite:///studies/s.db", "storage: [1]"))
     code, _, err = run_main(["render", "--nodes", "1", "--config", str(config), "-o", "t.sbatch"], capsys)
     assert code == 2 and "sweep search storage: [1]: give an RDB URL" in err, err
+
+
+def test_a_searchs_seed_is_drawn_at_render_unless_given_and_shown_and_recorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import re
+
+    def rendered(*more: str) -> tuple[str, dict]:
+        output = tmp_path / "s.sbatch"
+        code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--sweep", "learning_rate=1e-4:1e-2",
+                                 "--search", "random", "--trials", "2", *more], capsys)
+        assert code == 0, err
+        [line] = [line for line in output.read_text().splitlines() if line.startswith('{"sampler"')]
+        return err, json.loads(line)
+
+    drawn = [rendered() for _ in range(2)]
+    seeds = [spec["seed"] for _, spec in drawn]
+    assert seeds[0] != seeds[1] and all(isinstance(seed, int) and 0 <= seed < 2**31 for seed in seeds), seeds
+    for err, spec in drawn:  # shown as it is recorded in search.json
+        assert re.search(rf"random search of 2 trials \(seed {spec['seed']}\)", err), err
+    err, spec = rendered("--seed", "7", "--set", "seed=3")  # the training's seed is another
+    assert spec["seed"] == 7 and "(seed 7)" in err and spec["study"] is None
+
+
+def test_seed_and_study_name_are_read_and_checked_pure() -> None:
+    from hpc_train.login.search import checked_seed, checked_study_name, drawn_seed
+
+    search = from_yaml({"trials": 2, "seed": 4, "study_name": "lr search", "space": {"learning_rate": "0.1:0.2"}})
+    assert (search.seed, search.study, drawn_seed(search).seed) == (4, "lr search", 4)
+    unseeded = from_yaml({"trials": 2, "space": {"learning_rate": "0.1:0.2"}})
+    assert unseeded.seed is None and isinstance(drawn_seed(unseeded).seed, int)
+    assert checked_seed(None, "--seed") is None and checked_seed(2**32 - 1, "--seed") == 2**32 - 1
+    for bad in (-1, 2**32, True, "3", 1.5):
+        with pytest.raises(SweepError, match="give a whole number from 0 to 4294967295"):
+            checked_seed(bad, "--seed")
+    assert checked_study_name("a'; $(x) \"b", "--study-name") == "a'; $(x) \"b"
+    for bad, said in (("", "give the study's name"), ("a\tb", "one line"), ("x" * 513, "at most 512"),
+                      (3, "give the study's name")):
+        with pytest.raises(SweepError, match=said):
+            checked_study_name(bad, "sweep search study_name:")
+
+
+def test_a_hostile_study_name_reaches_search_json_whole_through_the_batch_shell(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import subprocess
+
+    hostile = "a'; touch PWNED; echo \"$(touch PWNED2)\" `id` HPC_TRAIN_SEARCH\\"
+    output = tmp_path / "s.sbatch"
+    code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--sweep", "learning_rate=1e-4:1e-2:log",
+                             "--trials", "2", "--study-name", hostile, "--study-storage", "sqlite:////shared/s.db"],
+                            capsys)
+    assert code == 0 and f"study: {hostile} (shared" in err, err
+    lines = output.read_text().splitlines()
+    start = next(at for at, line in enumerate(lines) if "HPC_TRAIN_SEARCH" in line)
+    end = next(at for at, line in enumerate(lines) if line.startswith("hpc-train trial "))
+    run_dir = tmp_path / "sw-3_1"
+    run_dir.mkdir()
+    done = subprocess.run(["bash", "-c", "\n".join(lines[start:end])], cwd=tmp_path, env={"run_dir": str(run_dir)},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run_dir / "search.json").read_text())["study"] == hostile
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "PWNED2").exists()
+
+
+def test_submit_refuses_to_continue_a_named_study_that_optimizes_the_other_way(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import optuna
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))  # the submit stops later: no sbatch here
+    optuna.create_study(study_name="lr", storage=f"sqlite:///{tmp_path}/s.db", direction="minimize")
+    code, _, err = run_main(["submit", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--trials", "2",
+                             "--study-name", "lr", "--study-storage", "sqlite:///s.db"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"study lr in sqlite:///{tmp_path}/s.db is to minimize its objective, this sweep's val_accuracy to " \
+           "maximize: give another --study-name" in err, err
+    assert not (tmp_path / "runs").exists()
+    code, _, err = run_main(["submit", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--trials", "2",
+                             "--study-name", "lr", "--study-storage", "sqlite:///s.db", "--set", "objective=val_loss"],
+                            capsys)
+    assert "study lr" not in err, err  # the same way: continued (the submit stops later, for want of sbatch)

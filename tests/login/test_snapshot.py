@@ -66,6 +66,7 @@ def test_a_git_project_is_its_files_at_head_with_uncommitted_changes_and_untrack
     assert (manifest["commit"], manifest["dirty"], manifest["untracked"]) == (head, True, ["new.py"])
     assert "+print('edited')" in (snapshot.root / "diff.patch").read_text()
     assert (snapshot.files / "train.py").stat().st_mode & 0o222 == 0  # read-only
+    assert snapshot.root.stat().st_mode & 0o077 == 0  # the user's alone (docs/security.md)
 
 
 def test_outside_git_it_is_the_directorys_files_but_runs_and_bytecode(tmp_path: Path) -> None:

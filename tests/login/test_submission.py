@@ -200,6 +200,7 @@ def test_local_runs_the_same_job_here_without_slurm(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"hpc-train: job {record['job_id']} on this machine, 2 tasks; logs and results in")
     # Nor TensorFlow's start-up noise, the multi-worker cluster's included (issue 27, 9).
     assert "coordination_service" not in result.stderr and "cuInit" not in result.stderr, result.stderr
+    assert "without a job secret" not in result.stderr  # the ranks checked in with the job's (docs/security.md)
 
 
 @pytest.mark.parametrize("hostile", ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", 'a "b" c'])

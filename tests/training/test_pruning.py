@@ -80,7 +80,7 @@ def test_a_trainer_search_draws_each_elements_values_and_prunes_the_hopeless_one
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Two elements of a rendered random search, run by the array's script as Slurm would start them (srun:
     hpc-train's mock srun, one task), one after the other: each draws its learning rate in the trial step; with
-    seed 0 the first draws 0.0084 and the second 1.2e-06, which the median pruner stops after epoch 1 (no Slurm)."""
+    --seed 0 the first draws 0.0084 and the second 1.2e-06, which the median pruner stops after epoch 1 (no Slurm)."""
     import os
     import subprocess
     import sys
@@ -103,7 +103,8 @@ def test_a_trainer_search_draws_each_elements_values_and_prunes_the_hopeless_one
     script = tmp_path / "search.sbatch"
     settings = ["epochs=2", "train_images=1024", "validation_images=512", f"data_dir={shared_mnist()}"]
     code, _, err = run_main(["render", "--nodes", "1", "--home", str(tmp_path), "-o", str(script), "--sweep",
-                             "learning_rate=1e-6:1e-2:log", "--search", "random", "--trials", "2", "--prune", "median",
+                             "learning_rate=1e-6:1e-2:log", "--search", "random", "--trials", "2", "--seed", "0",
+                             "--prune", "median",
                              *(word for setting in settings for word in ("--set", setting))], capsys)
     assert code == 0, err
     work.mkdir()

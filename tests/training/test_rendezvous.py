@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
+from hpc_train.errors import HpcTrainError
+from hpc_train.training import checkin_auth as auth
 from hpc_train.training.rank import RankInfo
 from hpc_train.training.rendezvous import Meeting, PeersMissing, meet, reachable, wait_for_departures
 from tests.net import free_port_block
@@ -20,14 +22,15 @@ def ps_cluster() -> dict[str, list[str]]:
             "worker": [f"127.0.0.1:{base + 2}", f"127.0.0.1:{base + 3}"]}
 
 
-def in_threads(tasks: list[tuple[RankInfo, float]], timeout: float) -> dict[str, BaseException | None]:
+def in_threads(tasks: list[tuple[RankInfo, float]], timeout: float,
+               secret: bytes | None = None) -> dict[str, BaseException | None]:
     """Run meet() for each (task, start delay) at once; name -> the error it raised, or None."""
     results: dict[str, BaseException | None] = {}
 
     def attend(rank: RankInfo, delay: float) -> None:
         time.sleep(delay)
         try:
-            meet(rank, timeout)
+            meet(rank, timeout, secret)
             results[f"{rank.type} {rank.index}"] = None
         except BaseException as error:  # noqa: BLE001 (reported to the test)
             results[f"{rank.type} {rank.index}"] = error
@@ -107,3 +110,117 @@ def test_the_chief_waits_for_the_others_to_leave_then_names_who_stays() -> None:
     assert 1.9 < time.monotonic() - started < 5
     close_2()
     assert wait_for_departures(RankInfo("worker", 0, cluster), timeout=2) == []
+
+
+SECRET = bytes(range(32))
+
+
+def stranger(address: str, behaviour: str, heard: list[bytes]) -> None:
+    """A process without the secret at the chief's port during the start; what it heard, into `heard`."""
+    host, _, port = address.rpartition(":")
+    for _ in range(100):  # until the chief listens
+        try:
+            connection = socket.create_connection((host, int(port)), timeout=10)
+            break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        return
+    with connection:
+        lines = connection.makefile("rb")
+        nonce = auth.read_challenge(lines.readline())
+        assert nonce is not None
+        recorded = auth.answer(SECRET, auth.new_nonce(), auth.new_nonce(), "worker 1")  # another exchange's
+        said = {"idle": b"", "garbage": b"\x00\xffGET / HTTP/1.0\r\n\r\n", "name only": b"worker 1\n",
+                "no secret": auth.answer(None, nonce, auth.new_nonce(), "worker 1"),
+                "wrong secret": auth.answer(bytes(32), nonce, auth.new_nonce(), "worker 1"),
+                "replayed": recorded, "truncated": recorded[:40], "too long": b"w" * 5000}.get(behaviour, b"")
+        try:
+            if behaviour == "trickle":
+                for byte in b"worker 1\tslow":
+                    connection.sendall(bytes([byte]))
+                    time.sleep(0.3)
+            else:
+                connection.sendall(said)
+                if behaviour == "truncated":
+                    connection.shutdown(socket.SHUT_WR)
+            heard.append(lines.read())  # what the chief tells it before it drops it: nothing
+        except OSError:
+            heard.append(b"")
+
+
+BEHAVIOURS = ["idle", "trickle", "garbage", "name only", "no secret", "wrong secret", "replayed", "truncated",
+              "too long"]
+
+
+def test_strangers_at_the_check_in_cannot_join_delay_or_stop_it(capfd: pytest.CaptureFixture[str]) -> None:
+    cluster = ps_cluster()
+    heard: list[bytes] = []
+    strangers = [threading.Thread(target=stranger, args=(cluster["chief"][0], behaviour, heard), daemon=True)
+                 for behaviour in BEHAVIOURS * 3]
+    for thread in strangers:
+        thread.start()  # they reach the chief first: the ranks come half a second to a second later
+    started = time.monotonic()
+    tasks = [(RankInfo("chief", 0, cluster), 0.0), (RankInfo("ps", 0, cluster), 0.5),
+             (RankInfo("worker", 0, cluster), 0.75), (RankInfo("worker", 1, cluster), 1.0)]
+    assert in_threads(tasks, timeout=30, secret=SECRET) == {
+        "chief 0": None, "ps 0": None, "worker 0": None, "worker 1": None}
+    assert time.monotonic() - started < 4.5  # not after the idle strangers are dropped (5 s), nor the timeout
+    for thread in strangers:
+        thread.join(timeout=15)
+    assert len(heard) == len(strangers) and set(heard) == {b""}  # not a word to any of them
+    dropped = [line for line in capfd.readouterr().err.splitlines() if "check-in: dropped" in line]
+    assert dropped == ["hpc-train: check-in: dropped a connection from 127.0.0.1 that did not prove it belongs to "
+                       f"the job ({dropped[0].split('(')[1].split(')')[0]}); not counted (docs/security.md)"]
+
+
+def test_a_rank_without_the_secret_is_not_counted_and_the_job_names_it_missing() -> None:
+    base = free_port_block(2)
+    cluster = {"worker": [f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"]}
+    results: dict[int, BaseException | None] = {}
+
+    def attend(index: int, secret: bytes) -> None:
+        try:
+            meet(RankInfo("worker", index, cluster), 2, secret)
+            results[index] = None
+        except BaseException as error:  # noqa: BLE001 (reported to the test)
+            results[index] = error
+
+    threads = [threading.Thread(target=attend, args=(0, SECRET)), threading.Thread(target=attend, args=(1, bytes(32)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert str(results[0]).startswith("worker 1 did not start within 2 s; see their logs")
+    assert str(results[1]).startswith("the chief (worker 0 at 127.0.0.1:")  # never told go
+
+
+def test_a_rank_believes_no_verdict_from_a_stranger_on_the_chiefs_port() -> None:
+    port = free_port_block(2)
+    cluster = {"worker": [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"]}
+    impostor = socket.create_server(("127.0.0.1", port))
+
+    def pretend() -> None:
+        connection, _ = impostor.accept()
+        with connection:
+            connection.sendall(auth.challenge(auth.new_nonce()))
+            connection.makefile("rb").readline()
+            connection.sendall(b"go\t" + b"0" * 64 + b"\n")
+
+    threading.Thread(target=pretend, daemon=True).start()
+    try:
+        with pytest.raises(HpcTrainError, match=r"answered without proving it is this job's chief \(worker 0\)"):
+            meet(RankInfo("worker", 1, cluster), 10, SECRET)
+    finally:
+        impostor.close()
+
+
+def test_a_chief_without_a_secret_says_so_once(capfd: pytest.CaptureFixture[str]) -> None:
+    base = free_port_block(2)
+    cluster = {"worker": [f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"]}
+    assert in_threads([(RankInfo("worker", 0, cluster), 0.0), (RankInfo("worker", 1, cluster), 0.0)], 10) == {
+        "worker 0": None, "worker 1": None}
+    warned = [line for line in capfd.readouterr().err.splitlines() if "without a job secret" in line]
+    assert warned == ["hpc-train: warning: check-in without a job secret (HPC_TRAIN_SECRET_FILE is not set): any "
+                      "process that reaches the chief's port may check in as a rank; start the step with "
+                      "`hpc-train job` (docs/security.md)"]

@@ -1,0 +1,36 @@
+"""The trial step of an element of a sweep on a named study (issue 36): a study in the database that optimizes the
+other way is refused in one line, exit 1, and no trial is asked of it (no TensorFlow, no Slurm)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from hpc_train.injob.trial import main
+from hpc_train.runs import study
+from tests.runs.test_shared_study import element
+
+
+def test_a_named_study_that_optimizes_the_other_way_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    optuna.create_study(study_name="shared", storage=url, direction="minimize")
+    assert study.existing_direction(url, "shared") == "minimize" and study.existing_direction(url, "new") is None
+    folder = element(tmp_path, "a-11", 0, url, seed=5)
+    assert main(["--run-dir", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == ("hpc-train: trial: study shared is to minimize its objective, this sweep's is to "
+                           "maximize: submit it with another --study-name"), err
+    assert not optuna.load_study(study_name="shared", storage=url).trials
+    assert not (folder / study.TRIAL_FILE).exists()
+
+
+def test_an_element_of_a_named_study_says_which_study_its_trial_is_in(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    folder = element(tmp_path, "a-11", 0, url, seed=5)
+    assert main(["--run-dir", str(folder)]) == 0
+    assert "hpc-train: trial 0 of study shared: learning_rate=" in capsys.readouterr().err
+    assert "export HPC_TRAIN_SWEEP_LEARNING_RATE=" in (folder / "trial.sh").read_text()
