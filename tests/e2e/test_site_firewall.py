@@ -24,7 +24,7 @@ import pytest
 from hpc_train.localslurm import control, netns
 from hpc_train.localslurm.spec import LocalCluster
 from hpc_train.site.firewall import job_window
-from tests.e2e.jobs import JOB_TIMEOUT
+from tests.e2e.jobs import JOB_TIMEOUT, separate_hosts_impossible
 from tests.e2e.test_trainer_jobs import ROOT, Job
 from tests.fake_slurm import without_slurm
 
@@ -66,21 +66,12 @@ with ThreadPoolExecutor(len(ports)) as pool:
 """
 
 
-def _possible() -> str | None:
-    if os.geteuid() != 0:
-        return "a local Slurm cluster needs root"
-    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
-        return "no Slurm and no apt-get to install it"
-    if shutil.which("ip") is None or shutil.which("nsenter") is None:
-        return "separate hosts need iproute2 (ip) and nsenter"
-    if shutil.which("nft", path="/usr/sbin:/usr/bin:/sbin:/bin") is None and shutil.which("apt-get") is None:
-        return "no nft and no apt-get to install nftables"
-    return None
-
-
 @pytest.fixture(scope="module")
 def wall() -> Iterator[LocalCluster]:
-    reason = _possible()
+    reason = separate_hosts_impossible() or (
+        "no nft and no apt-get to install nftables"
+        if shutil.which("nft", path="/usr/sbin:/usr/bin:/sbin:/bin") is None and shutil.which("apt-get") is None
+        else None)
     if reason:
         pytest.skip(reason)
     was_running = all(control.status(WALL).values())
