@@ -5,7 +5,7 @@ One cluster for the module (wall[1-3], /tmp/hpc-train-slurm-tests-firewall, port
 a 2-node job on wall[1-2] listens on its ports; while it runs, wall3 (not in the job) cannot open a connection
 to any port of the job's window on wall1 (dropped), while wall2 can; before the prolog and after the epilog the
 same ports answer from wall3 as before; no table is left; a requeued job (its prolog again over its own table)
-still completes.
+still completes, and so does a 2-node MNIST job retried on other nodes (wall3 let in by the new attempt's prolog).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from hpc_train.localslurm import control, netns
 from hpc_train.localslurm.spec import LocalCluster
 from hpc_train.site.firewall import job_window
 from tests.e2e.jobs import JOB_TIMEOUT, separate_hosts_impossible
-from tests.e2e.test_trainer_jobs import ROOT, Job
+from tests.e2e.test_trainer_jobs import ROOT, Job, kill_rank, submit
 from tests.fake_slurm import without_slurm
 
 pytestmark = pytest.mark.slurm_cluster
@@ -75,6 +75,7 @@ def wall() -> Iterator[LocalCluster]:
     if reason:
         pytest.skip(reason)
     was_running = all(control.status(WALL).values())
+    WALL.log_file("site-firewall").unlink(missing_ok=True)  # the lines of this module's jobs only
     subprocess.run([sys.executable, "-m", "hpc_train", "cluster", "up", "--separate-hosts", "--site-firewall",
                     "--dir", str(WALL.directory), "--nodes", WALL.nodes, "--cpus", str(WALL.cpus),
                     "--port", str(WALL.controller_port)], check=True, timeout=300)
@@ -196,3 +197,24 @@ def test_doctor_says_the_jobs_ports_are_closed_to_the_login_node(wall: LocalClus
     assert [line.split(":")[0] for line in result.stdout.splitlines() if line.split(":")[0].split()[-1] in
             ("memlock", "nofile")] in (["ok    memlock", "ok    nofile"], ["warn  memlock", "ok    nofile"],
                                        ["ok    memlock", "warn  nofile"], ["warn  memlock", "warn  nofile"])
+
+
+@pytest.mark.tensorflow
+def test_a_2node_mnist_job_trains_guarded_and_a_retried_attempt_elsewhere_completes(wall: LocalCluster,
+                                                                                    tmp_path: Path) -> None:
+    # Epochs take a second here: enough of them that the job still trains when its rank is killed.
+    job = submit(WALL, tmp_path, "mnist_2node.sh", "--set", "epochs=20", "--set", "checkpoint_minutes=0.05")
+    job.wait_for_log("epoch 1/20")
+    job.wait_for_a_checkpoint()  # what the retry resumes from
+    nodes = {rank: line.split(" at ")[1].split(",")[0] for rank, line in job.task_lines().items()}
+    outsider = ({"wall1", "wall2", "wall3"} - {address.split(":")[0] for address in nodes.values()}).pop()
+    host, port = nodes[0].split(":")
+    assert probe(outsider, host, range(int(port), int(port) + 1)) == {int(port): "no answer"}  # TensorFlow's server
+    killed = nodes[1].split(":")[0]
+    kill_rank(job, 1)  # retried without `killed`: the outsider joins, and the prolog lets it in
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    assert job.run_state()["state"] == "finished" and job.run_state()["attempts"][0]["action"] == "retried"
+    assert no_table_within(("wall1", "wall2", "wall3")) == {}
+    again = ", ".join(sorted({host, outsider}))
+    assert f"job {job.id} on {outsider}: ports" in WALL.log_file("site-firewall").read_text()
+    assert f"open to {again} only" in WALL.log_file("site-firewall").read_text() and killed not in again
