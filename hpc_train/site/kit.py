@@ -41,7 +41,7 @@ def epilog(env: Mapping[str, str], log: Path | None = None) -> int:
 
 
 def _guarded(env: Mapping[str, str], log: Path | None,
-             action: Callable[[JobOnNode, str, Mapping[str, str]], list[str]]) -> int:
+             action: Callable[[JobOnNode, str, Mapping[str, str], Callable[[str], None]], None]) -> int:
     said = f"{TAG}: "
     try:
         job = JobOnNode.from_environ(env)
@@ -50,8 +50,7 @@ def _guarded(env: Mapping[str, str], log: Path | None,
         if nft is None:
             _say(log, said + "no nft here (install nftables): the job's ports stay open to every host")
             return 0
-        for line in action(job, nft, env):
-            _say(log, said + line)
+        action(job, nft, env, lambda line: _say(log, said + line))  # each step said as done: a later failure keeps it
     except HpcTrainError as error:
         _say(log, said + f"{error}; the job's ports stay open to every host")
     except Exception as error:  # noqa: BLE001 - a prolog must never fail a job: any surprise is one log line
@@ -59,34 +58,33 @@ def _guarded(env: Mapping[str, str], log: Path | None,
     return 0
 
 
-def _prolog(job: JobOnNode, nft: str, env: Mapping[str, str]) -> list[str]:
+def _prolog(job: JobOnNode, nft: str, env: Mapping[str, str], say: Callable[[str], None]) -> None:
     slurm = SlurmClient.local({**env, "PATH": env.get("PATH") or DEFAULT_PATH})
-    said = [f"swept table {FAMILY} {table_name(stale)} (job {stale} no longer here)"
-            for stale in _sweep(job, nft, slurm)]
+    _sweep(job, nft, slurm, say)
     tasks = slurm.show_job(job.job_id, timeout=SLURM_SECONDS).get("NumTasks", "")
     window = job_window(job.job_id, int(tasks) if tasks.isdigit() else None, len(job.nodes))
     addresses = resolve(job.nodes)
     _nft(nft, ["-f", "-"], f"load table {FAMILY} {table_name(job.job_id)}", ruleset(job.job_id, window, addresses))
-    return [*said, f"ports {window.start}-{window.stop - 1} open to {', '.join(job.nodes)} only "
-                   f"(table {FAMILY} {table_name(job.job_id)})"]
+    say(f"ports {window.start}-{window.stop - 1} open to {', '.join(job.nodes)} only "
+        f"(table {FAMILY} {table_name(job.job_id)})")
 
 
-def _epilog(job: JobOnNode, nft: str, env: Mapping[str, str]) -> list[str]:
-    if job.job_id not in our_tables(_nft(nft, ["list", "tables"], "list the tables")):
-        return []
-    _nft(nft, ["delete", "table", FAMILY, table_name(job.job_id)], "remove the job's table")
-    return [f"removed table {FAMILY} {table_name(job.job_id)}"]
+def _epilog(job: JobOnNode, nft: str, env: Mapping[str, str], say: Callable[[str], None]) -> None:
+    if job.job_id in our_tables(_nft(nft, ["list", "tables"], "list the tables")):
+        _nft(nft, ["delete", "table", FAMILY, table_name(job.job_id)], "remove the job's table")
+        say(f"removed table {FAMILY} {table_name(job.job_id)}")
 
 
-def _sweep(job: JobOnNode, nft: str, slurm: SlurmClient) -> list[str]:
+def _sweep(job: JobOnNode, nft: str, slurm: SlurmClient, say: Callable[[str], None]) -> None:
     ours = our_tables(_nft(nft, ["list", "tables"], "list the tables"))
     if not [other for other in ours if other != job.job_id]:
-        return []  # nothing to sweep: Slurm need not be asked
-    stale = stale_tables(ours, slurm.jobs_on_node(job.node, timeout=SLURM_SECONDS) if job.node else None,
-                         job.job_id)
-    for each in stale:
-        _nft(nft, ["delete", "table", FAMILY, table_name(each)], f"sweep table {table_name(each)}")
-    return stale
+        return  # nothing to sweep: Slurm need not be asked
+    jobs_here = slurm.jobs_on_node(job.node, timeout=SLURM_SECONDS) if job.node else None
+    if jobs_here is None:
+        say("Slurm did not say which jobs run here: no table swept")
+    for stale in stale_tables(ours, jobs_here, job.job_id):
+        _nft(nft, ["delete", "table", FAMILY, table_name(stale)], f"sweep table {table_name(stale)}")
+        say(f"swept table {FAMILY} {table_name(stale)} (job {stale} no longer here)")
 
 
 def resolve(nodes: tuple[str, ...]) -> list[str]:

@@ -111,3 +111,14 @@ def test_a_hostile_job_id_is_refused_in_one_line_and_exit_0(tmp_path: Path) -> N
                             env=job_env(tmp_path, job_id="1; touch pwned"), cwd=tmp_path)
     assert result.returncode == 0 and not (tmp_path / "pwned").exists()
     assert len(result.stderr.splitlines()) == 1 and "not a job id" in result.stderr
+
+
+@needs_nft
+def test_when_slurm_does_not_answer_no_table_is_swept(tmp_path: Path) -> None:
+    env = job_env(tmp_path)
+    (tmp_path / "bin" / "squeue").write_text("#!/bin/sh\necho 'squeue: error: Unable to contact slurm controller' >&2\n"
+                                             "exit 1\n")
+    result = in_own_network(f"nft add table inet hpc_train_job_40\n{SITE} --prolog\nnft list tables", env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["table inet hpc_train_job_1234", "table inet hpc_train_job_40"]
+    assert "job 1234 on localhost: Slurm did not say which jobs run here: no table swept" in result.stderr
