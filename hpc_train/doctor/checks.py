@@ -208,12 +208,13 @@ def limit_checks(reports: Sequence[dict]) -> list[Check]:
         return []  # a step of an older hpc-train on the nodes: nothing said
     low_lock = [f"{node}: {shown(value)}" for node, value in memlock if value >= 0]
     low_files = [f"{node}: {value}" for node, value in nofile if 0 <= value < WANTED_OPEN_FILES]
+    least = min((value for _, value in nofile if value >= 0), default=None)
     return [Check("memlock", True, "; ".join(low_lock) + ": multi-node NCCL over InfiniBand wants unlimited locked "
                   "memory" if low_lock else "unlimited on every node: enough for NCCL over InfiniBand",
                   "set memlock unlimited for jobs: LimitMEMLOCK=infinity in slurmd's systemd unit and "
                   "'* - memlock unlimited' in /etc/security/limits.conf (Slurm passes the submitting shell's "
                   "limits on: PropagateResourceLimits)", warn=bool(low_lock)),
             Check("nofile", True, "; ".join(low_files) + f" open files: multi-node NCCL wants {WANTED_OPEN_FILES} "
-                  "or more" if low_files else f"{min((v for _, v in nofile), default=0)} or more open files on "
-                  "every node", f"raise it: LimitNOFILE={WANTED_OPEN_FILES} in slurmd's systemd unit and "
+                  "or more" if low_files else f"{'unlimited' if least is None else f'{least} or more'} open files "
+                  "on every node", f"raise it: LimitNOFILE={WANTED_OPEN_FILES} in slurmd's systemd unit and "
                   f"'* - nofile {WANTED_OPEN_FILES}' in /etc/security/limits.conf", warn=bool(low_files))]

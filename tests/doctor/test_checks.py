@@ -133,3 +133,12 @@ def test_the_ps_partition_is_checked_and_named_in_its_refusal(tmp_path: Path) ->
     assert "AccountingStorageTRES lacks gres/gpu" in ps_partition(slurm, "gpu", None).detail
     with pytest.raises(HpcTrainError, match=r"no partition nowhere here \(partitions: gpu, cpu\); pass --ps-partition"):
         ps_partition(slurm, "nowhere", None)
+
+
+def test_unlimited_limits_read_as_unlimited_and_an_older_step_says_nothing() -> None:
+    from hpc_train.doctor.checks import limit_checks
+
+    lines = [check.line() for check in limit_checks([{"node": "n1", "memlock": -1, "nofile": -1}])]
+    assert lines == ["ok    memlock: unlimited on every node: enough for NCCL over InfiniBand",
+                     "ok    nofile: unlimited open files on every node"]
+    assert limit_checks([{"node": "n1"}]) == []
