@@ -23,6 +23,12 @@ def pytest_configure(config: pytest.Config) -> None:
                     "up .venv with every dependency), or .venv/bin/python -m pytest once .venv exists", returncode=2)
     from hypothesis import HealthCheck, settings
 
+    # submitit configures logging on its first import (logging.config.dictConfig), which closes every handler
+    # there is then: once TensorFlow is imported, absl's, and with it the stream absl took, a test's captured
+    # stderr. A test that submits (a dry run) after one that imported TensorFlow in the same worker then closed
+    # pytest's capture ("I/O operation on closed file"). Imported here, it configures before anything else is.
+    import submitit.core.logger  # noqa: F401
+
     # CI runs a fixed set of examples, so a red run can be replayed; locally they vary.
     settings.register_profile("ci", derandomize=True, deadline=None, max_examples=200,
                               suppress_health_check=[HealthCheck.too_slow])
@@ -50,6 +56,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return "the local cluster" if on_the_local_cluster(nodeid) else nodeid
 
     return LocalClusterTogether(config, log)
+
+
+# The local clusters' folders (/tmp/hpc-train-slurm-tests*) and node names are the machine's, not a suite's: two
+# suites side by side (two checkouts, CI beside a developer) would cancel each other's jobs and stop each other's
+# clusters. The process that runs the first local-cluster test holds this lock until it exits (they all run in one
+# worker, in order), so a second suite's cluster tests wait for the first's to end.
+LOCAL_CLUSTER_LOCK = "/tmp/hpc-train-local-cluster-tests.lock"
+_held: list[object] = []
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _held or not on_the_local_cluster(item.nodeid):
+        return
+    import fcntl
+
+    lock = open(LOCAL_CLUSTER_LOCK, "a")  # noqa: SIM115 - held until this process exits
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"\nwaiting for another test run's local-cluster tests to end ({LOCAL_CLUSTER_LOCK})", file=sys.stderr)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    _held.append(lock)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

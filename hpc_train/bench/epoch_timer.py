@@ -10,8 +10,9 @@ import time
 from typing import Any
 
 
-def fit_timed(model: Any, dataset: Any, keras: Any, epochs: int, steps_per_epoch: int) -> list[float]:
-    """Train with `model.fit` (Keras' defaults otherwise) and return each epoch's seconds."""
+def fit_timed(model: Any, dataset: Any, keras: Any, epochs: int, steps_per_epoch: int,
+              **fit_options: Any) -> list[float]:
+    """Train with `model.fit` (Keras' defaults, or `fit_options`) and return each epoch's seconds."""
     seconds: list[float] = []
 
     class EpochTimer(keras.callbacks.Callback):
@@ -21,5 +22,6 @@ def fit_timed(model: Any, dataset: Any, keras: Any, epochs: int, steps_per_epoch
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             seconds.append(time.perf_counter() - self.started)
 
-    model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=[EpochTimer()])
+    model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=[EpochTimer()],
+              **fit_options)
     return seconds

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_train.bench.report import (DEFAULT_DATA, ROOT, arguments, command_line, figure, machine, progress, publish,
-                                    pyplot, require_slurm, spread, table)
+from hpc_train.bench.report import (ROOT, command_line, figure, machine, parsed, progress, publish, pyplot,
+                                    require_slurm, spread, table)
 from hpc_train.errors import HpcTrainError
 from hpc_train.runs import attempts
 from hpc_train.runs.metrics import read_metrics
@@ -212,10 +212,7 @@ def plot(pairs: list[tuple[Run, Run]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = arguments("faults", __doc__, repetitions=5)
-    parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args(argv)
+    args = parsed("faults", __doc__, argv, repetitions=5, data_dir=True, epochs=40)
     if not require_slurm("faults"):
         return 2
     if len(SlurmClient.local(os.environ).node_states()) < 3:

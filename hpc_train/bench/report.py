@@ -14,6 +14,7 @@ import statistics
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from hpc_train.training.precision import cpu_flags, vector_units
 
@@ -119,13 +120,44 @@ def interleaved(runs: dict[str, Callable[[], float]], repetitions: int,
     return samples
 
 
-def arguments(name: str, description: str, repetitions: int) -> argparse.ArgumentParser:
-    """A benchmark's parser with the options every one has: --repetitions and --quick."""
+def arguments(name: str, description: str, repetitions: int, data_dir: bool = False,
+              **counts: int) -> argparse.ArgumentParser:
+    """A benchmark's parser with the options every one has, --repetitions and --quick; --data-dir (the staged
+    MNIST) if asked; and one integer option per count, e.g. trials=8 for `--trials N` (default 8)."""
     parser = argparse.ArgumentParser(prog=f"hpc-train bench {name}", description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repetitions", type=int, default=repetitions)
     parser.add_argument("--quick", action="store_true", help="2 repetitions; print only")
+    for count, default in counts.items():
+        parser.add_argument(f"--{count.replace('_', '-')}", type=int, default=default)
+    if data_dir:
+        parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     return parser
+
+
+def parsed(name: str, description: str, argv: Sequence[str] | None, repetitions: int, data_dir: bool = False,
+           **counts: int) -> argparse.Namespace:
+    """A benchmark's command line, read by `arguments`' parser."""
+    return arguments(name, description, repetitions, data_dir, **counts).parse_args(argv)
+
+
+def opening(title: str, setup: str) -> list[str]:
+    """A section's first lines: its title, then the machine it ran on, followed by `setup` (from its punctuation
+    on: how it was measured)."""
+    return [f"## {title}", "", f"Machine: {machine()}{setup}"]
+
+
+def median_bars(axes: Any, samples: Sequence[Sequence[float]], labels: Sequence[str], ours: Sequence[bool],
+                goal: tuple[float, str]) -> None:
+    """Horizontal bars of each run's median with min-max whiskers, top to bottom, ours blue and the others grey,
+    and a red line at the first run's median times `goal`'s factor, labelled with its text."""
+    medians = [statistics.median(values) for values in samples]
+    errors = [[m - min(v) for m, v in zip(medians, samples)], [max(v) - m for m, v in zip(medians, samples)]]
+    axes.barh(range(len(labels)), medians, xerr=errors, color=["tab:blue" if own else "grey" for own in ours])
+    axes.set_yticks(range(len(labels)), labels)
+    axes.axvline(medians[0] * goal[0], color="red", linestyle=":", label=goal[1])
+    axes.invert_yaxis()
+    axes.legend(loc="lower right", framealpha=1.0)
 
 
 def publish(name: str, section: str, write: bool, *plots: Callable[[], object]) -> None:

@@ -24,8 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from hpc_train.bench.report import (DEFAULT_DATA, arguments, command_line, figure, machine, progress, publish,
-                                    pyplot, table)
+from hpc_train.bench.report import command_line, figure, opening, parsed, progress, publish, pyplot, table
 from hpc_train.runs import study as studies
 
 SPACE = {"learning_rate": {"low": 1e-3, "high": 1.0, "log": True, "int": False},
@@ -141,17 +140,16 @@ def render(results: dict[str, list[Outcome]], trials: int, epochs: int, cpu: flo
                      f"{statistics.median(o.epochs for o in outcomes):g} of {trials * epochs}"))
     header = ("search", "best val accuracy, %", "min-max", "trials to within 0.2 points of it", "epochs trained")
     return "\n".join([
-        "## Search: grid, random and TPE at an equal budget, with and without pruning",
-        "",
-        f"Machine: {machine()}. Command: `{command_line('search')}`: {trials} trials per search, {epochs} epochs "
-        f"each, medians over {len(next(iter(results.values())))} seeds; {cpu:.0f} s of CPU in all. MNIST: the "
-        "first 8,000 of the staged images to train, 2,000 held out; a 784-W-10 ReLU network by plain SGD, trained "
-        "in this process (NumPy), its validation accuracy reported to an Optuna study at every epoch; the study's "
-        "sampler and pruner are the job's (runs/study.py). Three hyperparameters: learning_rate 1e-3..1 (log), "
-        "batch_size one of 32, 128, 512, width W 8..128; the grid: learning_rate 0.01, 0.1, 1, batch_size 32, "
-        "128, 512, width 8, 32, 128 (27 combinations, in order). TPE's first 10 trials are random draws (Optuna's "
-        "n_startup_trials), the same as the random search's with the same seed; pruning: `halving`, successive "
-        "halving at epochs 1 and 2.",
+        *opening("Search: grid, random and TPE at an equal budget, with and without pruning",
+                 f". Command: `{command_line('search')}`: {trials} trials per search, {epochs} epochs each, medians "
+                 f"over {len(next(iter(results.values())))} seeds; {cpu:.0f} s of CPU in all. MNIST: the first 8,000 "
+                 "of the staged images to train, 2,000 held out; a 784-W-10 ReLU network by plain SGD, trained in "
+                 "this process (NumPy), its validation accuracy reported to an Optuna study at every epoch; the "
+                 "study's sampler and pruner are the job's (runs/study.py). Three hyperparameters: learning_rate "
+                 "1e-3..1 (log), batch_size one of 32, 128, 512, width W 8..128; the grid: learning_rate 0.01, 0.1, "
+                 "1, batch_size 32, 128, 512, width 8, 32, 128 (27 combinations, in order). TPE's first 10 trials "
+                 "are random draws (Optuna's n_startup_trials), the same as the random search's with the same seed; "
+                 "pruning: `halving`, successive halving at epochs 1 and 2."),
         "",
         *table(header, rows),
         "",
@@ -177,11 +175,7 @@ def plot(results: dict[str, list[Outcome]], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = arguments("search", __doc__, repetitions=3)
-    parser.add_argument("--trials", type=int, default=27)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args(argv)
+    args = parsed("search", __doc__, argv, repetitions=3, data_dir=True, trials=27, epochs=3)
     seeds = 1 if args.quick else args.repetitions
     results, cpu = measure(args.trials, args.epochs, seeds, args.data_dir)
     publish("search", render(results, args.trials, args.epochs, cpu), not args.quick,

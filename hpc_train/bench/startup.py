@@ -20,8 +20,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, arguments, command_line, interleaved, machine, publish,
-                                    spread, summary, table)
+from hpc_train.bench.report import (HPC_TRAIN, command_line, interleaved, machine, parsed, publish, spread, summary,
+                                    table)
 from hpc_train.runs.metrics import read_metrics
 
 BASELINE = '`python -c "import tensorflow"`'
@@ -86,8 +86,6 @@ def render(samples: dict[str, list[float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = arguments("startup", __doc__, repetitions=7)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args(argv)
+    args = parsed("startup", __doc__, argv, repetitions=7, data_dir=True)
     publish("startup", render(measure(args.data_dir, 2 if args.quick else args.repetitions)), write=not args.quick)
     return 0

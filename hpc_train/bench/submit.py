@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpc_train.bench.report import (HPC_TRAIN, arguments, command_line, interleaved, machine, publish, require_slurm,
+from hpc_train.bench.report import (HPC_TRAIN, command_line, interleaved, opening, parsed, publish, require_slurm,
                                     spread, summary, table)
 from hpc_train.errors import HpcTrainError
 from hpc_train.slurm.client import SlurmClient
@@ -107,11 +107,10 @@ def render(samples: dict[str, list[float]]) -> str:
 
     header = ("command", "ms, median", "min-max", "ratio to sbatch, median", "min-max")
     return "\n".join([
-        "## Submitting",
-        "",
-        f"Machine: {machine()}; Slurm: the local cluster (`hpc-train cluster up`), whose controller answers on this "
-        f"machine. Command: `{command_line('submit')}`: {len(samples[PYTHON])} interleaved repetitions; sbatch gets "
-        "a script asking for the same 2 nodes, 1 task each.",
+        *opening("Submitting",
+                 "; Slurm: the local cluster (`hpc-train cluster up`), whose controller answers on this machine. "
+                 f"Command: `{command_line('submit')}`: {len(samples[PYTHON])} interleaved repetitions; sbatch gets a "
+                 "script asking for the same 2 nodes, 1 task each."),
         "",
         "### Submit to running (goal: within 2x of sbatch)",
         "",
@@ -130,7 +129,7 @@ def render(samples: dict[str, list[float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = arguments("submit", __doc__, repetitions=9).parse_args(argv)
+    args = parsed("submit", __doc__, argv, repetitions=9)
     if not require_slurm("submit"):
         return 2
     samples = measure(2 if args.quick else args.repetitions)

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_train.bench.report import (DEFAULT_DATA, HPC_TRAIN, arguments, command_line, machine, progress, publish,
-                                    require_slurm, spread, table)
+from hpc_train.bench.report import (HPC_TRAIN, command_line, machine, parsed, progress, publish, require_slurm, spread,
+                                    table)
 from hpc_train.errors import HpcTrainError
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.slurm.follow import FINAL_STATES, parse_array_states
@@ -154,11 +154,7 @@ def render(results: dict[str, list[Timing]], trials: int, epochs: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = arguments("sweeps", __doc__, repetitions=1)
-    parser.add_argument("--trials", type=int, default=8)
-    parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args(argv)
+    args = parsed("sweeps", __doc__, argv, repetitions=1, data_dir=True, trials=8, epochs=6)
     if not require_slurm("sweeps"):
         return 2
     results = measure(1 if args.quick else args.repetitions, args.trials, args.epochs, args.data_dir)

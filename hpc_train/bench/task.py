@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_train.bench.report import (HPC_TRAIN, ROOT, command_line, figure, interleaved, machine, publish, pyplot,
-                                    spread, summary, table)
+from hpc_train.bench.report import (HPC_TRAIN, ROOT, command_line, figure, interleaved, machine, median_bars, publish,
+                                    pyplot, spread, summary, table)
 from hpc_train.runs.metrics import read_metrics
 
 PLOT = "task_throughput.png"
@@ -225,17 +225,11 @@ def plot(runs: dict[str, list[Run]]) -> None:
     if plt is None:
         return
     names = list(runs)
-    rates = [[run.steady_rate for run in runs[name]] for name in names]
-    medians = [statistics.median(values) for values in rates]
-    errors = [[m - min(v) for m, v in zip(medians, rates)], [max(v) - m for m, v in zip(medians, rates)]]
     drawing, (speed, cost) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [2.2, 1]})
-    colors = ["tab:blue" if name.startswith("`hpc-train") else "grey" for name in names]
-    speed.barh(range(len(names)), medians, xerr=errors, color=colors)
-    speed.set_yticks(range(len(names)), [textwrap.fill(name.replace("`", ""), 30) for name in names])
-    speed.axvline(medians[0] * SPEED_GOAL, color="red", linestyle=":", label="goal: the baseline's")
+    median_bars(speed, [[run.steady_rate for run in runs[name]] for name in names],
+                [textwrap.fill(name.replace("`", ""), 30) for name in names],
+                [name.startswith("`hpc-train") for name in names], (SPEED_GOAL, "goal: the baseline's"))
     speed.set(xlabel="training examples/s (median, min-max)", title="dense task, one process, batch 64")
-    speed.invert_yaxis()
-    speed.legend(loc="lower right", framealpha=1.0)
     shares = [100 * run.steady_save_share for run in runs[TIMED]]
     cost.bar([0], [statistics.median(shares)], yerr=[[statistics.median(shares) - min(shares)],
                                                       [max(shares) - statistics.median(shares)]], color="tab:blue")

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpc_train.bench.report import (HPC_TRAIN, arguments, command_line, interleaved, machine, progress, publish,
-                                    spread, summary, table)
+from hpc_train.bench.report import (HPC_TRAIN, command_line, interleaved, machine, parsed, progress, publish, spread,
+                                    summary, table)
 from hpc_train.bench.task import STEPS_PER_EPOCH, TASK_FILE
 from hpc_train.runs.metrics import read_metrics, write_metrics
 
@@ -89,9 +89,7 @@ def render(runs: dict[str, list[float]], logged: list[float], epochs: int) -> st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arguments("tracking", __doc__ or "", repetitions=3)
-    parser.add_argument("--epochs", type=int, default=4)
-    args = parser.parse_args(argv)
+    args = parsed("tracking", __doc__ or "", argv, repetitions=3, epochs=4)
     import importlib.util
 
     if importlib.util.find_spec("mlflow") is None:

@@ -10,6 +10,8 @@
 `up` installs slurm-wlm and munge with apt-get when they are missing, and is
 idempotent; `down` stops only what `up` started. State, logs and slurm.conf
 live in DIR (default /tmp/hpc-train-slurm); a system Slurm is left alone.
+Without --port, `up` keeps the running cluster's port, else takes the first of 6917, 6927, ... that is
+free here (with its nodes'); `status` and `down` read it back from DIR/slurm.conf.
 With --partition (repeatable) the cluster has those partitions instead of one `debug` over --nodes: the first
 is the default, the nodes are their union, and a partition's GPUS (default --gpus-per-node) is what each of its
 nodes declares, e.g. `--partition cpu:node[1-2]:0 --partition gpu:node[3-4]:2` for heterogeneous jobs.
@@ -42,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--nodes)")
     parser.add_argument("--cpus", type=int, default=None, metavar="N", help="CPUs per node (default max(4, cores))")
     parser.add_argument("--port", type=int, default=None, metavar="PORT",
-                        help="slurmctld's port; the nodes take the next ones (default 6917)")
+                        help="slurmctld's port; the nodes take the next ones (default: the running cluster's, else the "
+                             "first free of 6917, 6927, ...)")
     parser.add_argument("--gpus-per-node", type=int, default=None, metavar="G",
                         help="GPUs each node declares to Slurm (GRES, fake devices: jobs train on the CPU); "
                              "default 2, 0 for none")
@@ -68,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
         raise HpcTrainError("--nodes with --partition: the nodes are the partitions' union; give them in "
                             "--partition NAME:NODES[:GPUS] only")
     cluster = LocalCluster(nodes=args.nodes or "node[1-4]", separate_hosts=args.separate_hosts,
-                           accounting=args.accounting, site_firewall=args.site_firewall, partitions=tuple(args.partition), **settings)
+                           accounting=args.accounting, site_firewall=args.site_firewall,
+                           partitions=tuple(args.partition), **settings)
+    if args.port is None:  # the port is the directory's: chosen free by `up`, read back by the others
+        cluster = control.placed(cluster) if args.action == "up" else control.as_recorded(cluster)
     if args.action == "up":
         control.up(cluster)
     elif args.action == "down":

@@ -11,11 +11,12 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
 from hpc_train.slurm.client import SlurmClient
-from hpc_train.localslurm import accounting, daemons, netns
+from hpc_train.localslurm import accounting, daemons, netns, ports
 from hpc_train.localslurm.daemons import running_pid, slurm_env
 from hpc_train.localslurm.netns import HOSTS_FILE
 from hpc_train.localslurm.spec import (ACCOUNTING_DAEMONS, FAKE_GPU_DEVICE, HOSTS_MARK, LocalCluster, hosts_line,
@@ -30,6 +31,7 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
     if cluster.separate_hosts:
         netns.refuse_conflicts(cluster.network, f"{HOSTS_MARK} {cluster.directory}")
     _restart_if_reconfigured(cluster)
+    ports.refuse_taken(cluster, {daemon for daemon in cluster.daemons if running_pid(cluster, daemon) is None})
     _write_files(cluster)
     if cluster.separate_hosts:
         netns.ensure(cluster.network, cluster.directory)
@@ -43,6 +45,21 @@ def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
     _wait_for_idle_nodes(cluster, timeout)
     daemons.say(f"up: {len(cluster.node_names)} nodes {cluster.nodes}, partition {cluster.partition}; "
         f"use it with: export SLURM_CONF={cluster.conf}")
+
+
+def placed(cluster: LocalCluster) -> LocalCluster:
+    """The cluster at the port it runs on now (its slurm.conf's), or else at the first free one from its own:
+    for `up` without --port, so that a taken default moves the cluster instead of failing it."""
+    port = ports.recorded_port(cluster.directory)
+    if port is not None and _running_slurm_daemons(cluster.directory):
+        return replace(cluster, controller_port=port)
+    return ports.first_free(cluster)
+
+
+def as_recorded(cluster: LocalCluster) -> LocalCluster:
+    """The cluster at the port `up` last wrote in its directory (for `down` and `status` without --port)."""
+    port = ports.recorded_port(cluster.directory)
+    return cluster if port is None else replace(cluster, controller_port=port)
 
 
 def down(cluster: LocalCluster) -> None:

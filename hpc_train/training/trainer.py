@@ -146,7 +146,7 @@ def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy:
     training_epochs = inputs.EpochDatasets(user_task, config, "train_dataset")
     steps = inputs.epoch_steps(user_task, config, pipelines, training_epochs)
     validation_steps = inputs.validation_steps(user_task, config, pipelines)
-    model = _compiled_model(config, strategy, user_task, steps, policy)
+    model = compiled_model(config, strategy, user_task, steps, policy)
     # Every pipeline's epoch, counted and checked, is let go on return: none is held while training.
     inputs.check_model_fits(user_task, model, training_epochs.get(pipelines.contexts()[0]))
     return Shape(model, pipelines, replicas, steps, validation_steps)
@@ -177,7 +177,7 @@ def _fit(config: TrainConfig, user_task: TaskModule, shape: Shape, stretches: li
         raise outcome.lost_contact(error, paths.rank, paths) from None
 
 
-def _compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int, policy: str) -> Any:
+def compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int, policy: str) -> Any:
     from hpc_train.training.keras import keras, tf
     from hpc_train.training.metrics import sync_metrics_per_epoch
 

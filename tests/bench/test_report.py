@@ -55,3 +55,15 @@ def test_publish_draws_its_plots_only_when_it_writes(tmp_path: Path, monkeypatch
     assert drawn == [] and not markdown.exists() and "quick" in capsys.readouterr().out
     report.publish("trainer", "## Trainer\n\nfull", True, lambda: drawn.append("one"), lambda: drawn.append("two"))
     assert drawn == ["one", "two"] and "full" in markdown.read_text()
+
+
+def test_a_benchmarks_command_line_has_its_counts_and_the_data_directory() -> None:
+    args = report.parsed("sweeps", "doc", ["--trials", "3", "--data-dir", "/d"], repetitions=1, data_dir=True,
+                         trials=8, epochs=6)
+    assert (args.repetitions, args.quick, args.trials, args.epochs, args.data_dir) == (1, False, 3, 6, Path("/d"))
+    assert not hasattr(report.parsed("submit", "doc", [], repetitions=9), "data_dir")
+
+
+def test_a_section_opens_with_its_title_and_the_machine() -> None:
+    assert report.opening("Submitting", "; Slurm: local.") == ["## Submitting", "",
+                                                                f"Machine: {report.machine()}; Slurm: local."]

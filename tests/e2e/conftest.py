@@ -21,10 +21,11 @@ def cluster() -> Iterator[LocalCluster]:
     if not local_cluster_possible():
         pytest.skip("a local Slurm cluster needs root, and Slurm or apt-get to install it")
     was_running = all(control.status(TEST_CLUSTER).values())
-    control.up(TEST_CLUSTER)
-    yield TEST_CLUSTER
+    placed = control.placed(TEST_CLUSTER)  # 7017 or, when something else holds it, the next free ports
+    control.up(placed)
+    yield placed
     if not was_running:
-        control.down(TEST_CLUSTER)
+        control.down(placed)
 
 
 @pytest.fixture(autouse=True)

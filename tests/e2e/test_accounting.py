@@ -25,9 +25,9 @@ from tests.e2e.jobs import wait_for_end
 
 pytestmark = pytest.mark.slurm_cluster
 ACCOUNTING_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-acct"), nodes="acct[1-2]", cpus=1,
-                                  controller_port=7317, accounting=True)
-WHERE = ["--dir", str(ACCOUNTING_CLUSTER.directory), "--nodes", ACCOUNTING_CLUSTER.nodes,
-         "--port", str(ACCOUNTING_CLUSTER.controller_port)]
+                                  accounting=True)
+# No --port: `up` takes free ports (from 6917), `down` reads them back from the directory.
+WHERE = ["--dir", str(ACCOUNTING_CLUSTER.directory), "--nodes", ACCOUNTING_CLUSTER.nodes]
 # Runs until requeued, then ends at once: SLURM_RESTART_COUNT counts the runs before.
 # Rank 0 exits 3 once the other has ended well. Were both to fail, srun would end the slower one as soon as the
 # first failed (--kill-on-bad-exit), and the job's exit code would be that task's signal (15), not 3.

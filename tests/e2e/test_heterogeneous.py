@@ -28,9 +28,9 @@ from tests.mnist_data import shared_mnist
 
 pytestmark = pytest.mark.slurm_cluster
 PARTITIONS = ("cpu:hcpu[1-2]:0", "gpu:hgpu[1-2]:2")
-HET_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-het"), cpus=2, controller_port=7417, accounting=True,
+HET_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-het"), cpus=2, accounting=True,
                            partitions=PARTITIONS)
-WHERE = ["--dir", str(HET_CLUSTER.directory), "--port", str(HET_CLUSTER.controller_port), "--cpus", "2",
+WHERE = ["--dir", str(HET_CLUSTER.directory), "--cpus", "2",  # no --port: free ones, read back by `down`
          *(word for spec in PARTITIONS for word in ("--partition", spec))]
 HET = ["--strategy", "parameter_server", "--nodes", "2", "--gpus-per-node", "2", "--partition", "gpu",
        "--ps-partition", "cpu"]

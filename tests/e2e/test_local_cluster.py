@@ -16,7 +16,7 @@ from hpc_train.localslurm.spec import LocalCluster
 
 pytestmark = pytest.mark.slurm_cluster
 DIRECTORY = Path("/tmp/hpc-train-slurm-tests-reconfigure")
-OPTIONS = ("--dir", str(DIRECTORY), "--cpus", "1", "--port", "7217")
+OPTIONS = ("--dir", str(DIRECTORY), "--cpus", "1")  # no --port: `up` takes free ones, the others read them
 
 
 def cluster_command(*args: str) -> subprocess.CompletedProcess:

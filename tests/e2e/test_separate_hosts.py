@@ -77,10 +77,11 @@ def hosts_cluster() -> Iterator[LocalCluster]:
     if reason:
         pytest.skip(reason)
     was_running = all(control.status(HOSTS_CLUSTER).values())
-    control.up(HOSTS_CLUSTER)
-    yield HOSTS_CLUSTER
+    placed = control.placed(HOSTS_CLUSTER)  # 7117 or, when something else holds it, the next free ports
+    control.up(placed)
+    yield placed
     if not was_running:
-        control.down(HOSTS_CLUSTER)
+        control.down(placed)
 
 
 def made_by(cluster: LocalCluster) -> dict[str, list[str]]:
@@ -165,16 +166,19 @@ def test_down_removes_every_namespace_link_and_hosts_line() -> None:
     reason = separate_hosts_impossible()
     if reason:
         pytest.skip(reason)
-    cluster = LocalCluster(Path("/tmp/hpc-train-slurm-tests-hosts-down"), nodes="host[5-6]", cpus=1,
-                           controller_port=7127, separate_hosts=True)
-    options = ("--dir", str(cluster.directory), "--nodes", cluster.nodes, "--cpus", "1", "--port", "7127")
+    # 7127 or, when something else holds it, the next free ports
+    cluster = control.placed(LocalCluster(Path("/tmp/hpc-train-slurm-tests-hosts-down"), nodes="host[5-6]", cpus=1,
+                                          controller_port=7127, separate_hosts=True))
+    port = cluster.controller_port
+    options = ("--dir", str(cluster.directory), "--nodes", cluster.nodes, "--cpus", "1", "--port", str(port))
     command = [sys.executable, "-m", "hpc_train", "cluster"]
     try:
         subprocess.run([*command, "up", "--separate-hosts", *options], check=True, capture_output=True, timeout=120)
         assert made_by(cluster) == {
-            "namespaces": ["hpc-train-7127-host5", "hpc-train-7127-host6"],
-            "links": ["hts7127", "hts7127n0", "hts7127n1"],
-            "hosts lines": [f"10.250.215.{i + 2} host{i + 5} {HOSTS_MARK} {cluster.directory}" for i in range(2)]}
+            "namespaces": [f"hpc-train-{port}-host5", f"hpc-train-{port}-host6"],
+            "links": [f"hts{port}", f"hts{port}n0", f"hts{port}n1"],
+            "hosts lines": [f"10.250.{port % 256}.{i + 2} host{i + 5} {HOSTS_MARK} {cluster.directory}"
+                            for i in range(2)]}
     finally:
         # Without --separate-hosts: `down` finds what `up` made in the cluster's directory.
         down = subprocess.run([*command, "down", *options], capture_output=True, text=True, timeout=120)

@@ -198,14 +198,24 @@ def test_a_random_job_id_is_chosen_where_its_ports_are_free(monkeypatch: pytest.
 
     from hpc_train.bootstrap.ports import assign_ports
 
-    busy_id, free_id = 901_234, 901_235  # neighbouring ids: disjoint windows
-    offered = iter([busy_id, free_id])
-    monkeypatch.setattr(random, "randrange", lambda *args: next(offered))
-    busy_port = assign_ports([0, 1], job_id=busy_id).ports[1]
+    # No port is assumed free: the busy id is the first whose port this test could bind and hold.
     with socket.socket() as holder:
-        holder.bind(("0.0.0.0", busy_port))
+        for busy_id in range(901_234, 901_334):
+            busy_port = assign_ports([0, 1], job_id=busy_id).ports[1]
+            try:
+                holder.bind(("0.0.0.0", busy_port))
+                break
+            except OSError:
+                continue
+        else:
+            pytest.fail("every port tried for the busy id is taken on this machine")
         holder.listen()
-        assert Step.make(1, 2).job_id == free_id
+        later_ids = range(busy_id + 1, busy_id + 50)  # neighbouring ids: disjoint windows, most of them free
+        offered = iter([busy_id, *later_ids])
+        monkeypatch.setattr(random, "randrange", lambda *args: next(offered))
+        chosen = Step.make(1, 2).job_id
+        assert chosen in later_ids  # the busy id was offered first, and passed over
+        assert busy_port not in assign_ports([0, 1], job_id=chosen).ports
 
 
 # GPUs on one machine: bound as Slurm binds --gpus-per-node, split as the bootstrap splits them.
