@@ -193,7 +193,8 @@ def test_doctor_says_the_jobs_ports_are_closed_to_the_login_node(wall: LocalClus
     assert result.returncode == 0, result.stdout + result.stderr
     [outside] = [line for line in result.stdout.splitlines() if "outside:" in line]
     # This machine is the login node here (the bridge's address): outside the job, and dropped.
-    assert outside.startswith("ok    outside: the job's ports are closed to this host, outside the job (wall1:"), outside
+    closed = "ok    outside: the job's ports are closed to this host, outside the job (wall1:"
+    assert outside.startswith(closed), outside
     assert outside.count(": no answer") == 2, outside
     assert [line.split(":")[0] for line in result.stdout.splitlines() if line.split(":")[0].split()[-1] in
             ("memlock", "nofile")] in (["ok    memlock", "ok    nofile"], ["warn  memlock", "ok    nofile"],
