@@ -10,15 +10,16 @@ cd "$root"
 # and the end-to-end tests submit jobs to a local cluster that they start themselves.
 # OpenSSH's server and rsync: the remotes' tests reach a login node through a real sshd they start.
 # Charliecloud (ch-run) and debootstrap: tests/e2e/test_containers.py builds an image and runs every rank in it.
+# nftables: tests/e2e/test_site_firewall.py guards a job's ports with the site kit (hpc_train/site/).
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1 \
-    || [ ! -x /usr/sbin/sshd ] || ! command -v rsync >/dev/null 2>&1 \
+    || [ ! -x /usr/sbin/sshd ] || ! command -v rsync >/dev/null 2>&1 || [ ! -x /usr/sbin/nft ] \
     || ! command -v ch-run >/dev/null 2>&1 || [ ! -x /usr/sbin/debootstrap ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "env/test.sh: installing slurm-wlm, munge, openssh-server, rsync, charliecloud-runtime and debootstrap" \
-      "with apt-get" >&2
+    echo "env/test.sh: installing slurm-wlm, munge, openssh-server, rsync, nftables, charliecloud-runtime and" \
+      "debootstrap with apt-get" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openssh-server openssh-client rsync \
-      charliecloud-runtime debootstrap >/dev/null
+      nftables charliecloud-runtime debootstrap >/dev/null
   else
     echo "env/test.sh: note: no Slurm (or sshd, rsync, ch-run), and no root apt-get to install them: their tests are" \
       "skipped (the same scripts are still tested through hpc-train launch)" >&2

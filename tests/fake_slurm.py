@@ -169,12 +169,14 @@ class FakeSlurm:
     def has(self, command: str, env: Mapping[str, str] | None) -> bool:
         return command in self.commands()
 
-    def start(self, argv: Sequence[str], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None,
+              piped: bool = False) -> subprocess.Popen[bytes]:
         """The call recorded, and its answer run as a process of its own (a step the caller waits for)."""
         reply = answer(self.state, _call(argv, None, None), self.functions)
         shell = reply.shell if reply.shell is not None else (
             f"printf %s {_quoted(reply.stdout)}; printf %s {_quoted(reply.stderr)} >&2; exit {reply.code}")
-        return subprocess.Popen(["bash", "-c", shell, *argv], env=None if env is None else dict(env))
+        output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if piped else {}
+        return subprocess.Popen(["bash", "-c", shell, *argv], env=None if env is None else dict(env), **output)
 
     # On PATH: executables that call back into the state file.
 

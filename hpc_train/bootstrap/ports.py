@@ -84,17 +84,23 @@ def _from_reserved(local_index: Sequence[int], reserved: Sequence[int]) -> PortP
     return PortPlan(tuple(reserved[offset] for offset in offsets), "SLURM_STEP_RESV_PORTS")
 
 
-def _from_job_id(local_index: Sequence[int], job_id: int) -> PortPlan:
-    job_wide = len(local_index) <= MAX_JOB_WIDE_WINDOW
-    needed = len(local_index) if job_wide else max(local_index) + 1
+def derived_window(job_id: int, tasks: int, tasks_per_node: int) -> range:
+    """The ports a job's step of `tasks` tasks (at most `tasks_per_node` on one node) takes by the job-id rule
+    (pure): the bootstrap's ports and the site kit's firewall (hpc_train/site) both ask this one function."""
+    needed = tasks if tasks <= MAX_JOB_WIDE_WINDOW else tasks_per_node
     window = max(MIN_WINDOW, _next_power_of_two(needed))
     if window > DERIVED_RANGE_SIZE:
         raise HpcTrainError(f"{needed} tasks on one node need more than {DERIVED_RANGE_SIZE} ports; "
                             "pass --port-base or use srun --resv-ports")
     start = DERIVED_RANGE_START + (job_id % (DERIVED_RANGE_SIZE // window)) * window
-    offsets = range(len(local_index)) if job_wide else local_index
-    return PortPlan(tuple(start + offset for offset in offsets),
-                    f"SLURM_JOB_ID={job_id}: window {start}-{start + window - 1}")
+    return range(start, start + window)
+
+
+def _from_job_id(local_index: Sequence[int], job_id: int) -> PortPlan:
+    window = derived_window(job_id, len(local_index), max(local_index) + 1)
+    offsets = range(len(local_index)) if len(local_index) <= MAX_JOB_WIDE_WINDOW else local_index
+    return PortPlan(tuple(window.start + offset for offset in offsets),
+                    f"SLURM_JOB_ID={job_id}: window {window.start}-{window.stop - 1}")
 
 
 def trial_port_base(job_id: int, slot: int, slots: int, tasks: int) -> int:

@@ -40,6 +40,7 @@ SUBCOMMANDS = {
     "data": ("data", "stage MNIST for offline compute nodes (hpc-train data fetch --dest DIR)"),
     "track": ("track", "upload a job's run folder to MLflow (hpc-train track sync ID), for offline nodes"),
     "bench": ("bench", "measure speed against baselines; figures into BENCHMARKS.md"),
+    "site": ("site", "for administrators: Slurm's Prolog and Epilog that keep a job's ports to its nodes"),
     "remote": ("remote", "name a cluster's login node reached over ssh (add, list, remove, check) for --remote"),
     "pull": ("pull", "copy a job's or sweep's run folders from a remote into ./runs/"),
 }

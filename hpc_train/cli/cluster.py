@@ -1,7 +1,7 @@
 """A real Slurm cluster on this machine, for tests and the demo (needs root).
 
     hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR] [--gpus-per-node G] [--separate-hosts]
-                         [--accounting] [--partition NAME:NODES[:GPUS] ...]
+                         [--accounting] [--partition NAME:NODES[:GPUS] ...] [--site-firewall]
     export SLURM_CONF=/tmp/hpc-train-slurm/slurm.conf     # as `up` prints
     sbatch slurm/mnist_2node.sh
     hpc-train cluster status
@@ -18,6 +18,9 @@ nodes declares, e.g. `--partition cpu:node[1-2]:0 --partition gpu:node[3-4]:2` f
 With --accounting, `up` also starts slurmdbd and a MariaDB of the cluster's own
 (data in DIR/mariadb, on 127.0.0.1 only; slurmdbd and mariadb-server installed
 when missing), so that sacct answers; `down` stops them too.
+With --separate-hosts --site-firewall, slurm.conf's Prolog and Epilog run `hpc-train site firewall` (nftables
+installed when missing), as an administrator would set them: each job's ports open to its own nodes alone
+(docs/site-firewall.md); its lines go to DIR/log/site-firewall.log.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--separate-hosts", action="store_true",
                         help="each node in its own network namespace, its name resolving to its own address on a "
                              "bridge (10.250.<port mod 256>.0/24): as on a real cluster, localhost is not a peer")
+    parser.add_argument("--site-firewall", action="store_true",
+                        help="with --separate-hosts: the site kit as Slurm's Prolog and Epilog (hpc-train site "
+                             "firewall; nftables installed when missing): a job's ports open to its own nodes alone")
     parser.add_argument("--accounting", action="store_true",
                         help="also slurmdbd (at PORT+300) and a MariaDB of the cluster's own (PORT+301, data in "
                              "DIR/mariadb), installed when missing: sacct answers, status and list read it")
@@ -65,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         raise HpcTrainError("--nodes with --partition: the nodes are the partitions' union; give them in "
                             "--partition NAME:NODES[:GPUS] only")
     cluster = LocalCluster(nodes=args.nodes or "node[1-4]", separate_hosts=args.separate_hosts,
-                           accounting=args.accounting, partitions=tuple(args.partition), **settings)
+                           accounting=args.accounting, site_firewall=args.site_firewall,
+                           partitions=tuple(args.partition), **settings)
     if args.port is None:  # the port is the directory's: chosen free by `up`, read back by the others
         cluster = control.placed(cluster) if args.action == "up" else control.as_recorded(cluster)
     if args.action == "up":

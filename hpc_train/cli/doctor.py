@@ -5,7 +5,10 @@
 One line per check, with the fix when it fails; exit 0 only when all pass.
 The step (one task per node) imports TensorFlow on each node and compares its
 version with this machine's, meets the other tasks on the ports the bootstrap
-would give a training job, and reads --data-dir there.
+would give a training job, and reads --data-dir there. Then each task listens on
+its port and this host tries to connect (warn when it can: nothing guards a job's
+ports from hosts outside the job), and the nodes' locked-memory and open-files
+limits are judged against multi-node NCCL over InfiniBand (warn when low).
 """
 
 from __future__ import annotations

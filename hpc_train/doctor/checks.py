@@ -4,21 +4,32 @@ Checks, one line each, with the fix when one fails: Slurm answers (and which
 partition), accounting, GPUs per node, and a tiny 2-node step
 (hpc_train/doctor/step.py) in which TensorFlow imports with one version on
 every node (and what precision `auto` picks there), the ranks reach each other on the ports the bootstrap gives them,
-and the data folder is readable there. The run passes only when all do.
+and the data folder is readable there. The run passes only when all do. Warnings (`warn`, the run still passes):
+a job's ports take connections from this host, outside the job (no site firewall), and the nodes' locked-memory
+and open-files limits are below what multi-node NCCL over InfiniBand needs.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hpc_train.bootstrap.keras import keras_problem
-from hpc_train.doctor.step import MARK
+from hpc_train.doctor.step import LISTENING, MARK
 from hpc_train.errors import HpcTrainError
-from hpc_train.slurm.client import TIMED_OUT, SlurmClient, last_words
+from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.login.partitions import Partition, find_partition, read_partitions
+
+
+# A connection from the login node to a rank's port: refused or accepted at once, or dropped by a firewall.
+OUTSIDE_SECONDS = 3.0
+# Open files multi-node NCCL is comfortable with (sockets and IB resources per peer and channel).
+WANTED_OPEN_FILES = 65536
 
 
 @dataclass(frozen=True)
@@ -27,8 +38,12 @@ class Check:
     passed: bool
     detail: str
     fix: str = ""
+    # Passed, with a note worth acting on: the run still passes (exit 0).
+    warn: bool = False
 
     def line(self) -> str:
+        if self.passed and self.warn:
+            return f"warn  {self.name}: {self.detail}{'; fix: ' + self.fix if self.fix else ''}"
         if self.passed:
             return f"ok    {self.name}: {self.detail}"
         return f"FAIL  {self.name}: {self.detail}{'; fix: ' + self.fix if self.fix else ''}"
@@ -96,7 +111,7 @@ def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | Non
         checks.append(Check("data", not unreadable, "; ".join(unreadable) if unreadable else
                             f"{data_dir} readable on every node", "put the data where the nodes see it (a shared "
                             "file system), e.g. hpc-train data fetch --dest DIR on a login node"))
-    return checks
+    return [*checks, outside_check(reports), *limit_checks(reports)]
 
 
 def keras_check(reports: Sequence[dict]) -> Check:
@@ -125,17 +140,87 @@ def auto_precision(reports: Sequence[dict]) -> str:
 
 def run_step(slurm: SlurmClient, partition: Partition, nodes: int, data_dir: str | None,
              wait_seconds: int, contained: Callable[[list[str]], list[str]] | None = None) -> tuple[list[dict], str]:
-    """The test step: one rank per node; their reports, and srun's last words if it failed. `contained`: the
-    ranks' command in a container (doctor/container.py)."""
+    """The test step: one rank per node; their reports (each with `outside`: what this host's try at its port
+    found), and srun's last words if it failed. Read as it comes: a rank says where it listens, and waits.
+    `contained`: the ranks' command in a container (doctor/container.py)."""
     command = [sys.executable, "-m", "hpc_train.doctor.step", *(("--data-dir", data_dir) if data_dir else ())]
     arguments = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}",
                  f"--immediate={wait_seconds}", "--time=5", "--job-name=hpc-train-doctor", "--kill-on-bad-exit=1",
                  *(contained(command) if contained else command)]
-    result = slurm.srun(arguments, timeout=wait_seconds + 300)
-    reports = [json.loads(line[len(MARK):]) for line in result.stdout.splitlines() if line.startswith(MARK)]
-    if result.returncode == TIMED_OUT:
+    process = slurm.stream_step(arguments)
+    timer = threading.Timer(wait_seconds + 300, process.kill)  # a step that never ends is a failed run
+    timer.start()
+    reports, outside, said = [], {}, []
+    for raw in process.stdout or ():
+        line = raw.decode(errors="replace").rstrip("\n")
+        if line.startswith(LISTENING):
+            outside[line[len(LISTENING):]] = try_from_here(line[len(LISTENING):])
+        elif line.startswith(MARK):
+            reports.append(json.loads(line[len(MARK):]))
+        elif line.strip():
+            said.append(line.strip())
+    returncode = process.wait()
+    timer.cancel()
+    for report in reports:
+        if report.get("address") in outside:
+            report["outside"] = outside[report["address"]]
+    if returncode == -signal.SIGKILL:
         return reports, f"the step did not end within {wait_seconds + 300} s"
-    # (a rank's own line, or the node's word that the runtime is not there, says more than srun's exit code)
-    telling = [line.strip() for line in result.stderr.splitlines() if "execve()" in line or "hpc-train" in line]
-    said = (telling[0] if telling else last_words(result, "")) if result.returncode != 0 else ""
-    return reports, said
+    if returncode == 0:
+        return reports, ""
+    # (a rank's own line, or the node's word that the runtime is not there, says more than srun's last line)
+    telling = [line for line in said if "execve()" in line or "hpc-train" in line]
+    return reports, telling[0] if telling else said[-1] if said else f"exit code {returncode}"
+
+
+def try_from_here(address: str, timeout: float = OUTSIDE_SECONDS) -> str:
+    """What a connection from this host (outside the job) to a rank's listening port finds: accepted, refused
+    (a firewall's reject), or no answer (dropped)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return "accepted"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError:
+        return "no answer"
+
+
+def outside_check(reports: Sequence[dict]) -> Check:
+    """Whether a job's ports on the nodes take connections from this host, outside the job (pure): a warning when
+    they do, since anyone who reaches them can run TensorFlow graphs there as the job's user."""
+    tried = [(report["address"], report["outside"]) for report in reports if "outside" in report]
+    if not tried:
+        return Check("outside", True, "not tried (no rank listened on its port)", warn=True)
+    open_ = [address for address, found in tried if found == "accepted"]
+    if open_:
+        return Check("outside", True, f"the job's ports take connections from this host, outside the job "
+                     f"({', '.join(open_)}): anyone on the network can run TensorFlow graphs there as the job's "
+                     "user", "install the site firewall as Slurm's Prolog and Epilog (docs/site-firewall.md)",
+                     warn=True)
+    return Check("outside", True, f"the job's ports are closed to this host, outside the job "
+                 f"({', '.join(f'{address}: {found}' for address, found in tried)})")
+
+
+def limit_checks(reports: Sequence[dict]) -> list[Check]:
+    """The nodes' locked-memory and open-files limits against what multi-node NCCL over InfiniBand needs (pure):
+    memory it registers with the card is locked (unlimited wanted), and it opens many descriptors."""
+    def shown(value: int) -> str:
+        return "unlimited" if value < 0 else f"{value // 1024} KiB" if value >= 1024 else str(value)
+
+    memlock = [(r["node"], r["memlock"]) for r in reports if "memlock" in r]
+    nofile = [(r["node"], r["nofile"]) for r in reports if "nofile" in r]
+    if not memlock or not nofile:
+        return []  # a step of an older hpc-train on the nodes: nothing said
+    low_lock = [f"{node}: {shown(value)}" for node, value in memlock if value >= 0]
+    low_files = [f"{node}: {value}" for node, value in nofile if 0 <= value < WANTED_OPEN_FILES]
+    least = min((value for _, value in nofile if value >= 0), default=None)
+    return [Check("memlock", True, "; ".join(low_lock) + ": multi-node NCCL over InfiniBand wants unlimited locked "
+                  "memory" if low_lock else "unlimited on every node: enough for NCCL over InfiniBand",
+                  "set memlock unlimited for jobs: LimitMEMLOCK=infinity in slurmd's systemd unit and "
+                  "'* - memlock unlimited' in /etc/security/limits.conf (Slurm passes the submitting shell's "
+                  "limits on: PropagateResourceLimits)", warn=bool(low_lock)),
+            Check("nofile", True, "; ".join(low_files) + f" open files: multi-node NCCL wants {WANTED_OPEN_FILES} "
+                  "or more" if low_files else f"{'unlimited' if least is None else f'{least} or more'} open files "
+                  "on every node", f"raise it: LimitNOFILE={WANTED_OPEN_FILES} in slurmd's systemd unit and "
+                  f"'* - nofile {WANTED_OPEN_FILES}' in /etc/security/limits.conf", warn=bool(low_files))]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -19,12 +20,14 @@ from hpc_train.localslurm import accounting, daemons, netns, ports
 from hpc_train.localslurm.daemons import running_pid, slurm_env
 from hpc_train.localslurm.netns import HOSTS_FILE
 from hpc_train.localslurm.spec import (ACCOUNTING_DAEMONS, FAKE_GPU_DEVICE, HOSTS_MARK, LocalCluster, hosts_line,
-                                       render_gres_conf, render_slurm_conf)
+                                       render_gres_conf, render_site_script, render_slurm_conf)
 
 def up(cluster: LocalCluster, timeout: float = 90.0) -> None:
     """Install what is missing, write the configuration, start what is not running, wait for idle nodes."""
     _require_root()
     daemons.install_missing()
+    if cluster.site_firewall:  # as `up` installs Slurm: so that anyone can try the site kit
+        daemons.install_missing(("nft",), ("nftables",), "nftables (nft)")
     if cluster.separate_hosts:
         netns.refuse_conflicts(cluster.network, f"{HOSTS_MARK} {cluster.directory}")
     _restart_if_reconfigured(cluster)
@@ -155,6 +158,9 @@ def _write_files(cluster: LocalCluster) -> None:
         (cluster.directory / sub).mkdir(parents=True, exist_ok=True)
     cluster.conf.write_text(render_slurm_conf(cluster))
     cluster.gres_conf.write_text(render_gres_conf(cluster))
+    for when in ("prolog", "epilog") if cluster.site_firewall else ():
+        cluster.site_script(when).write_text(render_site_script(cluster, when, sys.executable))
+        cluster.site_script(when).chmod(0o755)
     _make_fake_gpus(cluster)
     # munged runs as the munge user: its directory and key must be its own, the key private.
     cluster.directory.chmod(0o755)

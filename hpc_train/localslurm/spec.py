@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,8 @@ class LocalCluster:
     # Several partitions (--partition NAME:NODES[:GPUS], partitions.py): the first the default, the nodes their
     # union; `nodes` and `partition` then follow from them.
     partitions: tuple[PartitionSpec, ...] = ()
+    # The site kit as Prolog and Epilog (hpc-train site firewall): each job's ports open to its own nodes alone.
+    site_firewall: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory).absolute())
@@ -66,6 +69,9 @@ class LocalCluster:
                                 f"{65535 - DBD_PORT_OFFSET} (slurmdbd and MariaDB listen {DBD_PORT_OFFSET} above it)")
         if self.separate_hosts:
             plan_network(self.controller_port, self.node_names)  # refuse too many nodes at once
+        if self.site_firewall and not self.separate_hosts:
+            raise HpcTrainError("--site-firewall needs --separate-hosts: on one network stack every node is this "
+                                "machine, and every connection comes from loopback")
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -122,6 +128,10 @@ class LocalCluster:
     def munge_key(self) -> Path:
         return self.munge_dir / "munge.key"
 
+    def site_script(self, when: str) -> Path:
+        """The Prolog or Epilog slurm.conf names (`when`: prolog, epilog): `hpc-train site firewall --WHEN`."""
+        return self.directory / f"site-{when}.sh"
+
     def pid_file(self, daemon: str) -> Path:
         return self.directory / "run" / f"{daemon}.pid"
 
@@ -171,6 +181,7 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         # one pass a second here, so it starts again within a second or two of being eligible.
         "SchedulerParameters=bf_interval=1,sched_interval=5",
         *_accounting_storage(cluster),
+        *_site_kit(cluster),
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",
         "KillWait=5",
@@ -215,6 +226,23 @@ def _node_address(cluster: LocalCluster, name: str) -> str:
     if not cluster.separate_hosts:
         return "NodeHostname=localhost"
     return f"NodeHostname={name} NodeAddr={cluster.network.host(name).address}"
+
+
+def _site_kit(cluster: LocalCluster) -> list[str]:
+    """Prolog and Epilog as an administrator sets them; Alloc: the prolog runs on every node as the job starts,
+    before its batch script, rather than at each node's first step."""
+    if not cluster.site_firewall:
+        return []
+    return [f"Prolog={cluster.site_script('prolog')}", f"Epilog={cluster.site_script('epilog')}", "PrologFlags=Alloc"]
+
+
+def render_site_script(cluster: LocalCluster, when: str, python: str) -> str:
+    """The wrapper slurm.conf names (it takes no arguments): this checkout's hpc-train, its lines in the log."""
+    return (f"#!/bin/sh\n# Written by hpc-train cluster up --site-firewall; slurmd runs it as its {when.title()}.\n"
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; export PATH\n"
+            f"{shlex.quote(python)} -m hpc_train site firewall --{when} "
+            f"--log {shlex.quote(str(cluster.log_file('site-firewall')))}\n"
+            "exit 0  # even were hpc-train broken: a failed Prolog drains the node\n")
 
 
 def _accounting_storage(cluster: LocalCluster) -> list[str]:

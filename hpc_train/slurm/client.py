@@ -140,6 +140,12 @@ class SlurmClient:
         "" once it left the queue (or Slurm does not answer)."""
         return self.run(["squeue", "-h", "-j", job_id, "-o", "%T"]).stdout.strip()
 
+    def jobs_on_node(self, node: str, timeout: float = 30) -> list[str] | None:
+        """The ids of the jobs Slurm holds on `node` (`squeue -w NODE -o %A`: running, completing, ...); None
+        when Slurm does not answer (nothing can then be said to have left)."""
+        result = self.run(["squeue", "-h", "-w", node, "-o", "%A"], timeout=timeout)
+        return result.stdout.split() if result.returncode == 0 else None
+
     def queued_job_ids(self) -> list[str]:
         """The ids of every job in the queue (`squeue -o %i`); none when Slurm does not answer."""
         return self.run(["squeue", "-h", "-o", "%i"]).stdout.split()
@@ -207,6 +213,11 @@ class SlurmClient:
         """`srun ARGS` started, not waited for, its output the caller's: a job's step, which the job body waits
         for and passes signals on to (hpc_train/injob/body.py)."""
         return self.transport.start(["srun", *arguments], self.env)
+
+    def stream_step(self, arguments: Sequence[str]) -> subprocess.Popen[bytes]:
+        """`srun ARGS` started, its stdout and stderr together in the process's stdout, read as they come (the
+        doctor's step, which says where it listens while it runs)."""
+        return self.transport.start(["srun", *arguments], self.env, piped=True)
 
     def srun(self, arguments: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
         """`srun ARGS`, its output captured; a step that outlives `timeout` is a failed run."""

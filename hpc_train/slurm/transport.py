@@ -34,8 +34,10 @@ class Transport(Protocol):
         """Whether `command` is on the PATH the transport runs commands with."""
         ...
 
-    def start(self, argv: Sequence[str], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
-        """Start argv without waiting for it, its output the caller's (a job's step, inside the job)."""
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None,
+              piped: bool = False) -> subprocess.Popen[bytes]:
+        """Start argv without waiting for it, its output the caller's (a job's step, inside the job), or with
+        `piped` its stdout and stderr together in the process's stdout, to read as it comes."""
         ...
 
 
@@ -67,5 +69,7 @@ class LocalTransport:
         path = None if env is None else env.get("PATH")  # None: this process's PATH
         return shutil.which(command, path=path) is not None
 
-    def start(self, argv: Sequence[str], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(list(argv), env=None if env is None else dict(env))
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None,
+              piped: bool = False) -> subprocess.Popen[bytes]:
+        output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if piped else {}
+        return subprocess.Popen(list(argv), env=None if env is None else dict(env), **output)

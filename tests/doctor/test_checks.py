@@ -10,22 +10,52 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.doctor.checks import accounting, run_step, slurm_partition, step_checks
+from hpc_train.doctor.checks import accounting, run_step, slurm_partition, step_checks, try_from_here
 from hpc_train.errors import HpcTrainError
 from hpc_train.login.partitions import Partition
 from tests.fake_slurm import FakeSlurm, Reply
 
+GUARDED = {"outside": "no answer", "memlock": -1, "nofile": 1048576}
 TWO_GOOD = [{"node": "node1", "tensorflow": "2.21.0", "tf_keras": "2.21.0", "address": "node1:16400",
-             "data": "/d: 3 entries"},
+             "data": "/d: 3 entries", **GUARDED},
             {"node": "node2", "tensorflow": "2.21.0", "tf_keras": "2.21.0", "address": "node2:16401",
-             "data": "/d: 3 entries"}]
+             "data": "/d: 3 entries", **GUARDED}]
 
 
 def test_a_healthy_step_passes_every_check() -> None:
     checks = step_checks(TWO_GOOD, 2, "2.21.0", "/d")
-    assert [(check.name, check.passed) for check in checks] == [("tensorflow", True), ("keras", True), ("ports", True),
-                                                                ("data", True)]
+    assert [(check.name, check.passed, check.warn) for check in checks] == [
+        ("tensorflow", True, False), ("keras", True, False), ("ports", True, False), ("data", True, False),
+        ("outside", True, False), ("memlock", True, False), ("nofile", True, False)]
     assert checks[2].line() == "ok    ports: tasks reached each other at node1:16400, node2:16401"
+    assert checks[4].line() == ("ok    outside: the job's ports are closed to this host, outside the job "
+                                "(node1:16400: no answer, node2:16401: no answer)")
+    assert checks[5].line() == "ok    memlock: unlimited on every node: enough for NCCL over InfiniBand"
+    assert checks[6].line() == "ok    nofile: 1048576 or more open files on every node"
+
+
+def test_open_ports_and_low_limits_are_warnings_with_their_fix_and_the_run_still_passes() -> None:
+    reports = [{**TWO_GOOD[0], "outside": "accepted", "memlock": 8 * 1024 * 1024, "nofile": 1024}, TWO_GOOD[1]]
+    warned = {check.name: check.line() for check in step_checks(reports, 2, "2.21.0", None) if check.warn}
+    assert all(check.passed for check in step_checks(reports, 2, "2.21.0", None))
+    assert warned["outside"].startswith("warn  outside: the job's ports take connections from this host, outside "
+                                        "the job (node1:16400): anyone on the network can run TensorFlow graphs")
+    assert warned["outside"].endswith("; fix: install the site firewall as Slurm's Prolog and Epilog "
+                                      "(docs/site-firewall.md)")
+    assert warned["memlock"].startswith("warn  memlock: node1: 8192 KiB: multi-node NCCL over InfiniBand wants "
+                                        "unlimited locked memory; fix: set memlock unlimited for jobs")
+    assert warned["nofile"].startswith("warn  nofile: node1: 1024 open files: multi-node NCCL wants 65536 or more; "
+                                       "fix: raise it")
+
+
+def test_the_login_nodes_try_tells_accepted_and_refused_apart() -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert try_from_here(f"127.0.0.1:{port}") == "accepted"
+    assert try_from_here(f"127.0.0.1:{port}") == "refused"  # closed now; nothing dropped it
+    # A drop (no answer) is tried end to end: tests/e2e/test_site_firewall.py.
 
 
 def test_tf_keras_missing_or_of_another_version_is_a_failed_line_with_the_pip_command() -> None:
@@ -120,3 +150,12 @@ def test_doctor_says_whether_every_rank_started_in_the_image_or_why_not() -> Non
     assert not refused.passed and refused.detail.startswith("0 of 2 rank(s) started in /images/tf (hpc-train 0.1")
     outside = container_check(image, [{"rank": "0", "container": None}, *inside[1:]], 2, "")
     assert not outside.passed
+
+
+def test_unlimited_limits_read_as_unlimited_and_an_older_step_says_nothing() -> None:
+    from hpc_train.doctor.checks import limit_checks
+
+    lines = [check.line() for check in limit_checks([{"node": "n1", "memlock": -1, "nofile": -1}])]
+    assert lines == ["ok    memlock: unlimited on every node: enough for NCCL over InfiniBand",
+                     "ok    nofile: unlimited open files on every node"]
+    assert limit_checks([{"node": "n1"}]) == []

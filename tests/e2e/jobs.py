@@ -16,6 +16,17 @@ def local_cluster_possible() -> bool:
     return os.geteuid() == 0 and (shutil.which("slurmctld") is not None or shutil.which("apt-get") is not None)
 
 
+def separate_hosts_impossible() -> str | None:
+    """Why a local cluster with separate hosts (a network namespace per node) cannot come up here, or None."""
+    if os.geteuid() != 0:
+        return "a local Slurm cluster needs root"
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        return "no Slurm and no apt-get to install it"
+    if shutil.which("ip") is None or shutil.which("nsenter") is None:
+        return "separate hosts need iproute2 (ip) and nsenter"
+    return None
+
+
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
 JOB_TIMEOUT = 300
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 
 from hpc_train.localslurm import control, netns
 from hpc_train.localslurm.spec import HOSTS_MARK, LocalCluster
+from tests.e2e.jobs import separate_hosts_impossible
 from tests.fake_slurm import without_slurm
 from tests.e2e.test_trainer_jobs import ROOT, Job, submit
 
@@ -71,19 +71,9 @@ else:
 """
 
 
-def _separate_hosts_possible() -> str | None:
-    if os.geteuid() != 0:
-        return "a local Slurm cluster needs root"
-    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
-        return "no Slurm and no apt-get to install it"
-    if shutil.which("ip") is None or shutil.which("nsenter") is None:
-        return "separate hosts need iproute2 (ip) and nsenter"
-    return None
-
-
 @pytest.fixture(scope="module")
 def hosts_cluster() -> Iterator[LocalCluster]:
-    reason = _separate_hosts_possible()
+    reason = separate_hosts_impossible()
     if reason:
         pytest.skip(reason)
     was_running = all(control.status(HOSTS_CLUSTER).values())
@@ -173,7 +163,7 @@ def test_a_requeued_job_resumes_across_hosts_and_completes(hosts_cluster: LocalC
 
 
 def test_down_removes_every_namespace_link_and_hosts_line() -> None:
-    reason = _separate_hosts_possible()
+    reason = separate_hosts_impossible()
     if reason:
         pytest.skip(reason)
     # 7127 or, when something else holds it, the next free ports

@@ -6,7 +6,8 @@ import pytest
 
 from hpc_train.errors import HpcTrainError
 from hpc_train.localslurm.control import configuration_changes
-from hpc_train.localslurm.spec import LocalCluster, hosts_line, render_gres_conf, render_slurm_conf
+from hpc_train.localslurm.spec import (LocalCluster, hosts_line, render_gres_conf, render_site_script,
+                                       render_slurm_conf)
 
 
 def test_the_configuration_lives_in_the_clusters_directory() -> None:
@@ -88,3 +89,29 @@ def test_a_partition_without_gpus_takes_the_clusters_gpus_per_node() -> None:
 def test_bad_partitions_are_refused(partitions: tuple[str, ...], message: str) -> None:
     with pytest.raises(HpcTrainError, match=message):
         LocalCluster(partitions=partitions)
+
+
+def test_the_site_firewall_is_slurms_prolog_and_epilog_through_wrappers(tmp_path: Path) -> None:
+    import subprocess
+
+    cluster = LocalCluster(tmp_path / "c x", nodes="node[1-3]", separate_hosts=True, site_firewall=True)
+    conf = render_slurm_conf(cluster).splitlines()
+    assert [line for line in conf if line.startswith(("Prolog", "Epilog"))] == [
+        f"Prolog={tmp_path}/c x/site-prolog.sh", f"Epilog={tmp_path}/c x/site-epilog.sh", "PrologFlags=Alloc"]
+    assert "Prolog" not in render_slurm_conf(LocalCluster(tmp_path, separate_hosts=True))
+    # The wrapper runs the kit with the python given, quoted: a path with a space and a quote reaches it whole.
+    python = tmp_path / "it's here" / "python"
+    python.parent.mkdir()
+    python.write_text('#!/bin/sh\nprintf "%s|" "$0" "$@"\n')
+    python.chmod(0o755)
+    script = cluster.site_script("epilog")
+    script.parent.mkdir()
+    script.write_text(render_site_script(cluster, "epilog", str(python)))
+    ran = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=True)
+    assert ran.stdout == (f"{python}|-m|hpc_train|site|firewall|--epilog|--log|"
+                          f"{tmp_path}/c x/log/site-firewall.log|")
+
+
+def test_the_site_firewall_needs_separate_hosts() -> None:
+    with pytest.raises(HpcTrainError, match="--site-firewall needs --separate-hosts"):
+        LocalCluster(site_firewall=True)

@@ -1,0 +1,223 @@
+"""The site firewall end to end, installed as an administrator would: Slurm's Prolog and Epilog on a local cluster
+with separate hosts (`hpc-train cluster up --separate-hosts --site-firewall`: each node its own network namespace).
+
+One cluster for the module (wall[1-3], /tmp/hpc-train-slurm-tests-firewall, port 7137 or the next free ones):
+a 2-node job on wall[1-2] listens on its ports; while it runs, wall3 (not in the job) cannot open a connection
+to any port of the job's window on wall1 (dropped), while wall2 can; before the prolog and after the epilog the
+same ports answer from wall3 as before; no table is left; a requeued job (its prolog again over its own table)
+still completes, and so does a 2-node MNIST job retried on other nodes (wall3 let in by the new attempt's prolog).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpc_train.localslurm import control, netns
+from hpc_train.localslurm.spec import LocalCluster
+from hpc_train.site.firewall import job_window
+from tests.e2e.jobs import JOB_TIMEOUT, separate_hosts_impossible
+from tests.e2e.test_trainer_jobs import ROOT, Job, kill_rank, submit
+from tests.fake_slurm import without_slurm
+
+pytestmark = pytest.mark.slurm_cluster
+WALL = LocalCluster(Path("/tmp/hpc-train-slurm-tests-firewall"), nodes="wall[1-3]", cpus=2, controller_port=7137,
+                    separate_hosts=True, site_firewall=True)
+
+# Each rank listens on its port (all addresses, as TensorFlow's server does) until the test writes `done`;
+# `ready-R-N` says rank R of run N (a requeue is run 1) listens.
+LISTENER = """
+import json, os, pathlib, socket
+config = json.loads(os.environ["TF_CONFIG"])
+port = int(config["cluster"]["worker"][config["task"]["index"]].rsplit(":", 1)[1])
+run = os.environ.get("SLURM_RESTART_COUNT", "0")
+with socket.create_server(("", port)) as server:
+    server.settimeout(0.2)
+    pathlib.Path(f"ready-{config['task']['index']}-{run}").touch()
+    while not pathlib.Path(f"done-{run}").exists():
+        try:
+            server.accept()[0].close()
+        except OSError:
+            pass
+"""
+# Run in a node's namespace: what a connection to each port finds, tried at once (a drop waits the timeout).
+PROBE = """
+import json, socket, sys
+from concurrent.futures import ThreadPoolExecutor
+def attempt(port):
+    try:
+        with socket.create_connection((sys.argv[1], port), timeout=2):
+            return "accepted"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError:
+        return "no answer"
+ports = [int(p) for p in sys.argv[2:]]
+with ThreadPoolExecutor(len(ports)) as pool:
+    print(json.dumps(dict(zip(ports, pool.map(attempt, ports)))))
+"""
+
+
+@pytest.fixture(scope="module")
+def wall() -> Iterator[LocalCluster]:
+    reason = separate_hosts_impossible() or (
+        "no nft and no apt-get to install nftables"
+        if shutil.which("nft", path="/usr/sbin:/usr/bin:/sbin:/bin") is None and shutil.which("apt-get") is None
+        else None)
+    if reason:
+        pytest.skip(reason)
+    was_running = all(control.status(WALL).values())
+    placed = control.placed(WALL)  # 7137 or, when something else holds it, the next free ports
+    placed.log_file("site-firewall").unlink(missing_ok=True)  # the lines of this module's jobs only
+    subprocess.run([sys.executable, "-m", "hpc_train", "cluster", "up", "--separate-hosts", "--site-firewall",
+                    "--dir", str(placed.directory), "--nodes", placed.nodes, "--cpus", str(placed.cpus),
+                    "--port", str(placed.controller_port)], check=True, timeout=300)
+    yield placed
+    if not was_running:
+        control.down(placed)
+
+
+def on(wall: LocalCluster, node: str, *command: str, timeout: float = 60) -> str:
+    """A command in `node`'s network namespace (as a process on that host would run it); its stdout."""
+    host = wall.network.host(node)
+    return subprocess.run(netns.enter_command(host, list(command)), capture_output=True, text=True, check=True,
+                          timeout=timeout).stdout
+
+
+def probe(wall: LocalCluster, source: str, target: str, ports: range) -> dict[int, str]:
+    found = json.loads(on(wall, source, sys.executable, "-c", PROBE, target, *map(str, ports)))
+    return {int(port): outcome for port, outcome in found.items()}
+
+
+def tables(wall: LocalCluster, node: str) -> list[str]:
+    return [line for line in on(wall, node, "nft", "list", "tables").splitlines() if "hpc_train_job_" in line]
+
+
+def listening(wall: LocalCluster, node: str, port: int) -> subprocess.Popen[bytes]:
+    """A listener on `node` outside any job (the same as before and after one)."""
+    code = f"import socket, time\ns = socket.create_server(('', {port}))\nprint('up', flush=True)\ntime.sleep(120)"
+    process = subprocess.Popen(netns.enter_command(wall.network.host(node), [sys.executable, "-c", code]),
+                               stdout=subprocess.PIPE)
+    assert process.stdout and process.stdout.readline() == b"up\n"
+    return process
+
+
+def wait_for(path: Path, job: Job) -> None:
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while not path.exists():
+        if time.monotonic() > deadline or job.state()[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
+            subprocess.run(["scancel", job.id], env=job.env)
+            pytest.fail(f"job {job.id}: no {path.name}:\n{job.log()[-3000:]}")
+        time.sleep(0.3)
+
+
+def submit_held(wall: LocalCluster, workdir: Path) -> Job:
+    (workdir / "listener.py").write_text(LISTENER)
+    env = {**without_slurm(), **control.slurm_env(wall), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    job_id = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "--requeue", "-N2", "-w", "wall[1-2]", "--ntasks-per-node=1",
+         "-o", "slurm-fw-%j.out", "--wrap", "srun --label hpc-train bootstrap -- python listener.py"],
+        cwd=workdir, env=env, capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    return Job(job_id, workdir, env)
+
+
+def no_table_within(wall: LocalCluster, nodes: tuple[str, ...], seconds: float = 30) -> dict[str, list[str]]:
+    deadline = time.monotonic() + seconds
+    while (left := {node: found for node in nodes if (found := tables(wall, node))}) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def test_a_jobs_ports_take_connections_from_its_own_nodes_alone(wall: LocalCluster, tmp_path: Path) -> None:
+    job = submit_held(wall, tmp_path)
+    window = job_window(job.id, 2, 2)
+    # Before the prolog: from wall3, the port with a listener accepts and the others refuse.
+    before_listener = listening(wall, "wall1", window.start)
+    try:
+        before = probe(wall, "wall3", "wall1", window)
+    finally:
+        before_listener.kill()
+        before_listener.wait()
+    assert before == {port: "accepted" if port == window.start else "refused" for port in window}
+    # A table a crashed epilog left (job 999999 is not on wall1), and a site's own table, which stays.
+    on(wall, "wall1", "nft", "add", "table", "inet", "hpc_train_job_999999")
+    on(wall, "wall1", "nft", "add", "table", "inet", "site_rules")
+
+    job.scontrol("release")
+    wait_for(tmp_path / "ready-0-0", job)
+    wait_for(tmp_path / "ready-1-0", job)
+    assert tables(wall, "wall1") == tables(wall, "wall2") == [f"table inet hpc_train_job_{job.id}"]  # 999999 swept
+    assert "table inet site_rules" in on(wall, "wall1", "nft", "list", "tables")
+    on(wall, "wall1", "nft", "delete", "table", "inet", "site_rules")
+    assert tables(wall, "wall3") == []
+    assert probe(wall, "wall3", "wall1", window) == {port: "no answer" for port in window}  # dropped, every one
+    assert probe(wall, "wall2", "wall1", window) == before  # the job's own node: as before
+    assert probe(wall, "wall1", "wall1", window) == before  # and the node itself
+
+    # Requeued: the epilog, then the prolog again; the job's ports are guarded on its second run too.
+    job.scontrol("requeue")
+    wait_for(tmp_path / "ready-0-1", job)
+    wait_for(tmp_path / "ready-1-1", job)
+    assert probe(wall, "wall3", "wall1", window) == {port: "no answer" for port in window}
+    (tmp_path / "done-1").touch()
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()
+
+    assert no_table_within(wall, ("wall1", "wall2", "wall3")) == {}
+    after_listener = listening(wall, "wall1", window.start)
+    try:
+        assert probe(wall, "wall3", "wall1", window) == before
+    finally:
+        after_listener.kill()
+        after_listener.wait()
+    said = wall.log_file("site-firewall").read_text()
+    assert f"job {job.id} on wall1: swept table inet hpc_train_job_999999 (job 999999 no longer here)" in said
+    for node in ("wall1", "wall2"):
+        assert (f"hpc-train site firewall: job {job.id} on {node}: ports {window.start}-{window.stop - 1} open to "
+                f"wall1, wall2 only (table inet hpc_train_job_{job.id})") in said
+        assert f"hpc-train site firewall: job {job.id} on {node}: removed table inet hpc_train_job_{job.id}" in said
+
+
+@pytest.mark.tensorflow
+def test_doctor_says_the_jobs_ports_are_closed_to_the_login_node(wall: LocalCluster, tmp_path: Path) -> None:
+    env = {**without_slurm(), **control.slurm_env(wall), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "doctor", "--nodes", "2"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [outside] = [line for line in result.stdout.splitlines() if "outside:" in line]
+    # This machine is the login node here (the bridge's address): outside the job, and dropped.
+    closed = "ok    outside: the job's ports are closed to this host, outside the job (wall1:"
+    assert outside.startswith(closed), outside
+    assert outside.count(": no answer") == 2, outside
+    assert [line.split(":")[0] for line in result.stdout.splitlines() if line.split(":")[0].split()[-1] in
+            ("memlock", "nofile")] in (["ok    memlock", "ok    nofile"], ["warn  memlock", "ok    nofile"],
+                                       ["ok    memlock", "warn  nofile"], ["warn  memlock", "warn  nofile"])
+
+
+@pytest.mark.tensorflow
+def test_a_2node_mnist_job_trains_guarded_and_a_retried_attempt_elsewhere_completes(wall: LocalCluster,
+                                                                                    tmp_path: Path) -> None:
+    # Epochs take a second here: enough of them that the job still trains when its rank is killed.
+    job = submit(wall, tmp_path, "mnist_2node.sh", "--set", "epochs=20", "--set", "checkpoint_minutes=0.05")
+    job.wait_for_log("epoch 1/20")
+    job.wait_for_a_checkpoint()  # what the retry resumes from
+    nodes = {rank: line.split(" at ")[1].split(",")[0] for rank, line in job.task_lines().items()}
+    outsider = ({"wall1", "wall2", "wall3"} - {address.split(":")[0] for address in nodes.values()}).pop()
+    host, port = nodes[0].split(":")
+    # TensorFlow's server, from the node outside the job: dropped.
+    assert probe(wall, outsider, host, range(int(port), int(port) + 1)) == {int(port): "no answer"}
+    killed = nodes[1].split(":")[0]
+    kill_rank(job, 1)  # retried without `killed`: the outsider joins, and the prolog lets it in
+    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    assert job.run_state()["state"] == "finished" and job.run_state()["attempts"][0]["action"] == "retried"
+    assert no_table_within(wall, ("wall1", "wall2", "wall3")) == {}
+    again = ", ".join(sorted({host, outsider}))
+    assert f"job {job.id} on {outsider}: ports" in wall.log_file("site-firewall").read_text()
+    assert f"open to {again} only" in wall.log_file("site-firewall").read_text() and killed not in again

@@ -1,0 +1,124 @@
+"""The site firewall as slurmd runs it: `hpc-train site firewall --prolog/--epilog` with a job's environment.
+
+With root and nft: in a network namespace of the test's own (`unshare --net`), so the machine's tables are
+never touched. A node without nft, and a job whose node does not resolve: one line, exit 0, no table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fake_slurm import without_slurm
+
+NFT = shutil.which("nft", path="/usr/sbin:/usr/bin:/sbin:/bin")
+needs_nft = pytest.mark.skipif(os.geteuid() != 0 or NFT is None or shutil.which("unshare") is None,
+                               reason="needs root, nft (nftables) and unshare")
+SITE = f"{sys.executable} -m hpc_train site firewall"
+
+
+def job_env(tmp_path: Path, job_id: str = "1234", nodes: str = "localhost", **extra: str) -> dict[str, str]:
+    """What slurmd gives its Prolog and Epilog, and fake squeue and scontrol on PATH (this node runs job 50)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 50\n")
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'JobId=1234 NumTasks=2 NumNodes=1'\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return {**without_slurm(), "SLURM_JOB_ID": job_id, "SLURM_JOB_NODELIST": nodes, "SLURMD_NODENAME": "localhost",
+            "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin", **extra}
+
+
+def in_own_network(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["unshare", "--net", "sh", "-ec", script], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+
+
+@needs_nft
+def test_the_prolog_guards_the_window_and_the_epilog_removes_it(tmp_path: Path) -> None:
+    result = in_own_network(f"""
+        {SITE} --prolog --log {tmp_path}/site.log
+        nft list table inet hpc_train_job_1234
+        echo ---
+        {SITE} --epilog --log {tmp_path}/site.log
+        nft list tables
+        echo ---""", job_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    during, after, _ = result.stdout.split("---\n")
+    assert "tcp dport 26256-26263 ip saddr 127.0.0.1 accept" in during  # localhost: the job's one node
+    assert "tcp dport 26256-26263 drop" in during and "hook input priority filter - 10" in during
+    assert after == ""
+    assert (tmp_path / "site.log").read_text().splitlines() == [
+        "hpc-train site firewall: job 1234 on localhost: ports 26256-26263 open to localhost only "
+        "(table inet hpc_train_job_1234)",
+        "hpc-train site firewall: job 1234 on localhost: removed table inet hpc_train_job_1234"]
+
+
+@needs_nft
+def test_the_prolog_sweeps_our_stale_tables_and_never_touches_others(tmp_path: Path) -> None:
+    # Job 40's epilog never ran; job 50 still runs here (squeue says so); the other tables are not ours.
+    result = in_own_network(f"""
+        nft add table inet hpc_train_job_40
+        nft add table inet hpc_train_job_50
+        nft add table ip hpc_train_job_41
+        nft add table inet hpc_train_job_42x
+        nft add table inet site_rules
+        {SITE} --prolog
+        nft list tables""", job_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == [
+        "table inet hpc_train_job_1234", "table inet hpc_train_job_42x", "table inet hpc_train_job_50",
+        "table inet site_rules", "table ip hpc_train_job_41"]
+    assert "swept table inet hpc_train_job_40 (job 40 no longer here)" in result.stderr
+
+
+@needs_nft
+def test_a_requeued_job_replaces_its_own_table(tmp_path: Path) -> None:
+    result = in_own_network(f"{SITE} --prolog\n{SITE} --prolog\nnft list tables", job_env(tmp_path))
+    assert result.returncode == 0 and result.stdout == "table inet hpc_train_job_1234\n", result.stderr
+
+
+@needs_nft
+def test_a_node_that_does_not_resolve_leaves_the_job_open(tmp_path: Path) -> None:
+    result = in_own_network(f"{SITE} --prolog\nnft list tables",
+                            job_env(tmp_path, nodes="localhost,no-such-node.invalid"))
+    assert result.returncode == 0 and result.stdout == ""
+    assert re.fullmatch(r"hpc-train site firewall: job 1234 on localhost: node no-such-node.invalid does not "
+                        r"resolve \([^)]+\); the job's ports stay open to every host\n", result.stderr), result.stderr
+
+
+def test_without_nft_one_line_and_exit_0(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for flag in ("--prolog", "--epilog"):
+        result = subprocess.run([sys.executable, "-m", "hpc_train", "site", "firewall", flag],
+                                env={**job_env(tmp_path), "PATH": str(empty)}, capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 0
+        assert result.stderr.splitlines() == [
+            "hpc-train site firewall: job 1234 on localhost: no nft here (install nftables): the job's ports stay "
+            "open to every host"]
+
+
+def test_a_hostile_job_id_is_refused_in_one_line_and_exit_0(tmp_path: Path) -> None:
+    result = subprocess.run(f"{SITE} --prolog", shell=True, capture_output=True, text=True, timeout=60,
+                            env=job_env(tmp_path, job_id="1; touch pwned"), cwd=tmp_path)
+    assert result.returncode == 0 and not (tmp_path / "pwned").exists()
+    assert len(result.stderr.splitlines()) == 1 and "not a job id" in result.stderr
+
+
+@needs_nft
+def test_when_slurm_does_not_answer_no_table_is_swept(tmp_path: Path) -> None:
+    env = job_env(tmp_path)
+    (tmp_path / "bin" / "squeue").write_text("#!/bin/sh\necho 'squeue: error: Unable to contact slurm controller' >&2\n"
+                                             "exit 1\n")
+    result = in_own_network(f"nft add table inet hpc_train_job_40\n{SITE} --prolog\nnft list tables", env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["table inet hpc_train_job_1234", "table inet hpc_train_job_40"]
+    assert "job 1234 on localhost: Slurm did not say which jobs run here: no table swept" in result.stderr
