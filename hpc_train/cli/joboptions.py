@@ -10,7 +10,9 @@ from pathlib import Path
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     from hpc_train.config import JOB_STRATEGIES
 
-    parser.add_argument("--nodes", "-N", type=int, required=True, metavar="N")
+    parser.add_argument("--nodes", "-N", default=None, metavar="N|MIN-MAX",
+                        help="nodes; a range MIN-MAX: each attempt runs on as many as are free, up to MAX, never "
+                             "fewer than MIN (YAML: job: {nodes: 2-4})")
     parser.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
                         help="GPUs per node; one task per GPU unless --one-task-per-node (default 0: CPU tasks)")
     parser.add_argument("--one-task-per-node", action="store_true",
@@ -141,7 +143,8 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
     from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.request import Group, project_name
+    from hpc_train.config import replace as replace_config
+    from hpc_train.login.request import Group, fixed_global_batch, project_name
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
         raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
@@ -164,16 +167,38 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     if args.num_ps is None:
         args.num_ps = train.num_ps
     with_job_section(args)
-    group = Group(args.nodes, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
-                  args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres)
+    nodes = node_range(args)
+    group = Group(nodes.most, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
+                  args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres,
+                  min_nodes=None if nodes.fixed else nodes.least)
     job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account,
                     qos=args.qos, time=args.time, container=args.container, hold=getattr(args, "hold", False),
                     signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
                     retry_exit_codes=exit_codes(args.retry_exit_codes), **slurm_options(args))
     spec = parameter_servers_request(args, group, job_wide)
+    if not args.command:  # the trainer's: the same global batch at every size of a range (request.py)
+        train = replace_config(train, global_batch=fixed_global_batch(spec, train.batch_size, train.global_batch))
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home
+
+
+def node_range(args: argparse.Namespace):  # -> NodeRange
+    """--nodes (or the YAML's job: nodes:) as a range; one line when it is missing or wrong, or when --local's
+    range cannot start on this machine's CPUs."""
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.slurm.noderange import parse_nodes
+
+    if args.nodes is None:
+        raise HpcTrainError("--nodes N (or MIN-MAX) is required: how many nodes the job runs on (or job: nodes: in "
+                            "the YAML)")
+    nodes = parse_nodes(args.nodes)
+    cpus = os.cpu_count() or 1
+    per_node = args.gpus_per_node and (1 if args.one_task_per_node else args.gpus_per_node) or args.ntasks_per_node
+    if getattr(args, "local", False) and not nodes.fixed and nodes.least * per_node > cpus:
+        raise HpcTrainError(f"--nodes {nodes} with --local: every node runs here, and this machine's {cpus} CPU(s) "
+                            f"cannot hold MIN {nodes.least} node(s) of {per_node} task(s); lower MIN, or drop --local")
+    return nodes
 
 
 def with_job_section(args: argparse.Namespace) -> None:

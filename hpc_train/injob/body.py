@@ -41,7 +41,9 @@ from hpc_train.injob.epilogue import PREFIX, QuietParser
 from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.tracked import tracked_attempt
+from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, step_size_arguments
 from hpc_train.injob.trial import requeues_done, settle_trial
+from hpc_train.injob.watchdog import trainers_hang_minutes, trainers_setting
 from hpc_train.runs.attempts import record_end
 from hpc_train.runs.folders import nodes_and_tasks
 from hpc_train.slurm.client import SlurmClient
@@ -70,6 +72,7 @@ class JobBody:
     track: str = "none"  # mlflow: one MLflow run per job (hpc_train/tracking), opened here before the ranks start
     tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else runs/mlflow.db
     experiment: str | None = None  # None: the job's name
+    node_range: str | None = None  # --nodes MIN-MAX: each attempt runs on the nodes it got (sizing.py); None: fixed
     gpus_per_node: int = 0  # the mock launcher's (--local): its GPUs bound as Slurm would; srun takes the job's
     num_ps: int = 1  # (which ranks compute, and get GPUs, under parameter_server)
 
@@ -93,12 +96,14 @@ def start_line(body: JobBody, env: Mapping[str, str]) -> str:
 
     restarts = restart_count(env)
     again = f" (restart {restarts})" if restarts else ""
-    nodes, tasks = nodes_and_tasks(env, body.nodes * body.tasks_per_node, job_components(env))
-    return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks; "
+    sized = attempt_size(body.node_range, body.tasks_per_node, env)
+    nodes, tasks = nodes_and_tasks(env, (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
+    return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks{start_words(sized)}; "
             f"logs and results in {body.run_dir}")
 
 
-def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int = 1) -> list[str]:
+def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int = 1,
+                   sized: tuple[int, Any] | None = None) -> list[str]:
     """srun's arguments for the step under Slurm (pure). Without rank logs, srun labels each rank's lines.
     A heterogeneous job's (`components` > 1) step spans every component (a plain srun there runs component 0's
     tasks only): one step, SLURM_PROCID counting across them, which the bootstrap reads (bootstrap/hetstep.py)."""
@@ -106,7 +111,8 @@ def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int =
         groups = ",".join(map(str, range(components)))
         return [f"--het-group={groups}", f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
                 *(rank_logs_by_procid(body, rank_command) if body.output else ("--label", *rank_command))]
-    return [*(() if body.output else ("--label",)), f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
+    return [*step_size_arguments(sized, body.tasks_per_node), *(() if body.output else ("--label",)),
+            f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
             *(("--open-mode=append", f"--output={body.output}") if body.output else ()),
             *((f"--error={body.error}",) if body.error else ()), *rank_command]
 
@@ -226,7 +232,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
         from hpc_train.login.mock_srun import Step, launch
 
         try:
-            step = Step.make(body.nodes, body.tasks_per_node, gpus_per_node=body.gpus_per_node,
+            step = Step.make(sized[0] if (sized := attempt_size(body.node_range, body.tasks_per_node, env)) else body.nodes,
+                             body.tasks_per_node, gpus_per_node=body.gpus_per_node,
                              strategy=body.strategy, num_ps=body.num_ps)
             return launch(step, rank_command, env,  # (it passes them on)
                           kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
@@ -244,7 +251,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
 
     previous = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
     try:
-        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env))))
+        sized = attempt_size(body.node_range, body.tasks_per_node, env)
+        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env), sized)))
         for signum in early:
             _signal(step[0].pid, signum)
         return exit_status(step[0].wait())
@@ -287,7 +295,8 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     body.run_dir.mkdir(parents=True, exist_ok=True)
     _quietly(lambda: record_job(body, rank_command, environ, time.time()) or 0, "writing job.json", 0)
     # For a command's own checkpoints and outputs; every rank's, the same absolute folder.
-    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve())}
+    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()),
+           **rank_environment(attempt_size(body.node_range, body.tasks_per_node, environ))}
     print(start_line(body, env), file=sys.stderr, flush=True)
     attempt_here = (body.run_dir, restart_count(env) + 1, nodes_and_tasks(env, 0, job_components(env))[0],
                     time.time())  # (its end: record_end)
@@ -324,6 +333,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--track", choices=("none", "mlflow"), default=None)
     parser.add_argument("--tracking-uri")
     parser.add_argument("--experiment")
+    parser.add_argument("--node-range")
     return parser
 
 
@@ -341,7 +351,8 @@ def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, ou
                *(("--hang-minutes", f"{body.hang_minutes:g}") if body.hang_minutes is not None else ()),
                *(("--track", body.track) if body.track != "none" else ()),
                *(("--tracking-uri", body.tracking_uri) if body.tracking_uri and body.track != "none" else ()),
-               *(("--experiment", body.experiment) if body.experiment and body.track != "none" else ())]
+               *(("--experiment", body.experiment) if body.experiment and body.track != "none" else ()),
+               *(("--node-range", body.node_range) if body.node_range else ())]
     logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
     return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
 
@@ -363,25 +374,9 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
     body = JobBody(run_dir, args.strategy, args.nodes, args.ntasks_per_node, args.max_retries,
                    tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
                    args.output, args.error, hang, args.track or said["track"] or "none",
-                   args.tracking_uri or said["tracking_uri"], args.experiment or said["experiment"])
+                   args.tracking_uri or said["tracking_uri"], args.experiment or said["experiment"],
+                   node_range=args.node_range)
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
-
-
-def trainers_hang_minutes(command: Sequence[str]) -> float | None:
-    """The trainer's hang_minutes: its last `--set hang_minutes=M` (the slurm/*.sh scripts' way of saying settings),
-    else its --config file's; None when there is none or it is not a number (the trainer refuses it then)."""
-    from hpc_train.injob.watchdog import config_setting, number
-
-    said = trainers_setting(command, "hang_minutes")
-    return number(said if said is not None else config_setting(command, "hang_minutes"))
-
-
-def trainers_setting(command: Sequence[str], key: str) -> str | None:
-    """The last `--set KEY=VALUE` given to the trainer, its text; None when there is none (pure)."""
-    values = [word.split("=", 2)[-1] if word.startswith("--set=") else word.split("=", 1)[1]
-              for before, word in zip(["", *command], command)
-              if word.startswith(f"--set={key}=") or (before == "--set" and word.startswith(f"{key}="))]
-    return values[-1] if values else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -178,3 +178,18 @@ class Watchdog:
             return  # the step ended meanwhile by itself: its own failure, or success, stands
         attempts.note_hang(self.watch.run_dir, cause, round(seconds, 1))
         self._end()
+
+
+def trainers_hang_minutes(command: Sequence[str]) -> float | None:
+    """The trainer's hang_minutes: its last `--set hang_minutes=M` (the slurm/*.sh scripts' way of saying settings),
+    else its --config file's; None when there is none or it is not a number (the trainer refuses it then)."""
+    said = trainers_setting(command, "hang_minutes")
+    return number(said if said is not None else config_setting(command, "hang_minutes"))
+
+
+def trainers_setting(command: Sequence[str], key: str) -> str | None:
+    """The last `--set KEY=VALUE` given to the trainer, its text; None when there is none (pure)."""
+    values = [word.split("=", 2)[-1] if word.startswith("--set=") else word.split("=", 1)[1]
+              for before, word in zip(["", *command], command)
+              if word.startswith(f"--set={key}=") or (before == "--set" and word.startswith(f"{key}="))]
+    return values[-1] if values else None

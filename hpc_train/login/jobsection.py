@@ -15,7 +15,8 @@ JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterog
                "ps_nodes": "the nodes the chief and ps share, with ps_partition (--ps-nodes, default 1)",
                "after": "start when that job ends, whatever its end (--after JOBID)",
                "dependency": "when the job may start, in Slurm's syntax (--dependency SPEC)",
-               "sbatch": "sbatch's options without a flag of their own, OPTION: VALUE (a flag: true) (--sbatch)"}
+               "sbatch": "sbatch's options without a flag of their own, OPTION: VALUE (a flag: true) (--sbatch)",
+               "nodes": "the nodes, N or a range MIN-MAX (--nodes)"}
 
 
 def read_job_section(path: str | Path | None) -> dict[str, Any]:

@@ -201,7 +201,7 @@ def record_end(run_dir: Path, attempt: int, nodes: str, started: float, exit_cod
     state says so (the trainer writes its own; nothing else would)."""
     state = read_state(run_dir)
     entry = {"attempt": attempt, "nodes": nodes, "started": round(started, 3), "ended": round(time.time(), 3),
-             "exit": exit_code, "goes_on": goes_on}
+             "exit": exit_code, "goes_on": goes_on, **_size_of(state, attempt)}
     done = {"state": "finished", "time": entry["ended"]} if finished and state.get("state") in (
         None, "starting", "running") else {}
     try:
@@ -253,3 +253,19 @@ def last_nodes(state: Mapping[str, Any]) -> str:
     ended = ended_attempts(state)
     newest = ended[-1] if ended and ended[-1].get("attempt", 0) >= started.get("number", 0) else started
     return str(newest.get("nodes") or started.get("nodes") or "")
+
+
+def _size_of(state: Mapping[str, Any], number: int) -> dict[str, Any]:
+    """A node range's attempt's size and range, as its prologue recorded them (state.json's attempt); {} else."""
+    started = state.get("attempt") if isinstance(state.get("attempt"), dict) else {}
+    return {key: started[key] for key in ("size", "range") if key in started and started.get("number") == number}
+
+
+def attempt_sizes(state: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """(attempt, `on 3 of 2-4 nodes`) for each attempt of a node range, oldest first: those ended, then the one
+    under way (pure)."""
+    started = state.get("attempt") if isinstance(state.get("attempt"), dict) else {}
+    found = {int(entry["attempt"]): entry for entry in ended_attempts(state) if "size" in entry and "attempt" in entry}
+    if "size" in started and "number" in started:
+        found.setdefault(int(started["number"]), started)
+    return [(number, f"on {entry['size']} of {entry['range']} nodes") for number, entry in sorted(found.items())]

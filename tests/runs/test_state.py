@@ -31,3 +31,13 @@ def test_layout_changes_name_what_differs() -> None:
     before = {"workers": 2, "per_replica_batch": 64, "seed": 0}
     assert layout_changes(before, {"workers": 4, "per_replica_batch": 64, "seed": 0}) == ["workers 2 -> 4"]
     assert layout_changes({}, {"workers": 4}) == []
+
+
+def test_a_change_of_size_with_the_same_global_batch_is_no_change_of_layout() -> None:
+    from hpc_train.runs.state import layout_changes
+
+    before = {"workers": 4, "replicas": 4, "per_replica_batch": 60, "global_batch": 240, "steps_per_epoch": 10}
+    now = {"workers": 3, "replicas": 3, "per_replica_batch": 80, "global_batch": 240, "steps_per_epoch": 10}
+    assert layout_changes(before, now) == []
+    assert layout_changes(before, {**now, "global_batch": 192, "per_replica_batch": 64}) == [
+        "workers 4 -> 3", "replicas 4 -> 3", "per_replica_batch 60 -> 64", "global_batch 240 -> 192"]
