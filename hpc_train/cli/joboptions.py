@@ -176,7 +176,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
                     signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
                     retry_exit_codes=exit_codes(args.retry_exit_codes), **slurm_options(args))
     spec = parameter_servers_request(args, group, job_wide)
-    if not args.command:  # the trainer's: the same global batch at every size of a range (request.py)
+    if not getattr(args, "command", None):  # the trainer's: the same global batch at every size of a range (request.py)
         train = replace_config(train, global_batch=fixed_global_batch(spec, train.batch_size, train.global_batch))
     _check_task_file(train.task)
     home = args.home or default_home()

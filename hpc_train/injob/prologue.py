@@ -139,19 +139,19 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
     fresh = {"state": "starting"} if state.get("state") in ("stopped", "requeued", "running") else {}
     sized = attempt_nodes(env)
     write_json_atomically(run_dir / STATE_FILE, {**state, **fresh, "attempt": {
-        "number": restarts + 1, "nodes": env.get("SLURM_JOB_NODELIST", ""), "started": round(time.time(), 3),
-        **({"size": sized[0], "range": str(sized[1])} if sized else {})}})
+        "number": restarts + 1, "nodes": env.get("SLURM_JOB_NODELIST", ""), "started": round(time.time(), 3)},
+        **(attempts.note_size(state, restarts + 1, sized[0], str(sized[1])) if sized else {})})
     if sized:
         _say(f"attempt {restarts + 1} {size_words(*sized)}: {_why_this_size(sized[0], sized[1].most, env)}")
     return 0
 
 
 def size_reason(size: int, most: int, excluded: list[str], unusable: list[str], others: int) -> str:
-    """Why an attempt of a node range runs on `size` nodes (pure): `excluded` (nodes that failed it before),
+    """Why an attempt of a node range runs on `size` nodes (pure): `excluded` (the job's excluded nodes: a retry's),
     `unusable` (the partition's down or drained nodes), `others` (the partition's nodes left beside those)."""
     if size >= most:
         return f"all {most} it may use were free"
-    why = [f"{', '.join(excluded)} excluded (failed before)"] if excluded else []
+    why = [f"{', '.join(excluded)} excluded"] if excluded else []
     why += [f"{', '.join(unusable)} down or drained"] if unusable else []
     why.append("the partition's other nodes were busy with other jobs" if others > size else
                "no other node of the partition can take it")

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hpc_train.runs.state import ENDED, STATE_FILE, read_json_object, read_state, write_json_atomically
+from hpc_train.runs.state import ENDED, SIZES, STATE_FILE, read_json_object, read_state, write_json_atomically
 
 NOTES = ".failures"
 # The chief's last step and when (at most every few seconds): how many steps a failure makes the run redo.
@@ -201,7 +201,7 @@ def record_end(run_dir: Path, attempt: int, nodes: str, started: float, exit_cod
     state says so (the trainer writes its own; nothing else would)."""
     state = read_state(run_dir)
     entry = {"attempt": attempt, "nodes": nodes, "started": round(started, 3), "ended": round(time.time(), 3),
-             "exit": exit_code, "goes_on": goes_on, **_size_of(state, attempt)}
+             "exit": exit_code, "goes_on": goes_on}
     done = {"state": "finished", "time": entry["ended"]} if finished and state.get("state") in (
         None, "starting", "running") else {}
     try:
@@ -255,17 +255,16 @@ def last_nodes(state: Mapping[str, Any]) -> str:
     return str(newest.get("nodes") or started.get("nodes") or "")
 
 
-def _size_of(state: Mapping[str, Any], number: int) -> dict[str, Any]:
-    """A node range's attempt's size and range, as its prologue recorded them (state.json's attempt); {} else."""
-    started = state.get("attempt") if isinstance(state.get("attempt"), dict) else {}
-    return {key: started[key] for key in ("size", "range") if key in started and started.get("number") == number}
+
+
+def note_size(state: Mapping[str, Any], number: int, size: int, node_range: str) -> dict[str, Any]:
+    """state.json's fields with attempt `number`'s size added (pure)."""
+    kept = [entry for entry in state.get(SIZES, []) if isinstance(entry, dict) and entry.get("attempt") != number]
+    return {SIZES: [*kept, {"attempt": number, "size": size, "range": node_range}]}
 
 
 def attempt_sizes(state: Mapping[str, Any]) -> list[tuple[int, str]]:
-    """(attempt, `on 3 of 2-4 nodes`) for each attempt of a node range, oldest first: those ended, then the one
-    under way (pure)."""
-    started = state.get("attempt") if isinstance(state.get("attempt"), dict) else {}
-    found = {int(entry["attempt"]): entry for entry in ended_attempts(state) if "size" in entry and "attempt" in entry}
-    if "size" in started and "number" in started:
-        found.setdefault(int(started["number"]), started)
-    return [(number, f"on {entry['size']} of {entry['range']} nodes") for number, entry in sorted(found.items())]
+    """(attempt, `on 3 of 2-4 nodes`) for each attempt of a node range, oldest first (pure)."""
+    found = state.get(SIZES, [])
+    return [(int(entry["attempt"]), f"on {entry['size']} of {entry['range']} nodes") for entry in found
+            if isinstance(entry, dict) and {"attempt", "size", "range"} <= set(entry)] if isinstance(found, list) else []

@@ -22,7 +22,9 @@ STATES = ("starting", "running", "stopped", "requeued", "finished", "pruned")
 # Kept from the file when the chief writes a new state: the batch script's (prologue.py, epilogue.py, body.py).
 # The job body's record of each attempt's end (attempts.record_end).
 ENDED = "ended"
-CARRIED = ("attempts", "attempt", "max_retries", ENDED)
+# A node range's attempts, each its size, as their prologues recorded them (attempts.note_size).
+SIZES = "sizes"
+CARRIED = ("attempts", "attempt", "max_retries", ENDED, SIZES)
 
 
 def write_json_atomically(path: Path, value: Any) -> None:

@@ -93,6 +93,6 @@ def test_the_log_says_why_an_attempt_of_a_range_has_its_size() -> None:
     assert size_reason(4, 4, [], [], 4) == "all 4 it may use were free"
     assert size_reason(2, 4, [], [], 4) == ("the partition's other nodes were busy with other jobs (Slurm gave what "
                                             "was free, never below MIN)")
-    assert size_reason(3, 4, ["node1"], [], 3) == ("node1 excluded (failed before); no other node of the partition "
+    assert size_reason(3, 4, ["node1"], [], 3) == ("node1 excluded; no other node of the partition "
                                                    "can take it (Slurm gave what was free, never below MIN)")
     assert "node2 down or drained" in size_reason(2, 4, [], ["node2"], 3)

@@ -120,15 +120,11 @@ def test_how_a_job_ended_its_time_and_nodes_come_from_its_attempts() -> None:
     assert attempts.how_it_ended({}) is None and attempts.seconds_run({}) is None and attempts.last_nodes({}) == ""
 
 
-def test_each_attempt_of_a_range_keeps_its_size(tmp_path) -> None:
-    from hpc_train.runs.attempts import attempt_sizes, record_end
-    from hpc_train.runs.state import read_state, write_json_atomically
+def test_each_attempt_of_a_range_keeps_its_size() -> None:
+    from hpc_train.runs.attempts import attempt_sizes, note_size
 
-    write_json_atomically(tmp_path / "state.json", {"attempt": {"number": 1, "nodes": "n[1-2]", "size": 2,
-                                                                "range": "2-4"}})
-    record_end(tmp_path, 1, "n[1-2]", 0.0, 0, True)
-    state = read_state(tmp_path)
-    write_json_atomically(tmp_path / "state.json", {**state, "attempt": {"number": 2, "nodes": "n[1-3]", "size": 3,
-                                                                         "range": "2-4"}})
-    assert attempt_sizes(read_state(tmp_path)) == [(1, "on 2 of 2-4 nodes"), (2, "on 3 of 2-4 nodes")]
+    state = {"attempt": {"number": 1}, **note_size({}, 1, 4, "2-4")}
+    state = {**state, **note_size(state, 2, 3, "2-4")}
+    state = {**state, **note_size(state, 2, 2, "2-4")}  # the same attempt's prologue again: its newest word
+    assert attempt_sizes(state) == [(1, "on 4 of 2-4 nodes"), (2, "on 2 of 2-4 nodes")]
     assert attempt_sizes({"attempt": {"number": 1, "nodes": "n1"}}) == []  # a fixed size: nothing to say
