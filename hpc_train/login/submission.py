@@ -67,7 +67,7 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
     extra |= {"mincpus": per_node["mincpus"]} if "mincpus" in per_node else {}
     executor.update_parameters(
         job_name=spec.name, nodes=str(group.node_range) if group.ranged else group.nodes,
-        ntasks_per_node=per_node.get("ntasks-per-node"),
+        **({"ntasks_per_node": per_node["ntasks-per-node"]} if "ntasks-per-node" in per_node else {}),
         gpus_per_node=group.gpus_per_node or None, cpus_per_task=group.cpus_per_task, partition=group.partition,
         account=spec.account, qos=spec.qos, mem=group.mem, constraint=group.constraint,
         # None leaves --time out: the partition's default applies, not submitit's 5 minutes.
