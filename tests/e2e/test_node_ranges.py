@@ -10,22 +10,25 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
-from tests.e2e.jobs import job_state
+from tests.e2e.jobs import job_state, wait_for_end
 from tests.e2e.test_trainer_jobs import Job, kill_rank, submit
 from tests.mnist_data import shared_mnist
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
-ROOT = Path(__file__).resolve().parents[2]
 # 10 steps an epoch (2,400 images, a global batch of 240: 60 a replica on 4 nodes, 80 on 3, 120 on 2); a save at a
 # step boundary every 3 s, and a boundary every 2 steps.
 SMALL = ("--set", "train_images=2400", "--set", "validation_images=500", "--set", "batch_size=60", "--set",
          "checkpoint_minutes=0.05", "--set", "steps_per_execution=2")
+# A command of your own: its rank, size, range and TF_CONFIG's workers.
+SHOW = ("import json, os; print('RANK', os.environ['SLURM_PROCID'], os.environ['HPC_TRAIN_NODES'], "
+        "os.environ['HPC_TRAIN_NODE_RANGE'], len(json.loads(os.environ['TF_CONFIG'])['cluster']['worker']))")
 
 
 def rendered(workdir: Path, epochs: int) -> Path:
@@ -52,8 +55,6 @@ def rank_node(job: Job, rank: int) -> str:
 
 
 def wait_until(job: Job, done, what: str, timeout: float = 300) -> None:
-    import time
-
     deadline = time.monotonic() + timeout
     while not done():
         if time.monotonic() > deadline or job.state()[0] in ("COMPLETED", "FAILED", "CANCELLED"):
@@ -74,16 +75,24 @@ def test_a_range_starts_on_the_two_free_nodes_while_another_job_holds_the_others
     holder = subprocess.run(["sbatch", "--parsable", "--exclusive", "-N", "2", "-w", "node[1-2]", "-o", "/dev/null",
                              "--wrap", "sleep 600"], env=env, capture_output=True, text=True, check=True).stdout.strip()
     try:
-        import time
-
         deadline = time.monotonic() + 60
         while job_state(holder, env)[0] != "RUNNING":
             assert time.monotonic() < deadline, f"the holding job {holder} never ran"
             time.sleep(0.5)
         job = submit(cluster, tmp_path, rendered(tmp_path, 2))
+        # And a command of your own, through submit (submitit): it gets the range and its size beside TF_CONFIG.
+        command = subprocess.run([sys.executable, "-m", "hpc_train", "submit", "--nodes", "2-4", "--name", "cmd", "--",
+                                  sys.executable, "-c", SHOW], cwd=tmp_path, env=job.env, capture_output=True,
+                                 text=True, timeout=180)
+        assert command.returncode == 0, command.stderr
         assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+        command_id = command.stdout.splitlines()[0]
+        assert wait_for_end(command_id, env, lambda: "") == ("COMPLETED", "0:0")
     finally:
         subprocess.run(["scancel", holder], env=env)
+    seen = [re.search(r"^RANK (.*)$", path.read_text(), re.M).group(1)
+            for path in sorted((tmp_path / "runs" / f"cmd-{command_id}" / "logs").glob("rank-*.out"))]
+    assert seen == ["0 2 2-4 2", "1 2 2-4 2"], seen  # rank, HPC_TRAIN_NODES, HPC_TRAIN_NODE_RANGE, TF_CONFIG's workers
     log = job.log()
     assert re.search(r"hpc-train: job \d+ on node\[9-10\], 2 tasks, on 2 of 2-4 nodes; ", log), log[-3000:]
     assert "hpc-train: attempt 1 on 2 of 2-4 nodes: the partition's other nodes were busy with other jobs" in log
