@@ -52,7 +52,8 @@ from hpc_train.slurm.client import SlurmClient
 PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
 USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
          "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
-         "[--hang-minutes M] [--track mlflow [--tracking-uri URI] [--experiment NAME]] [--trainer] -- COMMAND ...")
+         "[--hang-minutes M] [--node-range MIN-MAX] [--track mlflow [--tracking-uri URI] [--experiment NAME]] "
+         "[--trainer] -- COMMAND ...")
 
 
 @dataclass(frozen=True)
@@ -232,8 +233,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
         from hpc_train.login.mock_srun import Step, launch
 
         try:
-            step = Step.make(sized[0] if (sized := attempt_size(body.node_range, body.tasks_per_node, env)) else body.nodes,
-                             body.tasks_per_node, gpus_per_node=body.gpus_per_node,
+            sized = attempt_size(body.node_range, body.tasks_per_node, env)  # a range: as many as this machine holds
+            step = Step.make(sized[0] if sized else body.nodes, body.tasks_per_node, gpus_per_node=body.gpus_per_node,
                              strategy=body.strategy, num_ps=body.num_ps)
             return launch(step, rank_command, env,  # (it passes them on)
                           kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))

@@ -266,5 +266,6 @@ def note_size(state: Mapping[str, Any], number: int, size: int, node_range: str)
 def attempt_sizes(state: Mapping[str, Any]) -> list[tuple[int, str]]:
     """(attempt, `on 3 of 2-4 nodes`) for each attempt of a node range, oldest first (pure)."""
     found = state.get(SIZES, [])
-    return [(int(entry["attempt"]), f"on {entry['size']} of {entry['range']} nodes") for entry in found
-            if isinstance(entry, dict) and {"attempt", "size", "range"} <= set(entry)] if isinstance(found, list) else []
+    entries = [entry for entry in found if isinstance(entry, dict)] if isinstance(found, list) else []
+    return [(int(entry["attempt"]), f"on {entry['size']} of {entry['range']} nodes") for entry in entries
+            if {"attempt", "size", "range"} <= set(entry)]

@@ -292,5 +292,5 @@ def _summary(config: TrainConfig, rank: RankInfo, shape: Shape, tf_version: str)
     world_size = max(1, sum(map(len, rank.cluster.values())))
     return {"strategy": config.strategy, "task": config.task, "world_size": world_size,
             "workers": max(1, rank.num_workers), "replicas": shape.replicas, "per_replica_batch": config.batch_size,
-            "global_batch": config.batch_size * shape.replicas, "steps_per_epoch": shape.steps, **size_field(os.environ),
-            "tensorflow": tf_version, "tf_keras": tf_keras.__version__, "config": applying_settings(config)}
+            "global_batch": config.batch_size * shape.replicas, "steps_per_epoch": shape.steps,
+            **size_field(os.environ), "tensorflow": tf_version, "tf_keras": tf_keras.__version__, "config": applying_settings(config)}

@@ -68,7 +68,7 @@ def test_submitits_script_asks_for_the_range_without_tasks_per_node() -> None:
     from hpc_train.login.submission import make_executor
 
     executor = make_executor(JobSpec(nodes=4, min_nodes=2, cpu_tasks_per_node=2), TrainConfig())
-    script = executor._make_submission_file_text("echo", "uid")  # noqa: SLF001 - submitit's own text, as sbatch reads it
+    script = executor._make_submission_file_text("echo", "uid")  # noqa: SLF001 - submitit's text, as sbatch reads it
     assert "#SBATCH --nodes=2-4\n" in script and "#SBATCH --mincpus=2\n" in script, script
     assert "#SBATCH --ntasks-per-node" not in script and "--node-range 2-4" in script
     fixed = make_executor(JobSpec(nodes=2), TrainConfig())._make_submission_file_text("echo", "uid")  # noqa: SLF001
