@@ -171,6 +171,10 @@ class JobRequest:
                 "lower --num-ps or ask for more nodes")
         if len(self.groups) > 1:
             _check_components(self)
+        fewest = sum(group.ntasks or group.node_range.least * group.tasks_per_node for group in self.groups)
+        if self.strategy == "parameter_server" and self.ranged and self.num_ps > fewest - 2:
+            raise JobSpecError(f"--nodes {self.groups[-1].node_range}: at its MIN the job has {fewest} task(s), but 1 "
+                               f"chief + {self.num_ps} ps + 1 worker are {self.num_ps + 2}; raise MIN or lower --num-ps")
         if any(group.ranged and group.ntasks is not None for group in self.groups):
             raise JobSpecError("a node range applies to the workers' nodes; give the chief and ps a fixed --ps-nodes")
         if self.heterogeneous and self.groups[-1].ranged and self.groups[-1].tasks_per_node != 1:

@@ -49,7 +49,7 @@ def test_the_global_batch_is_fixed_at_max_and_every_size_must_divide_it() -> Non
                                 "set global_batch to a multiple of every size's replicas (--set global_batch=N), or "
                                 "narrow the range")
     assert fixed_global_batch(ranged, 64, 120) == 120  # given: kept, when every size divides it
-    ps = JobSpec(nodes=4, min_nodes=2, strategy="parameter_server")
+    ps = JobSpec(nodes=4, min_nodes=3, strategy="parameter_server")
     assert fixed_global_batch(ps, 64, None) is None  # a ps step is one worker's batch at every size
 
 
@@ -73,3 +73,10 @@ def test_submitits_script_asks_for_the_range_without_tasks_per_node() -> None:
     assert "#SBATCH --ntasks-per-node" not in script and "--node-range 2-4" in script
     fixed = make_executor(JobSpec(nodes=2), TrainConfig())._make_submission_file_text("echo", "uid")  # noqa: SLF001
     assert "#SBATCH --nodes=2\n" in fixed and "#SBATCH --ntasks-per-node=1\n" in fixed
+
+
+def test_a_parameter_server_range_must_hold_a_chief_a_ps_and_a_worker_at_its_min() -> None:
+    with pytest.raises(JobSpecError, match=r"--nodes 2-4: at its MIN the job has 2 task\(s\), but 1 chief \+ 1 ps \+ 1 "
+                                           "worker are 3; raise MIN or lower --num-ps"):
+        JobSpec(nodes=4, min_nodes=2, strategy="parameter_server")
+    assert JobSpec(nodes=4, min_nodes=3, strategy="parameter_server").ranged
