@@ -65,8 +65,10 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
     extra |= sbatch_parameters(spec)
     per_node = tasks_per_node(group)  # a node range: no --ntasks-per-node (script.py says why)
     extra |= {"mincpus": per_node["mincpus"]} if "mincpus" in per_node else {}
+    # submitit counts its tasks with `nodes` (an int): a range's MIN-MAX reaches the #SBATCH line as an extra.
+    extra |= {"nodes": str(group.node_range)} if group.ranged else {}
     executor.update_parameters(
-        job_name=spec.name, nodes=str(group.node_range) if group.ranged else group.nodes,
+        job_name=spec.name, nodes=group.nodes,
         **({"ntasks_per_node": per_node["ntasks-per-node"]} if "ntasks-per-node" in per_node else {}),
         gpus_per_node=group.gpus_per_node or None, cpus_per_task=group.cpus_per_task, partition=group.partition,
         account=spec.account, qos=spec.qos, mem=group.mem, constraint=group.constraint,

@@ -71,6 +71,7 @@ def test_submitits_script_asks_for_the_range_without_tasks_per_node() -> None:
     script = executor._make_submission_file_text("echo", "uid")  # noqa: SLF001 - submitit's text, as sbatch reads it
     assert "#SBATCH --nodes=2-4\n" in script and "#SBATCH --mincpus=2\n" in script, script
     assert "#SBATCH --ntasks-per-node" not in script and "--node-range 2-4" in script
+    assert executor._num_tasks() == 4  # noqa: SLF001 - MAX nodes: submitit counts its tasks with a number
     fixed = make_executor(JobSpec(nodes=2), TrainConfig())._make_submission_file_text("echo", "uid")  # noqa: SLF001
     assert "#SBATCH --nodes=2\n" in fixed and "#SBATCH --ntasks-per-node=1\n" in fixed
 
