@@ -68,6 +68,9 @@ class TrainConfig:
     validation_steps: int | None = None
     # Images per replica per step; the global batch is this times the replicas.
     batch_size: int = 64
+    # Images per step in all, shared by the replicas of each attempt (batch_size ignored); a job of a node range
+    # (--nodes MIN-MAX) fixes it at submit, so every size trains the same; empty: batch_size x the replicas.
+    global_batch: int | None = None
     # Where MNIST is: a directory of IDX .gz files or holding mnist.npz; empty: $HPC_TRAIN_DATA_DIR, else Keras' cache.
     data_dir: str | None = None
     # Training images to use (from the start); empty: all there are.
@@ -138,7 +141,7 @@ class TrainConfig:
 
 
 _POSITIVE = ("epochs", "batch_size", "steps_per_execution", "num_ps", "steps_per_epoch", "validation_steps",
-             "train_images", "inter_op_threads", "startup_timeout")
+             "train_images", "inter_op_threads", "startup_timeout", "global_batch")
 
 
 def _check_ranges(config: TrainConfig) -> None:

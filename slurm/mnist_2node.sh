@@ -17,6 +17,14 @@
 #   (--set max_requeues=N, default 5) and resumes at that step; the log keeps every run (append).
 # - Failures: a task that dies, hangs or loses a peer, or a node lost: the job requeues itself
 #   without that node and resumes from its last checkpoint (--set max_retries=N, default 3; 0: never).
+# - Busy cluster: a node range starts on the nodes free now. Replace --nodes=2 and --ntasks-per-node=1
+#   with --nodes=2-4 (with --ntasks-per-node Slurm gives a range only its MIN), give the job line below
+#   --nodes 4 --node-range 2-4, and fix the global batch with --set global_batch=240 (every size divides it):
+#   each attempt then trains the same on the nodes it got, never fewer than 2 (docs/jobs.md, "Node ranges").
+# - Busy cluster: a node range starts on the nodes free now. Replace --nodes=2 and --ntasks-per-node=1
+#   with --nodes=2-4 (with --ntasks-per-node Slurm gives a range only its MIN), give the job line below
+#   --nodes 4 --node-range 2-4, and fix the global batch with --set global_batch=240 (every size divides it):
+#   each attempt then trains the same on the nodes it got, never fewer than 2 (docs/jobs.md, "Node ranges").
 # Log: slurm-mnist-2node-<jobid>.out here. Results: runs/mnist-2node-<jobid>/.
 #
 #SBATCH --job-name=mnist-2node

@@ -11,7 +11,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     from hpc_train.cli.studyoptions import add_study_arguments
     from hpc_train.config import JOB_STRATEGIES
 
-    parser.add_argument("--nodes", "-N", type=int, required=True, metavar="N")
+    parser.add_argument("--nodes", "-N", default=None, metavar="N|MIN-MAX",
+                        help="nodes; a range MIN-MAX: each attempt runs on as many as are free, up to MAX, never "
+                             "fewer than MIN (YAML: job: {nodes: 2-4})")
     parser.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
                         help="GPUs per node; one task per GPU unless --one-task-per-node (default 0: CPU tasks)")
     parser.add_argument("--one-task-per-node", action="store_true",
@@ -81,6 +83,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
                         help="what to train: a task module (as hpc-train train --task); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    from hpc_train.cli.trackingoptions import add_tracking_arguments
+
     add_tracking_arguments(parser)
     from hpc_train.cli.bootstrap import add_command_arguments
 
@@ -121,63 +125,14 @@ def pack_request(args: argparse.Namespace):  # -> Pack | None
     return Pack(args.trial_gpus, args.trial_nodes, args.trial_cpus)
 
 
-def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
-    """--track, --tracking-uri, --experiment: submit's, render's and train's (each the same as its --set)."""
-    parser.add_argument("--track", choices=("none", "mlflow"), default=None,
-                        help="mlflow: one MLflow run per job, kept through requeues and retries (same as --set "
-                             "track=mlflow; pip install 'hpc-train[mlflow]')")
-    parser.add_argument("--tracking-uri", default=None, metavar="URI",
-                        help="the MLflow server or store (default: $MLFLOW_TRACKING_URI, else runs/mlflow.db)")
-    parser.add_argument("--experiment", default=None, metavar="NAME", help="the MLflow experiment (default: the "
-                        "job's name)")
-
-
-def tracking_overrides(args: argparse.Namespace) -> list[str]:
-    """The tracking flags as --set's words (a flag given wins over the YAML, as --set does)."""
-    return [f"{key}={value}" for key, value in (("track", args.track), ("tracking_uri", args.tracking_uri),
-                                                ("experiment", args.experiment)) if value is not None]
-
-
-def check_tracking(config, say_unreachable: bool) -> None:  # config: TrainConfig
-    """A job that asks for MLflow where it is not installed is refused in one line; with `say_unreachable`
-    (submit), a tracking server that does not answer is a warning: the job is queued all the same."""
-    if config.track != "mlflow":
-        return
-    import importlib.util
-    import sys
-
-    from hpc_train.errors import HpcTrainError
-    from hpc_train.tracking.settings import MISSING, URI_VARIABLE
-
-    if importlib.util.find_spec("mlflow") is None:
-        raise HpcTrainError(MISSING)
-    uri = config.tracking_uri or os.environ.get(URI_VARIABLE) or ""
-    if say_unreachable and uri.startswith(("http://", "https://")):
-        import urllib.request
-
-        try:
-            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=3).close()
-        except (OSError, ValueError) as error:
-            print(f"hpc-train: warning: MLflow at {uri} does not answer ({error}); the job is queued all the same, "
-                  "and logs to it if it answers then (else: hpc-train track sync ID)", file=sys.stderr)
-
-
-def tracking_from_here(config):  # (TrainConfig) -> TrainConfig
-    """--tracking-uri (or the YAML's tracking_uri) made absolute from the submit directory: the job runs in the code
-    snapshot, where a relative store (sqlite:///x.db, a bare path) would be another, empty one."""
-    from dataclasses import replace
-
-    from hpc_train.tracking.settings import absolute_uri
-
-    return replace(config, tracking_uri=absolute_uri(config.tracking_uri, Path.cwd())) if config.tracking_uri else config
-
-
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
+    from hpc_train.cli.trackingoptions import check_tracking, tracking_from_here, tracking_overrides
     from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config
+    from hpc_train.config import replace as replace_config
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.request import Group, project_name
+    from hpc_train.login.request import Group, fixed_global_batch, project_name
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
         raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
@@ -200,8 +155,10 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     if args.num_ps is None:
         args.num_ps = train.num_ps
     with_job_section(args)
-    group = Group(args.nodes, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
-                  args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres)
+    nodes = node_range(args)
+    group = Group(nodes.most, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
+                  args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres,
+                  min_nodes=None if nodes.fixed else nodes.least)
     job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account,
                     qos=args.qos, time=args.time, container=image_path(args.container),
                     container_runtime=args.container_runtime, hold=getattr(args, "hold", False),
@@ -209,6 +166,8 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
                     retry_exit_codes=exit_codes(args.retry_exit_codes), pack=pack_request(args),
                     **slurm_options(args))
     spec = parameter_servers_request(args, group, job_wide)
+    if not getattr(args, "command", None):  # the trainer's: the same global batch at every size of a range (request.py)
+        train = replace_config(train, global_batch=fixed_global_batch(spec, train.batch_size, train.global_batch))
     _check_task_file(train.task)
     home = args.home or default_home()
     return spec, train, home
@@ -221,6 +180,24 @@ def image_path(image: str | None) -> str | None:
 
     return image if image is None or (registry_name(image) and not Path(image).exists()) else \
         str(Path(image).expanduser().absolute())
+
+
+def node_range(args: argparse.Namespace):  # -> NodeRange
+    """--nodes (or the YAML's job: nodes:) as a range; one line when it is missing or wrong, or when --local's
+    range cannot start on this machine's CPUs."""
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.slurm.noderange import parse_nodes
+
+    if args.nodes is None:
+        raise HpcTrainError("--nodes N (or MIN-MAX) is required: how many nodes the job runs on (or job: nodes: in "
+                            "the YAML)")
+    nodes = parse_nodes(args.nodes)
+    cpus = os.cpu_count() or 1
+    per_node = args.gpus_per_node and (1 if args.one_task_per_node else args.gpus_per_node) or args.ntasks_per_node
+    if getattr(args, "local", False) and not nodes.fixed and nodes.least * per_node > cpus:
+        raise HpcTrainError(f"--nodes {nodes} with --local: every node runs here, and this machine's {cpus} CPU(s) "
+                            f"cannot hold MIN {nodes.least} node(s) of {per_node} task(s); lower MIN, or drop --local")
+    return nodes
 
 
 def with_job_section(args: argparse.Namespace) -> None:

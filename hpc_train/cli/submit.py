@@ -175,9 +175,10 @@ def run(args: argparse.Namespace) -> int:
     if args.local:
         return submit.run_locally(spec, train, runs, command=args.command, code=code)
     record = submit.submit(spec, train, runs, command=args.command, home=args.home, code=code)
-    _say_submitted(record.job_id, f"hpc-train submit: job {record.job_id} ({record.tasks} tasks on {record.nodes} "
-                   f"nodes, {record.what}); folder {record.folder}; follow it with: hpc-train logs {record.job_id} "
-                   "--follow")
+    shape = (f"up to {record.tasks} tasks on {spec.groups[-1].node_range}" if spec.ranged  # each attempt: its own
+             else f"{record.tasks} tasks on {record.nodes}")
+    _say_submitted(record.job_id, f"hpc-train submit: job {record.job_id} ({shape} nodes, {record.what}); folder "
+                   f"{record.folder}; follow it with: hpc-train logs {record.job_id} --follow")
     return 0
 
 

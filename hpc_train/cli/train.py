@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", metavar="DIR", help="MNIST: IDX .gz files or mnist.npz (same as --set "
                         "data_dir=DIR); default: $HPC_TRAIN_DATA_DIR, else Keras' cache")
     parser.add_argument("--output-dir", metavar="DIR", help="where the chief writes (same as --set output_dir=DIR)")
-    from hpc_train.cli.joboptions import add_tracking_arguments
+    from hpc_train.cli.trackingoptions import add_tracking_arguments
 
     add_tracking_arguments(parser)
     parser.add_argument("--keys", action="store_true",
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     shortcuts = [f"{key}={value}" for key, value in (("task", args.task), ("data_dir", args.data_dir),
                                                      ("output_dir", args.output_dir)) if value is not None]
-    from hpc_train.cli.joboptions import check_tracking, tracking_overrides
+    from hpc_train.cli.trackingoptions import check_tracking, tracking_overrides
 
     config = load_config(args.config, [*shortcuts, *args.overrides, *tracking_overrides(args)],
                          data_dir=data_dir_default(os.environ))

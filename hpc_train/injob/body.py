@@ -30,7 +30,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from hpc_train.errors import HpcTrainError, report
@@ -40,6 +39,7 @@ from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.record import JobShape, record_job
 from hpc_train.injob.requeue import restart_count
+from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, step_size_arguments
 from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
 from hpc_train.runs.attempts import record_end
@@ -62,13 +62,14 @@ def start_line(body: JobBody, env: Mapping[str, str]) -> str:
 
     restarts = restart_count(env)
     again = f" (restart {restarts})" if restarts else ""
-    nodes, tasks = nodes_and_tasks(env, body.nodes * body.tasks_per_node, job_components(env))
-    return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks; "
+    sized = attempt_size(body.node_range, body.tasks_per_node, env)
+    nodes, tasks = nodes_and_tasks(env, (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
+    return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks{start_words(sized)}; "
             f"logs and results in {body.run_dir}")
 
 
 def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int = 1,
-                   options: Sequence[str] = ()) -> list[str]:
+                   options: Sequence[str] = (), sized: tuple[int, Any] | None = None) -> list[str]:
     """srun's arguments for the step under Slurm (pure). Without rank logs, srun labels each rank's lines.
     A heterogeneous job's (`components` > 1) step spans every component (a plain srun there runs component 0's
     tasks only): one step, SLURM_PROCID counting across them, which the bootstrap reads (bootstrap/hetstep.py).
@@ -77,7 +78,8 @@ def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int =
         groups = ",".join(map(str, range(components)))
         return [f"--het-group={groups}", f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}", *options,
                 *(rank_logs_by_procid(body, rank_command) if body.output else ("--label", *rank_command))]
-    return [*(() if body.output else ("--label",)), f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
+    return [*step_size_arguments(sized, body.tasks_per_node), *(() if body.output else ("--label",)),
+            f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
             *(("--open-mode=append", f"--output={body.output}") if body.output else ()),
             *((f"--error={body.error}",) if body.error else ()), *options, *rank_command]
 
@@ -217,7 +219,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
         from hpc_train.login.mock_srun import Step, launch
 
         try:
-            step = Step.make(body.nodes, body.tasks_per_node, gpus_per_node=body.gpus_per_node,
+            sized = attempt_size(body.node_range, body.tasks_per_node, env)  # a range: as many as this machine holds
+            step = Step.make(sized[0] if sized else body.nodes, body.tasks_per_node, gpus_per_node=body.gpus_per_node,
                              strategy=body.strategy, num_ps=body.num_ps)
             return launch(step, rank_command, env,  # (it passes them on)
                           kill_on_bad_exit=bool(kill_on_bad_exit(body.strategy)))
@@ -235,8 +238,9 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
 
     previous = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
     try:
+        sized = attempt_size(body.node_range, body.tasks_per_node, env)
         step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env),
-                                                                     options)))
+                                                                     options, sized)))
         for signum in early:
             _signal(step[0].pid, signum)
         return exit_status(step[0].wait())
@@ -271,7 +275,8 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     _quietly(lambda: record_job(body.run_dir, shape, environ, time.time()) or 0, "writing job.json", 0)
     # The run folder for a command's own checkpoints and outputs, every rank's the same absolute folder; the
     # job's secret for the check-in (its file's path, made now unless a previous attempt made it).
-    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()), **secret_environ(body.run_dir)}
+    env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()), **secret_environ(body.run_dir),
+           **rank_environment(attempt_size(body.node_range, body.tasks_per_node, environ))}
     print(start_line(body, env), file=sys.stderr, flush=True)
     attempt_here = (body.run_dir, restart_count(env) + 1, nodes_and_tasks(env, 0, job_components(env))[0],
                     time.time())  # (its end: record_end)

@@ -35,6 +35,7 @@ from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
 from hpc_train.slurm.client import SlurmClient
+from hpc_train.slurm.noderange import nodes_needed
 from hpc_train.injob.failures import Failure, diagnose
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.retry import RetryPlan, component_exclusions, plan_retry, requeue_excluding, usable_and_lost
@@ -147,7 +148,7 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
     needed = job.get("NumNodes", "1").split("-")[0]
     excluded = [node for part in parts or [job] for node in expand_nodes(part.get("ExcNodeList", ""))]
     plan = plan_retry(failure, used, max_retries, excluded, usable if states else None,
-                      len(nodes) or (int(needed) if needed.isdigit() else 1))
+                      nodes_needed(env, len(nodes)) if nodes else (int(needed) if needed.isdigit() else 1))
     entry = _entry(failure, plan, run_dir, job, env)
     attempt = entry["attempt"]
     total = attempts.attempts_allowed(history, max_retries)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,8 @@ from hpc_train.injob.epilogue import QuietParser
 
 USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
          "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
-         "[--hang-minutes M] [--track mlflow [--tracking-uri URI] [--experiment NAME]] [--trainer] "
+         "[--hang-minutes M] [--node-range MIN-MAX] [--track mlflow [--tracking-uri URI] [--experiment NAME]] "
+         "[--trainer] "
          "[--container IMAGE [--container-runtime R]] -- COMMAND ...")
 
 
@@ -36,6 +38,7 @@ class JobBody:
     track: str = "none"  # mlflow: one MLflow run per job (hpc_train/tracking), opened here before the ranks start
     tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else runs/mlflow.db
     experiment: str | None = None  # None: the job's name
+    node_range: str | None = None  # --nodes MIN-MAX: each attempt runs on the nodes it got (sizing.py); None: fixed
     gpus_per_node: int = 0  # the mock launcher's (--local): its GPUs bound as Slurm would; srun takes the job's
     num_ps: int = 1  # (which ranks compute, and get GPUs, under parameter_server)
     container: Container | None = None  # every rank runs in this image (docs/containers.md); the body stays out
@@ -69,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--experiment")
     parser.add_argument("--container")
     parser.add_argument("--container-runtime")
+    parser.add_argument("--node-range")
     return parser
 
 
@@ -88,7 +92,8 @@ def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, ou
                *(("--tracking-uri", body.tracking_uri) if body.tracking_uri and body.track != "none" else ()),
                *(("--experiment", body.experiment) if body.experiment and body.track != "none" else ()),
                *(("--container", body.container.image, "--container-runtime", body.container.runtime)
-                 if body.container else ())]
+                 if body.container else ()),
+               *(("--node-range", body.node_range) if body.node_range else ())]
     logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
     return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
 
@@ -111,6 +116,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
                    tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
                    args.output, args.error, hang, args.track or said["track"] or "none",
                    args.tracking_uri or said["tracking_uri"], args.experiment or said["experiment"],
+                   node_range=args.node_range,
                    container=choose_runtime(args.container, args.container_runtime, Path(args.container).is_dir())
                    if args.container else None)
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command

@@ -31,6 +31,7 @@ from hpc_train.injob.epilogue import PREFIX, QuietParser, expand_nodes, log_tail
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.retry import requeue_excluding, usable_and_lost
 from hpc_train.runs.secret import PRIVATE_FOLDER
+from hpc_train.slurm.noderange import attempt_nodes, nodes_needed, size_words
 from hpc_train.runs.state import STATE_FILE, read_state, write_json_atomically
 
 # The prologue's "requeued itself": Slurm restarted the job on the node that failed; the script ends quietly.
@@ -119,7 +120,7 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
         here = set(expand_nodes(env.get("SLURM_JOB_NODELIST", "")))
         spent = entry["action"] == "requeued by Slurm" and attempts.retries_used([*history, entry]) > max_retries
         if set(down) & here and max_retries > 0 and not spent:  # Slurm put the job back on the failed node: move
-            moved = _move_off(env["SLURM_JOB_ID"], job, down, usable, len(here), env)
+            moved = _move_off(env["SLURM_JOB_ID"], job, down, usable, nodes_needed(env, len(here)), env)
             if moved is not None:
                 attempts.record(run_dir, {**entry, "excluded": down if moved else [], "restarts": 2})
                 _say(f"{', '.join(sorted(set(down) & here))} failed in attempt {restarts} and Slurm started "
@@ -137,9 +138,35 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
     state = read_state(run_dir)
     # The last attempt's "stopped" or "requeued" is over: this attempt starts (a finished run stays finished).
     fresh = {"state": "starting"} if state.get("state") in ("stopped", "requeued", "running") else {}
+    sized = attempt_nodes(env)
     write_json_atomically(run_dir / STATE_FILE, {**state, **fresh, "attempt": {
-        "number": restarts + 1, "nodes": env.get("SLURM_JOB_NODELIST", ""), "started": round(time.time(), 3)}})
+        "number": restarts + 1, "nodes": env.get("SLURM_JOB_NODELIST", ""), "started": round(time.time(), 3)},
+        **(attempts.note_size(state, restarts + 1, sized[0], str(sized[1])) if sized else {})})
+    if sized:
+        _say(f"attempt {restarts + 1} {size_words(*sized)}: {_why_this_size(sized[0], sized[1].most, env)}")
     return 0
+
+
+def size_reason(size: int, most: int, excluded: list[str], unusable: list[str], others: int) -> str:
+    """Why an attempt of a node range runs on `size` nodes (pure): `excluded` (the job's excluded nodes: a retry's),
+    `unusable` (the partition's down or drained nodes), `others` (the partition's nodes left beside those)."""
+    if size >= most:
+        return f"all {most} it may use were free"
+    why = [f"{', '.join(excluded)} excluded"] if excluded else []
+    why += [f"{', '.join(unusable)} down or drained"] if unusable else []
+    why.append("the partition's other nodes were busy with other jobs" if others > size else
+               "no other node of the partition can take it")
+    return "; ".join(why) + " (Slurm gave what was free, never below MIN)"
+
+
+def _why_this_size(size: int, most: int, env: Mapping[str, str]) -> str:
+    slurm = SlurmClient.local(env)
+    job = slurm.show_job(env["SLURM_JOB_ID"])
+    states = slurm.node_states(job.get("Partition") or None)
+    usable, _ = usable_and_lost(states)
+    excluded = sorted(set(expand_nodes(job.get("ExcNodeList", ""))) & set(states))
+    unusable = sorted(set(states) - usable - set(excluded))
+    return size_reason(size, most, excluded, unusable, len(usable - set(excluded)))
 
 
 def _say(message: str) -> None:

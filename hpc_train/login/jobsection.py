@@ -19,7 +19,8 @@ JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterog
                "pack": "the sweep as one job, its trials steps on shares of it: true, or {trial_gpus: K} / "
                        "{trial_nodes: M} / {trial_cpus: C} (--pack)",
                "container": "the image every rank runs in (--container IMAGE)",
-               "container_runtime": "apptainer, pyxis or charliecloud (--container-runtime)"}
+               "container_runtime": "apptainer, pyxis or charliecloud (--container-runtime)",
+               "nodes": "the nodes, N or a range MIN-MAX (--nodes)"}
 PACK_KEYS = ("trial_gpus", "trial_nodes", "trial_cpus")
 
 

@@ -28,18 +28,21 @@ def limit_problems(spec: JobRequest, partition: Partition, group: Group | None =
     group = group or spec.groups[0]
     problems = []
     other = "or submit to another partition (--partition; sinfo lists them)"
-    if group.nodes > partition.total_nodes:
-        problems.append(f"{group.option('nodes')} {group.nodes}: partition {partition.name} has {partition.total_nodes} node(s) in "
-                        f"all; ask for at most {partition.total_nodes}, {other}")
-    elif partition.max_nodes is not None and group.nodes > partition.max_nodes:
-        problems.append(f"{group.option('nodes')} {group.nodes}: partition {partition.name} allows at most {partition.max_nodes} "
-                        f"node(s) per job (MaxNodes); ask for fewer, {other}")
+    # A range must fit by its MIN: Slurm gives it what there is, up to MAX.
+    nodes, asked = group.node_range.least, f"{group.option('nodes')} {group.node_range}"
+    least = f", fewer than its MIN {nodes}" if group.ranged else ""
+    if nodes > partition.total_nodes:
+        problems.append(f"{asked}: partition {partition.name} has {partition.total_nodes} node(s) in all{least}; "
+                        f"ask for at most {partition.total_nodes}, {other}")
+    elif partition.max_nodes is not None and nodes > partition.max_nodes:
+        problems.append(f"{asked}: partition {partition.name} allows at most {partition.max_nodes} node(s) per job "
+                        f"(MaxNodes){least}; ask for fewer, {other}")
     if group.gpus_per_node:
         enough = sum(1 for gpus in partition.node_gpus if gpus >= group.gpus_per_node)
-        if enough < group.nodes:
+        if enough < nodes:
             most = max(partition.node_gpus, default=0)
             problems.append(f"--gpus-per-node {group.gpus_per_node}: partition {partition.name} has {enough} node(s) "
-                            f"with that many GPUs (at most {most} per node), {group.nodes} asked for; ask for fewer "
+                            f"with that many GPUs (at most {most} per node), {nodes} asked for; ask for fewer "
                             f"GPUs or nodes, {other}")
     if spec.time and partition.max_minutes is not None:
         if time_minutes(spec.time) > partition.max_minutes:

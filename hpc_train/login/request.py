@@ -20,6 +20,7 @@ from hpc_train.config import COMMAND_SIGNALS, JOB_STRATEGIES, KERAS_CHOICES
 from hpc_train.container.runtime import RUNTIMES, Container, choose_runtime
 from hpc_train.errors import HpcTrainError
 from hpc_train.login.packing import Pack, PackError, Share, share_of
+from hpc_train.slurm.noderange import NodeRange
 from hpc_train.login.sbatchoptions import dependency_problem, options_problem
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
@@ -74,8 +75,13 @@ class Group:
     # The group's tasks in all, when they need not fill its nodes evenly (sbatch --ntasks: the chief and K ps on
     # M nodes); None: nodes x tasks_per_node.
     ntasks: int | None = None
+    # A node range (--nodes MIN-MAX): each attempt runs on what Slurm gives, from this many up to `nodes`; None: a
+    # fixed size.
+    min_nodes: int | None = None
 
     def __post_init__(self) -> None:
+        if self.min_nodes is not None and not (isinstance(self.min_nodes, int) and 1 <= self.min_nodes <= self.nodes):
+            raise JobSpecError(f"{self.option('nodes')} {self.min_nodes}-{self.nodes}: MIN must be from 1 to MAX")
         _check_counts(((self.option("nodes"), self.nodes, 1), ("--gpus-per-node", self.gpus_per_node, 0),
                        ("--ntasks", self.ntasks, 1), ("--ntasks-per-node", self.cpu_tasks_per_node, 1),
                        ("--cpus-per-task", self.cpus_per_task, 1)))
@@ -104,6 +110,20 @@ class Group:
     @property
     def num_tasks(self) -> int:
         return self.ntasks if self.ntasks is not None else self.nodes * self.tasks_per_node
+
+    @property
+    def node_range(self) -> NodeRange:
+        return NodeRange(self.nodes if self.min_nodes is None else self.min_nodes, self.nodes)
+
+    @property
+    def ranged(self) -> bool:
+        return not self.node_range.fixed
+
+    @property
+    def replicas_per_node(self) -> int:
+        """MultiWorkerMirrored's replicas on a node: one per GPU (a task each, or one task mirroring them), else one
+        per CPU task."""
+        return self.gpus_per_node or self.cpu_tasks_per_node
 
     @property
     def holds_workers(self) -> bool:
@@ -173,15 +193,30 @@ class JobRequest:
             _check_components(self)
         if self.pack is not None:
             _check_pack(self)
+        fewest = sum(group.ntasks or group.node_range.least * group.tasks_per_node for group in self.groups)
+        if self.strategy == "parameter_server" and self.ranged and self.num_ps > fewest - 2:
+            raise JobSpecError(f"--nodes {self.groups[-1].node_range}: at its MIN the job has {fewest} task(s), but 1 "
+                               f"chief + {self.num_ps} ps + 1 worker are {self.num_ps + 2}; raise MIN or lower --num-ps")
+        if any(group.ranged and group.ntasks is not None for group in self.groups):
+            raise JobSpecError("a node range applies to the workers' nodes; give the chief and ps a fixed --ps-nodes")
+        if self.heterogeneous and self.groups[-1].ranged and self.groups[-1].tasks_per_node != 1:
+            raise JobSpecError(f"--nodes {self.groups[-1].node_range} with {self.groups[-1].tasks_per_node} tasks per "
+                               "node: a heterogeneous job's range of workers takes one task per node; add "
+                               "--one-task-per-node, or give a fixed --nodes")
+
+    @property
+    def ranged(self) -> bool:
+        """Whether the job asks for a node range (its worker group's --nodes MIN-MAX)."""
+        return any(group.ranged for group in self.groups)
 
     @classmethod
     def one_group(cls, nodes: int, gpus_per_node: int = 0, one_task_per_node: bool = False,
                   cpu_tasks_per_node: int = 1, partition: str | None = None, constraint: str | None = None,
                   mem: str | None = None, cpus_per_task: int | None = None, exclusive: bool = False,
-                  gres: str | None = None, **job_wide: Any) -> JobRequest:
+                  gres: str | None = None, min_nodes: int | None = None, **job_wide: Any) -> JobRequest:
         """The request of one group of nodes (every job today): the group's settings, then the job's."""
         return cls((Group(nodes, gpus_per_node, one_task_per_node, cpu_tasks_per_node, partition, constraint, mem,
-                          cpus_per_task, exclusive, gres),), **job_wide)
+                          cpus_per_task, exclusive, gres, min_nodes=min_nodes),), **job_wide)
 
     @classmethod
     def parameter_servers(cls, workers: Group, ps_partition: str, ps_nodes: int = 1, num_ps: int = 1,
@@ -230,6 +265,24 @@ class JobRequest:
 
 # Today's one-group request, by the name it had before groups (tests and callers that build one still use it).
 JobSpec = JobRequest.one_group
+
+
+def fixed_global_batch(request: JobRequest, batch_size: int, given: int | None) -> int | None:
+    """The global batch every attempt of a ranged multiworker job trains with (pure): `given` (the global_batch
+    setting), else batch_size x the replicas at MAX nodes; refused in one line when some size of the range cannot
+    divide it among its replicas. None for a fixed size, and for parameter_server, whose step is one worker's batch
+    of batch_size at every size."""
+    if not request.ranged or request.strategy != "multiworker":
+        return given
+    group = request.groups[-1]
+    total = given or batch_size * group.replicas_per_node * group.nodes
+    for size in group.node_range.sizes():
+        replicas = size * group.replicas_per_node
+        if total % replicas:
+            raise JobSpecError(f"--nodes {group.node_range}: a global batch of {total} cannot be shared by the "
+                               f"{replicas} replicas of {size} node(s); set global_batch to a multiple of every "
+                               "size's replicas (--set global_batch=N), or narrow the range")
+    return total
 
 
 def _shape(request: JobRequest) -> str:

@@ -31,9 +31,9 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
     The first group's also hold the job's own (name, account, time, dependency, log, requeue, warning)."""
     group = group or request.groups[0]
     values: dict[str, str | int | bool | None] = {
-        "nodes": group.nodes, "gpus-per-node": group.gpus_per_node or None,
+        "nodes": str(group.node_range), "gpus-per-node": group.gpus_per_node or None,
         # The chief and ps need not fill their nodes evenly: their count in all (Slurm spreads them, block).
-        **({"ntasks": group.ntasks} if group.ntasks is not None else {"ntasks-per-node": group.tasks_per_node}),
+        **({"ntasks": group.ntasks} if group.ntasks is not None else tasks_per_node(group)),
         "cpus-per-task": group.cpus_per_task, "partition": group.partition, "mem": group.mem,
         "constraint": group.constraint, "gres": group.gres, "exclusive": group.exclusive or None,
         # --sbatch's: in every group, so that the whole job has them (a node excluded, a reservation, ...).
@@ -49,6 +49,16 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
             "signal": f"USR1@{request.signal_seconds}" if request.signal_seconds else None,
         }
     return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def tasks_per_node(group: Group) -> dict[str, int]:
+    """A group's tasks on each node. A range leaves --ntasks-per-node out, which would make Slurm 22.05 give it MIN
+    nodes even when more are free: each node is asked for the CPUs of its tasks (--mincpus), and the job body
+    starts the step with as many tasks per node on the nodes the attempt got (injob/body.py)."""
+    if not group.ranged:
+        return {"ntasks-per-node": group.tasks_per_node}
+    cpus = group.tasks_per_node * (group.cpus_per_task or 1)
+    return {"mincpus": cpus} if cpus > 1 else {}
 
 
 def directive_lines(request: JobRequest, first: Mapping[str, str | int | bool] | None = None) -> list[str]:
@@ -132,7 +142,7 @@ def group_summary(group: Group) -> str:
     if group.ntasks is not None:
         where = f" on {group.partition}" if group.partition else ""
         return f"{', '.join(group.roles)}: {group.ntasks} task(s) on {group.nodes} node(s){where}, no GPU"
-    return f"{group.nodes} node(s) x {group.tasks_per_node} task(s), {group.gpus_per_node} GPU(s) per node"
+    return f"{group.node_range} node(s) x {group.tasks_per_node} task(s), {group.gpus_per_node} GPU(s) per node"
 
 
 def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None) -> JobBody:
@@ -141,7 +151,8 @@ def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | Non
     return JobBody(Path("."), spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
                    track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment,
-                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=spec.image())
+                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=spec.image(),
+                   node_range=str(spec.groups[-1].node_range) if spec.ranged else None)
 
 
 def config_lines(config: TrainConfig) -> str:

@@ -31,7 +31,7 @@ from hpc_train.login.provenance import write_provenance
 from hpc_train.runs.state import write_text_atomically
 from hpc_train.runs.folders import (ELEMENT_BATCH_LOG, RANK_LOG_PATTERN, RUNS, JobRecord, element_records,
                                     run_folder)
-from hpc_train.login.script import activation_script, code_lines, config_lines, job_body, job_config
+from hpc_train.login.script import activation_script, code_lines, config_lines, job_body, job_config, tasks_per_node
 from hpc_train.login.snapshot import JobCode
 from hpc_train.login.request import JobRequest, time_minutes
 from hpc_train.login.sweep import Sweep
@@ -61,8 +61,13 @@ def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home:
     if group.gres:
         extra["gres"] = group.gres
     extra |= sbatch_parameters(spec)
+    per_node = tasks_per_node(group)  # a node range: no --ntasks-per-node (script.py says why)
+    extra |= {"mincpus": per_node["mincpus"]} if "mincpus" in per_node else {}
+    # submitit counts its tasks with `nodes` (an int): a range's MIN-MAX reaches the #SBATCH line as an extra.
+    extra |= {"nodes": str(group.node_range)} if group.ranged else {}
     executor.update_parameters(
-        job_name=spec.name, nodes=group.nodes, ntasks_per_node=group.tasks_per_node,
+        job_name=spec.name, nodes=group.nodes,
+        **({"ntasks_per_node": per_node["ntasks-per-node"]} if "ntasks-per-node" in per_node else {}),
         gpus_per_node=group.gpus_per_node or None, cpus_per_task=group.cpus_per_task, partition=group.partition,
         account=spec.account, qos=spec.qos, mem=group.mem, constraint=group.constraint,
         # None leaves --time out: the partition's default applies, not submitit's 5 minutes.

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hpc_train.runs.state import ENDED, STATE_FILE, read_json_object, read_state, write_json_atomically
+from hpc_train.runs.state import ENDED, SIZES, STATE_FILE, read_json_object, read_state, write_json_atomically
 
 NOTES = ".failures"
 # The chief's last step and when (at most every few seconds): how many steps a failure makes the run redo.
@@ -253,3 +253,19 @@ def last_nodes(state: Mapping[str, Any]) -> str:
     ended = ended_attempts(state)
     newest = ended[-1] if ended and ended[-1].get("attempt", 0) >= started.get("number", 0) else started
     return str(newest.get("nodes") or started.get("nodes") or "")
+
+
+
+
+def note_size(state: Mapping[str, Any], number: int, size: int, node_range: str) -> dict[str, Any]:
+    """state.json's fields with attempt `number`'s size added (pure)."""
+    kept = [entry for entry in state.get(SIZES, []) if isinstance(entry, dict) and entry.get("attempt") != number]
+    return {SIZES: [*kept, {"attempt": number, "size": size, "range": node_range}]}
+
+
+def attempt_sizes(state: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """(attempt, `on 3 of 2-4 nodes`) for each attempt of a node range, oldest first (pure)."""
+    found = state.get(SIZES, [])
+    entries = [entry for entry in found if isinstance(entry, dict)] if isinstance(found, list) else []
+    return [(int(entry["attempt"]), f"on {entry['size']} of {entry['range']} nodes") for entry in entries
+            if {"attempt", "size", "range"} <= set(entry)]

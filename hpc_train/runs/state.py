@@ -22,7 +22,9 @@ STATES = ("starting", "running", "stopped", "requeued", "finished", "pruned")
 # Kept from the file when the chief writes a new state: the batch script's (prologue.py, epilogue.py, body.py).
 # The job body's record of each attempt's end (attempts.record_end).
 ENDED = "ended"
-CARRIED = ("attempts", "attempt", "max_retries", ENDED)
+# A node range's attempts, each its size, as their prologues recorded them (attempts.note_size).
+SIZES = "sizes"
+CARRIED = ("attempts", "attempt", "max_retries", ENDED, SIZES)
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
@@ -60,9 +62,16 @@ def read_state(output: Path) -> dict[str, Any]:
     return read_json_object(output / STATE_FILE)
 
 
+# What changes with a job's size (a node range's attempts) while its global batch, and so its training, stays.
+SIZE_KEYS = ("workers", "replicas", "per_replica_batch")
+
+
 def layout_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    """'key a -> b' for each input-layout value that differs from the stopped run's."""
-    return [f"{key} {before[key]} -> {now[key]}" for key in now if key in before and before[key] != now[key]]
+    """'key a -> b' for each input-layout value that differs from the stopped run's; a change of size alone (the
+    same global batch) is none: its global batches are the same (docs/jobs.md, "Node ranges")."""
+    same = "global_batch" in now and before.get("global_batch") == now["global_batch"]
+    return [f"{key} {before[key]} -> {now[key]}" for key in now
+            if key in before and before[key] != now[key] and not (same and key in SIZE_KEYS)]
 
 
 # The job's tracked run (hpc_train/tracking): its id, store, and the last epoch logged. A file of its own, not

@@ -160,6 +160,8 @@ def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[
              *component_lines(record), f"  runs:    {record.what}"]
     if slurm.requeues:
         lines.append(f"  again:   requeued {slurm.requeues} time{'s' if slurm.requeues > 1 else ''}")
+    if sizes := attempts.attempt_sizes(run.state):  # a node range: each attempt's size
+        lines.append("  sizes:   " + "; ".join(f"attempt {number} {words}" for number, words in sizes))
     lines += [f"  history: {line}" for line in history_lines(run, default_max_retries)]
     if run.stacks[0]:  # an attempt hung: where rank 0 was (all of it: hpc-train logs JOBID --stacks)
         lines += [f"  stacks:  rank 0 ({run.stacks[0]}, innermost first; all: hpc-train logs {record.job_id} "
@@ -277,6 +279,8 @@ def list_lines(records: Sequence[JobRecord], states: Mapping[str, str], runs: Ma
         if retries:  # (one parenthesis: "completed (from the run folder, 1 retry)")
             said = f"{retries} {'retry' if retries == 1 else 'retries'}"
             state = f"{state[:-1]}, {said})" if state.endswith(")") else f"{state} ({said})"
+        if sizes := attempts.attempt_sizes(runs[record.job_id].state):  # a node range: the newest attempt's size
+            state = f"{state[:-1]}, {sizes[-1][1]})" if state.endswith(")") else f"{state} ({sizes[-1][1]})"
         rows.append((record.job_id, record.name[:24], state.lower(), record.submitted_text, record.folder))
     return aligned(rows)
 

@@ -57,7 +57,8 @@ class EpochReport(keras.callbacks.Callback):
         values = _figures(logs or {})
         record = {"epoch": epoch + 1, **values, "seconds": round(now - self._started, 3),
                   "training_seconds": round(training_seconds, 3), "images": images,
-                  "images_per_second": round(images / training_seconds, 1)}
+                  "images_per_second": round(images / training_seconds, 1),
+                  **({"nodes": self.summary["nodes"]} if "nodes" in self.summary else {})}  # a node range's size
         self.epochs.append(record)
         shown = "  ".join(f"{name} {value:.4f}" for name, value in values.items())
         self.print_line(f"epoch {epoch + 1}/{self.total_epochs}  {shown}  {record['seconds']:.1f} s  "

@@ -10,6 +10,9 @@ to `model.fit`, because Keras cannot start an epoch part-way through.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from hpc_train.config import ConfigError, replace
 
 
 @dataclass(frozen=True)
@@ -72,3 +75,15 @@ def data_position(batches_done: int, batches_per_pass: int) -> tuple[int, int]:
     if batches_per_pass < 1:
         raise ValueError(f"a pass needs at least one batch, got {batches_per_pass}")
     return divmod(batches_done, batches_per_pass)
+
+
+def replica_batch(config: Any, replicas: int) -> Any:
+    """The config with `batch_size` each replica's share of its `global_batch` (a node range's, fixed at submit, so
+    that every size trains the same: its global batch, steps per epoch and learning-rate schedule); the config as it
+    is without one. One line when `replicas` cannot share it evenly."""
+    if not config.global_batch:
+        return config
+    if config.global_batch % replicas:
+        raise ConfigError(f"global_batch {config.global_batch} cannot be shared by {replicas} replicas; set it to a "
+                          f"multiple of {replicas} (and of every size's replicas, for a node range)")
+    return replace(config, batch_size=config.global_batch // replicas)

@@ -30,12 +30,13 @@ from hpc_train.runs.hparams import tensorboard_dir, write_hparams
 from hpc_train.runs.secret import job_secret
 from hpc_train.runs.stacks import answer_requests
 from hpc_train.runs.state import layout_changes, read_state, write_state
+from hpc_train.slurm.noderange import size_field
 from hpc_train.training import outcome
 from hpc_train.training.lines import Say, log, printer, world
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.paths import RunPaths
 from hpc_train.training.precision import job_precision
-from hpc_train.training.progress import Progress, Stretch, remaining_stretches
+from hpc_train.training.progress import Progress, Stretch, remaining_stretches, replica_batch
 from hpc_train.training.rank import RankInfo, prepare_rank
 from hpc_train.training.rendezvous import meet
 from hpc_train.training.stopping import StopSignals
@@ -102,6 +103,7 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
 
     rank, say = paths.rank, printer(paths.rank)
     strategy = make_strategy(config)
+    config = replica_batch(config, strategy.num_replicas_in_sync)  # a global_batch (a node range's) shared out
     # TensorFlow's coordination service (multi-worker strategies) installs its own SIGTERM handler in C++,
     # which would swallow Slurm's SIGTERM: take the signals back. A step that never returns would hold a stop
     # forever: the watcher ends the process on a second stop or after a grace period (stopping.py).
@@ -274,7 +276,8 @@ def _note_running(config: TrainConfig, shape: Shape, own_fields: dict[str, Any],
                   output: Path) -> None:
     """The chief's state.json: running, with the input layout; a warning when a resumed run's layout changed."""
     layout = {"workers": shape.pipelines.count, "replicas": shape.replicas,
-              "per_replica_batch": config.batch_size, "steps_per_epoch": shape.steps, "task": config.task,
+              "per_replica_batch": config.batch_size, "global_batch": config.batch_size * shape.replicas,
+              "steps_per_epoch": shape.steps, "task": config.task,
               **own_fields, "seed": config.seed}
     changes = layout_changes(read_state(output).get("layout", {}), layout)
     if changes and progress.global_step:
@@ -292,4 +295,4 @@ def _summary(config: TrainConfig, rank: RankInfo, shape: Shape, tf_version: str)
     return {"strategy": config.strategy, "task": config.task, "world_size": world_size,
             "workers": max(1, rank.num_workers), "replicas": shape.replicas, "per_replica_batch": config.batch_size,
             "global_batch": config.batch_size * shape.replicas, "steps_per_epoch": shape.steps,
-            "tensorflow": tf_version, "tf_keras": tf_keras.__version__, "config": applying_settings(config)}
+            **size_field(os.environ), "tensorflow": tf_version, "tf_keras": tf_keras.__version__, "config": applying_settings(config)}

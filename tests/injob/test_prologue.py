@@ -85,3 +85,14 @@ def test_a_new_attempt_is_starting_not_the_last_ones_requeued(tmp_path: Path) ->
     assert before_the_step(tmp_path, {"SLURM_RESTART_COUNT": "1", "SLURM_JOB_NODELIST": "n[1-2]"}, None) == 0
     state = json.loads((tmp_path / "state.json").read_text())
     assert (state["state"], state["max_retries"], state["attempt"]["number"]) == ("starting", 1, 2)
+
+
+def test_the_log_says_why_an_attempt_of_a_range_has_its_size() -> None:
+    from hpc_train.injob.prologue import size_reason
+
+    assert size_reason(4, 4, [], [], 4) == "all 4 it may use were free"
+    assert size_reason(2, 4, [], [], 4) == ("the partition's other nodes were busy with other jobs (Slurm gave what "
+                                            "was free, never below MIN)")
+    assert size_reason(3, 4, ["node1"], [], 3) == ("node1 excluded; no other node of the partition "
+                                                   "can take it (Slurm gave what was free, never below MIN)")
+    assert "node2 down or drained" in size_reason(2, 4, [], ["node2"], 3)

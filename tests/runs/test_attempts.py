@@ -118,3 +118,13 @@ def test_how_a_job_ended_its_time_and_nodes_come_from_its_attempts() -> None:
     assert attempts.how_it_ended(lost) is None and attempts.last_nodes(lost) == "n2"
     assert attempts.seconds_run(lost) == 10.0
     assert attempts.how_it_ended({}) is None and attempts.seconds_run({}) is None and attempts.last_nodes({}) == ""
+
+
+def test_each_attempt_of_a_range_keeps_its_size() -> None:
+    from hpc_train.runs.attempts import attempt_sizes, note_size
+
+    state = {"attempt": {"number": 1}, **note_size({}, 1, 4, "2-4")}
+    state = {**state, **note_size(state, 2, 3, "2-4")}
+    state = {**state, **note_size(state, 2, 2, "2-4")}  # the same attempt's prologue again: its newest word
+    assert attempt_sizes(state) == [(1, "on 4 of 2-4 nodes"), (2, "on 2 of 2-4 nodes")]
+    assert attempt_sizes({"attempt": {"number": 1, "nodes": "n1"}}) == []  # a fixed size: nothing to say

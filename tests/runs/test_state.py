@@ -31,3 +31,22 @@ def test_layout_changes_name_what_differs() -> None:
     before = {"workers": 2, "per_replica_batch": 64, "seed": 0}
     assert layout_changes(before, {"workers": 4, "per_replica_batch": 64, "seed": 0}) == ["workers 2 -> 4"]
     assert layout_changes({}, {"workers": 4}) == []
+
+
+def test_a_change_of_size_with_the_same_global_batch_is_no_change_of_layout() -> None:
+    from hpc_train.runs.state import layout_changes
+
+    before = {"workers": 4, "replicas": 4, "per_replica_batch": 60, "global_batch": 240, "steps_per_epoch": 10}
+    now = {"workers": 3, "replicas": 3, "per_replica_batch": 80, "global_batch": 240, "steps_per_epoch": 10}
+    assert layout_changes(before, now) == []
+    assert layout_changes(before, {**now, "global_batch": 192, "per_replica_batch": 64}) == [
+        "workers 4 -> 3", "replicas 4 -> 3", "per_replica_batch 60 -> 64", "global_batch 240 -> 192"]
+
+
+def test_the_chiefs_state_keeps_each_attempts_size(tmp_path) -> None:
+    from hpc_train.runs.attempts import attempt_sizes, note_size
+    from hpc_train.runs.state import read_state, write_json_atomically, write_state
+
+    write_json_atomically(tmp_path / "state.json", note_size({}, 1, 3, "2-4"))
+    write_state(tmp_path, "running", global_step=0)
+    assert attempt_sizes(read_state(tmp_path)) == [(1, "on 3 of 2-4 nodes")]

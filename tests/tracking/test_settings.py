@@ -141,7 +141,7 @@ def test_asking_for_mlflow_where_it_is_missing_is_one_line_with_the_pip_command(
 
 
 def test_at_submit_a_server_that_does_not_answer_is_a_warning_not_a_refusal(capsys: pytest.CaptureFixture[str]) -> None:
-    from hpc_train.cli.joboptions import check_tracking
+    from hpc_train.cli.trackingoptions import check_tracking
     from tests.tracking.server import dead_uri
 
     if importlib.util.find_spec("mlflow") is None:

@@ -57,3 +57,14 @@ def test_impossible_positions_are_refused() -> None:
 def test_the_position_state_json_records_is_the_step_and_the_epoch_it_falls_in() -> None:
     assert Progress(70, 30).position() == {"global_step": 70, "epochs_done": 2, "step_in_epoch": 10,
                                            "steps_per_epoch": 30}
+
+
+def test_a_global_batch_is_shared_by_the_replicas_of_every_size() -> None:
+    from hpc_train.config import ConfigError, TrainConfig
+    from hpc_train.training.progress import replica_batch
+
+    config = TrainConfig(batch_size=64, global_batch=240)
+    assert [replica_batch(config, replicas).batch_size for replicas in (2, 3, 4)] == [120, 80, 60]
+    assert replica_batch(TrainConfig(batch_size=64), 3).batch_size == 64  # none: batch_size per replica, as today
+    with pytest.raises(ConfigError, match="global_batch 240 cannot be shared by 7 replicas"):
+        replica_batch(config, 7)

@@ -70,3 +70,16 @@ def test_the_training_stream_says_it_is_endless() -> None:
     images, labels = labelled_images()
     dataset = training_dataset_fn(images, labels, per_replica_batch=3, seed=0, batches_done=2)(None)
     assert dataset.cardinality().numpy() == tf.data.INFINITE_CARDINALITY
+
+
+@pytest.mark.parametrize("steps_done", [0, 5])
+def test_every_global_step_reads_the_same_images_at_every_size(steps_done: int) -> None:
+    """A node range's attempts share one global batch of 12 among 1, 2, 3 or 4 workers: global step s reads the same
+    12 images at every size, also after a resume at another size (3 passes: the pass boundary is the same)."""
+    steps = 8  # 40 images: 3 global batches of 12 a pass
+    by_size = {}
+    for workers in (1, 2, 3, 4):
+        shares = [batches(workers, worker, steps, steps_done, batch=12 // workers) for worker in range(workers)]
+        by_size[workers] = [sorted(label for share in shares for label in share[step]) for step in range(steps)]
+    assert by_size[1] == by_size[2] == by_size[3] == by_size[4]
+    assert all(len(set(step)) == 12 for step in by_size[1])
