@@ -1,0 +1,145 @@
+"""A packed sweep against the same sweep as job arrays, on a local cluster with fake GPUs and accounting.
+
+It brings up its own cluster (2 nodes x 4 fake GPUs, slurmdbd and MariaDB, in /tmp/hpc-train-bench-pack, nodes
+pk[1-2], free ports from 7617), turns on AccountingStorageEnforce=limits,qos and gives root a QOS with
+MaxJobsPerUser=2 (a site's limit on running jobs), then runs the same 8 one-GPU trials (`sleep S` in Python, S
+from the swept value), one run after the other:
+  pack:            submit --pack --nodes 2 --gpus-per-node 4 --trial-gpus 1 --sweep seed=...
+  array, 1 GPU:    submit --nodes 1 --gpus-per-node 1 --sweep seed=...
+  array, 1 node:   submit --nodes 1 --gpus-per-node 4 --sweep seed=...   (rank 0 works, ranks 1-3 exit at once)
+and prints a Markdown row each: wall time from submit to the last trial's end, the GPU hours Slurm accounted
+(sacct -X AllocTRES gres/gpu x ElapsedRaw, every element) and the idle GPU share (1 - the trials' own
+GPU-seconds / the accounted GPU-seconds). It brings the cluster down at the end.
+
+    .venv/bin/python benchmarks/packed_vs_arrays.py          # as root; a few minutes
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from hpc_train.localslurm import control
+from hpc_train.localslurm.spec import LocalCluster
+
+CLUSTER = LocalCluster(Path("/tmp/hpc-train-bench-pack"), nodes="pk[1-2]", cpus=4, gpus_per_node=4,
+                       accounting=True, controller_port=7617)
+SECONDS = (20, 30, 25, 22, 28, 24, 26, 21)  # 8 trials of 20-30 s
+MAX_RUNNING_JOBS = 2
+# Rank 0 of a trial sleeps and records when it ran; any other rank (the whole-node array's 1-3) leaves at once,
+# so every trial uses one GPU whatever it was given.
+TRIAL = """\
+import os, sys, time
+if os.environ.get("SLURM_PROCID", "0") != "0":
+    sys.exit(0)
+start = time.time()
+time.sleep(float(sys.argv[2]))
+with open(sys.argv[1], "a") as out:
+    out.write(f"{start} {time.time()}\\n")
+"""
+RUNS = (
+    ("packed: one job, 2 nodes x 4 GPUs, `--pack --trial-gpus 1`",
+     ["--pack", "--nodes", "2", "--gpus-per-node", "4", "--trial-gpus", "1"]),
+    ("job array of one-GPU elements (`--nodes 1 --gpus-per-node 1`)", ["--nodes", "1", "--gpus-per-node", "1"]),
+    ("job array of whole-node elements (`--nodes 1 --gpus-per-node 4`)", ["--nodes", "1", "--gpus-per-node", "4"]),
+)
+
+
+def slurm(env: dict[str, str], *args: str) -> str:
+    return subprocess.run(list(args), env=env, capture_output=True, text=True, check=True).stdout
+
+
+def enforce_limit(env: dict[str, str]) -> str:
+    """AccountingStorageEnforce=limits,qos (slurmctld restarted to read it) and root under a QOS of at most
+    MAX_RUNNING_JOBS running jobs; returns what slurmctld then reports, to be shown beside the figures."""
+    conf = CLUSTER_PLACED.conf
+    text = conf.read_text()
+    if "AccountingStorageEnforce" not in text:
+        conf.write_text(text + "AccountingStorageEnforce=limits,qos\n")
+    # add fails where an earlier run left them in the cluster's database: modify then sets them all the same
+    subprocess.run(["sacctmgr", "-i", "add", "qos", "bench2"], env=env, capture_output=True)
+    slurm(env, "sacctmgr", "-i", "modify", "qos", "bench2", "set", f"MaxJobsPerUser={MAX_RUNNING_JOBS}")
+    subprocess.run(["sacctmgr", "-i", "add", "account", "bench", "cluster=hpctrain"], env=env, capture_output=True)
+    subprocess.run(["sacctmgr", "-i", "add", "user", "root", "account=bench", "qos=bench2", "defaultqos=bench2"],
+                   env=env, capture_output=True)
+    slurm(env, "sacctmgr", "-i", "modify", "user", "root", "set", "qos=bench2", "defaultqos=bench2")
+    pid = int(CLUSTER_PLACED.pid_file("slurmctld").read_text())
+    os.kill(pid, 15)  # AccountingStorageEnforce is read at slurmctld's start
+    while Path(f"/proc/{pid}").exists():
+        time.sleep(0.2)
+    subprocess.run(["slurmctld", "-f", str(conf)], env=env, check=True)
+    deadline = time.monotonic() + 60
+    # Until the slurmds register again their nodes are UNKNOWN, and a job asking for them is refused.
+    while subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True).stdout.split() \
+            != ["idle"]:
+        if time.monotonic() > deadline:
+            sys.exit("slurmctld did not come back with its nodes idle")
+        time.sleep(0.5)
+    enforce = re.search(r"AccountingStorageEnforce\s*=\s*(\S+)", slurm(env, "scontrol", "show", "config"))
+    qos = slurm(env, "sacctmgr", "-n", "-P", "show", "assoc", "user=root", "format=User,QOS,DefaultQOS").split()[0]
+    limit = slurm(env, "sacctmgr", "-n", "-P", "show", "qos", "bench2", "format=Name,MaxJobsPU").strip()
+    return f"AccountingStorageEnforce={enforce.group(1) if enforce else '?'}; root: {qos}; qos: {limit}"
+
+
+def accounted(env: dict[str, str], job_id: str) -> int:
+    """GPU-seconds sacct accounted to the job: every element's gres/gpu x ElapsedRaw."""
+    total = 0
+    for line in slurm(env, "sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,ElapsedRaw,AllocTRES").splitlines():
+        _, elapsed, tres = line.split("|")
+        gpus = re.search(r"gres/gpu=(\d+)", tres)
+        total += int(gpus.group(1)) * int(elapsed or 0) if gpus else 0
+    return total
+
+
+def run(env: dict[str, str], workdir: Path, label: str, args: list[str]) -> tuple[str, float, float, float, str]:
+    results = workdir / f"results-{len(list(workdir.glob('results-*')))}.txt"
+    sweep = "seed=" + ",".join(str(s) for s in SECONDS)
+    began = time.time()
+    out = subprocess.run([sys.executable, "-m", "hpc_train", "submit", "--name", "bench", "--no-snapshot", *args,
+                          "--sweep", sweep, "--", sys.executable, str(workdir / "trial.py"), str(results),
+                          "{seed}"], cwd=workdir, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"submit failed: {out.stderr}")
+    job_id = out.stdout.split()[0].split("_")[0]
+    most_running = 0
+    while queued := slurm(env, "squeue", "-h", "-j", job_id, "-o", "%T").split():
+        most_running = max(most_running, queued.count("RUNNING"))
+        time.sleep(1)
+    time.sleep(5)  # slurmdbd takes the last records a moment after the jobs end
+    spans = [tuple(map(float, line.split())) for line in results.read_text().splitlines()]
+    if len(spans) != len(SECONDS):
+        sys.exit(f"{label}: {len(spans)} trials of {len(SECONDS)} recorded a result (job {job_id})")
+    used = sum(end - start for start, end in spans)  # one GPU each
+    gpu_seconds = accounted(env, job_id)
+    wall = max(end for _, end in spans) - began
+    return label, wall, gpu_seconds / 3600, 1 - used / gpu_seconds, f"job {job_id}, at most {most_running} running"
+
+
+def main() -> None:
+    global CLUSTER_PLACED
+    CLUSTER_PLACED = control.placed(CLUSTER)
+    control.up(CLUSTER_PLACED)
+    env = {**control.slurm_env(CLUSTER_PLACED), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    try:
+        print(enforce_limit(env), flush=True)
+        workdir = Path(tempfile.mkdtemp(prefix="hpc-train-bench-pack-"))
+        (workdir / "trial.py").write_text(TRIAL)
+        rows = [run(env, workdir, label, args) for label, args in RUNS]
+        print(f"trials: {len(SECONDS)} x 1 GPU, sleeping {SECONDS} s ({sum(SECONDS)} GPU-seconds of work)")
+        print("| run | wall time, submit to last result | GPU hours accounted (sacct AllocTRES) | idle GPU share | |")
+        print("|---|---|---|---|---|")
+        for label, wall, hours, idle, note in rows:
+            print(f"| {label} | {wall:.0f} s | {hours:.3f} | {100 * idle:.0f}% | {note} |", flush=True)
+    finally:
+        control.down(CLUSTER_PLACED)
+
+
+CLUSTER_PLACED = CLUSTER
+
+if __name__ == "__main__":
+    main()
