@@ -29,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 from hpc_train.localslurm import control  # noqa: E402
 from hpc_train.localslurm.spec import LocalCluster  # noqa: E402
 from hpc_train.runs.metrics import read_metrics  # noqa: E402
+from hpc_train.runs.attempts import recorded  # noqa: E402
+from hpc_train.runs.state import read_state  # noqa: E402
 from tests.e2e.jobs import FINAL_STATES, job_state, rank_pid  # noqa: E402
 from tests.fake_slurm import without_slurm  # noqa: E402
 
@@ -115,7 +117,10 @@ def result(label: str, workdir: Path, job: str, submitted: float, ended: float, 
     # Each attempt's start line: `hpc-train: job 6 (restart 1) on rg[1,3], 2 tasks, on 2 of 2-3 nodes; ...`.
     sizes = [f"{tasks} tasks on {nodes}" for nodes, tasks in
              re.findall(r"hpc-train: job \d+(?: \(restart \d+\))? on (\S+), (\d+) tasks[,;]", log)]
-    row = {"label": label, "job": job, "state": state, "seconds": round(ended - submitted, 1),
+    # A retry's cost: from the failure to the next attempt's start, and the steps trained again.
+    retries = [(attempt.get("seconds_lost"), attempt.get("steps_redone"))
+               for attempt in (recorded(read_state(run)) if run is not None else [])]
+    row = {"label": label, "job": job, "state": state, "seconds": round(ended - submitted, 1), "retries": retries,
            "final_val_accuracy": metrics.get("totals", {}).get("final_val_accuracy"),
            "epochs": len(metrics.get("epochs", [])), "sizes": sizes, **(extra or {})}
     print(json.dumps(row), flush=True)
@@ -153,13 +158,14 @@ def part_b(env: dict[str, str], workdir: Path, hold_seconds: int, epochs: int) -
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| job | request | submit to result | final val accuracy | epochs | each attempt |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| job | request | submit to result | final val accuracy | epochs | each attempt | retry: lost, redone |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         accuracy = row["final_val_accuracy"]
         lines.append(f"| {row['label']} | `--nodes {row['nodes']}` | {row['seconds']:.0f} s | "
                      f"{accuracy if accuracy is None else f'{accuracy:.4f}'} | {row['epochs']} | "
-                     f"{'; '.join(row['sizes']) or '-'} |")
+                     f"{'; '.join(row['sizes']) or '-'} | "
+                     f"{'; '.join(f'{lost:.0f} s, {redone} steps' for lost, redone in row['retries']) or '-'} |")
     return "\n".join(lines)
 
 
