@@ -127,31 +127,22 @@ def result(label: str, workdir: Path, job: str, submitted: float, ended: float, 
     return row
 
 
-def part_a(env: dict[str, str], workdir: Path, hold_seconds: int, epochs: int) -> list[dict]:
+def compare(env: dict[str, str], workdir: Path, jobs: tuple[tuple[str, str, int], ...], held: str,
+            hold_seconds: int, epochs: int, lose_a_rank: bool) -> list[dict]:
+    """Each (label, --nodes, batch a replica) in turn, submitted once a fresh holder of `held` runs; with
+    `lose_a_rank`, rank 1 is killed as soon as the job's first checkpoint exists."""
     rows = []
-    for label, nodes, batch in (("A1", "4", 60), ("A2", "2-4", 60)):
-        holder, _ = hold(env, "rg[1-2]", hold_seconds)
+    for label, nodes, batch in jobs:
+        holder, hold_ends = hold(env, held, hold_seconds)
         job, submitted = submit(env, workdir, nodes, batch, epochs)
+        extra: dict = {"nodes": nodes}
+        if lose_a_rank:
+            first_checkpoint(workdir, job, env)
+            killed = kill_rank(job, 1)
+            extra |= {"killed_at": round(killed - submitted, 1), "hold_left_at_kill": round(hold_ends - killed, 1)}
         state, ended = wait_end(job, env)
         subprocess.run(["scancel", holder], env=env)
-        rows.append(result(label, workdir, job, submitted, ended, state, {"nodes": nodes}))
-        while job_state(holder, env)[0] not in FINAL_STATES | {"UNKNOWN"}:
-            time.sleep(0.5)
-    return rows
-
-
-def part_b(env: dict[str, str], workdir: Path, hold_seconds: int, epochs: int) -> list[dict]:
-    rows = []
-    for label, nodes, batch in (("B1", "3", 80), ("B2", "2-3", 80)):
-        holder, hold_ends = hold(env, "rg4", hold_seconds)
-        job, submitted = submit(env, workdir, nodes, batch, epochs)
-        first_checkpoint(workdir, job, env)
-        killed = kill_rank(job, 1)
-        state, ended = wait_end(job, env)
-        subprocess.run(["scancel", holder], env=env)
-        rows.append(result(label, workdir, job, submitted, ended, state,
-                           {"nodes": nodes, "killed_at": round(killed - submitted, 1),
-                            "hold_left_at_kill": round(hold_ends - killed, 1)}))
+        rows.append(result(label, workdir, job, submitted, ended, state, extra))
         while job_state(holder, env)[0] not in FINAL_STATES | {"UNKNOWN"}:
             time.sleep(0.5)
     return rows
@@ -185,9 +176,11 @@ def main() -> None:
         workdir = Path(tempfile.mkdtemp(prefix="bench-range-"))  # kept: the jobs' logs and runs, to look into
         print(f"jobs in {workdir}", flush=True)
         if args.part in ("a", "both"):
-            rows += part_a(env, workdir, args.hold_seconds, args.epochs_a)
+            rows += compare(env, workdir, (("A1", "4", 60), ("A2", "2-4", 60)), "rg[1-2]", args.hold_seconds,
+                            args.epochs_a, lose_a_rank=False)
         if args.part in ("b", "both"):
-            rows += part_b(env, workdir, args.hold_seconds, args.epochs_b)
+            rows += compare(env, workdir, (("B1", "3", 80), ("B2", "2-3", 80)), "rg4", args.hold_seconds,
+                            args.epochs_b, lose_a_rank=True)
     finally:
         if not args.keep_up:
             control.down(cluster)
