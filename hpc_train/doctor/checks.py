@@ -168,9 +168,11 @@ def run_step(slurm: SlurmClient, partition: Partition, nodes: int, data_dir: str
         return reports, f"the step did not end within {wait_seconds + 300} s"
     if returncode == 0:
         return reports, ""
-    # (a rank's own line, or the node's word that the runtime is not there, says more than srun's last line)
-    telling = [line for line in said if "execve()" in line or "hpc-train" in line]
-    return reports, telling[0] if telling else said[-1] if said else f"exit code {returncode}"
+    # The node's word that a container runtime is not there says most; a warning (a rank's check-in without a
+    # job secret) says nothing of why the step failed; else srun's (or a rank's) last line.
+    missing = [line for line in said if "execve()" in line]
+    telling = missing or [line for line in said if "warning:" not in line][-1:] or said[-1:]
+    return reports, telling[0] if telling else f"exit code {returncode}"
 
 
 def try_from_here(address: str, timeout: float = OUTSIDE_SECONDS) -> str:
@@ -189,7 +191,7 @@ def try_from_here(address: str, timeout: float = OUTSIDE_SECONDS) -> str:
 def outside_check(reports: Sequence[dict]) -> Check:
     """Whether a job's ports on the nodes take connections from this host, outside the job (pure): a warning when
     they do, since anyone who reaches them can run TensorFlow graphs there as the job's user."""
-    tried = [(report["address"], report["outside"]) for report in reports if "outside" in report]
+    tried = sorted((report["address"], report["outside"]) for report in reports if "outside" in report)
     if not tried:
         return Check("outside", True, "not tried (no rank listened on its port)", warn=True)
     open_ = [address for address, found in tried if found == "accepted"]

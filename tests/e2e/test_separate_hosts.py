@@ -100,9 +100,12 @@ def test_each_slurmd_runs_in_its_own_namespace_at_its_own_address(hosts_cluster:
         assert pid is not None
         identified = subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True)
         assert identified.stdout.strip() == host.namespace
+    # The subnet follows the controller's port, which moves off a taken one (control.placed): read it from the plan.
+    subnet = hosts_cluster.network.bridge_address.rsplit(".", 1)[0]
+    assert subnet.startswith("10.250.")
     assert made_by(hosts_cluster)["hosts lines"] == [
-        f"10.250.205.2 host3 {HOSTS_MARK} {hosts_cluster.directory}",
-        f"10.250.205.3 host4 {HOSTS_MARK} {hosts_cluster.directory}"]
+        f"{subnet}.2 host3 {HOSTS_MARK} {hosts_cluster.directory}",
+        f"{subnet}.3 host4 {HOSTS_MARK} {hosts_cluster.directory}"]
 
 
 def test_a_task_reaches_its_peer_by_name_but_not_on_localhost(hosts_cluster: LocalCluster, tmp_path: Path) -> None:
