@@ -24,11 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also check the partition a parameter-server job's chief and ps go to (submit "
                              "--ps-partition: one heterogeneous job)")
     parser.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes in the test step (default 2)")
-    parser.add_argument("--container", default=None, metavar="IMAGE",
-                        help="run the test step's ranks in this image, as a job's (docs/containers.md): is the "
-                             "runtime on the nodes, and does a rank start inside?")
-    parser.add_argument("--container-runtime", default=None, metavar="{apptainer,pyxis,charliecloud}",
-                        help="the runtime of --container's image (default: the image says)")
+    from hpc_train.cli.joboptions import add_container_arguments
+
+    add_container_arguments(parser, "run the test step's ranks in this image, as a job's (docs/containers.md): is "
+                                    "the runtime on the nodes, and does a rank start inside?")
     parser.add_argument("--wait", type=int, default=120, metavar="S",
                         help="seconds the test step may wait for nodes (srun --immediate; default 120)")
 

@@ -44,11 +44,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="any sbatch option without a flag here, in every group of the job (repeatable; a "
                              "flag alone: --sbatch contiguous); e.g. --sbatch reservation=maint --sbatch "
                              "exclude=node3 --sbatch mail-user=me@example.org --sbatch mail-type=END")
-    parser.add_argument("--container", default=None, metavar="IMAGE",
-                        help="run every rank in this image, the job body outside (docs/containers.md): a .sif or "
-                             "a sandbox (Apptainer), a .sqsh or a registry name (Pyxis), or --container-runtime's")
-    parser.add_argument("--container-runtime", default=None, metavar="{apptainer,pyxis,charliecloud}",
-                        help="the runtime that runs --container's image (default: the image says)")
+    add_container_arguments(parser, "run every rank in this image, the job body outside (docs/containers.md): a "
+                                    ".sif or a sandbox (Apptainer), a .sqsh or a registry name (Pyxis), or "
+                                    "--container-runtime's")
     parser.add_argument("--signal-seconds", type=int, default=120, metavar="S",
                         help="warn the tasks S seconds before the time limit: they checkpoint and requeue the job "
                              "(default 120; 0: no warning)")
@@ -93,6 +91,13 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the job activates: a project root (its env/activate.sh) or a virtual "
                              "environment (its bin/activate); default: render, this checkout, else this "
                              "environment; submit, this very Python")
+
+
+def add_container_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """--container IMAGE (`what` it does for this verb) and --container-runtime: submit's, render's, doctor's."""
+    parser.add_argument("--container", default=None, metavar="IMAGE", help=what)
+    parser.add_argument("--container-runtime", default=None, metavar="{apptainer,pyxis,charliecloud}",
+                        help="the runtime of --container's image (default: the image says)")
 
 
 def add_pack_arguments(parser: argparse.ArgumentParser) -> None:

@@ -184,47 +184,31 @@ def run(args: argparse.Namespace) -> int:
 
 def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig, sweep: Sweep, home: str,
                   code: JobCode | None, runs: Path) -> int:
-    """One sbatch of one job array; --dry-run shows the elements and the script instead."""
-    import sys
-
-    from hpc_train.login import submission as submit
-    from hpc_train.login.sweep import table
-
-    shown = "\n".join([f"hpc-train submit: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s):",
-                       *(f"  {row}" for row in table(sweep))])
-    if spec.pack is not None:
-        return _submit_pack(args, spec, train, sweep, home, code, runs)
-    if args.dry_run:
-        print(shown)
-        print(submit.sweep_script(spec, train, sweep, args.max_parallel, home, runs, args.command, code), end="")
-        return 0
-    record = submit.submit_sweep(spec, train, sweep, args.max_parallel, home, runs, args.command, code)
-    print(shown, file=sys.stderr)  # once submitted: a refusal stays one line
-    _say_submitted(record.job_id, f"hpc-train submit: sweep {record.job_id} ({len(sweep)} elements, "
-                   f"runs/{record.name}-{record.job_id}_I/); follow it with: hpc-train status {record.job_id}")
-    return 0
-
-
-def _submit_pack(args: argparse.Namespace, spec: JobRequest, train: TrainConfig, sweep: Sweep, home: str,
-                 code: JobCode | None, runs: Path) -> int:
-    """One sbatch of one job whose trials run inside it (--pack); --dry-run shows the trials and the script."""
+    """One sbatch: a job array, or with --pack one job whose trials run inside it; --dry-run shows the elements
+    (or trials) and the script instead."""
     import sys
 
     from hpc_train.login import submission as submit
     from hpc_train.login.packscript import pack_summary, render_pack
     from hpc_train.login.sweep import table
 
-    shown = "\n".join([f"hpc-train submit: {pack_summary(spec, sweep, args.max_parallel)}:",
-                       *(f"  {row}" for row in table(sweep))])
+    packed = spec.pack is not None
+    heading = (pack_summary(spec, sweep, args.max_parallel) if packed
+               else f"a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s)")
+    shown = "\n".join([f"hpc-train submit: {heading}:", *(f"  {row}" for row in table(sweep))])
     if args.dry_run:
         print(shown)
         print(render_pack(spec, train, home, sweep, runs_dir=str(runs.absolute()), command=args.command,
-                          max_parallel=args.max_parallel, code=code), end="")
+                          max_parallel=args.max_parallel, code=code) if packed else
+              submit.sweep_script(spec, train, sweep, args.max_parallel, home, runs, args.command, code), end="")
         return 0
-    record = submit.submit_pack(spec, train, sweep, args.max_parallel, home, runs, args.command, code)
-    print(shown, file=sys.stderr)
-    _say_submitted(record.job_id, f"hpc-train submit: packed sweep {record.job_id} ({len(sweep)} trials, "
-                   f"runs/{record.name}-{record.job_id}_I/); follow it with: hpc-train status {record.job_id}")
+    record = (submit.submit_pack if packed else submit.submit_sweep)(spec, train, sweep, args.max_parallel, home,
+                                                                    runs, args.command, code)
+    print(shown, file=sys.stderr)  # once submitted: a refusal stays one line
+    what = f"packed sweep {record.job_id} ({len(sweep)} trials" if packed else \
+        f"sweep {record.job_id} ({len(sweep)} elements"
+    _say_submitted(record.job_id, f"hpc-train submit: {what}, runs/{record.name}-{record.job_id}_I/); follow it "
+                   f"with: hpc-train status {record.job_id}")
     return 0
 
 
