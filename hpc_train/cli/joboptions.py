@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 
@@ -137,7 +138,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config
     from hpc_train.config import replace as replace_config
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.request import Group, fixed_global_batch, project_name
+    from hpc_train.login.request import Group, fixed_global_batch, global_batch_note, project_name
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
         raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
@@ -172,6 +173,9 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
                     **slurm_options(args))
     spec = parameter_servers_request(args, group, job_wide)
     if not getattr(args, "command", None):  # the trainer's: the same global batch at every size of a range (request.py)
+        note = global_batch_note(spec, train.batch_size, train.global_batch)
+        if note:
+            print(f"hpc-train: note: {note}", file=sys.stderr)
         train = replace_config(train, global_batch=fixed_global_batch(spec, train.batch_size, train.global_batch))
     _check_task_file(train.task)
     home = args.home or default_home()

@@ -11,6 +11,7 @@ workers in group 1, each group a block of #SBATCH lines (`#SBATCH hetjob` betwee
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -269,20 +270,37 @@ JobSpec = JobRequest.one_group
 
 def fixed_global_batch(request: JobRequest, batch_size: int, given: int | None) -> int | None:
     """The global batch every attempt of a ranged multiworker job trains with (pure): `given` (the global_batch
-    setting), else batch_size x the replicas at MAX nodes; refused in one line when some size of the range cannot
-    divide it among its replicas. None for a fixed size, and for parameter_server, whose step is one worker's batch
-    of batch_size at every size."""
+    setting), refused in one line when some size of the range cannot divide it among its replicas; else batch_size x
+    the replicas at MAX nodes, rounded up to the next batch every size shares evenly (global_batch_note says so).
+    None for a fixed size, and for parameter_server, whose step is one worker's batch of batch_size at every size."""
     if not request.ranged or request.strategy != "multiworker":
         return given
     group = request.groups[-1]
-    total = given or batch_size * group.replicas_per_node * group.nodes
+    if given is None:
+        every_size = math.lcm(*(size * group.replicas_per_node for size in group.node_range.sizes()))
+        return -(-batch_size * group.replicas_per_node * group.nodes // every_size) * every_size
     for size in group.node_range.sizes():
         replicas = size * group.replicas_per_node
-        if total % replicas:
-            raise JobSpecError(f"--nodes {group.node_range}: a global batch of {total} cannot be shared by the "
+        if given % replicas:
+            raise JobSpecError(f"--nodes {group.node_range}: a global batch of {given} cannot be shared by the "
                                f"{replicas} replicas of {size} node(s); set global_batch to a multiple of every "
                                "size's replicas (--set global_batch=N), or narrow the range")
-    return total
+    return given
+
+
+def global_batch_note(request: JobRequest, batch_size: int, given: int | None) -> str | None:
+    """One line when fixed_global_batch rounded the range's global batch up from batch_size x the replicas at MAX
+    (none was given): what it is, what each size's replicas get, and how to choose it."""
+    total = fixed_global_batch(request, batch_size, given)
+    if given is not None or total is None:
+        return None
+    group = request.groups[-1]
+    at_most = group.replicas_per_node * group.nodes
+    if total == batch_size * at_most:
+        return None
+    shares = ", ".join(f"{total // (size * group.replicas_per_node)} on {size}" for size in group.node_range.sizes())
+    return (f"--nodes {group.node_range}: the global batch is {total}, not {batch_size} x {at_most} replicas, so "
+            f"that every size shares it evenly (per replica: {shares} node(s)); --set global_batch=N chooses it")
 
 
 def _shape(request: JobRequest) -> str:

@@ -13,8 +13,8 @@ from tests.cli.running import run_main
 @pytest.mark.parametrize("args, said", [
     (["--nodes", "4-2"], "--nodes 4-2: MIN 4 is more than MAX 2; write the range as 2-4"),
     (["--nodes", "0-2"], "--nodes 0-2: a job needs at least 1 node"),
-    (["--nodes", "2-4", "--set", "batch_size=64"], "--nodes 2-4: a global batch of 256 cannot be shared by the 3 "
-                                                   "replicas of 3 node(s)"),
+    (["--nodes", "2-4", "--set", "global_batch=256"], "--nodes 2-4: a global batch of 256 cannot be shared by the 3 "
+                                                      "replicas of 3 node(s)"),
     ([], "--nodes N (or MIN-MAX) is required"),
 ])
 def test_a_bad_range_is_one_line_and_nothing_is_written(args: list[str], said: str, tmp_path: Path,
@@ -47,3 +47,15 @@ def test_a_range_renders_as_min_max_with_its_global_batch_and_the_yaml_may_give_
     assert "global_batch: 240\n" in text and "--node-range 2-4" in text
     code, _, err = run_main(["render", "--config", str(config), "--nodes", "3", "-o", str(output)], capsys)
     assert code == 0 and "#SBATCH --nodes=3\n" in output.read_text() and "global_batch: null" in output.read_text()
+
+
+def test_a_range_with_the_default_batch_renders_with_its_batch_rounded_up_and_one_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "job.sbatch"
+    code, _, err = run_main(["render", "--nodes", "2-4", "-o", str(output)], capsys)
+    assert code == 0, err
+    assert "global_batch: 264\n" in output.read_text()  # the default 64 x 4 = 256 is not shared by 3 nodes
+    [note] = [line for line in err.splitlines() if "note:" in line]
+    assert note == ("hpc-train: note: --nodes 2-4: the global batch is 264, not 64 x 4 replicas, so that every size "
+                    "shares it evenly (per replica: 132 on 2, 88 on 3, 66 on 4 node(s)); --set global_batch=N "
+                    "chooses it")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hpc_train.login.partitions import Partition
 from hpc_train.login.preflight import limit_problems
-from hpc_train.login.request import Group, JobRequest, JobSpec, JobSpecError, fixed_global_batch
+from hpc_train.login.request import Group, JobRequest, JobSpec, JobSpecError, fixed_global_batch, global_batch_note
 from hpc_train.login.script import directive_lines, job_body, tasks_per_node
 from hpc_train.config import TrainConfig
 
@@ -41,16 +45,43 @@ def test_min_must_be_from_1_to_max() -> None:
 def test_the_global_batch_is_fixed_at_max_and_every_size_must_divide_it() -> None:
     ranged = JobSpec(nodes=4, min_nodes=2)
     assert fixed_global_batch(ranged, 60, None) == 240  # 60 x 4 replicas: 120 on 2, 80 on 3, 60 on 4
+    assert global_batch_note(ranged, 60, None) is None  # nothing rounded: nothing to say
     assert fixed_global_batch(JobSpec(nodes=4), 64, None) is None  # a fixed size: batch_size x replicas, as today
     assert fixed_global_batch(JobSpec(nodes=4, min_nodes=2, gpus_per_node=2), 30, None) == 240  # 8 replicas at MAX
+    assert fixed_global_batch(ranged, 64, 120) == 120  # given: kept, when every size divides it
+    assert global_batch_note(ranged, 64, 120) is None
     with pytest.raises(JobSpecError) as error:
-        fixed_global_batch(ranged, 64, None)  # 256: 3 nodes cannot share it
+        fixed_global_batch(ranged, 64, 256)  # given: 3 nodes cannot share it, and the user chose it
     assert str(error.value) == ("--nodes 2-4: a global batch of 256 cannot be shared by the 3 replicas of 3 node(s); "
                                 "set global_batch to a multiple of every size's replicas (--set global_batch=N), or "
                                 "narrow the range")
-    assert fixed_global_batch(ranged, 64, 120) == 120  # given: kept, when every size divides it
     ps = JobSpec(nodes=4, min_nodes=3, strategy="parameter_server")
     assert fixed_global_batch(ps, 64, None) is None  # a ps step is one worker's batch at every size
+    assert global_batch_note(ps, 64, None) is None
+
+
+def test_a_derived_global_batch_is_rounded_up_to_one_every_size_shares_and_said() -> None:
+    ranged = JobSpec(nodes=4, min_nodes=2)
+    assert fixed_global_batch(ranged, 64, None) == 264  # 256 rounded up to a multiple of 2, 3 and 4 replicas
+    assert global_batch_note(ranged, 64, None) == (
+        "--nodes 2-4: the global batch is 264, not 64 x 4 replicas, so that every size shares it evenly (per replica: "
+        "132 on 2, 88 on 3, 66 on 4 node(s)); --set global_batch=N chooses it")
+    gpus = JobSpec(nodes=3, min_nodes=2, gpus_per_node=2)
+    assert fixed_global_batch(gpus, 64, None) == 384  # 6 replicas at MAX: 384 = 96 x 4 = 64 x 6, already shared
+
+
+@given(least=st.integers(1, 6), extra=st.integers(0, 4), gpus=st.integers(0, 4), batch=st.integers(1, 300))
+def test_a_derived_global_batch_is_the_smallest_every_size_shares_from_max(least: int, extra: int, gpus: int,
+                                                                            batch: int) -> None:
+    request = JobSpec(nodes=least + extra, min_nodes=least, gpus_per_node=gpus)
+    total = fixed_global_batch(request, batch, None)
+    if not request.ranged:
+        assert total is None
+        return
+    replicas = [size * request.group.replicas_per_node for size in range(least, least + extra + 1)]
+    assert all(total % count == 0 for count in replicas)
+    at_max = batch * replicas[-1]
+    assert at_max <= total < at_max + math.lcm(*replicas)
 
 
 def test_a_range_fits_a_partition_by_its_min() -> None:
