@@ -36,48 +36,63 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
-# The tests that run on the one local Slurm cluster (tests/e2e and the demo's): under pytest-xdist (env/test.sh runs
-# a worker per core) they run together in one worker, in order, as they would alone; the rest share the workers.
+# The tests that run on a local Slurm cluster (tests/e2e and the demo's), in two groups that never share a cluster:
+# the session's one cluster (tests/e2e/conftest.py) and the files that bring up clusters of their own. Under
+# pytest-xdist (env/test.sh runs a worker per core) each group runs in one worker, in order, as it would alone, the
+# two groups side by side; the rest share the workers.
 ON_THE_LOCAL_CLUSTER = ("tests/e2e/", "tests/test_demo.py")
+ON_CLUSTERS_OF_THEIR_OWN = ("tests/test_demo.py", "tests/e2e/test_accounting.py", "tests/e2e/test_heterogeneous.py",
+                            "tests/e2e/test_local_cluster.py", "tests/e2e/test_separate_hosts.py",
+                            "tests/e2e/test_site_firewall.py")
 
 
 def on_the_local_cluster(nodeid: str) -> bool:
     return nodeid.startswith(ON_THE_LOCAL_CLUSTER)
 
 
+def cluster_group(nodeid: str) -> str | None:
+    """Which group of cluster tests the test is in, or None for a test on no cluster."""
+    if nodeid.startswith(ON_CLUSTERS_OF_THEIR_OWN):
+        return "clusters of their own"
+    return "the session's cluster" if on_the_local_cluster(nodeid) else None
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """xdist's scheduling by scope, one scope for every test on the local cluster and one for each other test.
+    """xdist's scheduling by scope, one scope for each group of cluster tests and one for each other test.
     (Its own --dist loadgroup would do, but its xdist_group marks are not seen under pytest 9.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class LocalClusterTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "the local cluster" if on_the_local_cluster(nodeid) else nodeid
+            return cluster_group(nodeid) or nodeid
 
     return LocalClusterTogether(config, log)
 
 
 # The local clusters' folders (/tmp/hpc-train-slurm-tests*) and node names are the machine's, not a suite's: two
 # suites side by side (two checkouts, CI beside a developer) would cancel each other's jobs and stop each other's
-# clusters. The process that runs the first local-cluster test holds this lock until it exits (they all run in one
-# worker, in order), so a second suite's cluster tests wait for the first's to end.
-LOCAL_CLUSTER_LOCK = "/tmp/hpc-train-local-cluster-tests.lock"
-_held: list[object] = []
+# clusters. The process that runs a group's first test holds the group's lock until it exits (a group runs in one
+# worker, in order), so a second suite's tests of that group wait for the first's to end.
+LOCAL_CLUSTER_LOCKS = {"the session's cluster": "/tmp/hpc-train-local-cluster-tests.lock",
+                       "clusters of their own": "/tmp/hpc-train-own-cluster-tests.lock"}
+_held: dict[str, object] = {}
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if _held or not on_the_local_cluster(item.nodeid):
+    group = cluster_group(item.nodeid)
+    if group is None or group in _held:
         return
     import fcntl
 
-    lock = open(LOCAL_CLUSTER_LOCK, "a")  # noqa: SIM115 - held until this process exits
+    path = LOCAL_CLUSTER_LOCKS[group]
+    lock = open(path, "a")  # noqa: SIM115 - held until this process exits
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        print(f"\nwaiting for another test run's local-cluster tests to end ({LOCAL_CLUSTER_LOCK})", file=sys.stderr)
+        print(f"\nwaiting for another test run's tests on {group} to end ({path})", file=sys.stderr)
         fcntl.flock(lock, fcntl.LOCK_EX)
-    _held.append(lock)
+    _held[group] = lock
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

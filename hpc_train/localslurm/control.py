@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -214,20 +215,36 @@ def _wait_for_idle_nodes(cluster: LocalCluster, timeout: float) -> None:
 def _ensure_hosts(cluster: LocalCluster) -> None:
     """Make the node names resolve, with a marked line that `down` removes."""
     line = hosts_line(cluster)  # with separate hosts, one line per node
-    lines = HOSTS_FILE.read_text().splitlines()
-    if [existing for existing in lines if existing.endswith(f"{HOSTS_MARK} {cluster.directory}")] == line.splitlines():
-        return
-    kept = [existing for existing in lines if not existing.endswith(f"{HOSTS_MARK} {cluster.directory}")]
-    HOSTS_FILE.write_text("\n".join([*kept, line]) + "\n")
+    mark = f"{HOSTS_MARK} {cluster.directory}"
+
+    def with_line(lines: list[str]) -> list[str]:
+        if [existing for existing in lines if existing.endswith(mark)] == line.splitlines():
+            return lines  # there already, where it was
+        return [*(existing for existing in lines if not existing.endswith(mark)), *line.splitlines()]
+
+    _change_hosts(with_line)
 
 
 def _remove_hosts(cluster: LocalCluster) -> None:
-    if not HOSTS_FILE.exists():
-        return
-    lines = HOSTS_FILE.read_text().splitlines()
-    kept = [line for line in lines if not line.endswith(f"{HOSTS_MARK} {cluster.directory}")]
-    if kept != lines:
-        HOSTS_FILE.write_text("\n".join(kept) + "\n")
+    if HOSTS_FILE.exists():
+        mark = f"{HOSTS_MARK} {cluster.directory}"
+        _change_hosts(lambda lines: [line for line in lines if not line.endswith(mark)])
+
+
+def _change_hosts(change: Callable[[list[str]], list[str]]) -> None:
+    """Change /etc/hosts under a lock on it (another cluster's `up` or `down` may run at once), in place (it is often
+    a bind mount, which cannot be replaced), writing only from the first byte that changes: the lines before it,
+    an older cluster's among them, stay whole for whatever resolves a name meanwhile (that cluster's jobs)."""
+    with HOSTS_FILE.open("r+b") as hosts:
+        fcntl.flock(hosts, fcntl.LOCK_EX)
+        old = hosts.read()
+        new = "".join(f"{line}\n" for line in change(old.decode().splitlines())).encode()
+        if new == old:
+            return
+        same = len(os.path.commonprefix([old, new]))
+        hosts.seek(same)
+        hosts.write(new[same:])
+        hosts.truncate(len(new))
 
 
 def _make_fake_gpus(cluster: LocalCluster) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_slurm import without_slurm
-from tests.training.runs import Watched, digest, finish, metrics, start, state
+from tests.training.runs import Watched, digest, finish, local_cluster, metrics, start, state, task_config
 from tests.training.tasks import regression
 
 pytestmark = pytest.mark.tensorflow
@@ -47,6 +47,31 @@ def test_a_user_task_stops_mid_epoch_and_resumes_to_the_uninterrupted_weights(tm
     assert re.search(rf"resuming (in|after) epoch \d.* \(step {stopped['global_step']}\)", out), out
     assert digest(err) == uninterrupted  # the same batches in the same order after the stop: the same model
     assert [epoch["epoch"] for epoch in metrics(tmp_path / "run")["epochs"]] == [1, 2]
+
+
+def test_a_user_tasks_checkpoint_restores_at_another_size_with_the_same_global_batch(tmp_path: Path) -> None:
+    # A node range's next attempt (docs/jobs.md "Node ranges"): stopped on 2 workers, resumed on 1. The global
+    # batch of 16 is 8 per replica on 2 and 16 on 1; an epoch is 128 steps at both sizes.
+    settings = (*SETTINGS, "strategy=multiworker", "global_batch=16", "batch_size=16")
+    two = local_cluster(worker=2)
+    runs = [Watched(start(tmp_path, *settings, tf_config=task_config(two, "worker", index))) for index in range(2)]
+    runs[0].wait_for("; output in")
+    runs[1].process.send_signal(signal.SIGUSR1)
+    results = [run.finish() for run in runs]
+    assert [code for code, _, _ in results] == [75, 0], results[0][2][-3000:]
+    assert "batch 8 per replica, 16 global; 128 steps per epoch" in results[0][1]
+    stopped = state(tmp_path)
+    assert stopped["state"] == "stopped" and 0 < stopped["global_step"] < 256
+
+    [(code, out, err)] = finish([start(tmp_path, *settings, tf_config=task_config(local_cluster(worker=1), "worker",
+                                                                                  0))])
+    assert code == 0, err[-3000:]
+    assert "batch 16 per replica, 16 global; 128 steps per epoch" in out
+    assert re.search(rf"resuming (in|after) epoch \d.* \(step {stopped['global_step']}\)", out), out
+    assert "another input layout" not in err  # a change of size alone is the same training
+    done = metrics(tmp_path)
+    assert [epoch["epoch"] for epoch in done["epochs"]] == [1, 2] and done["workers"] == 1
+    assert done["totals"]["final_val_loss"] < 0.5 * done["epochs"][0]["loss"]
 
 
 def train(tmp_path: Path, task_text: str) -> subprocess.CompletedProcess[str]:
