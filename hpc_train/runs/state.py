@@ -25,6 +25,9 @@ ENDED = "ended"
 # A node range's attempts, each its size, as their prologues recorded them (attempts.note_size).
 SIZES = "sizes"
 CARRIED = ("attempts", "attempt", "max_retries", ENDED, SIZES)
+# The chief's own, kept until it writes another: the input layout of the run that stopped (or was requeued, or
+# failed) is what the run resuming it compares its own with (layout_changes, steps_kept_at_a_new_size).
+LAYOUT = "layout"
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
@@ -45,6 +48,8 @@ def write_state(output: Path, state: str, **details: Any) -> None:
         raise ValueError(f"unknown run state {state!r}")
     earlier = read_state(output)
     carried = {key: earlier[key] for key in CARRIED if key in earlier}
+    if LAYOUT in earlier and LAYOUT not in details:
+        carried[LAYOUT] = earlier[LAYOUT]
     write_json_atomically(output / STATE_FILE, {"state": state, "time": round(time.time(), 3), **details, **carried})
 
 
@@ -72,6 +77,17 @@ def layout_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     same = "global_batch" in now and before.get("global_batch") == now["global_batch"]
     return [f"{key} {before[key]} -> {now[key]}" for key in now
             if key in before and before[key] != now[key] and not (same and key in SIZE_KEYS)]
+
+
+def steps_kept_at_a_new_size(before: dict[str, Any], global_batch: int, workers: int, steps: int) -> int:
+    """The steps per epoch of a run resumed at another size (a node range's attempt): the stopped run's, when only
+    the size changed (its global batch is the same), so that the epochs, and the schedule, stay where they were;
+    else `steps`, what this size's data holds. (Under parameter_server, where a step is one worker's batch, the
+    workers' shards of the data hold a few steps more or less at each size; the training streams repeat.)"""
+    recorded = before.get("steps_per_epoch")
+    if not recorded or before.get("global_batch") != global_batch or before.get("workers") in (None, workers):
+        return steps
+    return int(recorded)
 
 
 # The job's tracked run (hpc_train/tracking): its id, store, and the last epoch logged. A file of its own, not

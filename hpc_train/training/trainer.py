@@ -29,7 +29,7 @@ from hpc_train.runs import attempts
 from hpc_train.runs.hparams import tensorboard_dir, write_hparams
 from hpc_train.runs.secret import job_secret
 from hpc_train.runs.stacks import answer_requests
-from hpc_train.runs.state import layout_changes, read_state, write_state
+from hpc_train.runs.state import layout_changes, read_state, steps_kept_at_a_new_size, write_state
 from hpc_train.slurm.noderange import size_field
 from hpc_train.training import outcome
 from hpc_train.training.lines import Say, log, printer, world
@@ -111,7 +111,7 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     if note := gpus_unused_note():
         log(rank, note)
     precision = job_precision(config.precision, strategy)
-    shape = _shape(config, rank, user_task, strategy, precision.policy)
+    shape = _shape(config, paths, user_task, strategy, precision.policy)
     global_batch = config.batch_size * shape.replicas
     say(f"{config.strategy}: {world(rank)}, {shape.replicas} replica(s) in sync; batch {config.batch_size} per "
         f"replica, {global_batch} global; {shape.steps} steps per epoch; {precision.describe()}")
@@ -137,16 +137,17 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     return 0
 
 
-def _shape(config: TrainConfig, rank: RankInfo, user_task: TaskModule, strategy: Any, policy: str) -> Shape:
+def _shape(config: TrainConfig, paths: RunPaths, user_task: TaskModule, strategy: Any, policy: str) -> Shape:
     """The model and the data, checked the same way on every rank before any step: a rank that cannot train
     fails them all at once."""
     from hpc_train.training import inputs
 
     replicas = strategy.num_replicas_in_sync
-    pipelines = inputs.Pipelines(max(1, rank.num_workers), replicas, config.strategy == "parameter_server")
+    pipelines = inputs.Pipelines(max(1, paths.rank.num_workers), replicas, config.strategy == "parameter_server")
     # Each pipeline's epoch is built once to be counted and checked (the training stream is built per stretch).
     training_epochs = inputs.EpochDatasets(user_task, config, "train_dataset")
-    steps = inputs.epoch_steps(user_task, config, pipelines, training_epochs)
+    steps = steps_kept_at_a_new_size(read_state(paths.output).get("layout", {}), config.batch_size * replicas,
+                                     pipelines.count, inputs.epoch_steps(user_task, config, pipelines, training_epochs))
     validation_steps = inputs.validation_steps(user_task, config, pipelines)
     model = compiled_model(config, strategy, user_task, steps, policy)
     # Every pipeline's epoch, counted and checked, is let go on return: none is held while training.

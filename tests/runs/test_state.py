@@ -43,6 +43,26 @@ def test_a_change_of_size_with_the_same_global_batch_is_no_change_of_layout() ->
         "workers 4 -> 3", "replicas 4 -> 3", "per_replica_batch 60 -> 64", "global_batch 240 -> 192"]
 
 
+def test_a_new_size_keeps_the_stopped_runs_steps_per_epoch_and_nothing_else_does() -> None:
+    from hpc_train.runs.state import steps_kept_at_a_new_size
+
+    ps = {"workers": 2, "replicas": 1, "per_replica_batch": 64, "global_batch": 64, "steps_per_epoch": 30}
+    assert steps_kept_at_a_new_size(ps, 64, 1, 31) == 30  # a worker fewer: the epochs stay 30 steps long
+    assert steps_kept_at_a_new_size(ps, 64, 2, 31) == 31  # the same size: the data changed, and is said so
+    assert steps_kept_at_a_new_size(ps, 32, 1, 62) == 62  # another global batch: another training
+    assert steps_kept_at_a_new_size({}, 64, 1, 31) == 31  # a first run
+
+
+def test_the_layout_outlives_a_stop_until_the_next_run_writes_its_own(tmp_path) -> None:
+    from hpc_train.runs.state import read_state, write_state
+
+    write_state(tmp_path, "running", global_step=4, layout={"workers": 2, "global_batch": 64})
+    write_state(tmp_path, "stopped", global_step=8, signal="SIGUSR1")  # what the resuming run compares with
+    assert read_state(tmp_path)["layout"] == {"workers": 2, "global_batch": 64}
+    write_state(tmp_path, "running", global_step=8, layout={"workers": 1, "global_batch": 64})
+    assert read_state(tmp_path)["layout"] == {"workers": 1, "global_batch": 64}
+
+
 def test_the_chiefs_state_keeps_each_attempts_size(tmp_path) -> None:
     from hpc_train.runs.attempts import attempt_sizes, note_size
     from hpc_train.runs.state import read_state, write_json_atomically, write_state
