@@ -148,6 +148,10 @@ def test_mnist_2node_forms_one_cluster_and_learns(uninterrupted: Job) -> None:
     hosts = {rank: line.split(" at ")[1].split(":")[0] for rank, line in uninterrupted.task_lines().items()}
     assert len(set(hosts.values())) == 2
     assert uninterrupted.metrics()["totals"]["final_val_accuracy"] >= 0.95
+    # Only the chief writes the run's files: the other worker's scratch folder is gone once it finished.
+    assert not (uninterrupted.run_dir() / ".scratch").exists()
+    assert {"checkpoints", "metrics.json", "model.keras", "state.json", "tensorboard"} <= {
+        path.name for path in uninterrupted.run_dir().iterdir()}
     # The ranks checked in with the job's secret, which the job body made (docs/security.md).
     assert (uninterrupted.run_dir() / "checkin.secret").stat().st_mode & 0o777 == 0o600
     assert "without a job secret" not in log and "check-in: dropped" not in log

@@ -34,6 +34,7 @@ def test_one_process_reaches_97_percent(tmp_path: Path) -> None:
     assert any((tmp_path / "tensorboard" / "train").iterdir())
 
 
+@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_mnist_2node_forms_one_cluster_and_learns")
 def test_two_workers_agree_and_only_the_chief_writes(tmp_path: Path) -> None:
     base = free_port_block(2)
     cluster = {"worker": [f"localhost:{base}", f"localhost:{base + 1}"]}
