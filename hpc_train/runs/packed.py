@@ -20,7 +20,7 @@ TIMELINE = "pack-timeline.png"
 AS_SLURM = {"waiting": "PENDING", "running": "RUNNING", "done": "COMPLETED", "pruned": "COMPLETED",
             "failed": "FAILED", "cancelled": "CANCELLED"}
 COLOURS = {"done": "tab:green", "pruned": "tab:olive", "crashed": "tab:red", "failed": "tab:red",
-           "cancelled": "tab:gray", "requeued": "tab:blue", "running": "tab:cyan"}
+           "cancelled": "tab:gray", "requeued": "tab:blue", "node lost": "tab:orange", "running": "tab:cyan"}
 
 
 def read_plan(folder: Path) -> dict[str, Any]:

@@ -254,6 +254,8 @@ def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str,
                       str(max(0, int(entry.get("attempts", 1) or 1) - 1))])
     return [f"packed sweep {record.job_id} ({record.name}): {len(values)} trials: {counts_text(states)}",
             *(f"  {row}" for row in aligned(table)),
+            *([f"  lost:    {', '.join(pack['lost'])} (their trials restarted on the shares left)"]
+              if pack.get("lost") else []),
             f"  folders: {element_folder(record, 'INDEX')}/ (hpc-train logs {element_id(record.job_id, 'INDEX')}; "
             f"hpc-train cancel {element_id(record.job_id, 'INDEX')} ends one trial)"]
 

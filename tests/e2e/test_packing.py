@@ -1,5 +1,6 @@
 """A packed sweep on the local cluster with fake GPUs: 8 one-GPU command trials in ONE 2-node job, each its own
-srun step on its own GPU; a crash retried on another share while the others go on; `cancel JOBID_I` ends one."""
+srun step on its own GPU; a crash retried on another share while the others go on; `cancel JOBID_I` ends one; a
+node lost under the job restarts only its trials elsewhere; `cancel JOBID` ends them all."""
 
 from __future__ import annotations
 
@@ -156,3 +157,59 @@ def test_an_adaptive_search_packed_asks_its_study_as_each_trial_starts(cluster: 
     assert report.returncode == 0 and "pack-timeline.png" in report.stdout, report.stdout + report.stderr
     assert (folder / "pack-timeline.png").read_bytes()[:4] == b"\x89PNG"
     assert "COMPLETE" in report.stdout, report.stdout
+
+
+LASTING = """\
+import os, pathlib, sys, time
+folder = pathlib.Path(os.environ["HPC_TRAIN_RUN_DIR"])
+with open(folder / "started", "a") as started:
+    started.write(os.environ["SLURMD_NODENAME"] + "\\n")
+time.sleep(90)  # until its node is lost, or the pack is cancelled
+"""
+
+
+def test_a_lost_node_restarts_only_its_trials_elsewhere_and_cancel_jobid_ends_the_whole_pack(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "lasting.py").write_text(LASTING)
+    job = submit(cluster, tmp_path, "lose", "--gpus-per-node", "2", "--pack", "--max-retries", "0", "--no-snapshot",
+                 "--sweep", "seed=1,2,3", "--", sys.executable, "lasting.py")
+    runs = tmp_path / "runs"
+    batch_log = runs / f"lose-{job.id}" / f"slurm-lose-{job.id}.out"
+    started = [runs / f"lose-{job.id}_{index}" / "started" for index in range(3)]
+
+    def nodes(index: int) -> list[str]:
+        return started[index].read_text().split() if started[index].exists() else []
+
+    def wait_until(done, what: str) -> None:
+        deadline = time.monotonic() + 120
+        while not done():
+            assert time.monotonic() < deadline, f"{what} never came:\n{batch_log.read_text()[-3000:]}"
+            time.sleep(0.3)
+
+    wait_until(lambda: all(nodes(index) for index in range(3)), "the three trials' start")
+    lost = nodes(0)[0]  # trials 0 and 1 share its two GPUs; trial 2 runs on the other node
+    assert nodes(1) == [lost] and nodes(2) != [lost], [nodes(index) for index in range(3)]
+    env = job.env
+    subprocess.run(["scontrol", "update", f"NodeName={lost}", "State=DOWN", "Reason=e2e-lost-node"], env=env,
+                   check=True)
+    try:
+        # Both trials of the lost node restart, no retry spent (0 allowed): one on the other node's free GPU, one
+        # waiting for a share; trial 2 goes on where it was.
+        wait_until(lambda: len(nodes(0)) + len(nodes(1)) == 3, "a lost trial's restart on the other node")
+        assert job.state()[0] == "RUNNING" and nodes(2) == [nodes(2)[0]]
+        restarted = 0 if len(nodes(0)) == 2 else 1
+        assert nodes(restarted)[1] == nodes(2)[0]
+        said = batch_log.read_text()
+        assert f"node(s) {lost} lost: the trials on them restart on the 2 share(s) left" in said, said[-3000:]
+        assert said.count("ended with its node") == 2, said[-3000:]
+        cancel = subprocess.run(["hpc-train", "cancel", job.id], cwd=tmp_path, env=env, capture_output=True,
+                                text=True)
+        assert cancel.returncode == 0, cancel.stderr
+        assert job.wait()[0] == "CANCELLED"
+    finally:
+        subprocess.run(["scontrol", "update", f"NodeName={lost}", "State=RESUME"], env=env, capture_output=True)
+    state = json.loads((runs / f"lose-{job.id}" / "pack-state.json").read_text())
+    assert [trial["state"] for trial in state["trials"]] == ["cancelled"] * 3, state
+    assert state["lost"] == [lost] and [trial["losses"] for trial in state["trials"]] == [1, 1, 0]
+    status = subprocess.run(["hpc-train", "status", job.id], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert f"3 trials: 3 cancelled" in status.stdout and f"lost:    {lost}" in status.stdout, status.stdout

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 WAITING, RUNNING, DONE, PRUNED, FAILED, CANCELLED = "waiting", "running", "done", "pruned", "failed", "cancelled"
+NODE_LOST = "node lost"  # how a trial's step ended when a node it ran on was lost: it restarts, no retry spent
 ENDED = (DONE, PRUNED, FAILED, CANCELLED)
 
 
@@ -46,6 +47,7 @@ class Trial:
     code: int | None = None
     runs: tuple[dict[str, Any], ...] = ()
     requeues: int = 0  # attempts that stopped on the time-limit warning: no retry spent on them
+    losses: int = 0  # attempts ended by a node lost under them: no retry spent on them either
 
 
 @dataclass(frozen=True)
@@ -59,14 +61,16 @@ class Start:
 
 @dataclass(frozen=True)
 class PackState:
-    """The whole pack: the slots, every trial by index, the cap on trials at once, the retries a trial has, and
-    the order waiting trials start in (a retried or resumed one first, then new ones by index)."""
+    """The whole pack: the slots, every trial by index, the cap on trials at once, the retries a trial has, the
+    order waiting trials start in (a retried or resumed one first, then new ones by index), and the nodes of the
+    allocation that were lost (their slots are never offered again in this allocation)."""
 
     slots: tuple[Slot, ...]
     trials: tuple[Trial, ...]
     max_parallel: int | None = None
     max_retries: int = 0
     order: tuple[int, ...] = field(default=())
+    lost: tuple[str, ...] = ()
 
     @classmethod
     def new(cls, slots: Sequence[Slot], count: int, max_parallel: int | None, max_retries: int) -> PackState:
@@ -83,7 +87,16 @@ class PackState:
 
     def free_slots(self) -> list[Slot]:
         taken = {trial.slot for trial in self.running}
-        return [slot for slot in self.slots if slot.index not in taken]
+        return [slot for slot in self.usable_slots() if slot.index not in taken]
+
+    def usable_slots(self) -> list[Slot]:
+        """The slots on no lost node."""
+        return [slot for slot in self.slots if not set(slot.nodes) & set(self.lost)]
+
+    @property
+    def stranded(self) -> bool:
+        """Trials wait, none runs, and no slot is left to run them on: every share's node was lost."""
+        return not self.running and not self.finished and not self.usable_slots()
 
 
 def pick_slot(free: Sequence[Slot], avoid: Sequence[str]) -> Slot | None:
@@ -116,8 +129,9 @@ def starts(state: PackState, now: float) -> tuple[PackState, list[Start]]:
 
 def ended(state: PackState, index: int, code: int, now: float, how: str | None = None, gpus: str = "") -> PackState:
     """Trial `index`'s step ended with `code`: `how` is what its run folder or the edge says (PRUNED, CANCELLED,
-    or "requeued": stopped by the time-limit warning, to resume first in the requeued job; `gpus`: the GPUs Slurm
-    gave its step, for the timeline); otherwise 0 is DONE,
+    "requeued": stopped by the time-limit warning, to resume first in the requeued job, or NODE_LOST: a node it
+    ran on was lost, to restart first on another share without spending a retry; `gpus`: the GPUs Slurm gave its
+    step, for the timeline); otherwise 0 is DONE,
     and a failure is retried on another share (its nodes avoided) while retries are left, else FAILED (pure)."""
     trial = state.trials[index]
     how = how or (DONE if code == 0 else None)
@@ -127,14 +141,28 @@ def ended(state: PackState, index: int, code: int, now: float, how: str | None =
     if how == "requeued":
         return _with(state, replace(trial, state=WAITING, slot=None, code=code, runs=runs,
                                     requeues=trial.requeues + 1), first=True)
+    if how == NODE_LOST:
+        return _with(state, replace(trial, state=WAITING, slot=None, code=code, runs=runs,
+                                    losses=trial.losses + 1), first=True)
     if how is not None:
         return _with(state, replace(trial, state=how, slot=None, code=code, runs=runs))
     nodes = tuple(last.get("nodes") or ())
-    if trial.attempts - trial.requeues <= state.max_retries:
+    if trial.attempts - trial.requeues - trial.losses <= state.max_retries:
         retried = replace(trial, state=WAITING, slot=None, code=code, runs=runs,
                           avoid=tuple(dict.fromkeys((*trial.avoid, *nodes))))
         return _with(state, retried, first=True)
     return _with(state, replace(trial, state=FAILED, slot=None, code=code, runs=runs))
+
+
+def nodes_lost(state: PackState, nodes: Sequence[str]) -> PackState:
+    """Nodes of the allocation that were lost: no trial starts on them again in this allocation (pure)."""
+    return replace(state, lost=tuple(dict.fromkeys((*state.lost, *nodes))))
+
+
+def on_lost_node(state: PackState, index: int) -> bool:
+    """Whether trial `index`'s newest run was on a node now lost (pure)."""
+    runs = state.trials[index].runs
+    return bool(runs) and bool(set(runs[-1].get("nodes") or ()) & set(state.lost))
 
 
 def cancel_waiting(state: PackState, index: int) -> PackState:
@@ -155,20 +183,22 @@ def as_json(state: PackState) -> dict[str, Any]:
     """What status and report read of the pack (runs/packed.py) (pure)."""
     return {"slots": [{"index": slot.index, "nodes": list(slot.nodes)} for slot in state.slots],
             "max_parallel": state.max_parallel, "max_retries": state.max_retries, "order": list(state.order),
+            "lost": list(state.lost),
             "trials": [{"index": trial.index, "state": trial.state, "slot": trial.slot, "attempts": trial.attempts,
                         "avoid": list(trial.avoid), "code": trial.code, "runs": list(trial.runs),
-                        "requeues": trial.requeues}
+                        "requeues": trial.requeues, "losses": trial.losses}
                        for trial in state.trials]}
 
 
 def from_json(saved: Mapping[str, Any], slots: Sequence[Slot]) -> PackState:
     """A requeued job's pack, from what the last attempt wrote, on this attempt's slots: a trial that was running
-    waits again, first, to resume from its checkpoint (pure)."""
+    waits again, first, to resume from its checkpoint; the nodes the last allocation lost are not held against
+    this one's, which Slurm gave as healthy (pure)."""
     trials = []
     for entry in saved.get("trials", []):
         trial = Trial(int(entry["index"]), entry["state"], None, int(entry.get("attempts", 0)),
                       tuple(entry.get("avoid") or ()), entry.get("code"), tuple(entry.get("runs") or ()),
-                      int(entry.get("requeues", 0)))
+                      int(entry.get("requeues", 0)), int(entry.get("losses", 0)))
         trials.append(replace(trial, state=WAITING) if trial.state == RUNNING else trial)
     resumed = [trial.index for trial in trials if trial.state == WAITING and trial.attempts]
     order = [*resumed, *(number for number in saved.get("order", []) if number not in resumed)]

@@ -5,8 +5,9 @@ and starts the next trial as soon as one ends; the scheduling itself is core.py'
 Each trial is a sweep element as a job array's is: its run folder `runs/NAME-JOBID_I/` (config.yaml with its values,
 job.json, logs/rank-R.out, checkpoints, metrics.json), its values as HPC_TRAIN_SWEEP_<KEY>, its index as
 HPC_TRAIN_TRIAL; a search's trial is asked of the study as the trial starts (injob/trial.py), and told its end.
-A trial that fails is retried on another share (its node avoided) up to max_retries; `cancel JOBID_I` ends it
-alone (a file in its folder: runs/packed.py). On the time-limit warning every running trial is told (srun passes
+A trial that fails is retried on another share (its node avoided) up to max_retries; a node lost under the job
+(it asks --no-kill) ends only the trials on it, which restart on the shares left without spending a retry, and
+its shares are offered no more; `cancel JOBID_I` ends it alone (a file in its folder: runs/packed.py). On the time-limit warning every running trial is told (srun passes
 USR1 on), no new one starts, and once they stopped the job is requeued; the requeued job resumes them first.
 """
 
@@ -24,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
-from hpc_train.injob.pack.core import (CANCELLED, DONE, PRUNED, PackState, Start, as_json, cancel_waiting, ended,
-                                       from_json, slots_of, starts)
+from hpc_train.injob.pack.core import (CANCELLED, DONE, NODE_LOST, PRUNED, PackState, Start, as_json, cancel_waiting,
+                                       ended, from_json, nodes_lost, on_lost_node, slots_of, starts)
 from hpc_train.runs import packed
 from hpc_train.runs.folders import element_id, run_folder
 from hpc_train.slurm.client import SlurmClient
@@ -222,10 +223,25 @@ class Pack:
                 continue
             del self.steps[index]
             self.watchdogs.pop(index).stop()
+            if code != 0 and not (cancelled or self.warned or self.terminated):
+                self.note_lost_nodes()
             self.finish(index, 128 - code if code < 0 else code, cancelled)
         for trial in self.state.trials:
             if packed.cancel_requested(trial_folder(self.run_dir, self.plan, trial.index)):
                 self.state = cancel_waiting(self.state, trial.index)
+
+    def note_lost_nodes(self) -> None:
+        """After a step failed: the allocation's nodes Slurm now says are lost (down, failed, not responding); their
+        shares are offered no more, and the trials that ran there restart elsewhere (finish)."""
+        from hpc_train.injob.retry import usable_and_lost
+
+        ours = {node for slot in self.state.slots for node in slot.nodes}
+        _, lost = usable_and_lost(SlurmClient.local(self.env).node_states())
+        new = sorted((lost & ours) - set(self.state.lost))
+        if new:
+            self.state = nodes_lost(self.state, new)
+            self.say(f"node(s) {','.join(new)} lost: the trials on them restart on the {len(self.state.usable_slots())} "
+                     "share(s) left; no trial starts there again in this job")
 
     def finish(self, index: int, code: int, cancelled: bool) -> None:
         from hpc_train.injob.trial import settle_trial
@@ -235,7 +251,8 @@ class Pack:
         folder = trial_folder(self.run_dir, self.plan, index)
         how = CANCELLED if cancelled or self.terminated else (
             PRUNED if read_state(folder).get("state") == "pruned" else
-            "requeued" if self.warned and code in (EXIT_STOPPED, EXIT_TF_PREEMPTION) else None)
+            "requeued" if self.warned and code in (EXIT_STOPPED, EXIT_TF_PREEMPTION) else
+            NODE_LOST if code != 0 and on_lost_node(self.state, index) else None)
         trial = self.state.trials[index]
         self.state = ended(self.state, index, code, time.time(), how, packed.step_gpus(folder).partition(" ")[2])
         after = self.state.trials[index]
@@ -252,8 +269,9 @@ class Pack:
                 self.say(f"trial {index}: warning: ending its MLflow run failed ({type(error).__name__}: {error})")
         said = {DONE: "done", PRUNED: "pruned", CANCELLED: "cancelled", "failed": f"failed (exit {code})",
                 "waiting": "stopped to resume later" if how == "requeued" else
-                f"crashed (exit {code}); retried on another share (attempt {trial.attempts + 1} of at most "
-                f"{self.state.max_retries + 1})"}[after.state]
+                f"ended with its node (exit {code}); restarts on another share, no retry spent" if how == NODE_LOST
+                else f"crashed (exit {code}); retried on another share (attempt {trial.attempts + 1} of at most "
+                f"{self.state.max_retries + 1 + trial.requeues + trial.losses})"}[after.state]
         self.say(f"trial {index}: {said}")
 
     def run(self) -> int:
@@ -268,11 +286,17 @@ class Pack:
                 self.save()
                 if not self.steps and (self.state.finished or self.warned or self.terminated):
                     break
+                if not self.steps and self.state.stranded:
+                    self.say("no share is left to run the waiting trials on: every node of the job was lost")
+                    break
                 time.sleep(POLL_SECONDS)
                 self.poll()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+        if self.terminated:  # the whole pack cancelled (`cancel JOBID`): the trials that never started never will
+            for trial in self.state.trials:
+                self.state = cancel_waiting(self.state, trial.index)
         self.save()
         return self.end()
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from hpc_train.injob.pack.core import (CANCELLED, DONE, FAILED, PRUNED, RUNNING, WAITING, PackState, as_json,
-                                       cancel_waiting, ended, from_json, slots_of, starts)
+from hpc_train.injob.pack.core import (CANCELLED, DONE, FAILED, NODE_LOST, PRUNED, RUNNING, WAITING, PackState,
+                                       as_json, cancel_waiting, ended, from_json, nodes_lost, on_lost_node, slots_of,
+                                       starts)
 
 
 def test_slots_are_the_shares_of_each_node_or_blocks_of_whole_nodes() -> None:
@@ -83,3 +84,30 @@ def test_a_trial_stopped_by_the_warning_waits_first_and_spends_no_retry() -> Non
     state, launched = starts(state, 2.0)
     assert [(start.index, start.attempt) for start in launched] == [(0, 2)]
     assert ended(state, 0, 1, 3.0).trials[0].state == FAILED  # max_retries 0: its crash now is its end
+
+
+def test_a_lost_node_takes_its_trials_to_the_shares_left_and_none_starts_there_again() -> None:
+    state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 5, None, 0), 0.0)  # 0,1 node1; 2,3 node2
+    state = nodes_lost(state, ["node1"])
+    assert on_lost_node(state, 0) and on_lost_node(state, 1) and not on_lost_node(state, 2)
+    state = ended(state, 0, 143, 1.0, NODE_LOST)
+    state = ended(state, 1, 143, 1.0, NODE_LOST)
+    assert [trial.state for trial in state.trials[:2]] == [WAITING, WAITING]  # no retries (0), yet not failed
+    assert state.trials[0].runs[-1]["how"] == NODE_LOST and state.trials[0].losses == 1
+    state, launched = starts(state, 1.0)
+    assert launched == []  # node2's shares are busy, node1's are gone
+    state, launched = starts(ended(state, 2, 0, 2.0), 2.0)
+    assert [(start.slot.nodes, start.attempt) for start in launched] == [(("node2",), 2)]
+    assert launched[0].index in (0, 1)  # one of the two lost ones, before any new trial
+    state = ended(state, launched[0].index, 1, 3.0)  # a crash of its own now: its one attempt (0 retries) is spent
+    assert state.trials[launched[0].index].state == FAILED
+    assert as_json(state)["lost"] == ["node1"]
+
+
+def test_a_pack_whose_every_node_was_lost_is_stranded_and_a_requeued_one_starts_afresh() -> None:
+    state, _ = starts(PackState.new(slots_of(["node1"], 1, 1), 2, None, 3), 0.0)
+    assert not state.stranded  # one runs
+    state = ended(nodes_lost(state, ["node1"]), 0, 143, 1.0, NODE_LOST)
+    assert state.stranded and starts(state, 1.0)[1] == []
+    again = from_json(as_json(state), slots_of(["node1"], 1, 1))  # the requeued job's allocation: Slurm's healthy
+    assert again.lost == () and again.trials[0].losses == 1 and [start.index for start in starts(again, 2.0)[1]] == [0]

@@ -28,10 +28,15 @@ print("ran", index, os.environ["HPC_TRAIN_SWEEP_SEED"])
 """
 
 
+# The fake srun runs its step here, with the node it was given as NODE; sinfo says node1 is down.
+SRUN = ('while [[ "$1" == --* ]]; do case "$1" in --nodelist=*) export NODE="${1#--nodelist=}";; esac; shift; done\n'
+        'exec "$@"\n')
+SINFO = "node1 down*\nnode2 alloc\n"
+
+
 @pytest.fixture
 def pack_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    fake = FakeSlurm(tmp_path / ".fake-slurm", {"srun": Reply(shell='while [[ "$1" == --* ]]; do shift; done\n'
-                                                                  'exec "$@"\n')})
+    fake = FakeSlurm(tmp_path / ".fake-slurm", {"srun": Reply(shell=SRUN), "sinfo": Reply(SINFO)})
     environ = fake.install(tmp_path / "bin")
     for name, value in {**without_slurm(environ), "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[1-2]"}.items():
         monkeypatch.setenv(name, value)
@@ -97,3 +102,41 @@ def test_each_packed_trial_is_a_child_mlflow_run_of_the_sweeps(pack_dir: Path, m
     assert [run.info.status for run in found] == ["FINISHED", "FINISHED"], capsys.readouterr().err
     parents = {run.data.tags.get("mlflow.parentRunId") for run in found}
     assert len(parents) == 1 and None not in parents  # both children of the sweep's one run
+
+
+LOSING = """\
+import os, pathlib, sys, time
+if os.environ["NODE"] == "node1":  # its node is lost under it (sinfo says node1 is down)
+    sys.exit(9)
+time.sleep(0.2)
+print("ran", os.environ["HPC_TRAIN_TRIAL"], "on", os.environ["NODE"])
+"""
+
+
+def test_a_lost_node_restarts_its_trial_on_the_share_left_without_spending_a_retry(
+        pack_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.1)
+    (pack_dir.parent.parent / "trial.py").write_text(LOSING)
+    plan = json.loads((pack_dir / PLAN).read_text())
+    (pack_dir / PLAN).write_text(json.dumps({**plan, "trials": plan["trials"][:3], "max_retries": 0}))
+    assert runner.main(["--run-dir", str(pack_dir)]) == 0, capsys.readouterr().err
+    said = capsys.readouterr().err
+    state = read_pack_state(pack_dir)
+    assert [trial["state"] for trial in state["trials"]] == ["done", "done", "done"], said
+    assert state["lost"] == ["node1"]
+    assert "node(s) node1 lost: the trials on them restart on the 1 share(s) left; no trial starts there again" in said
+    assert "trial 0: ended with its node (exit 9); restarts on another share, no retry spent" in said
+    first = state["trials"][0]["runs"]
+    assert [(run["nodes"], run["how"]) for run in first] == [(["node1"], "node lost"), (["node2"], "done")]
+    assert all(run["nodes"] == ["node2"] for trial in state["trials"][1:] for run in trial["runs"])
+
+
+def test_a_pack_that_lost_every_node_ends_saying_so_instead_of_waiting(
+        pack_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.1)
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node1")
+    (pack_dir.parent.parent / "trial.py").write_text(LOSING)
+    assert runner.main(["--run-dir", str(pack_dir)]) == 1
+    said = capsys.readouterr().err
+    assert "no share is left to run the waiting trials on: every node of the job was lost" in said
+    assert "pack 7 ended: 4 waiting" in said
