@@ -251,7 +251,8 @@ def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str,
             where = f"{where} (GPUs {gpus[index].partition(' ')[2] or '-'})"
         states.append(row[0])
         table.append([str(index), *(value_text(element.get(key, "-")) for key in keys), row[0], where, *row[1:3],
-                      str(max(0, int(entry.get("attempts", 1) or 1) - 1))])
+                      str(max(0, int(entry.get("attempts", 1) or 1) - 1 - int(entry.get("requeues", 0))
+                              - int(entry.get("losses", 0))))])  # (a resume after a requeue or a lost node: none)
     return [f"packed sweep {record.job_id} ({record.name}): {len(values)} trials: {counts_text(states)}",
             *(f"  {row}" for row in aligned(table)),
             *([f"  lost:    {', '.join(pack['lost'])} (their trials restarted on the shares left)"]

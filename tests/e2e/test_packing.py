@@ -164,7 +164,7 @@ import os, pathlib, sys, time
 folder = pathlib.Path(os.environ["HPC_TRAIN_RUN_DIR"])
 with open(folder / "started", "a") as started:
     started.write(os.environ["SLURMD_NODENAME"] + "\\n")
-time.sleep(90)  # until its node is lost, or the pack is cancelled
+time.sleep(1 if os.environ["HPC_TRAIN_TRIAL"] == "0" else 90)  # the others: until their node is lost, or cancelled
 """
 
 
@@ -172,10 +172,10 @@ def test_a_lost_node_restarts_only_its_trials_elsewhere_and_cancel_jobid_ends_th
         cluster: LocalCluster, tmp_path: Path) -> None:
     (tmp_path / "lasting.py").write_text(LASTING)
     job = submit(cluster, tmp_path, "lose", "--gpus-per-node", "2", "--pack", "--max-retries", "0", "--no-snapshot",
-                 "--sweep", "seed=1,2,3", "--", sys.executable, "lasting.py")
+                 "--sweep", "seed=1,2,3,4", "--", sys.executable, "lasting.py")
     runs = tmp_path / "runs"
     batch_log = runs / f"lose-{job.id}" / f"slurm-lose-{job.id}.out"
-    started = [runs / f"lose-{job.id}_{index}" / "started" for index in range(3)]
+    started = [runs / f"lose-{job.id}_{index}" / "started" for index in range(4)]
 
     def nodes(index: int) -> list[str]:
         return started[index].read_text().split() if started[index].exists() else []
@@ -186,19 +186,21 @@ def test_a_lost_node_restarts_only_its_trials_elsewhere_and_cancel_jobid_ends_th
             assert time.monotonic() < deadline, f"{what} never came:\n{batch_log.read_text()[-3000:]}"
             time.sleep(0.3)
 
-    wait_until(lambda: all(nodes(index) for index in range(3)), "the three trials' start")
-    lost = nodes(0)[0]  # trials 0 and 1 share its two GPUs; trial 2 runs on the other node
-    assert nodes(1) == [lost] and nodes(2) != [lost], [nodes(index) for index in range(3)]
+    # Trials 0 and 1 share the first node's two GPUs (where the batch script, so the pack, runs), 2 and 3 the
+    # other's; trial 0 is over in a second, and frees its share.
+    wait_until(lambda: all(nodes(index) for index in range(4)) and "trial 0: done" in batch_log.read_text(),
+               "the four trials' start and trial 0's end")
+    first, lost = nodes(0)[0], nodes(2)[0]
+    assert nodes(1) == [first] and nodes(3) == [lost] != [first], [nodes(index) for index in range(4)]
     env = job.env
     subprocess.run(["scontrol", "update", f"NodeName={lost}", "State=DOWN", "Reason=e2e-lost-node"], env=env,
                    check=True)
     try:
-        # Both trials of the lost node restart, no retry spent (0 allowed): one on the other node's free GPU, one
-        # waiting for a share; trial 2 goes on where it was.
-        wait_until(lambda: len(nodes(0)) + len(nodes(1)) == 3, "a lost trial's restart on the other node")
-        assert job.state()[0] == "RUNNING" and nodes(2) == [nodes(2)[0]]
-        restarted = 0 if len(nodes(0)) == 2 else 1
-        assert nodes(restarted)[1] == nodes(2)[0]
+        # Both trials of the lost node restart, no retry spent (0 allowed): one on trial 0's share, one waiting;
+        # trial 1 goes on where it was.
+        wait_until(lambda: len(nodes(2)) + len(nodes(3)) == 3, "a lost trial's restart on the other node")
+        restarted = 2 if len(nodes(2)) == 2 else 3
+        assert nodes(restarted)[1] == first and nodes(1) == [first] and job.state()[0] == "RUNNING"
         said = batch_log.read_text()
         assert f"node(s) {lost} lost: the trials on them restart on the 2 share(s) left" in said, said[-3000:]
         assert said.count("ended with its node") == 2, said[-3000:]
@@ -209,7 +211,7 @@ def test_a_lost_node_restarts_only_its_trials_elsewhere_and_cancel_jobid_ends_th
     finally:
         subprocess.run(["scontrol", "update", f"NodeName={lost}", "State=RESUME"], env=env, capture_output=True)
     state = json.loads((runs / f"lose-{job.id}" / "pack-state.json").read_text())
-    assert [trial["state"] for trial in state["trials"]] == ["cancelled"] * 3, state
-    assert state["lost"] == [lost] and [trial["losses"] for trial in state["trials"]] == [1, 1, 0]
+    assert [trial["state"] for trial in state["trials"]] == ["done", "cancelled", "cancelled", "cancelled"], state
+    assert state["lost"] == [lost] and [trial["losses"] for trial in state["trials"]] == [0, 0, 1, 1]
     status = subprocess.run(["hpc-train", "status", job.id], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert f"3 trials: 3 cancelled" in status.stdout and f"lost:    {lost}" in status.stdout, status.stdout
+    assert "4 trials: 3 cancelled, 1 done" in status.stdout and f"lost:    {lost}" in status.stdout, status.stdout

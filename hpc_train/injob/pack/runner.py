@@ -7,8 +7,9 @@ job.json, logs/rank-R.out, checkpoints, metrics.json), its values as HPC_TRAIN_S
 HPC_TRAIN_TRIAL; a search's trial is asked of the study as the trial starts (injob/trial.py), and told its end.
 A trial that fails is retried on another share (its node avoided) up to max_retries; a node lost under the job
 (it asks --no-kill) ends only the trials on it, which restart on the shares left without spending a retry, and
-its shares are offered no more; `cancel JOBID_I` ends it alone (a file in its folder: runs/packed.py). On the time-limit warning every running trial is told (srun passes
-USR1 on), no new one starts, and once they stopped the job is requeued; the requeued job resumes them first.
+its shares are offered no more (lost.py); `cancel JOBID_I` ends it alone (a file in its folder: runs/packed.py). On
+the time-limit warning every running trial is told (srun passes USR1 on), no new one starts, and once they stopped
+the job is requeued; the requeued job resumes them first.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import shlex
 import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,12 +30,17 @@ from typing import Any
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob.pack.core import (CANCELLED, DONE, NODE_LOST, PRUNED, PackState, Start, as_json, cancel_waiting,
                                        ended, from_json, nodes_lost, on_lost_node, slots_of, starts)
+from hpc_train.injob.pack.lost import failed_node, lost_nodes
 from hpc_train.runs import packed
 from hpc_train.runs.folders import element_id, run_folder
 from hpc_train.slurm.client import SlurmClient
 
 PREFIX = "hpc-train"
 POLL_SECONDS = 0.5
+# How often the pack asks Slurm whether a node of the job was lost (lost.py), and how long a lost trial's srun has
+# to end once told before it is killed.
+LOST_CHECK_SECONDS = 10.0
+LOST_GRACE_SECONDS = 10.0
 # Rank 0 of a trial's step notes where Slurm put it (node and GPUs), for status; then the rank command runs.
 _NOTE_GPUS = ('if [ "${SLURM_PROCID:-0}" = 0 ]; then printf "%s %s\\n" "${SLURMD_NODENAME:-?}" '
               '"${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}" > "$0"; fi; exec "$@"')
@@ -152,6 +160,11 @@ class Pack:
         self.trackings: dict[int, Any] = {}  # each running trial's MLflow run (a child of the sweep's), when tracked
         self.warned = False  # the time-limit warning came: no new trial starts, the job requeues once all stopped
         self.terminated = False  # the job is being cancelled
+        self.checked_nodes = time.monotonic()
+        self.ending: dict[int, float] = {}  # trials on a lost node told to end: when their srun is killed
+        self.failed_nodes: queue.SimpleQueue[str] = queue.SimpleQueue()  # srun's "Node failure on X", as it comes
+        self.readers: dict[int, threading.Thread] = {}  # each step's reader of srun's lines (pass_on)
+        self.failed_steps: set[int] = set()  # trials whose srun said a node of theirs failed (it may then exit 0)
 
     def say(self, line: str) -> None:
         print(f"{PREFIX}: {line}", file=sys.stderr, flush=True)
@@ -171,7 +184,9 @@ class Pack:
                         len(self.state.slots))
         command = rank_command(self.plan, folder, values)
         env |= self.track(start.index, folder, env)
-        step = SlurmClient.local(env).start_step(srun_arguments(self.plan, start, folder, command))
+        step = SlurmClient.local(env).stream_step(srun_arguments(self.plan, start, folder, command))
+        self.readers[start.index] = threading.Thread(target=self.pass_on, args=(start.index, step), daemon=True)
+        self.readers[start.index].start()
         self.steps[start.index] = step
         self.watchdogs[start.index] = self.watch(folder, start.attempt, step)
         shown = ", ".join(f"{key}={value}" for key, value in values.items())
@@ -211,7 +226,11 @@ class Pack:
         return Watchdog(watch, end, say=say).start()
 
     def poll(self) -> None:
-        """Reap every step that ended; end those whose cancel was asked."""
+        """Reap every step that ended; end those whose cancel was asked, and those on a lost node."""
+        if not (self.warned or self.terminated) and (not self.failed_nodes.empty()
+                                                     or time.monotonic() - self.checked_nodes >= LOST_CHECK_SECONDS):
+            self.note_lost_nodes()
+        self.end_lost_trials()
         for index, step in list(self.steps.items()):
             folder = trial_folder(self.run_dir, self.plan, index)
             cancelled = packed.cancel_requested(folder)
@@ -223,25 +242,52 @@ class Pack:
                 continue
             del self.steps[index]
             self.watchdogs.pop(index).stop()
-            if code != 0 and not (cancelled or self.warned or self.terminated):
+            self.readers.pop(index).join(timeout=5)  # srun's last lines read: whether it said a node failed
+            if (code != 0 or index in self.failed_steps) and not (cancelled or self.warned or self.terminated):
                 self.note_lost_nodes()
             self.finish(index, 128 - code if code < 0 else code, cancelled)
+            self.ending.pop(index, None)
+            self.failed_steps.discard(index)
         for trial in self.state.trials:
             if packed.cancel_requested(trial_folder(self.run_dir, self.plan, trial.index)):
                 self.state = cancel_waiting(self.state, trial.index)
 
-    def note_lost_nodes(self) -> None:
-        """After a step failed: the allocation's nodes Slurm now says are lost (down, failed, not responding); their
-        shares are offered no more, and the trials that ran there restart elsewhere (finish)."""
-        from hpc_train.injob.retry import usable_and_lost
+    def pass_on(self, index: int, step: Any) -> None:
+        """srun's own lines (its ranks' go to their logs) passed on to the job's log as they come, its node failures
+        noted for the loop (poll)."""
+        for raw in iter(step.stdout.readline, b""):
+            line = raw.decode(errors="replace")
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            if node := failed_node(line):
+                self.failed_steps.add(index)
+                self.failed_nodes.put(node)
 
-        ours = {node for slot in self.state.slots for node in slot.nodes}
-        _, lost = usable_and_lost(SlurmClient.local(self.env).node_states())
-        new = sorted((lost & ours) - set(self.state.lost))
+    def note_lost_nodes(self) -> None:
+        """The allocation's nodes that were lost (lost.py): their shares are offered no more, and the trials that
+        ran there restart elsewhere (finish)."""
+        self.checked_nodes = time.monotonic()
+        said = []
+        while not self.failed_nodes.empty():
+            said.append(self.failed_nodes.get())
+        new = sorted(lost_nodes(self.env, {node for slot in self.state.slots for node in slot.nodes}, said)
+                     - set(self.state.lost))
         if new:
             self.state = nodes_lost(self.state, new)
-            self.say(f"node(s) {','.join(new)} lost: the trials on them restart on the {len(self.state.usable_slots())} "
-                     "share(s) left; no trial starts there again in this job")
+            left = len(self.state.usable_slots())
+            self.say(f"node(s) {','.join(new)} lost: the trials on them restart on the {left} share(s) left; no trial "
+                     "starts there again in this job")
+
+    def end_lost_trials(self) -> None:
+        """Each running trial on a lost node: its srun told to end (SIGTERM), then killed after the grace."""
+        for index, step in self.steps.items():
+            if not on_lost_node(self.state, index) or step.poll() is not None:
+                continue
+            if index not in self.ending:
+                self.ending[index] = time.monotonic() + LOST_GRACE_SECONDS
+                step.send_signal(signal.SIGTERM)
+            elif time.monotonic() > self.ending[index]:
+                step.kill()
 
     def finish(self, index: int, code: int, cancelled: bool) -> None:
         from hpc_train.injob.trial import settle_trial
@@ -252,7 +298,8 @@ class Pack:
         how = CANCELLED if cancelled or self.terminated else (
             PRUNED if read_state(folder).get("state") == "pruned" else
             "requeued" if self.warned and code in (EXIT_STOPPED, EXIT_TF_PREEMPTION) else
-            NODE_LOST if code != 0 and on_lost_node(self.state, index) else None)
+            NODE_LOST if on_lost_node(self.state, index) and (code != 0 or index in {*self.ending, *self.failed_steps})
+            else None)
         trial = self.state.trials[index]
         self.state = ended(self.state, index, code, time.time(), how, packed.step_gpus(folder).partition(" ")[2])
         after = self.state.trials[index]

@@ -28,10 +28,25 @@ print("ran", index, os.environ["HPC_TRAIN_SWEEP_SEED"])
 """
 
 
-# The fake srun runs its step here, with the node it was given as NODE; sinfo says node1 is down.
+# The fake srun runs its step here, with the node it was given as NODE; sinfo says every node is well.
 SRUN = ('while [[ "$1" == --* ]]; do case "$1" in --nodelist=*) export NODE="${1#--nodelist=}";; esac; shift; done\n'
         'exec "$@"\n')
-SINFO = "node1 down*\nnode2 alloc\n"
+SINFO = "node1 alloc\nnode2 alloc\n"
+
+
+@pytest.fixture(params=["said by srun", "down in sinfo", "dropped from the job"])
+def node1_lost(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """node1 lost, as the step's srun says it at once, as sinfo says it (down, not responding), or as the job says
+    it (under --no-kill Slurm takes a failed node out of the job's NodeList, while the node itself may come back)."""
+    from hpc_train.slurm.client import SlurmClient
+
+    if request.param == "said by srun":
+        monkeypatch.setenv("SAY_NODE_FAILURE", "1")
+    elif request.param == "down in sinfo":
+        monkeypatch.setattr(SlurmClient, "node_states", lambda self, partition=None: {"node1": "down*",
+                                                                                      "node2": "alloc"})
+    else:
+        monkeypatch.setattr(SlurmClient, "show_job", lambda self, job_id, timeout=30: {"NodeList": "node2"})
 
 
 @pytest.fixture
@@ -106,16 +121,20 @@ def test_each_packed_trial_is_a_child_mlflow_run_of_the_sweeps(pack_dir: Path, m
 
 LOSING = """\
 import os, pathlib, sys, time
-if os.environ["NODE"] == "node1":  # its node is lost under it (sinfo says node1 is down)
-    sys.exit(9)
+if os.environ["NODE"] == "node1":  # its node is lost under it (node1_lost): its srun never ends by itself
+    if os.environ.get("SAY_NODE_FAILURE"):
+        print("srun: error: Node failure on node1", flush=True)  # (the fake srun is this process)
+    time.sleep(30)
 time.sleep(0.2)
 print("ran", os.environ["HPC_TRAIN_TRIAL"], "on", os.environ["NODE"])
 """
 
 
 def test_a_lost_node_restarts_its_trial_on_the_share_left_without_spending_a_retry(
-        pack_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        pack_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], node1_lost: None) -> None:
     monkeypatch.setattr(runner, "POLL_SECONDS", 0.1)
+    monkeypatch.setattr(runner, "LOST_CHECK_SECONDS", 0.5)
+    started = time.monotonic()
     (pack_dir.parent.parent / "trial.py").write_text(LOSING)
     plan = json.loads((pack_dir / PLAN).read_text())
     (pack_dir / PLAN).write_text(json.dumps({**plan, "trials": plan["trials"][:3], "max_retries": 0}))
@@ -125,15 +144,17 @@ def test_a_lost_node_restarts_its_trial_on_the_share_left_without_spending_a_ret
     assert [trial["state"] for trial in state["trials"]] == ["done", "done", "done"], said
     assert state["lost"] == ["node1"]
     assert "node(s) node1 lost: the trials on them restart on the 1 share(s) left; no trial starts there again" in said
-    assert "trial 0: ended with its node (exit 9); restarts on another share, no retry spent" in said
+    assert "trial 0: ended with its node (exit 143); restarts on another share, no retry spent" in said
+    assert time.monotonic() - started < 15  # its srun on the lost node was ended, not waited for
     first = state["trials"][0]["runs"]
     assert [(run["nodes"], run["how"]) for run in first] == [(["node1"], "node lost"), (["node2"], "done")]
     assert all(run["nodes"] == ["node2"] for trial in state["trials"][1:] for run in trial["runs"])
 
 
 def test_a_pack_that_lost_every_node_ends_saying_so_instead_of_waiting(
-        pack_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        pack_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], node1_lost: None) -> None:
     monkeypatch.setattr(runner, "POLL_SECONDS", 0.1)
+    monkeypatch.setattr(runner, "LOST_CHECK_SECONDS", 0.5)
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node1")
     (pack_dir.parent.parent / "trial.py").write_text(LOSING)
     assert runner.main(["--run-dir", str(pack_dir)]) == 1
