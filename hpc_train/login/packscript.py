@@ -49,7 +49,8 @@ def pack_plan(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequ
             "search": search_spec(config, sweep) if study else None,
             "command": list(command) if command else None, "strategy": spec.strategy, "num_ps": spec.num_ps,
             "max_requeues": config.max_requeues, "keras": spec.keras, "command_signal": spec.command_signal,
-            "max_retries": config.max_retries, "max_parallel": max_parallel, "share": asdict(share),
+            "max_retries": config.max_retries, "retry_exit_codes": list(spec.retry_exit_codes),
+            "max_parallel": max_parallel, "share": asdict(share),
             "hang_minutes": config.hang_minutes, "track": config.track, "tracking_uri": config.tracking_uri,
             "experiment": config.experiment,
             "pack": spec.pack.as_json()}

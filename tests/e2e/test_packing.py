@@ -40,7 +40,7 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
                                                                         tmp_path: Path) -> None:
     (tmp_path / "trial.py").write_text(TRIAL)
     job = submit(cluster, tmp_path, "pack", "--gpus-per-node", "2", "--pack", "--max-retries", "1", "--no-snapshot",
-                 "--sweep", "seed=10,11,12,13,14,15,16,17", "--", sys.executable, "trial.py", str(tmp_path), "{seed}")
+                 "--retry-exit-codes", "3", "--sweep", "seed=10,11,12,13,14,15,16,17", "--", sys.executable, "trial.py", str(tmp_path), "{seed}")
     runs = tmp_path / "runs"
     seventh = runs / f"pack-{job.id}_7"
     deadline = time.monotonic() + 120

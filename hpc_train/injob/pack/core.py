@@ -8,9 +8,11 @@ the allocation's bookkeeping apart from whatever submitted the work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from hpc_train.exitcodes import EXIT_LOST_PEER
 
 WAITING, RUNNING, DONE, PRUNED, FAILED, CANCELLED = "waiting", "running", "done", "pruned", "failed", "cancelled"
 NODE_LOST = "node lost"  # how a trial's step ended when a node it ran on was lost: it restarts, no retry spent
@@ -127,12 +129,21 @@ def starts(state: PackState, now: float) -> tuple[PackState, list[Start]]:
     return state, launched
 
 
-def ended(state: PackState, index: int, code: int, now: float, how: str | None = None, gpus: str = "") -> PackState:
+def worth_a_retry(code: int, command: bool, retry_exit_codes: Collection[int]) -> bool:
+    """Whether a trial's failing exit is worth a retry, by the rule a job's own step follows (failures.py): a
+    signal (it died under us) or a lost peer is; a program's own exit code is its verdict, retried only when listed
+    in --retry-exit-codes (pure)."""
+    return code in retry_exit_codes or code >= 128 or (not command and code == EXIT_LOST_PEER)
+
+
+def ended(state: PackState, index: int, code: int, now: float, how: str | None = None, gpus: str = "",
+          retry: bool = True) -> PackState:
     """Trial `index`'s step ended with `code`: `how` is what its run folder or the edge says (PRUNED, CANCELLED,
     "requeued": stopped by the time-limit warning, to resume first in the requeued job, or NODE_LOST: a node it
     ran on was lost, to restart first on another share without spending a retry; `gpus`: the GPUs Slurm gave its
     step, for the timeline); otherwise 0 is DONE,
-    and a failure is retried on another share (its nodes avoided) while retries are left, else FAILED (pure)."""
+    and a failure is retried on another share (its nodes avoided) while retries are left and it is worth one
+    (`retry`), else FAILED (pure)."""
     trial = state.trials[index]
     how = how or (DONE if code == 0 else None)
     last = {**trial.runs[-1], "ended": round(now, 3), "exit": code, "how": how or "crashed",
@@ -147,11 +158,29 @@ def ended(state: PackState, index: int, code: int, now: float, how: str | None =
     if how is not None:
         return _with(state, replace(trial, state=how, slot=None, code=code, runs=runs))
     nodes = tuple(last.get("nodes") or ())
-    if trial.attempts - trial.requeues - trial.losses <= state.max_retries:
+    if retry and trial.attempts - trial.requeues - trial.losses <= state.max_retries:
         retried = replace(trial, state=WAITING, slot=None, code=code, runs=runs,
                           avoid=tuple(dict.fromkeys((*trial.avoid, *nodes))))
         return _with(state, retried, first=True)
     return _with(state, replace(trial, state=FAILED, slot=None, code=code, runs=runs))
+
+
+def end_words(before: Trial, after: Trial, how: str | None, code: int, max_retries: int, worth: bool,
+              command: bool) -> str:
+    """What the pack says of a trial's end, `before` and `after` it (pure)."""
+    if after.state == WAITING and how == "requeued":
+        return "stopped to resume later"
+    if after.state == WAITING and how == NODE_LOST:
+        return f"ended with its node (exit {code}); restarts on another share, no retry spent"
+    if after.state == WAITING:
+        return (f"crashed (exit {code}); retried on another share (attempt {before.attempts + 1} of at most "
+                f"{max_retries + 1 + before.requeues + before.losses})")
+    if after.state == FAILED and not worth and how is None:
+        fix = ("list it in --retry-exit-codes to retry it" if command
+               else "see its log; fix the cause, then resubmit (the trial resumes from its last checkpoint)")
+        return f"failed (exit {code}); not retried: exit {code} is the program's own verdict, which a retry would " \
+               f"repeat: {fix}"
+    return f"failed (exit {code})" if after.state == FAILED else after.state
 
 
 def nodes_lost(state: PackState, nodes: Sequence[str]) -> PackState:

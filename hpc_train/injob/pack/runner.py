@@ -29,7 +29,8 @@ from typing import Any
 
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob.pack.core import (CANCELLED, DONE, NODE_LOST, PRUNED, PackState, Start, as_json, cancel_waiting,
-                                       ended, from_json, nodes_lost, on_lost_node, slots_of, starts)
+                                       end_words, ended, from_json, nodes_lost, on_lost_node, slots_of, starts,
+                                       worth_a_retry)
 from hpc_train.injob.pack.lost import failed_node, lost_nodes
 from hpc_train.runs import packed
 from hpc_train.runs.folders import element_id, run_folder
@@ -300,13 +301,14 @@ class Pack:
             "requeued" if self.warned and code in (EXIT_STOPPED, EXIT_TF_PREEMPTION) else
             NODE_LOST if on_lost_node(self.state, index) and (code != 0 or index in {*self.ending, *self.failed_steps})
             else None)
-        trial = self.state.trials[index]
-        self.state = ended(self.state, index, code, time.time(), how, packed.step_gpus(folder).partition(" ")[2])
+        trial, command = self.state.trials[index], self.plan.get("command") is not None
+        worth = worth_a_retry(code, command, self.plan.get("retry_exit_codes") or ())
+        self.state = ended(self.state, index, code, time.time(), how, packed.step_gpus(folder).partition(" ")[2], worth)
         after = self.state.trials[index]
         goes_on = after.state == "waiting"
         run = after.runs[-1] if after.runs else {}
         record_end(folder, trial.attempts, ",".join(run.get("nodes") or []), run.get("started") or time.time(), code,
-                   goes_on, finished=self.plan.get("command") is not None and code == 0)
+                   goes_on, finished=command and code == 0)
         settle_trial(folder, code, goes_on)
         tracking = self.trackings.pop(index, None)
         if tracking is not None:  # its end: FINISHED, FAILED or KILLED; left open while the trial goes on
@@ -314,12 +316,7 @@ class Pack:
                 tracking.finish(code, 0 if goes_on else code or 0)
             except Exception as error:  # noqa: BLE001
                 self.say(f"trial {index}: warning: ending its MLflow run failed ({type(error).__name__}: {error})")
-        said = {DONE: "done", PRUNED: "pruned", CANCELLED: "cancelled", "failed": f"failed (exit {code})",
-                "waiting": "stopped to resume later" if how == "requeued" else
-                f"ended with its node (exit {code}); restarts on another share, no retry spent" if how == NODE_LOST
-                else f"crashed (exit {code}); retried on another share (attempt {trial.attempts + 1} of at most "
-                f"{self.state.max_retries + 1 + trial.requeues + trial.losses})"}[after.state]
-        self.say(f"trial {index}: {said}")
+        self.say(f"trial {index}: {end_words(trial, after, how, code, self.state.max_retries, worth, command)}")
 
     def run(self) -> int:
         previous = {signum: signal.signal(signum, self.signalled)

@@ -111,3 +111,28 @@ def test_a_pack_whose_every_node_was_lost_is_stranded_and_a_requeued_one_starts_
     assert state.stranded and starts(state, 1.0)[1] == []
     again = from_json(as_json(state), slots_of(["node1"], 1, 1))  # the requeued job's allocation: Slurm's healthy
     assert again.lost == () and again.trials[0].losses == 1 and [start.index for start in starts(again, 2.0)[1]] == [0]
+
+
+def test_a_trials_failure_is_worth_a_retry_by_the_rule_a_jobs_step_follows() -> None:
+    from hpc_train.injob.pack.core import worth_a_retry
+
+    assert worth_a_retry(137, True, ()) and worth_a_retry(143, False, ())  # a signal: it died under us
+    assert worth_a_retry(69, False, ()) and not worth_a_retry(69, True, ())  # the trainer's lost peer
+    assert not worth_a_retry(3, True, ()) and worth_a_retry(3, True, (3,))  # a program's own verdict, unless listed
+    state, _ = starts(PackState.new(slots_of(["node1"], 1, 2), 2, None, 3), 0.0)
+    state = ended(state, 0, 3, 1.0, retry=False)
+    assert state.trials[0].state == FAILED and state.trials[0].attempts == 1  # retries left, none spent on it
+
+
+def test_what_the_pack_says_of_a_trials_end() -> None:
+    from hpc_train.injob.pack.core import Trial, end_words
+
+    running = Trial(5, RUNNING, 0, 1)
+    assert end_words(running, Trial(5, WAITING, attempts=1), None, 137, 1, True, True) == (
+        "crashed (exit 137); retried on another share (attempt 2 of at most 2)")
+    assert end_words(running, Trial(5, FAILED, attempts=1), None, 3, 1, False, True) == (
+        "failed (exit 3); not retried: exit 3 is the program's own verdict, which a retry would repeat: list it in "
+        "--retry-exit-codes to retry it")
+    assert end_words(running, Trial(5, FAILED, attempts=1), None, 1, 1, False, False).endswith(
+        "see its log; fix the cause, then resubmit (the trial resumes from its last checkpoint)")
+    assert end_words(running, Trial(5, DONE, attempts=1), None, 0, 1, True, True) == "done"

@@ -65,7 +65,7 @@ def pack_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (run_dir / PLAN).write_text(json.dumps({
         "name": "sw", "trials": [{"seed": seed} for seed in (10, 11, 12, 13)], "search": None, "command": ["x"],
         "strategy": "multiworker", "num_ps": 1, "max_requeues": 5, "keras": "auto", "command_signal": "USR1",
-        "max_retries": 1, "max_parallel": None, "hang_minutes": None, "pack": {},
+        "max_retries": 1, "retry_exit_codes": [4], "max_parallel": None, "hang_minutes": None, "pack": {},
         "share": {"nodes": 1, "gpus": 0, "tasks": 1, "cpus": None, "per_node": 1}}))
     return run_dir
 
