@@ -151,8 +151,11 @@ def test_a_missing_command_is_one_line() -> None:
 @pytest.mark.tensorflow
 @pytest.mark.parametrize("script, expect", [
     ("mnist_2node.sh", ["multiworker: 2 workers", "rank 1 is worker 1 at 127.0.0.2:"]),
-    ("mnist_ps.sh", ["parameter_server: 1 chief, 1 ps, 2 workers", "rank 1 is ps 0 at 127.0.0.1:",
-                     "[ps 0] the chief at 127.0.0.1:"]),
+    # (The scripts' fallback to the mock srun is tested by the first; the ps script's job itself on a real Slurm.)
+    pytest.param("mnist_ps.sh", ["parameter_server: 1 chief, 1 ps, 2 workers", "rank 1 is ps 0 at 127.0.0.1:",
+                                 "[ps 0] the chief at 127.0.0.1:"],
+                 marks=pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::"
+                                             "test_mnist_ps_every_task_exits_and_only_workers_see_gpus")),
 ])
 def test_the_job_scripts_run_without_slurm(script: str, expect: list[str], tmp_path: Path) -> None:
     env = {**without_slurm(), "HPC_TRAIN_HOME": str(ROOT), "HPC_TRAIN_DATA_DIR": str(shared_mnist()),
@@ -177,6 +180,7 @@ def test_nodes_9_and_10_keep_rank_order_without_slurm() -> None:
 
 
 @pytest.mark.tensorflow
+@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_two_jobs_sharing_nodes_do_not_collide_on_ports")
 def test_two_jobs_at_once_without_slurm_do_not_collide(tmp_path: Path) -> None:
     env = {**without_slurm(), "HPC_TRAIN_HOME": str(ROOT), "HPC_TRAIN_DATA_DIR": str(shared_mnist()),
            "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
