@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.clustergroups import OWN, SECOND, SESSION, cluster_group, on_a_local_cluster
 from tests.fake_slurm import without_slurm
 from tests.tracking.server import mlflow_server  # noqa: F401 - the session's MLflow server, for every test folder
 from tests.sshd import SshServer
@@ -36,27 +37,6 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
-# The tests that run on a local Slurm cluster (tests/e2e and the demo's), in two groups that never share a cluster:
-# the session's one cluster (tests/e2e/conftest.py) and the files that bring up clusters of their own. Under
-# pytest-xdist (env/test.sh runs a worker per core) each group runs in one worker, in order, as it would alone, the
-# two groups side by side; the rest share the workers.
-ON_THE_LOCAL_CLUSTER = ("tests/e2e/", "tests/test_demo.py")
-ON_CLUSTERS_OF_THEIR_OWN = ("tests/test_demo.py", "tests/e2e/test_accounting.py", "tests/e2e/test_heterogeneous.py",
-                            "tests/e2e/test_local_cluster.py", "tests/e2e/test_separate_hosts.py",
-                            "tests/e2e/test_site_firewall.py")
-
-
-def on_the_local_cluster(nodeid: str) -> bool:
-    return nodeid.startswith(ON_THE_LOCAL_CLUSTER)
-
-
-def cluster_group(nodeid: str) -> str | None:
-    """Which group of cluster tests the test is in, or None for a test on no cluster."""
-    if nodeid.startswith(ON_CLUSTERS_OF_THEIR_OWN):
-        return "clusters of their own"
-    return "the session's cluster" if on_the_local_cluster(nodeid) else None
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """xdist's scheduling by scope, one scope for each group of cluster tests and one for each other test.
@@ -74,8 +54,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 # suites side by side (two checkouts, CI beside a developer) would cancel each other's jobs and stop each other's
 # clusters. The process that runs a group's first test holds the group's lock until it exits (a group runs in one
 # worker, in order), so a second suite's tests of that group wait for the first's to end.
-LOCAL_CLUSTER_LOCKS = {"the session's cluster": "/tmp/hpc-train-local-cluster-tests.lock",
-                       "clusters of their own": "/tmp/hpc-train-own-cluster-tests.lock"}
+LOCAL_CLUSTER_LOCKS = {SESSION: "/tmp/hpc-train-local-cluster-tests.lock",
+                       SECOND: "/tmp/hpc-train-second-cluster-tests.lock", OWN: "/tmp/hpc-train-own-cluster-tests.lock"}
 _held: dict[str, object] = {}
 
 
@@ -104,7 +84,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     real_cluster = local_cluster_possible()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # The local cluster's tests are the longest share of one worker: started first, they end with the rest.
-        items.sort(key=lambda item: not on_the_local_cluster(item.nodeid))
+        items.sort(key=lambda item: not on_a_local_cluster(item.nodeid))
     for item in items:
         if not any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster", "mlflow")):
             item.add_marker(pytest.mark.quick)

@@ -1,4 +1,5 @@
-"""One real local Slurm cluster for every end-to-end test file of the session (bringing one up takes seconds)."""
+"""Two real local Slurm clusters, alike, for the end-to-end test files of the session (bringing one up takes
+seconds): the session's, and a second one for the files that run beside it (tests/clustergroups.py)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,39 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
+from tests.clustergroups import SECOND, SESSION, cluster_group
 from tests.e2e.jobs import local_cluster_possible
 
 TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2],node[9-10]", cpus=4,
                             controller_port=7017)
+# The same cluster again (node names and all: a test may name them), in its own folder and at its own ports.
+SECOND_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-2"), nodes="node[1-2],node[9-10]", cpus=4,
+                              controller_port=7047)
+CLUSTERS = {SESSION: TEST_CLUSTER, SECOND: SECOND_CLUSTER}
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[LocalCluster]:
+def session_clusters() -> dict[str, LocalCluster]:
+    """The clusters this process brought up (or found running), by group (a worker runs one group's files)."""
     if not local_cluster_possible():
         pytest.skip("a local Slurm cluster needs root, and Slurm or apt-get to install it")
-    was_running = all(control.status(TEST_CLUSTER).values())
-    placed = control.placed(TEST_CLUSTER)  # 7017 or, when something else holds it, the next free ports
-    control.up(placed)
-    yield placed
-    if not was_running:
-        control.down(placed)
+    return {}
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, session_clusters: dict[str, LocalCluster]) -> LocalCluster:
+    """The cluster of the module's group, up (once per process; one this process started is stopped at its end)."""
+    group = cluster_group(request.node.nodeid) or SESSION
+    group = group if group in CLUSTERS else SESSION
+    if group not in session_clusters:
+        spec = CLUSTERS[group]
+        was_running = all(control.status(spec).values())
+        placed = control.placed(spec)  # its own ports or, when something else holds them, the next free ones
+        control.up(placed)
+        session_clusters[group] = placed
+        if not was_running:
+            request.session.config.add_cleanup(lambda: control.down(placed))
+    return session_clusters[group]
 
 
 @pytest.fixture(autouse=True)
@@ -47,8 +65,11 @@ def no_shared_job_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def cancel_every_job(request: pytest.FixtureRequest) -> None:
-    if "cluster" in request.fixturenames and all(control.status(TEST_CLUSTER).values()):
-        env = control.slurm_env(TEST_CLUSTER)
+    if "cluster" not in request.fixturenames:
+        return
+    placed = request.getfixturevalue("cluster")
+    if all(control.status(placed).values()):
+        env = control.slurm_env(placed)
         queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True).stdout.split()
         if queued:
             subprocess.run(["scancel", *queued], env=env, capture_output=True)

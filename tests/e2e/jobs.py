@@ -51,8 +51,10 @@ def wait_for_end(job_id: str, env: dict[str, str], log: Callable[[], str],
     pytest.fail(f"job {job_id} did not finish within {timeout} s:\n{log()[-3000:]}")
 
 
-def rank_pid(job_id: str, rank: int, wanted: Callable[[str, bytes], bool]) -> int | None:
-    """The pid of a process of one rank of a job (by its Slurm variables) for which wanted(comm, cmdline)."""
+def rank_pid(job_id: str, rank: int, wanted: Callable[[str, bytes], bool], conf: str | None = None) -> int | None:
+    """The pid of a process of one rank of a job (by its Slurm variables) for which wanted(comm, cmdline). `conf`:
+    the job's SLURM_CONF, so that a job of another local cluster with the same id (the clusters of their own run
+    beside the session's) is never taken for it."""
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
             variables = dict(item.split(b"=", 1) for item in environ.read_bytes().split(b"\0") if b"=" in item)
@@ -60,7 +62,8 @@ def rank_pid(job_id: str, rank: int, wanted: Callable[[str, bytes], bool]) -> in
             cmdline = (environ.parent / "cmdline").read_bytes()
         except OSError:
             continue
+        other_cluster = conf is not None and variables.get(b"SLURM_CONF", conf.encode()) != conf.encode()
         if (variables.get(b"SLURM_JOB_ID") == job_id.encode() and variables.get(b"SLURM_PROCID") == str(rank).encode()
-                and wanted(comm, cmdline)):
+                and not other_cluster and wanted(comm, cmdline)):
             return int(environ.parent.name)
     return None

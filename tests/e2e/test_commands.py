@@ -65,10 +65,11 @@ def test_every_task_runs_the_command_and_the_job_is_followed_like_any(cluster: L
                                                                                     listed, re.M)
 
 
-def command_pid(job_id: str, rank: int, marker: str) -> int | None:
+def command_pid(job_id: str, rank: int, marker: str, conf: str | None = None) -> int | None:
     """The pid of rank `rank`'s command (not its supervisor, whose command line names it too), whose command line
-    holds `marker`."""
-    return rank_pid(job_id, rank, lambda comm, cmdline: marker.encode() in cmdline and b"--supervise" not in cmdline)
+    holds `marker`; `conf`: its cluster's SLURM_CONF."""
+    return rank_pid(job_id, rank, lambda comm, cmdline: marker.encode() in cmdline and b"--supervise" not in cmdline,
+                    conf)
 
 
 def kill_command(job: SubmittedJob, rank: int, marker: str) -> float:
@@ -76,7 +77,7 @@ def kill_command(job: SubmittedJob, rank: int, marker: str) -> float:
     deadline = time.monotonic() + 120
     pid = None
     while pid is None and time.monotonic() < deadline and job.state()[0] not in FINAL_STATES:
-        pid = command_pid(job.id, rank, marker)
+        pid = command_pid(job.id, rank, marker, job.env.get("SLURM_CONF"))
         time.sleep(0.3)
     if pid is None:
         subprocess.run(["scancel", job.id], env=job.env)

@@ -110,7 +110,8 @@ def test_a_killed_rank_in_the_image_is_retried_on_another_node_and_resumes(
     assert whole.wait(TIMEOUT)[0] == "COMPLETED"
     job = submit(cluster, tmp_path, "killed", *settings())
     wait_until(job, lambda: any((job.folder / "checkpoints").glob("ckpt-*.index")))
-    pid = rank_pid(job.id, 1, lambda comm, cmdline: comm.startswith("python"))  # the rank inside: ch-run exec'd it
+    pid = rank_pid(job.id, 1, lambda comm, cmdline: comm.startswith("python"),  # the rank inside: ch-run exec'd it
+                   job.env.get("SLURM_CONF"))
     assert pid is not None, job.log(1)[-2000:]
     os.kill(pid, signal.SIGKILL)
     assert job.wait(TIMEOUT) == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]

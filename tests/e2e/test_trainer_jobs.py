@@ -317,7 +317,8 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
 def kill_rank(job: Job, rank: int, signum: int = 9) -> float:
     """SIGKILL (or `signum`) the Python process of one rank of a running job, as a crash would; when it happened.
     A rank not found fails the test, and never leaves a long job behind to slow the rest of the suite."""
-    pid = rank_pid(job.id, rank, lambda comm, cmdline: comm.startswith(("python", "hpc-train")))
+    pid = rank_pid(job.id, rank, lambda comm, cmdline: comm.startswith(("python", "hpc-train")),
+                   job.env.get("SLURM_CONF"))
     if pid is None:
         subprocess.run(["scancel", job.id], env=job.env)
         pytest.fail(f"rank {rank} of job {job.id} not found:\n{job.log()[-2000:]}")
