@@ -37,6 +37,11 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+# Modules whose module fixture is costly and the same for all their tests: run in one worker, it is made once
+# (test_wheel.py builds a wheel and a venv).
+ONE_WORKER_MODULES = ("tests/test_wheel.py",)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """xdist's scheduling by scope, one scope for each group of cluster tests and one for each other test.
@@ -45,7 +50,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class LocalClusterTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return cluster_group(nodeid) or nodeid
+            module = nodeid.split("::")[0]
+            return cluster_group(nodeid) or (module if module in ONE_WORKER_MODULES else nodeid)
 
     return LocalClusterTogether(config, log)
 

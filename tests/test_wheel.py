@@ -26,9 +26,14 @@ pytestmark = pytest.mark.tensorflow  # one command trains
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The bin/ of a fresh venv holding hpc-train from a wheel."""
+    import fcntl
+
     work = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "dist"),
-                            str(ROOT)], capture_output=True, text=True, timeout=300)
+    # One build at a time in the checkout (its build/ folder): each xdist worker running a test here builds its own.
+    with open("/tmp/hpc-train-wheel-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "dist"),
+                                str(ROOT)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
     [wheel] = (work / "dist").glob("hpc_train-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True, timeout=120)

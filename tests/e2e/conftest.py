@@ -22,6 +22,12 @@ SECOND_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-2"), nodes="node[
 CLUSTERS = {SESSION: TEST_CLUSTER, SECOND: SECOND_CLUSTER}
 
 
+def session_group(nodeid: str) -> str:
+    """Which session cluster a test or module runs on: its group's (tests/clustergroups.py), else the first."""
+    group = cluster_group(nodeid)
+    return group if group in CLUSTERS else SESSION
+
+
 @pytest.fixture(scope="session")
 def session_clusters() -> dict[str, LocalCluster]:
     """The clusters this process brought up (or found running), by group (a worker runs one group's files)."""
@@ -33,8 +39,7 @@ def session_clusters() -> dict[str, LocalCluster]:
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, session_clusters: dict[str, LocalCluster]) -> LocalCluster:
     """The cluster of the module's group, up (once per process; one this process started is stopped at its end)."""
-    group = cluster_group(request.node.nodeid) or SESSION
-    group = group if group in CLUSTERS else SESSION
+    group = session_group(request.node.nodeid)
     if group not in session_clusters:
         spec = CLUSTERS[group]
         was_running = all(control.status(spec).values())
@@ -65,10 +70,12 @@ def no_shared_job_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def cancel_every_job(request: pytest.FixtureRequest) -> None:
+    """Cancel every job queued on the test's (or module's) cluster, if it uses one: from the clusters this process
+    brought up (session-wide, so still there when a module's fixtures are torn down)."""
     if "cluster" not in request.fixturenames:
         return
-    placed = request.getfixturevalue("cluster")
-    if all(control.status(placed).values()):
+    placed = request.getfixturevalue("session_clusters").get(session_group(request.node.nodeid))
+    if placed is not None and all(control.status(placed).values()):
         env = control.slurm_env(placed)
         queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True).stdout.split()
         if queued:

@@ -129,17 +129,6 @@ def test_a_task_reaches_its_peer_by_name_but_not_on_localhost(hosts_cluster: Loc
 
 
 @pytest.mark.tensorflow
-def test_mnist_2node_trains_across_hosts(hosts_cluster: LocalCluster, tmp_path: Path) -> None:
-    job = submit(hosts_cluster, tmp_path, "mnist_2node.sh", *SMALL)
-    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
-    lines = job.task_lines()
-    assert lines[0].startswith("rank 0 is worker 0 at host3:") and lines[1].startswith("rank 1 is worker 1 at host4:")
-    assert "multiworker: 2 workers, 2 replica(s) in sync" in job.log()
-    digests = re.findall(r"^(\d): hpc-train \[worker \d\]: finished; weights digest (\w+)", job.log(), re.M)
-    assert len(digests) == 2 and digests[0][1] == digests[1][1], job.log()[-3000:]
-
-
-@pytest.mark.tensorflow
 def test_mnist_ps_trains_across_hosts(hosts_cluster: LocalCluster, tmp_path: Path) -> None:
     job = submit(hosts_cluster, tmp_path, "mnist_ps.sh", *SMALL)
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
@@ -153,7 +142,7 @@ def test_mnist_ps_trains_across_hosts(hosts_cluster: LocalCluster, tmp_path: Pat
 
 
 @pytest.mark.tensorflow
-def test_a_requeued_job_resumes_across_hosts_and_completes(hosts_cluster: LocalCluster, tmp_path: Path) -> None:
+def test_a_2node_job_trains_across_hosts_and_a_requeue_resumes_it_to_the_end(hosts_cluster: LocalCluster, tmp_path: Path) -> None:
     job = submit(hosts_cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=2")
     job.wait_for_log("epoch 1/2")
     job.wait_for_a_checkpoint()  # the test is of resuming: the requeue must find something to resume from
@@ -163,6 +152,12 @@ def test_a_requeued_job_resumes_across_hosts_and_completes(hosts_cluster: LocalC
     assert "(restart 1)" in log and re.search(r"hpc-train: resuming (in|after) epoch", log), log[-3000:]
     assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2]
     assert job.run_state()["state"] == "finished"
+    # Both attempts trained across the two hosts, by name, as one cluster with one model.
+    lines = job.task_lines()
+    assert lines[0].startswith("rank 0 is worker 0 at host3:") and lines[1].startswith("rank 1 is worker 1 at host4:")
+    assert "multiworker: 2 workers, 2 replica(s) in sync" in log
+    digests = re.findall(r"^(\d): hpc-train \[worker \d\]: finished; weights digest (\w+)", log, re.M)
+    assert len(digests) == 2 and digests[0][1] == digests[1][1], log[-3000:]
 
 
 def test_down_removes_every_namespace_link_and_hosts_line() -> None:

@@ -98,6 +98,7 @@ def test_mirrored_and_the_deep_model_train(tmp_path: Path) -> None:
     assert result["config"]["model"] == "deep" and result["totals"]["final_val_accuracy"] >= 0.9
 
 
+@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_a_damaged_newest_checkpoint_is_skipped_on_restart")
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path) -> None:
     [(code, _, err)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
     assert code == 0, err[-3000:]
