@@ -55,7 +55,10 @@ def test_the_arguments_name_the_run_folder_or_make_it_from_the_job() -> None:
 
 
 def test_without_slurm_the_tasks_run_here_and_a_failure_is_not_retried(tmp_path: Path) -> None:
-    script = 'echo "rank $SLURM_PROCID of $SLURM_STEP_NUM_TASKS in $HPC_TRAIN_RUN_DIR"; exit $SLURM_PROCID'
+    # Rank 1 fails once rank 0 has said its line (the launcher stops the others at a failure: under load, before
+    # rank 0 got to it).
+    script = ('echo "rank $SLURM_PROCID of $SLURM_STEP_NUM_TASKS in $HPC_TRAIN_RUN_DIR"; touch "$HPC_TRAIN_RUN_DIR/'
+              'said-$SLURM_PROCID"; until [ -e "$HPC_TRAIN_RUN_DIR/said-0" ]; do sleep 0.05; done; exit $SLURM_PROCID')
     result = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--name", "here", "--nodes", "2", "--", "sh",
                              "-c", script], cwd=tmp_path, capture_output=True, text=True, env=without_slurm(),
                             timeout=60)
