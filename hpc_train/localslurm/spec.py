@@ -145,6 +145,12 @@ class LocalCluster:
                 *(f"slurmd-{name}" for name in self.node_names))
 
 
+def first_job_id(controller_port: int) -> int:
+    """A local cluster's first job id: its port's thousands (7017: 7,017,001), so clusters at other ports count
+    apart, and two of their ids meet in the derived port windows only 256 ports apart (pure)."""
+    return controller_port * 1000 + 1
+
+
 def render_slurm_conf(cluster: LocalCluster) -> str:
     """slurm.conf for the cluster: accounting only if asked for, no cgroups, one partition, one slurmd port per node."""
     d = cluster.directory
@@ -161,6 +167,9 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         # cred_expire also sets how long a requeued job waits before it starts again (default 120 s).
         f"AuthInfo=socket={cluster.munge_socket},cred_expire={REQUEUE_WAIT_SECONDS}",
         f"StateSaveLocation={d}/state",
+        # Job ids of its own (from its port): two local clusters on one machine never run jobs of the same id at
+        # once, whose ports (derived from the id, bootstrap/ports.py) would meet on the one network stack.
+        f"FirstJobId={first_job_id(cluster.controller_port)}",
         f"SlurmdSpoolDir={d}/spool/%n",
         f"SlurmctldPidFile={cluster.pid_file('slurmctld')}",
         f"SlurmdPidFile={d}/run/slurmd-%n.pid",
