@@ -16,21 +16,32 @@ SLURM_COMMANDS = set(COMMANDS)
 SLURM_OWNER = "hpc_train.slurm.client"
 # Modules that run a Slurm command as what they measure, not to talk to Slurm: bench submit times a raw sbatch.
 MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
-# Lower layers never import higher ones (lazy imports included). Entry points (cli, train, demo, __main__) may
-# import anything; the rest sit in these layers, lowest first.
+# Lower layers never import higher ones (lazy imports included), and each folder is one layer of its own, so that
+# "below" means the same for every pair of folders. Entry points (cli, train, demo, __main__) may import anything;
+# so may the package root, which is the public face alone (test_the_package_root_is_its_public_face_alone).
+# The rest sit in these layers, lowest first: what every side reads, what a job is (spec), the rank's start-up,
+# images, Slurm, a site, the run folders, tracking, the run loop, tasks, the job around the ranks, the login side,
+# a login node over ssh, the local cluster, the checks of a setup, the benchmarks.
 LAYERS = [
-    ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources"),
-    ("hpc_train.bootstrap", "hpc_train.container"),
+    ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources", "hpc_train.version"),
+    ("hpc_train.spec",),
+    ("hpc_train.bootstrap",),
+    ("hpc_train.container",),
     ("hpc_train.slurm",),
     ("hpc_train.site",),
     ("hpc_train.runs",),
-    ("hpc_train.injob.requeue", "hpc_train.injob.failures", "hpc_train.injob.retry", "hpc_train.injob.epilogue"),
     ("hpc_train.tracking",),
     ("hpc_train.training",),
     ("hpc_train.tasks",),
-    ("hpc_train.injob", "hpc_train.login", "hpc_train.remote", "hpc_train.localslurm", "hpc_train.doctor"),
+    ("hpc_train.injob",),
+    ("hpc_train.login",),
+    ("hpc_train.remote",),
+    ("hpc_train.localslurm",),
+    ("hpc_train.doctor",),
     ("hpc_train.bench",),
 ]
+ROOT = "hpc_train"
+ENTRY_POINTS = {ROOT, "hpc_train.__main__", "hpc_train.train", "hpc_train.demo"}
 
 
 def module_name(path: Path) -> str:
@@ -153,8 +164,7 @@ def test_the_slurm_client_runs_commands_only_through_its_transport() -> None:
 
 
 def test_the_layers_name_every_module_but_the_entry_points() -> None:
-    entry_points = {"hpc_train", "hpc_train.__main__", "hpc_train.train", "hpc_train.demo"}
-    unplaced = [name for name in MODULES if layer(name) is None and name not in entry_points
+    unplaced = [name for name in MODULES if layer(name) is None and name not in ENTRY_POINTS
                 and not name.startswith("hpc_train.cli")]
     assert not unplaced
 
@@ -195,8 +205,20 @@ def test_only_the_metrics_module_names_the_metrics_file(name: str) -> None:
 
 
 
-def test_the_package_root_holds_at_most_eight_modules() -> None:
-    assert len([path for path in PACKAGE.glob("*.py")]) <= 8
+def test_the_package_root_holds_at_most_nine_modules() -> None:
+    """Its public face (__init__), the entry points (__main__, train, demo) and what every layer reads: errors,
+    exitcodes, config, resources and version (the version and protocol, which the public face re-exports)."""
+    assert len([path for path in PACKAGE.glob("*.py")]) <= 9
+
+
+def test_the_package_root_is_its_public_face_alone() -> None:
+    """No module imports the package root (it imports the rest: the version from version.py, `fit` and `report`
+    from below when called), and the root imports nothing at import time but the version."""
+    importers = [name for name, targets in edges().items() if ROOT in targets]
+    tree = ast.parse(MODULES[ROOT].read_text())
+    at_import = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
+    at_import += [alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names]
+    assert not importers and at_import == ["hpc_train.version"]
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hpc_train import version_line
+from hpc_train.version import version_line
 from hpc_train.errors import HpcTrainError, report
 
 # `hpc-train --help` must start fast: `typing` alone costs milliseconds we avoid at run time.

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hpc_train import OLDEST_PROTOCOL, PROTOCOL, __version__
+from hpc_train.version import OLDEST_PROTOCOL, PROTOCOL, __version__
 from hpc_train.errors import HpcTrainError
 from hpc_train.remote import scripts
 from hpc_train.remote.config import Remote

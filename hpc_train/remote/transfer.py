@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.login.snapshot import SNAPSHOTS
+from hpc_train.runs.snapshot import SNAPSHOTS
 from hpc_train.remote import scripts
 from hpc_train.remote.config import Remote
 from hpc_train.remote.run import ask, connect

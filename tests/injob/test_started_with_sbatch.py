@@ -13,7 +13,7 @@ from pathlib import Path
 from hpc_train.config import TrainConfig
 from hpc_train.login.request import JobSpec
 from hpc_train.login.script import render_script
-from hpc_train.login.sweep import grid, grid_axes
+from hpc_train.spec.sweep import grid, grid_axes
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 from tests.login.test_script import fake_hpc_train
 

@@ -16,7 +16,7 @@ import pytest
 from hpc_train.bootstrap import compute_layout
 from hpc_train.bootstrap.placement import Distribution
 from hpc_train.errors import HpcTrainError
-from hpc_train.login.mock_srun import MachineGpus, Step, gpu_environments, rank_environments
+from hpc_train.injob.mock_srun import MachineGpus, Step, gpu_environments, rank_environments
 from tests.fake_nvidia import install_nvidia_smi, path_without_nvidia_smi, uuid
 from tests.fake_slurm import without_slurm
 from tests.mnist_data import shared_mnist
