@@ -36,7 +36,7 @@ from hpc_train.errors import HpcTrainError, report
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
-from hpc_train.injob.record import JobShape, record_job
+from hpc_train.injob.started_with_sbatch import JobShape, record_job
 from hpc_train.runs.requeue import restart_count
 from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, step_size_arguments
 from hpc_train.injob.tracked import tracked_attempt
