@@ -13,8 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hpc_train.version import version_line
 from hpc_train.errors import HpcTrainError, report
+from hpc_train.version import version_line
 
 # `hpc-train --help` must start fast: `typing` alone costs milliseconds we avoid at run time.
 TYPE_CHECKING = False

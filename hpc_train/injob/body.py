@@ -36,13 +36,13 @@ from hpc_train.errors import HpcTrainError, report
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
-from hpc_train.injob.started_with_sbatch import JobShape, record_job
-from hpc_train.runs.requeue import restart_count
 from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, step_size_arguments
+from hpc_train.injob.started_with_sbatch import JobShape, record_job
 from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
 from hpc_train.runs.attempts import record_end
 from hpc_train.runs.folders import nodes_and_tasks
+from hpc_train.runs.requeue import restart_count
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.version import PREFIX
 

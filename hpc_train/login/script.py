@@ -20,9 +20,9 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.jobline import JobBody, script_line
 from hpc_train.login.request import Group, JobRequest
+from hpc_train.runs.folders import RANK_LOG_PATTERN
 from hpc_train.runs.snapshot import SNAPSHOTS, JobCode
 from hpc_train.spec.sweep import Sweep
-from hpc_train.runs.folders import RANK_LOG_PATTERN
 
 
 
