@@ -5,6 +5,7 @@ runs/metrics.py alone, and the first floor's limits (root modules, module sizes,
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,16 @@ def test_the_rank_side_never_imports_the_cli_and_training_knows_no_mnist() -> No
     mnist = [f"{name} imports {target}" for name, targets in graph.items() if name.startswith("hpc_train.training")
              for target in targets if target.startswith("hpc_train.tasks.mnist")]
     assert not upward and not mnist
+
+
+def test_the_architecture_page_names_every_module_in_its_folders_line() -> None:
+    """docs/architecture.md's layout lists every module that exists: a root module by its file name, the others
+    in their top folder's line (a subpackage's modules too), so that a new module is placed in the docs as well."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    layout = page.split("```\nhpc_train/\n", 1)[1].split("```", 1)[0]
+    folders = {match.group(1): set(re.findall(r"\w+", match.group(0)))
+               for match in re.finditer(r"^  (\w+)/.*$", layout, re.M)}
+    missing = [str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if path.name != "__init__.py"
+               and not (f"{path.name} " in layout if path.parent == PACKAGE
+                        else path.stem in folders.get(path.relative_to(PACKAGE).parts[0], set()))]
+    assert not missing
