@@ -164,6 +164,14 @@ def test_the_slurm_client_runs_commands_only_through_its_transport() -> None:
     assert set(calls) <= {"CompletedProcess"}
 
 
+def test_each_folder_is_one_layer_of_its_own() -> None:
+    """A layer names whole folders (or root modules), never a module of a folder: no folder split over two layers;
+    above the root modules, one folder per layer."""
+    assert all(prefix.count(".") == 1 for prefixes in LAYERS for prefix in prefixes)
+    assert all(len(prefixes) == 1 and (PACKAGE / prefixes[0].split(".")[1]).is_dir() for prefixes in LAYERS[1:])
+    assert all((PACKAGE / f"{prefix.split('.')[1]}.py").is_file() for prefix in LAYERS[0])
+
+
 def test_the_layers_name_every_module_but_the_entry_points() -> None:
     unplaced = [name for name in MODULES if layer(name) is None and name not in ENTRY_POINTS
                 and not name.startswith("hpc_train.cli")]
