@@ -2,34 +2,16 @@
 
 Importing this package is cheap on purpose: nothing here imports TensorFlow,
 so the command line starts fast on a login node.
+
+This is the package's public face alone: the version and protocol (kept in hpc_train/version.py, which the rest
+of the package imports), `fit` and `report`, each importing what it needs when called. No module of the package
+imports this one.
 """
 
-import os
+from hpc_train.version import OLDEST_PROTOCOL, PROTOCOL, UNKNOWN_VERSION, __version__, installed_version, version_line
 
-UNKNOWN_VERSION = "0+unknown"  # a checkout never built nor installed: no version.txt beside this file
-# What a laptop's hpc-train may ask of a login node's over --remote (hpc_train/remote/protocol.py says what each
-# verb needs). Bump it when a forwarded verb gains an option or a behaviour the laptop relies on; builds before
-# protocol 1 report none. 1: submit --in-snapshot (submit --remote), and every verb as of issue 36. 2: submit
-# --partition A,B (Slurm's list, each partition checked by preflight; issue 37).
-PROTOCOL = 2
-OLDEST_PROTOCOL = 1  # the oldest laptop's protocol this login-side hpc-train still serves
-
-
-def installed_version() -> str:
-    """The version this build was made as (setuptools-scm writes version.txt from git: docs/development.md)."""
-    try:
-        with open(os.path.join(os.path.dirname(__file__), "version.txt"), encoding="utf-8") as file:
-            return file.read().strip() or UNKNOWN_VERSION
-    except OSError:
-        return UNKNOWN_VERSION
-
-
-__version__ = installed_version()
-
-
-def version_line() -> str:
-    """What `hpc-train --version` prints, and a login node's answers to a laptop's probe (remote/protocol.py)."""
-    return f"hpc-train {__version__} (protocol {PROTOCOL}, oldest {OLDEST_PROTOCOL})"
+__all__ = ["OLDEST_PROTOCOL", "PROTOCOL", "UNKNOWN_VERSION", "__version__", "fit", "installed_version", "report",
+           "version_line"]
 
 
 def fit(*args, **kwargs):  # type: ignore[no-untyped-def]

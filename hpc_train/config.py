@@ -163,7 +163,7 @@ def _check_ranges(config: TrainConfig) -> None:
         raise ConfigError(f"validation_images: must be 1 or more, got {config.validation_images!r}")
 
 
-# A job's YAML may hold a sweep (render and submit run it as a job array, login/sweep.py), not a setting.
+# A job's YAML may hold a sweep (render and submit run it as a job array, spec/sweep.py), not a setting.
 SWEEP_KEY = "sweep"
 # ... and a `job:` section: options of the job request that render and submit read (login/jobsection.py).
 JOB_KEY = "job"

@@ -5,6 +5,7 @@ runs/metrics.py alone, and the first floor's limits (root modules, module sizes,
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -16,21 +17,32 @@ SLURM_COMMANDS = set(COMMANDS)
 SLURM_OWNER = "hpc_train.slurm.client"
 # Modules that run a Slurm command as what they measure, not to talk to Slurm: bench submit times a raw sbatch.
 MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
-# Lower layers never import higher ones (lazy imports included). Entry points (cli, train, demo, __main__) may
-# import anything; the rest sit in these layers, lowest first.
+# Lower layers never import higher ones (lazy imports included), and each folder is one layer of its own, so that
+# "below" means the same for every pair of folders. Entry points (cli, train, demo, __main__) may import anything;
+# so may the package root, which is the public face alone (test_the_package_root_is_its_public_face_alone).
+# The rest sit in these layers, lowest first: what every side reads, what a job is (spec), the rank's start-up,
+# images, Slurm, a site, the run folders, tracking, the run loop, tasks, the job around the ranks, the login side,
+# a login node over ssh, the local cluster, the checks of a setup, the benchmarks.
 LAYERS = [
-    ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources"),
-    ("hpc_train.bootstrap", "hpc_train.container"),
+    ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources", "hpc_train.version"),
+    ("hpc_train.spec",),
+    ("hpc_train.bootstrap",),
+    ("hpc_train.container",),
     ("hpc_train.slurm",),
     ("hpc_train.site",),
     ("hpc_train.runs",),
-    ("hpc_train.injob.requeue", "hpc_train.injob.failures", "hpc_train.injob.retry", "hpc_train.injob.epilogue"),
     ("hpc_train.tracking",),
     ("hpc_train.training",),
     ("hpc_train.tasks",),
-    ("hpc_train.injob", "hpc_train.login", "hpc_train.remote", "hpc_train.localslurm", "hpc_train.doctor"),
+    ("hpc_train.injob",),
+    ("hpc_train.login",),
+    ("hpc_train.remote",),
+    ("hpc_train.localslurm",),
+    ("hpc_train.doctor",),
     ("hpc_train.bench",),
 ]
+ROOT = "hpc_train"
+ENTRY_POINTS = {ROOT, "hpc_train.__main__", "hpc_train.train", "hpc_train.demo"}
 
 
 def module_name(path: Path) -> str:
@@ -152,9 +164,16 @@ def test_the_slurm_client_runs_commands_only_through_its_transport() -> None:
     assert set(calls) <= {"CompletedProcess"}
 
 
+def test_each_folder_is_one_layer_of_its_own() -> None:
+    """A layer names whole folders (or root modules), never a module of a folder: no folder split over two layers;
+    above the root modules, one folder per layer."""
+    assert all(prefix.count(".") == 1 for prefixes in LAYERS for prefix in prefixes)
+    assert all(len(prefixes) == 1 and (PACKAGE / prefixes[0].split(".")[1]).is_dir() for prefixes in LAYERS[1:])
+    assert all((PACKAGE / f"{prefix.split('.')[1]}.py").is_file() for prefix in LAYERS[0])
+
+
 def test_the_layers_name_every_module_but_the_entry_points() -> None:
-    entry_points = {"hpc_train", "hpc_train.__main__", "hpc_train.train", "hpc_train.demo"}
-    unplaced = [name for name in MODULES if layer(name) is None and name not in entry_points
+    unplaced = [name for name in MODULES if layer(name) is None and name not in ENTRY_POINTS
                 and not name.startswith("hpc_train.cli")]
     assert not unplaced
 
@@ -195,8 +214,20 @@ def test_only_the_metrics_module_names_the_metrics_file(name: str) -> None:
 
 
 
-def test_the_package_root_holds_at_most_eight_modules() -> None:
-    assert len([path for path in PACKAGE.glob("*.py")]) <= 8
+def test_the_package_root_holds_at_most_nine_modules() -> None:
+    """Its public face (__init__), the entry points (__main__, train, demo) and what every layer reads: errors,
+    exitcodes, config, resources and version (the version and protocol, which the public face re-exports)."""
+    assert len([path for path in PACKAGE.glob("*.py")]) <= 9
+
+
+def test_the_package_root_is_its_public_face_alone() -> None:
+    """No module imports the package root (it imports the rest: the version from version.py, `fit` and `report`
+    from below when called), and the root imports nothing at import time but the version."""
+    importers = [name for name, targets in edges().items() if ROOT in targets]
+    tree = ast.parse(MODULES[ROOT].read_text())
+    at_import = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
+    at_import += [alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names]
+    assert not importers and at_import == ["hpc_train.version"]
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -219,3 +250,16 @@ def test_the_rank_side_never_imports_the_cli_and_training_knows_no_mnist() -> No
     mnist = [f"{name} imports {target}" for name, targets in graph.items() if name.startswith("hpc_train.training")
              for target in targets if target.startswith("hpc_train.tasks.mnist")]
     assert not upward and not mnist
+
+
+def test_the_architecture_page_names_every_module_in_its_folders_line() -> None:
+    """docs/architecture.md's layout lists every module that exists: a root module by its file name, the others
+    in their top folder's line (a subpackage's modules too), so that a new module is placed in the docs as well."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    layout = page.split("```\nhpc_train/\n", 1)[1].split("```", 1)[0]
+    folders = {match.group(1): set(re.findall(r"\w+", match.group(0)))
+               for match in re.finditer(r"^  (\w+)/.*$", layout, re.M)}
+    missing = [str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if path.name != "__init__.py"
+               and not (f"{path.name} " in layout if path.parent == PACKAGE
+                        else path.stem in folders.get(path.relative_to(PACKAGE).parts[0], set()))]
+    assert not missing

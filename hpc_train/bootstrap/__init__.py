@@ -5,7 +5,8 @@
 
 `compute_layout` is the pure core (environment mapping in, frozen `Layout` out);
 `apply_to_environ` exports the result; `startup.start_rank` is what every rank
-does first (place itself, say where, check its port and its GPUs); `hpc_train.bootstrap.resolver`
+does first (place itself, say where, check its port and its GPUs), `stderr_filter` its log's filter of
+TensorFlow's start-up noise (a rank's and a supervised command's alike); `hpc_train.bootstrap.resolver`
 offers a TensorFlow ClusterResolver built from a layout (it imports TensorFlow).
 
 A "rank" is one Slurm process of the step (SLURM_PROCID); TensorFlow calls it a

@@ -13,8 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hpc_train import version_line
 from hpc_train.errors import HpcTrainError, report
+from hpc_train.version import version_line
 
 # `hpc-train --help` must start fast: `typing` alone costs milliseconds we avoid at run time.
 TYPE_CHECKING = False
@@ -22,14 +22,16 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 # Subcommand -> (its module in hpc_train.cli, one line of help). Only the subcommand being
-# run is imported, and each keeps its heavy imports inside run(): `hpc-train --help` stays fast.
+# run is imported, and each keeps its heavy imports inside run(): `hpc-train --help` stays fast. A module is named
+# for its verb, but `list` and `report` (a submodule binds its name in this package, where `list` is the builtin
+# and `report` errors.report): recent_jobs and compare_runs say what they hold.
 SUBCOMMANDS = {
     "submit": ("submit", "submit a training job to Slurm (or run it here with --local)"),
     "status": ("status", "show a job's state, nodes, elapsed time and last progress line"),
     "logs": ("logs", "print (or follow) a job's log for one rank"),
     "cancel": ("cancel", "cancel a job"),
-    "list": ("listing", "list recent jobs from the job folders here"),
-    "report": ("reporting", "compare a sweep's runs: sorted by the objective, the best named, a CSV and a plot"),
+    "list": ("recent_jobs", "list recent jobs from the job folders here"),
+    "report": ("compare_runs", "compare a sweep's runs: sorted by the objective, the best named, a CSV and a plot"),
     "render": ("render", "write a standalone sbatch script for a training job"),
     "init": ("init", "write a starter project: a task module, its settings and an sbatch script"),
     "train": ("train", "train a task, MNIST or your own (none, mirrored, multiworker or parameter_server)"),

@@ -268,7 +268,7 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.login.search import check_space
-    from hpc_train.login.sweep import JOB_KEYS, check, substitute
+    from hpc_train.spec.sweep import JOB_KEYS, check, substitute
 
     section = read_sweep(args.config)
     if args.sweep and section is not None:
@@ -308,7 +308,7 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
     """--sweep with --search and --trials, or the YAML's sweep: (grid, random or search)."""
     from hpc_train.errors import HpcTrainError
     from hpc_train.login import search
-    from hpc_train.login.sweep import Sweep, from_yaml, grid, grid_axes
+    from hpc_train.spec.sweep import Sweep, from_yaml, grid, grid_axes
 
     if section is not None and (args.search is not None or args.trials is not None):
         raise HpcTrainError(f"--search and --trials with the sweep: section of {args.config}: give its search: "

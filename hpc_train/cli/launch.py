@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.mock_srun import Step, launch
+    from hpc_train.injob.mock_srun import Step, launch
 
     if not args.command:
         raise HpcTrainError("nothing to launch: give the command after --")

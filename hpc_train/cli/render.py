@@ -41,13 +41,13 @@ def run(args: argparse.Namespace) -> int:
         script = render_script(spec, train, home, command=args.command, sweep=sweep, max_parallel=args.max_parallel)
     if sweep is not None and spec.pack is not None:
         from hpc_train.login.packscript import pack_summary
-        from hpc_train.login.sweep import table
+        from hpc_train.spec.sweep import table
 
         print(f"hpc-train render: {pack_summary(spec, sweep, args.max_parallel)} "
               f"(runs/{spec.name}-JOBID_INDEX/):", file=sys.stderr)
         print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
     elif sweep is not None:
-        from hpc_train.login.sweep import table
+        from hpc_train.spec.sweep import table
 
         print(f"hpc-train render: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s) "
               f"(runs/{spec.name}-ARRAYID_INDEX/):", file=sys.stderr)

@@ -55,13 +55,13 @@ TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.config import TrainConfig
     from hpc_train.login.request import JobRequest
-    from hpc_train.login.snapshot import JobCode
-    from hpc_train.login.sweep import Sweep
+    from hpc_train.runs.snapshot import JobCode
+    from hpc_train.spec.sweep import Sweep
 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from hpc_train.login.snapshot import DEFAULT_LIMIT
+    from hpc_train.runs.snapshot import DEFAULT_LIMIT
 
     add_job_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the sbatch script that would be submitted")
@@ -92,7 +92,7 @@ def _check_snapshot_options(args: argparse.Namespace) -> None:
         raise HpcTrainError("--in-snapshot runs a snapshot already stored: drop --no-snapshot and --snapshot-exclude")
     if args.name is None:
         from hpc_train.login.request import project_name
-        from hpc_train.login.snapshot import stored_snapshot, taken_of
+        from hpc_train.runs.snapshot import stored_snapshot, taken_of
 
         args.name = project_name(taken_of(stored_snapshot(Path.cwd())))
 
@@ -119,7 +119,7 @@ def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
     import shutil
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.snapshot import JobCode, SNAPSHOTS, plan_snapshot, stored_snapshot, take_snapshot
+    from hpc_train.runs.snapshot import JobCode, SNAPSHOTS, plan_snapshot, stored_snapshot, take_snapshot
 
     if args.in_snapshot:
         snapshot = stored_snapshot(Path.cwd())
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         check_request(spec, os.environ)
     code, runs = job_code(args)
     if code is not None:
-        from hpc_train.login.snapshot import settings_in_snapshot
+        from hpc_train.login.snapshot_settings import settings_in_snapshot
 
         train = settings_in_snapshot(train, code)
     if sweep is not None:
@@ -190,7 +190,7 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
 
     from hpc_train.login import submission as submit
     from hpc_train.login.packscript import pack_summary, render_pack
-    from hpc_train.login.sweep import table
+    from hpc_train.spec.sweep import table
 
     packed = spec.pack is not None
     heading = (pack_summary(spec, sweep, args.max_parallel) if packed

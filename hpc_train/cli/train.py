@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, [*shortcuts, *args.overrides, *tracking_overrides(args)],
                          data_dir=data_dir_default(os.environ))
     check_tracking(config, say_unreachable=False)
-    from hpc_train.training.stderr_filter import filter_stderr
+    from hpc_train.bootstrap.stderr_filter import filter_stderr
 
     filter_stderr()  # a Slurm task's rank log without TensorFlow's CPU-node start-up noise
     from hpc_train.training.trainer import run as train

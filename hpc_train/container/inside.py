@@ -49,7 +49,7 @@ def enter(env: Mapping[str, str]) -> str | None:
     rank must not go on (the caller says it and exits 2), else None, the rank's Python and TensorFlow said."""
     from importlib.metadata import version
 
-    from hpc_train import __version__
+    from hpc_train.version import __version__
 
     if env.get(JOB_SITE):
         site.addsitedir(env[JOB_SITE])  # appended: the image's own packages come first

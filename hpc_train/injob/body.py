@@ -34,17 +34,17 @@ from typing import Any
 
 from hpc_train.errors import HpcTrainError, report
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
-from hpc_train.injob.epilogue import PREFIX
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
-from hpc_train.injob.record import JobShape, record_job
-from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, step_size_arguments
+from hpc_train.injob.started_with_sbatch import JobShape, record_job
 from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
 from hpc_train.runs.attempts import record_end
 from hpc_train.runs.folders import nodes_and_tasks
+from hpc_train.runs.requeue import restart_count
 from hpc_train.slurm.client import SlurmClient
+from hpc_train.version import PREFIX
 
 # Signals a batch script passes on to its step: Slurm's time-limit warning when it reaches the script itself.
 PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)
@@ -145,7 +145,7 @@ def epilogue(body: JobBody, code: int, env: Mapping[str, str]) -> int:
 def requeued_for_a_rank(body: JobBody, code: int) -> int:
     """0 once the job is requeued for a rank in an image that asked (it has no scontrol there: requeue.py), else
     the step's `code`. Slurm's SIGTERM follows the requeue: ignored, this process has the attempt's end to write."""
-    from hpc_train.injob.requeue import asked_by_a_rank, requeue
+    from hpc_train.runs.requeue import asked_by_a_rank, requeue
 
     job_id = asked_by_a_rank(body.run_dir)
     if job_id is None:
@@ -216,7 +216,7 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
     except HpcTrainError as error:  # an image the ranks cannot start in: one line
         return report(error, PREFIX)
     if not under_slurm(env):
-        from hpc_train.login.mock_srun import Step, launch
+        from hpc_train.injob.mock_srun import Step, launch
 
         try:
             sized = attempt_size(body.node_range, body.tasks_per_node, env)  # a range: as many as this machine holds

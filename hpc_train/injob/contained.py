@@ -21,9 +21,7 @@ STAGED = ".hpc-train-python"
 
 def staged_package(run_dir: Path) -> tuple[Path, Path]:
     """(the folder for PYTHONPATH, the hpc_train package it links to): the link made once, kept across attempts."""
-    import hpc_train
-
-    package = Path(hpc_train.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # hpc_train/, this module's package's
     staged = run_dir.resolve() / STAGED
     staged.mkdir(parents=True, exist_ok=True)
     link = staged / "hpc_train"

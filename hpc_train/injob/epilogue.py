@@ -33,17 +33,17 @@ from typing import Any
 
 from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
+from hpc_train.injob.failures import Failure, diagnose
+from hpc_train.injob.retry import RetryPlan, component_exclusions, plan_retry, requeue_excluding, usable_and_lost
 from hpc_train.runs import attempts
+from hpc_train.runs.requeue import restart_count
+from hpc_train.runs.state import read_state
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.slurm.noderange import nodes_needed
-from hpc_train.injob.failures import Failure, diagnose
-from hpc_train.injob.requeue import restart_count
-from hpc_train.injob.retry import RetryPlan, component_exclusions, plan_retry, requeue_excluding, usable_and_lost
-from hpc_train.runs.state import read_state
+from hpc_train.version import PREFIX
 
 # How much of the end of the job log is read for srun's lines on this attempt's tasks.
 LOG_TAIL_BYTES = 512 * 1024
-PREFIX = "hpc-train"
 
 
 def job_exit_code(step_code: int, strategy: str, run_state: dict) -> tuple[int, str | None]:

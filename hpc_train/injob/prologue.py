@@ -25,14 +25,15 @@ from typing import Any
 
 from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
-from hpc_train.runs import attempts
-from hpc_train.slurm.client import SlurmClient
-from hpc_train.injob.epilogue import PREFIX, QuietParser, expand_nodes, log_tail, newest_checkpoint
-from hpc_train.injob.requeue import restart_count
+from hpc_train.injob.epilogue import QuietParser, expand_nodes, log_tail, newest_checkpoint
 from hpc_train.injob.retry import requeue_excluding, usable_and_lost
+from hpc_train.runs import attempts
+from hpc_train.runs.requeue import restart_count
 from hpc_train.runs.secret import PRIVATE_FOLDER
-from hpc_train.slurm.noderange import attempt_nodes, nodes_needed, size_words
 from hpc_train.runs.state import STATE_FILE, read_state, write_json_atomically
+from hpc_train.slurm.client import SlurmClient
+from hpc_train.slurm.noderange import attempt_nodes, nodes_needed, size_words
+from hpc_train.version import PREFIX
 
 # The prologue's "requeued itself": Slurm restarted the job on the node that failed; the script ends quietly.
 EXIT_MOVED = 4

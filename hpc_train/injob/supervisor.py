@@ -30,7 +30,7 @@ to answer, so this process answers for it with py-spy's dump of its Python proce
 The command's `tf.keras` is tf-keras (TF_USE_LEGACY_KERAS=1) when it fits this
 TensorFlow, unless the user set the variable or chose `--keras 3`
 (bootstrap/keras.py); the rank line says which. Its stderr goes through the
-rank log's filter of TensorFlow's start-up noise (training/stderr_filter.py), which
+rank log's filter of TensorFlow's start-up noise (bootstrap/stderr_filter.py), which
 also watches for Keras 3's known failures: a command that fails with one ends
 its log with a line saying why and what to do.
 """
@@ -57,8 +57,8 @@ from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
 from hpc_train.runs.stacks import answer_requests
 from hpc_train.injob.pyspy import allow_parent_to_trace, answer_for
-from hpc_train.injob.requeue import requeue_stopped
-from hpc_train.training import stderr_filter
+from hpc_train.runs.requeue import requeue_stopped
+from hpc_train.bootstrap import stderr_filter
 
 # How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job.
 REQUEUE_GRACE_SECONDS = 10.0

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from hpc_train.injob.requeue import restart_count
+from hpc_train.runs.requeue import restart_count
 from hpc_train.runs.state import read_state
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.tracking.settings import final_status

@@ -21,10 +21,11 @@ import yaml
 
 from hpc_train.config import ConfigError, load_config, to_dict
 from hpc_train.errors import one_line
-from hpc_train.injob.epilogue import PREFIX, QuietParser
-from hpc_train.login.sweep import SweepError, substitute, value_text
+from hpc_train.injob.epilogue import QuietParser
 from hpc_train.runs import study
 from hpc_train.runs.state import write_text_atomically
+from hpc_train.spec.sweep import SweepError, substitute, value_text
+from hpc_train.version import PREFIX
 
 USAGE = "usage: hpc-train trial --run-dir DIR [--command WORDS]"
 TRIAL_SCRIPT = "trial.sh"

@@ -14,8 +14,8 @@ from hpc_train.config import TrainConfig
 from hpc_train.login.packing import job_tasks_per_node, shares_in
 from hpc_train.login.request import JobRequest
 from hpc_train.login.script import code_lines, config_lines, directive_lines, job_config, search_spec
-from hpc_train.login.snapshot import JobCode
-from hpc_train.login.sweep import Sweep
+from hpc_train.runs.snapshot import JobCode
+from hpc_train.spec.sweep import Sweep
 
 
 def render_pack(spec: JobRequest, train: TrainConfig, home: str, sweep: Sweep, runs_dir: str = "runs",

@@ -20,9 +20,9 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.jobline import JobBody, script_line
 from hpc_train.login.request import Group, JobRequest
-from hpc_train.login.snapshot import SNAPSHOTS, JobCode
-from hpc_train.login.sweep import Sweep
 from hpc_train.runs.folders import RANK_LOG_PATTERN
+from hpc_train.runs.snapshot import SNAPSHOTS, JobCode
+from hpc_train.spec.sweep import Sweep
 
 
 
@@ -204,7 +204,7 @@ def study_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Se
 def grid_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
     """A grid's elements, each its values in a case of SLURM_ARRAY_TASK_ID."""
     from hpc_train.config import replace as with_values
-    from hpc_train.login.sweep import substitute, value_text
+    from hpc_train.spec.sweep import substitute, value_text
 
     lines = ['export HPC_TRAIN_TRIAL="$SLURM_ARRAY_TASK_ID"', 'case "$SLURM_ARRAY_TASK_ID" in']
     for index, values in enumerate(sweep.elements):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hpc_train.config import ConfigError, TrainConfig, setting_value, to_dict
-from hpc_train.login.sweep import SweepError
+from hpc_train.spec.sweep import SweepError
 
 SAMPLERS = ("grid", "random", "tpe", "cmaes")
 # LOW:HIGH or LOW:HIGH:log, each end a number (1e-4, 0.5, 32).

@@ -27,14 +27,14 @@ import yaml
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.jobline import script_line
-from hpc_train.login.provenance import write_provenance
+from hpc_train.runs.provenance import write_provenance
 from hpc_train.runs.state import write_text_atomically
 from hpc_train.runs.folders import (ELEMENT_BATCH_LOG, RANK_LOG_PATTERN, RUNS, JobRecord, element_records,
                                     run_folder)
 from hpc_train.login.script import activation_script, code_lines, config_lines, job_body, job_config, tasks_per_node
-from hpc_train.login.snapshot import JobCode
+from hpc_train.runs.snapshot import JobCode
 from hpc_train.login.request import JobRequest, time_minutes
-from hpc_train.login.sweep import Sweep
+from hpc_train.spec.sweep import Sweep
 
 
 def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
@@ -324,7 +324,7 @@ def submit_pack(spec: JobRequest, train: TrainConfig, sweep: Sweep, max_parallel
 def check_local_gpus(spec: JobRequest) -> None:
     """--local: more GPUs than this machine has, refused in one line before a snapshot or a run folder is stored
     (the launcher would refuse it too, once the job had started)."""
-    from hpc_train.login.mock_srun import Step, gpu_environments, machine_gpus
+    from hpc_train.injob.mock_srun import Step, gpu_environments, machine_gpus
 
     group = spec.groups[0]  # (as the job body's mock step: every node as the first group's)
     gpu_environments(Step.make(spec.nodes, group.tasks_per_node, job_id=0, gpus_per_node=group.gpus_per_node,
@@ -362,7 +362,7 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
 
 def provenance(code: JobCode | None) -> tuple[dict, str]:
     """The provenance of a job submitted now: its snapshot's, else git's word on this directory."""
-    from hpc_train.login.provenance import provenance as of
+    from hpc_train.runs.provenance import provenance as of
 
     return of(code.snapshot, code.submit_dir) if code else of(None, Path.cwd())
 

@@ -1,7 +1,7 @@
 """Whether a login node's hpc-train understands what this laptop's asks of it (pure).
 
 Versions only say which build runs (from git: every commit differs); what the two sides must agree on is the
-protocol, a small integer (hpc_train.PROTOCOL) that `hpc-train --version` reports beside the version:
+protocol, a small integer (hpc_train.version.PROTOCOL) that `hpc-train --version` reports beside the version:
 
     hpc-train 0.1.dev412+g1a2b3c4 (protocol 1, oldest 1)
 

@@ -16,11 +16,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hpc_train import OLDEST_PROTOCOL, PROTOCOL, __version__
 from hpc_train.errors import HpcTrainError
 from hpc_train.remote import scripts
 from hpc_train.remote.config import Remote
 from hpc_train.remote.protocol import Build, parse_version_line, protocol_problem
+from hpc_train.version import OLDEST_PROTOCOL, PROTOCOL, __version__
 from hpc_train.remote.ssh import (SSH_FAILED, check_argv, connect_timeout, control_folder, failure, slurm_timeout,
                                   ssh_argv)
 from hpc_train.runs.state import read_json_object, write_json_atomically

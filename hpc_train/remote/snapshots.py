@@ -1,11 +1,11 @@
-"""The one plug between a remote submit and the snapshot of the user's code (hpc_train.login.snapshot)."""
+"""The one plug between a remote submit and the snapshot of the user's code (hpc_train.runs.snapshot)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpc_train.login.snapshot import take_snapshot
+from hpc_train.runs.snapshot import take_snapshot
 
 
 def snapshot_here(submit_dir: Path, exclude: Sequence[str], limit_bytes: int) -> tuple[str, Path, str]:

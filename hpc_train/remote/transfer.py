@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.login.snapshot import SNAPSHOTS
 from hpc_train.remote import scripts
 from hpc_train.remote.config import Remote
 from hpc_train.remote.run import ask, connect
 from hpc_train.remote.ssh import SSH_FAILED, failure, rsync_argv
+from hpc_train.runs.snapshot import SNAPSHOTS
 
 JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
 

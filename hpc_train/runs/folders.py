@@ -20,7 +20,7 @@ from hpc_train.runs.secret import PRIVATE_FOLDER
 
 RUNS = Path("runs")
 RECORD = "job.json"
-PROVENANCE = "provenance.json"  # the code and software a job ran (login/provenance.py writes it)
+PROVENANCE = "provenance.json"  # the code and software a job ran (runs/provenance.py writes it)
 # Each rank's log in its job's folder, as srun's --output pattern (%t: the rank): one layout for every job.
 RANK_LOG_PATTERN = "logs/rank-%t.out"
 

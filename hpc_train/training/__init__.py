@@ -6,8 +6,7 @@ module, and checking what it returns), `rank` (which rank am I), `outcome` (how 
 ends), `lines` (what a rank prints), `paths` (where a rank writes), `rendezvous` (the start-up barrier),
 `progress` (steps, epochs and the data position), `stopping` (signals, and
 the watcher that ends a stuck step), `precision` (what `precision: auto`
-picks; it asks TensorFlow for the GPUs only when called),
-`stderr_filter` (the rank log's filter), `memory` and
+picks; it asks TensorFlow for the GPUs only when called), `memory` and
 `threads`, `fit` (`hpc_train.fit`). With TensorFlow, through tf-keras (Keras 3
 cannot train under MultiWorkerMirroredStrategy or ParameterServerStrategy):
 `inputs` (a task's datasets), `strategy`, `metrics` (summed once per epoch),

@@ -15,8 +15,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from hpc_train.injob.epilogue import PREFIX
 from hpc_train.training import checkin_auth
+from hpc_train.version import PREFIX
 
 ANSWER_SECONDS = 5.0  # a connection has this long to prove itself, from when it came
 PENDING_LIMIT = 64  # unproven connections held at once; the oldest goes first beyond that

@@ -19,19 +19,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hpc_train.bootstrap.stderr_filter import drain
 from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
 from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
-from hpc_train.injob.requeue import requeue_stopped
 from hpc_train.runs import attempts
 from hpc_train.runs.metrics import metrics_path
+from hpc_train.runs.requeue import requeue_stopped
 from hpc_train.runs.state import write_state
 from hpc_train.training.lines import Say, log
 from hpc_train.training.paths import RunPaths
 from hpc_train.training.progress import Progress
 from hpc_train.training.rank import RankInfo, lost_peers
 from hpc_train.training.rendezvous import PeersMissing, wait_for_departures
-from hpc_train.training.stderr_filter import drain
 from hpc_train.training.stopping import StopKind, StopSignals
 from hpc_train.training.usertask import TaskError, TaskModule, UserCodeError, final_metrics
 

@@ -24,11 +24,11 @@ import time
 from dataclasses import dataclass
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.injob.epilogue import PREFIX
 from hpc_train.runs.secret import SECRET_ENV
 from hpc_train.training import checkin_auth
 from hpc_train.training.checkin import PENDING_LIMIT, Door
 from hpc_train.training.rank import RankInfo
+from hpc_train.version import PREFIX
 
 RETRY_SECONDS = 0.2
 # Those who checked in hear the verdict a little after the chief's own deadline.

@@ -89,7 +89,7 @@ def _quietly(record: Callable[[str, str], None], signal_name: str, line: str) ->
 def _end_now(line: str, code: int) -> None:
     """End the process from the watcher thread: the main thread is stuck in C++, so no exception can reach it.
     The rank log's filter is drained first: os._exit skips atexit, and a cluster ends the filter with the task."""
-    from hpc_train.training.stderr_filter import drain
+    from hpc_train.bootstrap.stderr_filter import drain
 
     sys.stdout.flush()
     print(line, file=sys.stderr, flush=True)

@@ -30,5 +30,5 @@ def make_strategy(config: TrainConfig) -> tf.distribute.Strategy:
 
 def gpus_unused_note() -> str | None:
     """The line a task says once when Slurm gave it GPUs that this TensorFlow cannot use (a CPU build or no
-    driver), so that it computes on the CPU: said rather than left to the C++ start-up noise (stderr_filter.py)."""
+    driver), so that it computes on the CPU: said rather than left to the C++ start-up noise (bootstrap/stderr_filter.py)."""
     return cpu_fallback_note(os.environ.get("CUDA_VISIBLE_DEVICES"), len(tf.config.list_physical_devices("GPU")))

@@ -66,7 +66,7 @@ def test_a_random_search_from_yaml_runs_its_trials_with_their_drawn_values(clust
     array = submitted.stdout.splitlines()[0]
     states, _ = wait_for_elements(array, 3, env)
     assert set(states.values()) == {"COMPLETED"}, states
-    from hpc_train.login.sweep import random_search, value_text
+    from hpc_train.spec.sweep import random_search, value_text
 
     drawn = random_search({"learning_rate": "loguniform(1e-4, 1e-1)"}, 3, 5).elements
     for index, values in enumerate(drawn):

@@ -13,7 +13,7 @@ from pathlib import Path
 from hpc_train.config import TrainConfig
 from hpc_train.login.request import JobSpec
 from hpc_train.login.script import render_script
-from hpc_train.login.sweep import grid, grid_axes
+from hpc_train.spec.sweep import grid, grid_axes
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 from tests.login.test_script import fake_hpc_train
 
@@ -123,7 +123,7 @@ def test_a_hand_written_job_script_started_with_sbatch_is_followed_too(tmp_path:
 
 def test_a_job_run_here_without_slurm_is_recorded_as_a_local_one(tmp_path: Path) -> None:
     from hpc_train.injob.body import JobBody
-    from hpc_train.injob.record import JobShape, record_job
+    from hpc_train.injob.started_with_sbatch import JobShape, record_job
 
     folder = tmp_path / "runs" / "mine-local-20260101-120000"
     shape = JobShape.of(JobBody(folder, nodes=2, tasks_per_node=2), ["hpc-train", "train"], under_slurm=False)

@@ -13,7 +13,7 @@ from hpc_train.config import TrainConfig
 from hpc_train.login.packing import Pack, PackError, Share, job_tasks_per_node, share_of, shares_in
 from hpc_train.login.request import JobSpec
 from hpc_train.login.packscript import render_pack
-from hpc_train.login.sweep import grid
+from hpc_train.spec.sweep import grid
 
 GOLDEN = Path(__file__).with_name("golden") / "packed_sweep.sbatch"
 

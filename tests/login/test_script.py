@@ -163,7 +163,7 @@ def test_the_hand_written_scripts_pass_the_warning_on_too(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("hostile", HOSTILE[:3])
 def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(hostile: str, tmp_path: Path) -> None:
-    from hpc_train.login.sweep import grid, grid_axes
+    from hpc_train.spec.sweep import grid, grid_axes
 
     mock_srun(tmp_path / "bin")
     fake_hpc_train(tmp_path / "bin",  # the supervised command's words, and the element's variables

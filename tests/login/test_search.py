@@ -9,7 +9,7 @@ import pytest
 
 from hpc_train.config import ConfigError
 from hpc_train.login.search import Choice, Range, from_options, from_yaml
-from hpc_train.login.sweep import SweepError
+from hpc_train.spec.sweep import SweepError
 from tests.cli.running import run_main
 
 

@@ -1,4 +1,5 @@
-"""The code snapshot a job runs (login/snapshot.py): what goes in, where it is stored, how a job starts in it.
+"""The code snapshot a job runs (runs/snapshot.py; the settings in it, login/snapshot_settings.py): what goes in,
+where it is stored, how a job starts in it.
 
 Real git in temporary folders; no Slurm (the submitted script runs in a real shell with a fake srun). The
 requeue after an edit, on a real Slurm: tests/e2e/test_snapshots.py.
@@ -17,8 +18,8 @@ import pytest
 
 from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
-from hpc_train.login.snapshot import (JobCode, excluded, plan_snapshot, settings_in_snapshot, stored_snapshot,
-                                      take_snapshot)
+from hpc_train.login.snapshot_settings import settings_in_snapshot
+from hpc_train.runs.snapshot import JobCode, excluded, plan_snapshot, stored_snapshot, take_snapshot
 from tests.fake_slurm import Reply, without_slurm
 from tests.login.test_submission import hpc_train, mock_slurm
 
@@ -274,7 +275,7 @@ def test_in_snapshot_submits_a_snapshot_stored_already_from_its_workdir(tmp_path
 
 
 def test_the_jobs_first_attempt_records_its_own_versions_keeping_the_git_fields(tmp_path: Path) -> None:
-    from hpc_train.login.provenance import record_job_versions, write_provenance
+    from hpc_train.runs.provenance import record_job_versions, write_provenance
 
     write_provenance(tmp_path, {"commit": "abc", "dirty": True, "tensorflow": None, "python": "0.0.0"}, "")
     record_job_versions(tmp_path)

@@ -23,7 +23,9 @@ def test_notes_are_read_by_rank_and_cleared(tmp_path: Path) -> None:
 
 def test_a_note_that_cannot_be_written_is_no_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    attempts.note_failure(tmp_path / "file", "signal", "x", environ={})  # a file where the folder should be
+    # A file where the folder should be: no error raised, nothing written, no note to read.
+    assert attempts.note_failure(tmp_path / "file", "signal", "x", environ={}) is None
+    assert (tmp_path / "file").read_text() == "" and attempts.read_notes(tmp_path / "file") == []
 
 
 def test_the_history_outlives_the_chiefs_states(tmp_path: Path) -> None:
@@ -90,7 +92,9 @@ def test_a_users_command_that_succeeded_has_finished_a_trainers_own_state_stands
 
 def test_a_record_that_cannot_be_written_is_no_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    attempts.record_end(tmp_path / "file", 1, "n1", 1000.0, 1, goes_on=False)  # a folder that is a file
+    # A folder that is a file: no error raised, nothing written, no end to read.
+    assert attempts.record_end(tmp_path / "file", 1, "n1", 1000.0, 1, goes_on=False) is None
+    assert (tmp_path / "file").read_text() == "" and attempts.ended_attempts(read_state(tmp_path / "file")) == []
 
 
 def ended(attempt: int, nodes: str, started: float, seconds: float, code: int, goes_on: bool = False) -> dict:

@@ -30,7 +30,7 @@ def test_a_loss_or_an_error_is_minimised_anything_else_maximised(name: str, lowe
 def test_pruning_and_report_follow_the_same_rule() -> None:
     from hpc_train.config import TrainConfig
     from hpc_train.login.script import search_spec
-    from hpc_train.login.sweep import Sweep
+    from hpc_train.spec.sweep import Sweep
     from hpc_train.runs import compare
     from hpc_train.training import pruning
 

@@ -85,6 +85,14 @@ class Watched:
                     raise AssertionError(f"{text!r} never appeared:\n{''.join(self.err)[-3000:]}")
             time.sleep(0.05)
 
+    def wait_for_file(self, path: Path, timeout: float = TIMEOUT) -> None:
+        """Return once `path` exists; fail after `timeout` seconds, or once the task ended without it."""
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise AssertionError(f"{path} never appeared:\n{''.join(self.err)[-3000:]}")
+            time.sleep(0.05)
+
     def finish(self, timeout: float = TIMEOUT) -> tuple[int, str, str]:
         try:
             code = self.process.wait(timeout=timeout)

@@ -35,8 +35,8 @@ from hpc_train.injob.pack.lost import failed_node, lost_nodes
 from hpc_train.runs import packed
 from hpc_train.runs.folders import element_id, run_folder
 from hpc_train.slurm.client import SlurmClient
+from hpc_train.version import PREFIX
 
-PREFIX = "hpc-train"
 POLL_SECONDS = 0.5
 # How often the pack asks Slurm whether a node of the job was lost (lost.py), and how long a lost trial's srun has
 # to end once told before it is killed.
@@ -73,7 +73,7 @@ def rank_command(plan: Mapping[str, Any], folder: Path, values: Mapping[str, Any
     if plan.get("command") is None:
         return [*program, "train", "--config", str(folder / "config.yaml"), "--output-dir", str(folder)]
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
-    from hpc_train.login.sweep import substitute
+    from hpc_train.spec.sweep import substitute
 
     job = CommandJob(tuple(substitute(plan["command"], values)), plan["strategy"], plan["num_ps"],
                      plan["max_requeues"], plan["keras"], plan["command_signal"])
@@ -85,11 +85,11 @@ def trial_env(env: Mapping[str, str], plan: Mapping[str, Any], start: Start, fol
     """The step's environment: the trial's folder, index and values, and ports apart from its neighbours' (pure)."""
     from hpc_train.bootstrap.ports import trial_port_base
     from hpc_train.bootstrap.slurm_env import PORT_BASE
-    from hpc_train.login.sweep import value_text
+    from hpc_train.spec.sweep import value_text
 
     share = plan["share"]
     base = trial_port_base(job_id, start.slot.index, slots, len(start.slot.nodes) * share["tasks"])
-    from hpc_train.injob.requeue import PACKED
+    from hpc_train.runs.requeue import PACKED
 
     return {**env, "HPC_TRAIN_RUN_DIR": str(folder.resolve()), "HPC_TRAIN_TRIAL": str(start.index), PACKED: "1",
             PORT_BASE: str(base), **{f"HPC_TRAIN_SWEEP_{key.upper()}": value_text(value)
@@ -359,7 +359,7 @@ class Pack:
     def end(self) -> int:
         """The job's exit code: 0 once every trial ended well (done, pruned or cancelled) or the job is requeued."""
         if self.warned and not self.state.finished:
-            from hpc_train.injob.requeue import plan_requeue
+            from hpc_train.runs.requeue import plan_requeue
 
             waiting = [trial for trial in self.state.trials if trial.state == "waiting"]
             resumed = sum(1 for trial in waiting if trial.requeues)

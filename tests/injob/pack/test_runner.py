@@ -9,7 +9,7 @@ from pathlib import Path
 from hpc_train.bootstrap.ports import trial_port_base
 from hpc_train.injob.pack.core import Slot, Start
 from hpc_train.injob.pack.runner import rank_command, srun_arguments, trial_env, trial_folder
-from hpc_train.injob.requeue import PACKED, plan_requeue
+from hpc_train.runs.requeue import PACKED, plan_requeue
 
 PLAN = {"name": "sw", "command": ["python", "t.py", "--lr={lr}"], "strategy": "multiworker", "num_ps": 1,
         "max_requeues": 5, "keras": "auto", "command_signal": "USR1",

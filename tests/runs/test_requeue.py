@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.injob.requeue import plan_requeue, requeue
+from hpc_train.runs.requeue import plan_requeue, requeue
 from tests.fake_slurm import FakeSlurm, Reply
 
 
@@ -49,14 +49,14 @@ def test_without_scontrol_there_is_no_requeue(monkeypatch: pytest.MonkeyPatch, t
 
 
 def test_the_restart_count_is_slurms_or_0() -> None:
-    from hpc_train.injob.requeue import restart_count
+    from hpc_train.runs.requeue import restart_count
 
     assert [restart_count(env) for env in ({}, {"SLURM_RESTART_COUNT": "3"}, {"SLURM_RESTART_COUNT": "x"})] == [0, 3, 0]
 
 
 def test_a_stopped_run_requeues_its_job_and_records_it_in_its_history(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpc_train.injob.requeue import requeue_stopped
+    from hpc_train.runs.requeue import requeue_stopped
     from hpc_train.runs import attempts
 
     fake = fake_scontrol(tmp_path, Reply(), monkeypatch)
@@ -74,7 +74,7 @@ def test_a_stopped_run_requeues_its_job_and_records_it_in_its_history(tmp_path: 
 
 def test_without_a_run_folder_every_restart_counts_and_nothing_is_recorded(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpc_train.injob.requeue import requeue_stopped
+    from hpc_train.runs.requeue import requeue_stopped
 
     fake = fake_scontrol(tmp_path, Reply(), monkeypatch)
     before: list[str] = []
@@ -86,7 +86,7 @@ def test_without_a_run_folder_every_restart_counts_and_nothing_is_recorded(tmp_p
 
 
 def test_a_requeue_slurm_refuses_says_so_and_records_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpc_train.injob.requeue import requeue_stopped
+    from hpc_train.runs.requeue import requeue_stopped
     from hpc_train.runs import attempts
 
     fake_scontrol(tmp_path, Reply(stderr="scontrol: error: disabled\n", code=1), monkeypatch)
@@ -104,7 +104,7 @@ def test_a_rank_in_an_image_asks_the_job_body_which_requeues_the_job_outside(tmp
     """In an image there is no scontrol: the chief's request goes through the run folder, and the body (outside,
     once the step has ended) asks Slurm; the run's history has the requeue either way."""
     from hpc_train.injob.body import JobBody, requeued_for_a_rank
-    from hpc_train.injob.requeue import requeue_stopped
+    from hpc_train.runs.requeue import requeue_stopped
     from hpc_train.runs import attempts
 
     fake = fake_scontrol(tmp_path, Reply(), monkeypatch)
@@ -120,7 +120,7 @@ def test_a_rank_in_an_image_asks_the_job_body_which_requeues_the_job_outside(tmp
 def test_a_requeue_slurm_refuses_for_a_rank_in_an_image_leaves_the_step_s_code(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from hpc_train.injob.body import JobBody, requeued_for_a_rank
-    from hpc_train.injob.requeue import ask_the_body
+    from hpc_train.runs.requeue import ask_the_body
 
     fake_scontrol(tmp_path, Reply(stderr="scontrol: error: Requested operation is presently disabled", code=1),
                   monkeypatch)

@@ -34,7 +34,7 @@ class JobShape:
 def record_job(run_dir: Path, shape: JobShape, env: Mapping[str, str], now: float) -> None:
     """The run folder's job.json, unless it has one (submit writes its own), its provenance.json beside it; a
     sweep element's also makes or completes its sweep's."""
-    from hpc_train.login.provenance import provenance, record_job_versions, write_provenance
+    from hpc_train.runs.provenance import provenance, record_job_versions, write_provenance
     from hpc_train.runs.folders import element_values, note_element, started_record
 
     record = started_record(run_dir, env, shape.strategy, shape.nodes, shape.tasks, shape.user_command, now)

@@ -9,8 +9,10 @@ counted apart (max_retries). Without a history, SLURM_RESTART_COUNT (every
 restart, for any reason) does.
 
 `requeue_stopped` is the one rule for a run that stopped on the time-limit
-warning to go on later, the trainer's and a user's command's (supervisor.py)
-alike: rank 0 alone calls it (the chief), once every rank has saved.
+warning to go on later, the trainer's and a user's command's (injob/supervisor.py)
+alike: rank 0 alone calls it (the chief), once every rank has saved. It sits with
+the run folders, below both the trainer and the job body, because both use it and
+what it decides is the run's history.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
-from hpc_train.login.snapshot import Snapshot, git_state, read_manifest
 from hpc_train.runs.folders import PROVENANCE
+from hpc_train.runs.snapshot import Snapshot, git_state, read_manifest
 from hpc_train.runs.state import write_text_atomically
 
 PROVENANCE_DIFF = "provenance.diff"

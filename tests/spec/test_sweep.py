@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpc_train.config import ConfigError, TrainConfig
-from hpc_train.login.sweep import SweepError, check, from_yaml, grid, grid_axes, random_search, substitute, table
+from hpc_train.spec.sweep import SweepError, check, from_yaml, grid, grid_axes, random_search, substitute, table
 
 
 def test_a_grid_is_every_combination_typed_as_the_settings_are() -> None:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from hpc_train.training.stderr_filter import SHOW_VARIABLE, is_noise, wanted
+from hpc_train.bootstrap.stderr_filter import SHOW_VARIABLE, is_noise, wanted
 from tests.fake_slurm import without_slurm
 
 # As TensorFlow 2.21 printed them on this machine (a task bound to a fake GPU, no driver).
@@ -80,7 +80,7 @@ def test_every_run_is_filtered_unless_asked_to_show_or_too_late() -> None:
 
 TASK = textwrap.dedent("""
     import os, subprocess, sys
-    from hpc_train.training.stderr_filter import filter_stderr
+    from hpc_train.bootstrap.stderr_filter import filter_stderr
     filter_stderr()
     lines = sys.argv[1].split("|")
     os.write(2, ("\\n".join(lines) + "\\n").encode())
@@ -104,7 +104,7 @@ def test_a_killed_task_loses_nothing_but_the_noise(show: str) -> None:
 
 EXITING = textwrap.dedent("""
     import os, sys
-    from hpc_train.training.stderr_filter import drain, filter_stderr
+    from hpc_train.bootstrap.stderr_filter import drain, filter_stderr
     filter_stderr()
     for line in range(int(sys.argv[1])):
         os.write(2, f"line {line} of the task's stderr\\n".encode())
@@ -145,7 +145,7 @@ def test_the_filter_has_written_everything_before_the_task_exits(how: str) -> No
 
 FILTER_DIES = textwrap.dedent("""
     import os, signal, sys, time
-    from hpc_train.training import stderr_filter
+    from hpc_train.bootstrap import stderr_filter
     stderr_filter.filter_stderr()
     os.write(2, b"before the filter died\\n")
     time.sleep(0.5)
@@ -167,7 +167,7 @@ def test_a_filter_that_dies_leaves_the_tasks_stderr_reaching_the_log() -> None:
 
 
 def test_a_line_still_being_written_is_passed_on_at_once_unless_it_may_be_noise() -> None:
-    from hpc_train.training.stderr_filter import _copy_without_noise
+    from hpc_train.bootstrap.stderr_filter import _copy_without_noise
 
     source, sink = os.pipe()
     into, out = os.pipe()
@@ -204,7 +204,7 @@ def _read_for(fd: int, seconds: float) -> bytes:
 
 WATCHED = textwrap.dedent("""
     import os, re, sys
-    from hpc_train.training import stderr_filter
+    from hpc_train.bootstrap import stderr_filter
     stderr_filter.filter_stderr([(re.compile("reset_states"), "hint: reset_state"), (re.compile("PerReplica"), "hint: fit")])
     os.write(2, b"AttributeError: 'SparseCategoricalAccuracy' object has no attribute 'reset_sta")
     os.write(2, b"tes'\\nthe traceback's last line\\n")

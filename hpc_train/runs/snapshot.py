@@ -12,7 +12,9 @@ content hash, in runs/snapshots/<digest>/:
 
 `list_tree` and `select` decide what goes in (`select` is pure), `take_snapshot` stores it atomically (copied
 into a temporary folder beside, then renamed: a digest already there is reused, not rewritten),
-`stored_snapshot` finds one already stored (rsynced to a remote by `hpc-train submit --remote`).
+`stored_snapshot` finds one already stored (rsynced to a remote by `hpc-train submit --remote`). It sits
+beside the run folders (runs/snapshots/) because both sides read it: submit takes it, the job body records it
+(provenance.py). How a job's settings read inside it is the login side's (login/snapshot_settings.py).
 """
 
 from __future__ import annotations
@@ -30,10 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-
-TYPE_CHECKING = False  # (typing itself costs start-up: the command line reads DEFAULT_LIMIT)
-if TYPE_CHECKING:
-    from hpc_train.config import TrainConfig
 
 SNAPSHOTS = "snapshots"  # the folder in the runs root: runs/snapshots/<digest>/
 MANIFEST = "snapshot.json"
@@ -307,29 +305,3 @@ class JobCode:
         depth = len(self.snapshot.workdir.relative_to(self.snapshot.files).parts)
         top = self.submit_dir.parents[depth - 1] if depth else self.submit_dir
         return self.snapshot.files / path.relative_to(top) if path.is_relative_to(top) else None
-
-
-def settings_in_snapshot(config: TrainConfig, code: JobCode) -> TrainConfig:
-    """The settings as a job running in the snapshot reads them: a task file from its copy (an absolute path in
-    the tree becomes the copy's; one the snapshot lacks is refused now), a relative data_dir where it was."""
-    from dataclasses import replace
-
-    from hpc_train.training.usertask import is_file_spec
-
-    task = config.task
-    in_copy = Path(os.path.normpath(code.snapshot.workdir / Path(task).expanduser()))
-    if is_file_spec(task) and in_copy.is_relative_to(code.snapshot.files) and in_copy.is_file():
-        pass  # its copy is there, from the workdir where the ranks run (--in-snapshot from a subfolder too)
-    elif is_file_spec(task):
-        named = Path(os.path.normpath(code.submit_dir / Path(task).expanduser()))
-        # Already in the snapshot (--in-snapshot: submitted from its copy): it is its own copy.
-        copy = named if named.is_relative_to(code.snapshot.files) else code.tree_path(named)
-        if copy is not None and code.snapshot.files.is_dir() and not copy.is_file():
-            raise HpcTrainError(f"task {task}: not in the code snapshot (git-ignored, or --snapshot-exclude?); "
-                                "let git see it (git add, or remove it from .gitignore), or submit with --no-snapshot")
-        # In the tree: its copy (relative: from the workdir, where the ranks run); outside: where it is.
-        task = str(named) if copy is None else task if not Path(task).is_absolute() else str(copy)
-    data_dir = config.data_dir
-    if data_dir and not Path(data_dir).expanduser().is_absolute():
-        data_dir = str(code.submit_dir / data_dir)  # data is not code: where it was
-    return replace(config, task=task, data_dir=data_dir)
