@@ -23,7 +23,7 @@ LAYERS = [
     ("hpc_train.bootstrap", "hpc_train.container"),
     ("hpc_train.slurm",),
     ("hpc_train.site",),
-    ("hpc_train.runs",),
+    ("hpc_train.runs", "hpc_train.utilization"),
     ("hpc_train.injob.requeue", "hpc_train.injob.failures", "hpc_train.injob.retry", "hpc_train.injob.epilogue"),
     ("hpc_train.tracking",),
     ("hpc_train.training",),

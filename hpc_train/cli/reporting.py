@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states, job_state
+    from hpc_train.utilization import summary as utilization
 
     record = find_record(args.job)
     slurm = SlurmClient.local(os.environ)
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         return study_report(record, folder, args.export)
     if args.export:
         raise HpcTrainError(f"--export applies to a sweep with a study (--search or --prune); {args.job} is one job")
+    for line in utilization.report_lines(Path(record.folder)):  # a timeline per GPU (utilization/plot.py)
+        print(line)
     return 0
 
 
