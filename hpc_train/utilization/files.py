@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -39,21 +40,24 @@ def node_file(run_dir: Path, node: str) -> Path:
     return folder(run_dir) / f"{node}.jsonl"
 
 
-def _private_folder(path: Path) -> Path:
-    """`path`, made with every folder missing above it, each the user's alone (mkdir's parents would not be)."""
+def _private_folder(run_dir: Path, *parts: str) -> Path:
+    """run_dir/FOLDER/parts..., each folder made the user's alone (mkdir's parents would not be); never the run
+    folder itself: one removed meanwhile is not made again."""
+    path = Path(run_dir)
     if not path.is_dir():
-        if path.parent != path:
-            _private_folder(path.parent)
+        raise FileNotFoundError(errno.ENOENT, "no run folder", str(path))
+    for part in (FOLDER, *parts):
+        path = path / part
         try:
             path.mkdir(mode=PRIVATE_FOLDER)
         except FileExistsError:
-            pass  # another rank of the node made it meanwhile
+            pass  # made by an earlier sample, or by another rank of the node meanwhile
     return path
 
 
 def register_rank(run_dir: Path, node: str, entry: RankEntry) -> None:
     """Write the rank's registration where its node's sampler looks."""
-    ranks = _private_folder(folder(run_dir) / "ranks" / node)
+    ranks = _private_folder(run_dir, "ranks", node)
     text = json.dumps({"rank": entry.rank, "pid": entry.pid, "step": entry.step,
                        "gpus": None if entry.gpus is None else list(entry.gpus)})
     temporary = ranks / f".{entry.rank}.json.{os.getpid()}"
@@ -81,7 +85,7 @@ def node_ranks(run_dir: Path, node: str, step: str) -> list[RankEntry]:
 
 def append_row(run_dir: Path, node: str, row: dict[str, Any]) -> None:
     """One sample, one line, appended (O_APPEND: a line whole, even beside another attempt's sampler)."""
-    _private_folder(folder(run_dir))
+    _private_folder(run_dir)
     descriptor = os.open(node_file(run_dir, node), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                          PRIVATE_FILE)
     with os.fdopen(descriptor, "a") as out:

@@ -121,7 +121,9 @@ class NodeSampler:
             while True:
                 try:
                     self.sample()
-                except OSError as error:  # the run folder went away, a full disk: sampling ends, the rank goes on
+                except OSError as error:  # a full disk, a lost file system: sampling ends, the rank goes on
+                    if not self.run_dir.is_dir():
+                        return  # the run folder was removed: nothing left to sample for
                     print(f"{PREFIX}: warning: utilization sampling on {self.node} stopped ({error})",
                           file=sys.stderr, flush=True)
                     return
