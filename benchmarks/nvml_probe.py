@@ -43,8 +43,10 @@ def gpu_work(stand_in: object | None) -> tuple[object, str]:
             time.sleep(seconds)
             stand_in.utilizations[0] = 0.0
         return pretend, "a stand-in NVML (no GPU)"
-    import torch
-
+    try:
+        import torch
+    except ImportError:
+        sys.exit("nvml_probe: no PyTorch here; run it on a GPU machine with PyTorch, or with --stand-in")
     if not torch.cuda.is_available():
         sys.exit("nvml_probe: PyTorch sees no GPU here; run it on a GPU machine, or with --stand-in")
     device = torch.device("cuda:0")
@@ -83,13 +85,13 @@ def main(argv: list[str]) -> int:
         stand_in = FakeNvml({0: 0.0})
     out = Path(next((arg for arg in argv if not arg.startswith("--")), os.environ.get("OUT") or tempfile.mkdtemp()))
     run_dir = out / "run"
-    work, device = gpu_work(stand_in)
     env = {"HPC_TRAIN_RUN_DIR": str(run_dir), "SLURMD_NODENAME": "gpunode", "SLURM_PROCID": "0",
            "SLURM_LOCALID": "0", "CUDA_VISIBLE_DEVICES": "0", "HPC_TRAIN_SAMPLE_SECONDS": str(EVERY),
            "HPC_TRAIN_IDLE_PERCENT": str(IDLE_BELOW), "HPC_TRAIN_IDLE_MINUTES": str(IDLE_AFTER / 60)}
     nvml = (lambda: open_nvml(stand_in)) if stand_in is not None else open_nvml
     if nvml() is None:
         sys.exit("nvml_probe: NVML does not start here (no nvidia-ml-py on PYTHONPATH, or no driver)")
+    work, device = gpu_work(stand_in)
     said: list[tuple[float, str]] = []
     watch = IdleWatch(run_dir, Sampling(EVERY, IDLE_BELOW, IDLE_AFTER), say=lambda line: said.append((time.time(), line)))
     sampler = join_node(env, os.getpid(), nvml)
