@@ -93,7 +93,8 @@ def main(argv: list[str]) -> int:
         sys.exit("nvml_probe: NVML does not start here (no nvidia-ml-py on PYTHONPATH, or no driver)")
     work, device = gpu_work(stand_in)
     said: list[tuple[float, str]] = []
-    watch = IdleWatch(run_dir, Sampling(EVERY, IDLE_BELOW, IDLE_AFTER), say=lambda line: said.append((time.time(), line)))
+    watch = IdleWatch(run_dir, Sampling(EVERY, IDLE_BELOW, IDLE_AFTER),
+                      say=lambda line: said.append((time.time(), line)))
     sampler = join_node(env, os.getpid(), nvml)
     watch.start()
     time.sleep(2 * EVERY)  # a few idle samples before the first busy phase

@@ -98,7 +98,7 @@ def place(options: BootstrapOptions, environ: Mapping[str, str],
     said."""
     layout, variables = start_rank(options, environ, f"Keras: {choice.description}" if choice.description else "")
     env = {**environ, **variables, **choice.variables}
-    join_node(env, os.getpid())  # this rank (the command under it) sampled by its node's sampler
+    join_node(env, os.getpid(), slurms=environ.get("CUDA_VISIBLE_DEVICES"))  # sampled by its node's sampler
     if choice.problem:
         print(f"{PREFIX}: warning: {choice.problem}", file=sys.stderr, flush=True)
     if note := gpu_driver_note(env):

@@ -85,8 +85,9 @@ def prepare_rank(config: TrainConfig, environ: MutableMapping[str, str] | None =
     """Find (or, under Slurm, build) this rank's TF_CONFIG; return its place. The rank then joins its node's
     utilization sampler (utilization/sampler.py), its GPUs bound."""
     env: MutableMapping[str, str] = os.environ if environ is None else environ
+    slurms = env.get("CUDA_VISIBLE_DEVICES")  # the node's GPUs, before this rank's share is cut
     rank = _place(config, env)
-    join_node(env, os.getpid())
+    join_node(env, os.getpid(), slurms=slurms)
     return rank
 
 

@@ -23,13 +23,15 @@ PRIVATE_FILE = 0o600
 
 @dataclass(frozen=True)
 class RankEntry:
-    """A rank as it registered: its process, its GPUs (None: every GPU of the node, nothing narrowed it), and the
-    attempt's step it belongs to (a requeued job's ranks register again)."""
+    """A rank as it registered: its process, its GPUs (None: every GPU of the node, nothing narrowed it), the
+    attempt's step it belongs to (a requeued job's ranks register again), and the node's GPUs Slurm gave the step
+    as the rank saw them before its binding (the job's too, even those no rank is bound to)."""
 
     rank: int
     pid: int
     gpus: tuple[str, ...] | None
     step: str
+    allocated: tuple[str, ...] = ()
 
 
 def folder(run_dir: Path) -> Path:
@@ -59,7 +61,7 @@ def register_rank(run_dir: Path, node: str, entry: RankEntry) -> None:
     """Write the rank's registration where its node's sampler looks."""
     ranks = _private_folder(run_dir, "ranks", node)
     text = json.dumps({"rank": entry.rank, "pid": entry.pid, "step": entry.step,
-                       "gpus": None if entry.gpus is None else list(entry.gpus)})
+                       "gpus": None if entry.gpus is None else list(entry.gpus), "allocated": list(entry.allocated)})
     temporary = ranks / f".{entry.rank}.json.{os.getpid()}"
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE)
     with os.fdopen(descriptor, "w") as out:
@@ -75,7 +77,7 @@ def node_ranks(run_dir: Path, node: str, step: str) -> list[RankEntry]:
             value = json.loads(path.read_text())
             gpus = value["gpus"]
             entry = RankEntry(int(value["rank"]), int(value["pid"]), None if gpus is None else tuple(map(str, gpus)),
-                              str(value["step"]))
+                              str(value["step"]), tuple(map(str, value.get("allocated") or ())))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # one being replaced, or not ours
         if entry.step == step:

@@ -47,11 +47,15 @@ def step_key(environ: Mapping[str, str]) -> str:
 
 
 def gpu_ranks(entries: Sequence[RankEntry], every_gpu: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    """Each GPU of the job on this node and the ranks bound to it, in the order the ranks name them (pure)."""
+    """Each GPU of the job on this node and the ranks bound to it, in the order the ranks name them; then the GPUs
+    Slurm gave the step that no rank is bound to (a share left over: no rank) (pure)."""
     bound: dict[str, list[int]] = {}
     for entry in entries:
         for gpu in every_gpu if entry.gpus is None else entry.gpus:
             bound.setdefault(gpu, []).append(entry.rank)
+    for entry in entries:
+        for gpu in entry.allocated:
+            bound.setdefault(gpu, [])
     return {gpu: tuple(ranks) for gpu, ranks in bound.items()}
 
 
@@ -135,16 +139,17 @@ class NodeSampler:
 
 
 def join_node(environ: Mapping[str, str], pid: int, nvml: Callable[[], Nvml | None] = open_nvml,
-              ) -> NodeSampler | None:
-    """Register this rank (process `pid`) with its node's sampler, and start the sampler when this is the node's
-    first rank; None where nothing samples here (no run folder, sampling off, not the first rank)."""
+              slurms: str | None = None) -> NodeSampler | None:
+    """Register this rank (process `pid`, bound as `environ` says) with its node's sampler, and start the sampler
+    when this is the node's first rank; None where nothing samples here (no run folder, sampling off, not the first
+    rank). `slurms`: CUDA_VISIBLE_DEVICES as Slurm set it, before the bootstrap cut this rank's share."""
     run_dir = environ.get("HPC_TRAIN_RUN_DIR")
     sampling = Sampling.from_environment(environ)  # a bad setting: one line, the rank refuses to start
     if not run_dir or not sampling.on:
         return None
     node, step = node_name(environ), step_key(environ)
     entry = RankEntry(int(environ.get("SLURM_PROCID", "0") or 0), pid,
-                      bound_gpus(environ.get("CUDA_VISIBLE_DEVICES")), step)
+                      bound_gpus(environ.get("CUDA_VISIBLE_DEVICES")), step, bound_gpus(slurms) or ())
     try:
         files.register_rank(Path(run_dir), node, entry)
     except OSError as error:

@@ -66,5 +66,10 @@ def test_an_earlier_attempts_nodes_are_not_counted() -> None:
     assert set(current(states_of(early + later))) == {("node3", "0")}
 
 
+def test_a_gpu_no_rank_is_bound_to_is_named_as_such() -> None:
+    rows = [{**sample, "gpus": [{**sample["gpus"][0], "ranks": []}]} for sample in series("n", [{"2": 0.0}] * 40)]
+    assert idle_line(states_of(rows)[("n", "2")]).startswith("n GPU 2 (no rank) idle for 6 min")
+
+
 def test_spans_read_in_minutes_from_one_minute() -> None:
     assert (span(40), span(60), span(359)) == ("40 s", "1 min", "6 min")

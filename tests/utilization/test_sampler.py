@@ -39,6 +39,7 @@ def wait_for(what: Callable[[], object], timeout: float = WAIT) -> object:
 
 
 def rank_environ(run_dir: Path, rank: int, local: int, gpus: str | None) -> dict[str, str]:
+    """A rank's environment once the bootstrap bound it to `gpus`."""
     env = {"HPC_TRAIN_RUN_DIR": str(run_dir), "SLURMD_NODENAME": "node2", "SLURM_PROCID": str(rank),
            "SLURM_LOCALID": str(local), "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0",
            "HPC_TRAIN_SAMPLE_SECONDS": str(INTERVAL), "HPC_TRAIN_IDLE_MINUTES": str(IDLE_SECONDS / 60)}
@@ -58,17 +59,18 @@ def rows_of(run_dir: Path) -> list[dict]:
 
 
 def start_node(run_dir: Path, fake: FakeNvml | None, other: subprocess.Popen):
-    """Rank 1 (GPU 2) registers; rank 0 (GPUs 0 and 1, this process) registers and starts the node's sampler."""
+    """Rank 1 (GPU 2) registers; rank 0 (GPUs 0 and 1, this process) registers and starts the node's sampler. Slurm
+    gave the step GPUs 0 to 3: GPU 3 is the job's, no rank's."""
     nvml = (lambda: open_nvml(fake)) if fake is not None else (lambda: None)
-    assert join_node(rank_environ(run_dir, 1, 1, "2"), other.pid, nvml) is None  # not the node's first rank
-    sampler = join_node(rank_environ(run_dir, 0, 0, "0,1"), os.getpid(), nvml)
+    assert join_node(rank_environ(run_dir, 1, 1, "2"), other.pid, nvml, "0,1,2,3") is None  # not the first rank
+    sampler = join_node(rank_environ(run_dir, 0, 0, "0,1"), os.getpid(), nvml, "0,1,2,3")
     assert sampler is not None
     return sampler
 
 
 def test_an_idle_gpu_is_named_with_its_ranks_within_a_minute_and_cleared_once_busy(
         tmp_path: Path, other_rank: subprocess.Popen) -> None:
-    fake = FakeNvml({0: 95.0, 1: 0.0, 2: 88.0, 3: 0.0})  # GPU 3: not the job's, never named
+    fake = FakeNvml({0: 95.0, 1: 0.0, 2: 88.0, 3: 60.0, 4: 0.0})  # GPU 4: not the job's, never named
     said: queue.Queue[str] = queue.Queue()
     sampler = start_node(tmp_path, fake, other_rank)
     watch = IdleWatch(tmp_path, Sampling(INTERVAL, 5.0, IDLE_SECONDS), say=said.put).start()
@@ -78,7 +80,7 @@ def test_an_idle_gpu_is_named_with_its_ranks_within_a_minute_and_cleared_once_bu
                              line)
         assert named and IDLE_SECONDS <= int(named.group(1)) <= IDLE_SECONDS + 60, line
         shown = status_lines(tmp_path)
-        assert re.fullmatch(r"GPUs: 2 of 3 busy over 50%; node2 GPU 1 idle for \d+ s", shown[0]), shown
+        assert re.fullmatch(r"GPUs: 3 of 4 busy over 50%; node2 GPU 1 idle for \d+ s", shown[0]), shown
         assert shown[1].startswith("  idle: node2 GPU 1 (rank 0) idle for") and len(shown) == 2, shown
         fake.utilizations[1] = 70.0
         assert re.fullmatch(r"hpc-train: node2 GPU 1 \(rank 0\) busy again \(70%\) after \d+ s idle",
@@ -89,7 +91,7 @@ def test_an_idle_gpu_is_named_with_its_ranks_within_a_minute_and_cleared_once_bu
         sampler.stop()
         watch.stop()
     last = rows_of(tmp_path)[-1]
-    assert [(gpu["gpu"], gpu["ranks"]) for gpu in last["gpus"]] == [("0", [0]), ("1", [0]), ("2", [1])]
+    assert [(gpu["gpu"], gpu["ranks"]) for gpu in last["gpus"]] == [("0", [0]), ("1", [0]), ("2", [1]), ("3", [])]
     assert [rank["rank"] for rank in last["ranks"]] == [0, 1]
     assert all(rank["cores"] >= 1 and rank["rss"] > 0 and rank["cpu"] is not None for rank in last["ranks"])
     for folder in (files.folder(tmp_path), files.folder(tmp_path) / "ranks", files.folder(tmp_path) / "ranks/node2"):
@@ -100,7 +102,7 @@ def test_an_idle_gpu_is_named_with_its_ranks_within_a_minute_and_cleared_once_bu
 
 def test_nothing_is_flagged_while_every_gpu_is_busy(tmp_path: Path, other_rank: subprocess.Popen) -> None:
     said: list[str] = []
-    sampler = start_node(tmp_path, FakeNvml({0: 95.0, 1: 60.0, 2: 88.0}), other_rank)
+    sampler = start_node(tmp_path, FakeNvml({0: 95.0, 1: 60.0, 2: 88.0, 3: 51.0}), other_rank)
     watch = IdleWatch(tmp_path, Sampling(INTERVAL, 5.0, IDLE_SECONDS), say=said.append)
     try:
         # Long past the threshold: three times as many samples as it takes.
@@ -108,7 +110,7 @@ def test_nothing_is_flagged_while_every_gpu_is_busy(tmp_path: Path, other_rank: 
     finally:
         sampler.stop()
     assert watch.look() == [] and said == []
-    assert status_lines(tmp_path) == ["GPUs: 3 of 3 busy over 50%"]
+    assert status_lines(tmp_path) == ["GPUs: 4 of 4 busy over 50%"]
 
 
 def test_without_nvml_the_ranks_are_sampled_and_no_gpu_is_and_status_says_nothing_of_gpus(
@@ -135,6 +137,9 @@ def test_which_gpus_are_the_jobs_and_whose() -> None:
     assert bound_gpus(None) is None and bound_gpus("NoDevFiles") == () and bound_gpus("1, 3") == ("1", "3")
     entries = [files.RankEntry(0, 10, ("0",), "s"), files.RankEntry(1, 11, None, "s"), files.RankEntry(2, 12, (), "s")]
     assert gpu_ranks(entries, ("0", "1")) == {"0": (0, 1), "1": (1,)}
+    given = ("0", "1", "2")
+    leftover = [files.RankEntry(0, 10, ("0",), "s", given), files.RankEntry(1, 11, ("1",), "s", given)]
+    assert gpu_ranks(leftover, ()) == {"0": (0,), "1": (1,), "2": ()}  # 3 GPUs for 2 ranks: one left over
 
 
 def test_a_ranks_cpu_share_is_of_its_own_cores() -> None:
