@@ -101,7 +101,8 @@ def parse_rows(lines: Sequence[str]) -> Iterator[dict[str, Any]]:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and isinstance(row.get("t"), (int, float)) and isinstance(row.get("node"), str):
+        if (isinstance(row, dict) and isinstance(row.get("t"), (int, float)) and isinstance(row.get("node"), str)
+                and isinstance(row.get("gpus", []), list) and isinstance(row.get("ranks", []), list)):
             yield row
 
 

@@ -56,18 +56,23 @@ def fold(states: Mapping[Key, GpuState], row: Mapping[str, Any]) -> dict[Key, Gp
     """The GPUs' states after one more sample (rows come in time order per node)."""
     updated = dict(states)
     now, node = float(row["t"]), str(row["node"])
-    below = float(row.get("idle_below", 5.0))
+    try:
+        below, after, every = (float(row.get(name, default)) for name, default in
+                               (("idle_below", 5.0), ("idle_after", 300.0), ("every", 10.0)))
+    except (TypeError, ValueError):
+        return updated  # not a sample this version wrote: skipped
     for gpu in row.get("gpus") or ():
-        key = (node, str(gpu["gpu"]))
-        value = float(gpu["util"])
+        try:
+            key, value = (node, str(gpu["gpu"])), float(gpu["util"])
+            ranks = tuple(int(rank) for rank in gpu.get("ranks") or ())
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
         previous = updated.get(key)
         idle = value < below
         since = (previous.idle_since if previous is not None and previous.idle_since is not None else now) \
             if idle else None
         recent = tuple(point for point in (previous.recent if previous else ()) if point[0] > now - RECENT_SECONDS)
-        updated[key] = GpuState(node, key[1], tuple(int(rank) for rank in gpu.get("ranks") or ()), now, value, since,
-                                (*recent, (now, value)), below, float(row.get("idle_after", 300.0)),
-                                float(row.get("every", 10.0)))
+        updated[key] = GpuState(node, key[1], ranks, now, value, since, (*recent, (now, value)), below, after, every)
     return updated
 
 

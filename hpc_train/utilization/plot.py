@@ -16,9 +16,12 @@ def gpu_series(rows: Sequence[Mapping[str, Any]]) -> Series:
     series: Series = {}
     for row in rows:
         for gpu in row.get("gpus") or ():
-            memory = 100.0 * gpu["mem"] / gpu["mem_total"] if gpu.get("mem_total") else 0.0
-            series.setdefault((row["node"], str(gpu["gpu"])), []).append(
-                (float(row["t"]), float(gpu["util"]), memory, tuple(gpu.get("ranks") or ())))
+            try:
+                memory = 100.0 * gpu["mem"] / gpu["mem_total"] if gpu.get("mem_total") else 0.0
+                point = (float(row["t"]), float(gpu["util"]), memory, tuple(gpu.get("ranks") or ()))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue  # not a GPU this version wrote
+            series.setdefault((row["node"], str(gpu["gpu"])), []).append(point)
     return series
 
 

@@ -125,7 +125,8 @@ class NodeSampler:
             while True:
                 try:
                     self.sample()
-                except OSError as error:  # a full disk, a lost file system: sampling ends, the rank goes on
+                except Exception as error:  # noqa: BLE001 - a full disk, a lost file system, a bug: sampling
+                    # ends, in one line; the rank goes on
                     if not self.run_dir.is_dir():
                         return  # the run folder was removed: nothing left to sample for
                     print(f"{PREFIX}: warning: utilization sampling on {self.node} stopped ({error})",

@@ -70,8 +70,8 @@ class IdleWatch:
         while not self._stopped.wait(self.sampling.every):
             try:
                 self.look()
-            except OSError:
-                continue  # the run folder's file system stuttered: the next look reads on
+            except Exception:  # noqa: BLE001 - a file system that stuttered: the next look reads on (a watch
+                continue  # must never end, or clutter, the job's log)
 
 
 def watch_idle(run_dir: Path, environ: Mapping[str, str] | None = None) -> IdleWatch:

@@ -17,7 +17,8 @@ def test_a_removed_run_folder_is_not_made_again(tmp_path: Path) -> None:
 
 
 def test_a_line_cut_short_or_not_a_sample_is_skipped() -> None:
-    lines = ['{"t": 1.0, "node": "n", "gpus": []}', '{"t": 2.0, "node": "n", "gp', '[1]', '{"node": "n"}']
+    lines = ['{"t": 1.0, "node": "n", "gpus": []}', '{"t": 2.0, "node": "n", "gp', '[1]', '{"node": "n"}',
+             '{"t": 3.0, "node": "n", "gpus": 7}']
     assert list(files.parse_rows(lines)) == [{"t": 1.0, "node": "n", "gpus": []}]
 
 

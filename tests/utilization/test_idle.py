@@ -71,5 +71,13 @@ def test_a_gpu_no_rank_is_bound_to_is_named_as_such() -> None:
     assert idle_line(states_of(rows)[("n", "2")]).startswith("n GPU 2 (no rank) idle for 6 min")
 
 
+def test_a_gpu_entry_this_version_did_not_write_is_skipped() -> None:
+    rows = series("n", [{"0": 90.0}] * 3)
+    rows[1]["gpus"].append({"gpu": "1", "util": "busy"})
+    rows[2]["gpus"].append({"util": 3.0})
+    assert set(states_of(rows)) == {("n", "0")}
+    assert states_of([{**rows[0], "idle_below": "low"}]) == {}
+
+
 def test_spans_read_in_minutes_from_one_minute() -> None:
     assert (span(40), span(60), span(359)) == ("40 s", "1 min", "6 min")
