@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hpc_train.errors import HpcTrainError
@@ -33,3 +35,16 @@ def test_a_bad_value_is_one_line_naming_it_and_the_fix(name: str, value: str, ex
     with pytest.raises(HpcTrainError) as raised:
         Sampling.from_environment({name: value})
     assert str(raised.value) == expected
+
+
+def test_submit_refuses_a_bad_setting_before_anything_is_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cli.running import run_main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HPC_TRAIN_IDLE_MINUTES", "soon")
+    code, out, err = run_main(["submit", "--nodes", "1", "--local", "--no-snapshot", "--", "true"], capsys)
+    assert code == 2 and out == ""
+    assert err == ("hpc-train submit: error: HPC_TRAIN_IDLE_MINUTES='soon': expected minutes, e.g. 5; unset it for "
+                   "the default (5)\n")
+    assert not (tmp_path / "runs").exists()
