@@ -2,7 +2,8 @@
 
 The session's cluster declares 2 GPUs per node (fake device files, so TensorFlow trains on the CPU). Binding is
 checked per rank from Slurm's own variables (SLURM_STEP_GPUS and what the bootstrap exported), never from
-variables a test set by hand.
+variables a test set by hand. The mission's GPUs are sampled as it trains (a stand-in NVML first on PYTHONPATH,
+tests/fake_nvml.py): its idle GPUs named by status while it runs, and once each in the job's log.
 """
 
 from __future__ import annotations
