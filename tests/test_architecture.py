@@ -31,6 +31,7 @@ LAYERS = [
     ("hpc_train.slurm",),
     ("hpc_train.site",),
     ("hpc_train.runs",),
+    ("hpc_train.utilization",),
     ("hpc_train.tracking",),
     ("hpc_train.training",),
     ("hpc_train.tasks",),

@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states, job_state
+    from hpc_train.utilization import summary as utilization
 
     record = find_record(args.job)
     slurm = SlurmClient.local(os.environ)
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         runs = [views.read_run(folder) for folder in element_folders(record)]
     else:
         runs = [views.read_run(Path(record.folder))]  # (a job Slurm forgot: the state its folder says)
+        for line in utilization.report_lines(Path(record.folder)):  # a timeline per GPU (utilization/plot.py), also
+            print(line)  # for a command that wrote no metrics
         states = {0: "local" if record.is_local else views.known_state(job_state(record.job_id, slurm)[0], runs[0])}
     if record.is_sweep and not any(run.epochs for run in runs) and \
             trials.has_study(Path(record.folder), element_folders(record)):

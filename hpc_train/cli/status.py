@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states
+    from hpc_train.utilization import summary as utilization
 
     record = find_record(args.job)
     slurm = SlurmClient.local(os.environ)
@@ -77,5 +78,6 @@ def run(args: argparse.Namespace) -> int:
         run_files = views.read_run(Path(record.folder))
         lines = views.job_lines(record, slurm_view(record, slurm, run_files), run_files, views.chief_log(record),
                                 DEFAULT_MAX_RETRIES)
+        lines += utilization.status_lines(Path(record.folder))  # its GPUs, busy and idle (utilization/summary.py)
     print("\n".join(lines))
     return 0

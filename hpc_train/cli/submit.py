@@ -143,11 +143,13 @@ def run(args: argparse.Namespace) -> int:
     import shutil
 
     from hpc_train.login import submission as submit
+    from hpc_train.utilization.settings import Sampling
 
     _check_snapshot_options(args)
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
     _check_request(args, sweep is not None)  # before the snapshot is stored: a refused submit leaves none
+    Sampling.from_environment(os.environ)  # likewise: the job's utilization settings, which every rank reads
     if args.local:
         submit.check_local_gpus(spec)  # likewise: more GPUs than this machine has
     if args.local or args.dry_run:  # (submit's preflight checks it with the rest)

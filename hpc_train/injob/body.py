@@ -172,6 +172,7 @@ def _quietly(call: Callable[[], int], what: str, otherwise: int) -> int:
 def watched_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str]) -> int:
     """The step, with the hang watchdog beside it (watchdog.py): it ends a step on which no rank makes progress."""
     from hpc_train.injob.watchdog import Watch, Watchdog, trainers_startup
+    from hpc_train.utilization.watch import watch_idle
 
     step: list[Any] = []  # srun's process once started (under Slurm); the watchdog ends it
     said = trainers_setting(rank_command, "startup_timeout")  # the rendezvous' (a command's: the default)
@@ -180,10 +181,12 @@ def watched_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, s
     here = not under_slurm(env)
     dog = Watchdog(watch, lambda: end_step(step, here), say=lambda line: print(line, file=sys.stderr, flush=True))
     dog.start()  # (not with hang_minutes 0: off)
+    idle = watch_idle(body.run_dir, env)  # the job's GPUs that idle, said in the job's log (utilization/watch.py)
     try:
         return run_step(body, rank_command, env, step)
     finally:
         dog.stop()
+        idle.stop()
 
 
 def end_step(step: Sequence[Any], here: bool) -> None:

@@ -59,6 +59,7 @@ from hpc_train.runs.stacks import answer_requests
 from hpc_train.injob.pyspy import allow_parent_to_trace, answer_for
 from hpc_train.runs.requeue import requeue_stopped
 from hpc_train.bootstrap import stderr_filter
+from hpc_train.utilization.sampler import join_node
 
 # How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job.
 REQUEUE_GRACE_SECONDS = 10.0
@@ -97,6 +98,7 @@ def place(options: BootstrapOptions, environ: Mapping[str, str],
     said."""
     layout, variables = start_rank(options, environ, f"Keras: {choice.description}" if choice.description else "")
     env = {**environ, **variables, **choice.variables}
+    join_node(env, os.getpid(), slurms=environ.get("CUDA_VISIBLE_DEVICES"))  # sampled by its node's sampler
     if choice.problem:
         print(f"{PREFIX}: warning: {choice.problem}", file=sys.stderr, flush=True)
     if note := gpu_driver_note(env):

@@ -19,6 +19,7 @@ from hpc_train.bootstrap import BootstrapOptions
 from hpc_train.bootstrap.startup import start_rank
 from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
+from hpc_train.utilization.sampler import join_node
 
 DISTRIBUTED = ("multiworker", "parameter_server")
 
@@ -81,8 +82,16 @@ def _numeric(address: str) -> str:
         return address
 
 def prepare_rank(config: TrainConfig, environ: MutableMapping[str, str] | None = None) -> RankInfo:
-    """Find (or, under Slurm, build) this rank's TF_CONFIG; return its place."""
+    """Find (or, under Slurm, build) this rank's TF_CONFIG; return its place. The rank then joins its node's
+    utilization sampler (utilization/sampler.py), its GPUs bound."""
     env: MutableMapping[str, str] = os.environ if environ is None else environ
+    slurms = env.get("CUDA_VISIBLE_DEVICES")  # the node's GPUs, before this rank's share is cut
+    rank = _place(config, env)
+    join_node(env, os.getpid(), slurms=slurms)
+    return rank
+
+
+def _place(config: TrainConfig, env: MutableMapping[str, str]) -> RankInfo:
     if config.strategy not in DISTRIBUTED:
         _refuse_many_ranks(config, env)
         return SINGLE

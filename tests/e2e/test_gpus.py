@@ -2,7 +2,8 @@
 
 The session's cluster declares 2 GPUs per node (fake device files, so TensorFlow trains on the CPU). Binding is
 checked per rank from Slurm's own variables (SLURM_STEP_GPUS and what the bootstrap exported), never from
-variables a test set by hand.
+variables a test set by hand. The mission's GPUs are sampled as it trains (a stand-in NVML first on PYTHONPATH,
+tests/fake_nvml.py): its idle GPUs named by status while it runs, and once each in the job's log.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,12 +21,15 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
+from tests.e2e.jobs import FINAL_STATES
 from tests.fake_slurm import without_slurm
 from tests.e2e.test_trainer_jobs import ROOT, Job
-from tests.e2e.test_task_modules import submit
+from tests.e2e.test_task_modules import SubmittedJob, submit
+from tests.fake_nvml import install_pynvml
 from tests.mnist_data import shared_mnist
 
 pytestmark = pytest.mark.slurm_cluster
+IDLE_SECONDS = 3  # the idle threshold of the mission's samples
 SHOW_GPUS = ("import json, os; print('GPUS', json.dumps({name: os.environ.get(name) for name in ("
              "'SLURMD_NODENAME', 'SLURM_PROCID', 'SLURM_STEP_GPUS', 'CUDA_VISIBLE_DEVICES')}))")
 
@@ -44,10 +49,48 @@ def assert_disjoint_per_node(ranks: list[dict[str, str]], per_task: int) -> None
         assert len(set.union(*shares)) == per_task * len(shares), (node, shares)
 
 
-def test_the_mission_command_trains_on_4_nodes_with_2_gpus_each(cluster: LocalCluster, tmp_path: Path) -> None:
+def status_naming_an_idle_gpu(job: SubmittedJob, workdir: Path) -> str:
+    """`hpc-train status` of the running job, once it names an idle GPU (the job must not end first)."""
+    while True:
+        shown = subprocess.run(["hpc-train", "status", job.id], cwd=workdir, env=job.env, capture_output=True,
+                               text=True).stdout
+        if "  idle: " in shown:
+            return shown
+        assert job.state()[0] not in FINAL_STATES, (shown, job.log(0, "err")[-3000:])
+        time.sleep(0.5)
+
+
+def assert_idle_gpus_said(job: SubmittedJob, workdir: Path) -> None:
+    """One line per node in the job's log for its GPU 1 (and its rank), none for GPU 0; every node sampled; the
+    timeline drawn."""
+    said = re.findall(r"^hpc-train: (node\d+) GPU (\d) \(rank (\d)\) idle for \d+ s: under 5%",
+                      (job.folder / f"{job.id}_0_log.err").read_text(), re.M)  # the job body's log
+    assert sorted(said) == sorted(set(said)) and {gpu for _, gpu, _ in said} == {"1"}, said
+    assert len(said) == 4 and all(int(rank) % 2 == 1 for _, _, rank in said), said
+    sampled = sorted(path.stem for path in (job.folder / "utilization").glob("*.jsonl"))
+    assert sampled == sorted(node for node, _, _ in said), sampled
+    last = json.loads((job.folder / "utilization" / f"{sampled[0]}.jsonl").read_text().splitlines()[-1])
+    assert [gpu["gpu"] for gpu in last["gpus"]] == ["0", "1"] and len(last["ranks"]) == 2, last
+    assert all(rank["rss"] > 0 and rank["cores"] >= 1 for rank in last["ranks"]), last
+    report = subprocess.run(["hpc-train", "report", job.id], cwd=workdir, env=job.env, capture_output=True, text=True)
+    assert (job.folder / "utilization.png").exists(), report.stdout + report.stderr
+
+
+def test_the_mission_command_trains_on_4_nodes_with_2_gpus_each(cluster: LocalCluster, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each node's GPU 1 idles, GPU 0 works, as a stand-in NVML at the binding's seam says (tests/fake_nvml.py);
+    # sampled every second, idle after 3 s.
+    monkeypatch.setenv("PYTHONPATH", install_pynvml(tmp_path / "nvml", {0: 90.0, 1: 0.0}))
+    monkeypatch.setenv("HPC_TRAIN_SAMPLE_SECONDS", "1")
+    monkeypatch.setenv("HPC_TRAIN_IDLE_MINUTES", str(IDLE_SECONDS / 60))
     job = submit(cluster, tmp_path, "mission", "--nodes", "4", "--gpus-per-node", "2", "--set", "epochs=1",
                  "--set", "train_images=1024", "--set", f"data_dir={shared_mnist()}")
+    shown = status_naming_an_idle_gpu(job, tmp_path)
+    assert re.search(r"^GPUs: \d of \d busy over 50%(; node\d+ GPU 1 idle for \d+ s)+$", shown, re.M), shown
+    idle_for = re.search(r"^  idle: node\d+ GPU 1 \(rank [1357]\) idle for (\d+) s: under 5%", shown, re.M)
+    assert idle_for and int(idle_for.group(1)) <= IDLE_SECONDS + 60, shown
     assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
+    assert_idle_gpus_said(job, tmp_path)
     errors = [job.log(rank, "err") for rank in range(8)]
     lines = [re.search(r"rank (\d) is worker (\d) at (node\d+):\d+, GPUs: (\d)$", log, re.M) for log in errors]
     assert all(lines), errors[0][-2000:]
