@@ -23,8 +23,8 @@ from hpc_train.utilization.files import RankEntry
 from hpc_train.utilization.nvml import GpuReading, Nvml, open_nvml
 from hpc_train.utilization.procs import Process, cores_of, process_table, tree_usage
 from hpc_train.utilization.settings import Sampling
+from hpc_train.version import PREFIX
 
-PREFIX = "hpc-train"
 _NO_DEVICE_WORDS = frozenset({"", "nodevfiles", "none"})  # what Slurm writes for a GPU gres without device files
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from hpc_train.utilization import files
 from hpc_train.utilization.idle import GpuState, Key, busy_again_line, fold, idle_line
 from hpc_train.utilization.settings import Sampling
+from hpc_train.version import PREFIX
 
-PREFIX = "hpc-train"
 
 
 class IdleWatch:
