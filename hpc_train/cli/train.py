@@ -61,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
     filter_stderr()  # a Slurm task's rank log without TensorFlow's CPU-node start-up noise
     from hpc_train.training.trainer import run as train
 
+    from hpc_train.bootstrap.tmpdir import made
+
     tracking = tracked_here(config, os.environ)
-    code = train(config)
+    with made(os.environ):  # the rank's own TMPDIR (TensorFlow's autograph files), gone when it ends
+        code = train(config)
     if tracking is not None:
         tracking.finish(code, code)
     return code

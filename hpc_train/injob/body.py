@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from hpc_train.bootstrap.tmpdir import task_epilog
 from hpc_train.errors import HpcTrainError, report
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.epilogue import PREFIX
@@ -239,6 +240,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
     previous = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
     try:
         sized = attempt_size(body.node_range, body.tasks_per_node, env)
+        # Each rank's own TMPDIR removed by slurmstepd after the rank, however it ended (bootstrap/tmpdir.py).
+        options = [f"--task-epilog={task_epilog(body.run_dir.resolve())}", *options]
         step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env),
                                                                      options, sized)))
         for signum in early:

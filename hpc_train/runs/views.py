@@ -236,7 +236,7 @@ def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str,
                  gpus: Mapping[int, str]) -> list[str]:
     """`hpc-train status JOBID` of a packed sweep: a row per trial with where it runs (or ran): its node(s) and the
     GPUs Slurm gave its step (`gpus`, by index), from its scheduler's state (`pack`: runs/packed.py)."""
-    from hpc_train.runs.packed import trial_rows
+    from hpc_train.runs.packed import held_nodes, trial_rows
 
     rows = trial_rows(dict(pack))
     values = element_values(record, runs)
@@ -255,6 +255,8 @@ def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str,
                               - int(entry.get("losses", 0))))])  # (a resume after a requeue or a lost node: none)
     return [f"packed sweep {record.job_id} ({record.name}): {len(values)} trials: {counts_text(states)}",
             *(f"  {row}" for row in aligned(table)),
+            *([f"  nodes:   {', '.join(f'{node} ({count} running)' for node, count in held_nodes(dict(pack)).items())}"
+               " (held by the job)"] if pack.get("slots") else []),
             *([f"  lost:    {', '.join(pack['lost'])} (their trials restarted on the shares left)"]
               if pack.get("lost") else []),
             f"  folders: {element_folder(record, 'INDEX')}/ (hpc-train logs {element_id(record.job_id, 'INDEX')}; "
