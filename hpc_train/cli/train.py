@@ -59,9 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.training.stderr_filter import filter_stderr
 
     filter_stderr()  # a Slurm task's rank log without TensorFlow's CPU-node start-up noise
-    from hpc_train.training.trainer import run as train
-
     from hpc_train.bootstrap.tmpdir import made
+    from hpc_train.training.trainer import run as train
 
     tracking = tracked_here(config, os.environ)
     with made(os.environ):  # the rank's own TMPDIR (TensorFlow's autograph files), gone when it ends
