@@ -291,7 +291,7 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
         raise HpcTrainError(f"--max-parallel {args.max_parallel}: must be 1 or more")
     slurm = SlurmClient.local(os.environ)
     limit = slurm.config_value("MaxArraySize") if slurm.available("scontrol") else None
-    check(sweep, train, int(limit) if limit and limit.isdigit() else None)
+    check(sweep, train, int(limit) if limit and limit.isdigit() else None, own_keys=bool(args.command))
     if sweep.search is not None:
         check_space(sweep.search, train)
         _check_sampler_installed(sweep.search.sampler)
@@ -305,22 +305,25 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
 
 
 def sweep_of(args: argparse.Namespace, section):  # -> Sweep
-    """--sweep with --search and --trials, or the YAML's sweep: (grid, random or search)."""
+    """--sweep with --search and --trials, or the YAML's sweep: (grid, random or search). A command's sweep takes
+    keys of its own (any key: the command names it as {KEY} or reads HPC_TRAIN_SWEEP_<KEY>); a trainer's, its
+    settings only."""
     from hpc_train.errors import HpcTrainError
     from hpc_train.login import search
     from hpc_train.spec.sweep import Sweep, from_yaml, grid, grid_axes
 
+    own_keys = bool(args.command)
     if section is not None and (args.search is not None or args.trials is not None):
         raise HpcTrainError(f"--search and --trials with the sweep: section of {args.config}: give its search: "
                             "sampler and trials there")
     if isinstance(section, dict) and list(section) == ["search"]:
-        found = search.from_yaml(section["search"])
+        found = search.from_yaml(section["search"], own_keys)
     elif section is not None:
-        return from_yaml(section)
+        return from_yaml(section, own_keys)
     else:
-        found = search.from_options(args.sweep, args.search, args.trials)
+        found = search.from_options(args.sweep, args.search, args.trials, own_keys=own_keys)
         if found is None:
-            return grid(grid_axes(args.sweep))
+            return grid(grid_axes(args.sweep, own_keys))
     return Sweep(found.keys, tuple({} for _ in range(found.trials)), found)
 
 

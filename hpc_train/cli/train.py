@@ -59,10 +59,12 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.bootstrap.stderr_filter import filter_stderr
 
     filter_stderr()  # a Slurm task's rank log without TensorFlow's CPU-node start-up noise
+    from hpc_train.bootstrap.tmpdir import made
     from hpc_train.training.trainer import run as train
 
     tracking = tracked_here(config, os.environ)
-    code = train(config)
+    with made(os.environ):  # the rank's own TMPDIR (TensorFlow's autograph files), gone when it ends
+        code = train(config)
     if tracking is not None:
         tracking.finish(code, code)
     return code

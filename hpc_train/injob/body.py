@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from hpc_train.bootstrap.tmpdir import task_epilog
 from hpc_train.errors import HpcTrainError, report
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
@@ -40,7 +41,7 @@ from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, 
 from hpc_train.injob.started_with_sbatch import JobShape, record_job
 from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
-from hpc_train.runs.attempts import record_end
+from hpc_train.runs.attempts import close_unended, note_tasks, record_end
 from hpc_train.runs.folders import nodes_and_tasks
 from hpc_train.runs.requeue import restart_count
 from hpc_train.slurm.client import SlurmClient
@@ -242,6 +243,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
     previous = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
     try:
         sized = attempt_size(body.node_range, body.tasks_per_node, env)
+        # Each rank's own TMPDIR removed by slurmstepd after the rank, however it ended (bootstrap/tmpdir.py).
+        options = [f"--task-epilog={task_epilog(body.run_dir.resolve())}", *options]
         step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env),
                                                                      options, sized)))
         for signum in early:
@@ -281,12 +284,17 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()), **secret_environ(body.run_dir),
            **rank_environment(attempt_size(body.node_range, body.tasks_per_node, environ))}
     print(start_line(body, env), file=sys.stderr, flush=True)
-    attempt_here = (body.run_dir, restart_count(env) + 1, nodes_and_tasks(env, 0, job_components(env))[0],
-                    time.time())  # (its end: record_end)
+    sized = attempt_size(body.node_range, body.tasks_per_node, env)
+    nodes, tasks = nodes_and_tasks(env, (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
+    attempt_here = (body.run_dir, restart_count(env) + 1, nodes, time.time())  # (its end: record_end)
+    if env.get("SLURM_JOB_ID"):  # (as the prologue: a Slurm job's attempts)
+        close_unended(body.run_dir)  # the previous attempt's end, if its body was killed with it
     ended = prologue(body, env)
+    if ended is None and env.get("SLURM_JOB_ID"):
+        note_tasks(body.run_dir, tasks)
     with tracked_attempt(body, env, ended, under_slurm(env)) as attempt:  # the job's MLflow run, when it has one
         if ended is not None:
-            record_end(*attempt_here, ended, ended == 0)
+            record_end(*attempt_here, ended, ended == 0, tasks=tasks)
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
         requeues = requeues_done(body.run_dir)
         code = watched_step(body, rank_command, attempt.env)
@@ -294,7 +302,7 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
         final = epilogue(body, code, env) if final != 0 else 0
         # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
         goes_on = (code != 0 and final == 0) or requeues_done(body.run_dir) > requeues
-        record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on)
+        record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on, tasks=tasks)
         attempt.ended(code, final)
     return settle_trial(body.run_dir, final, goes_on)
 

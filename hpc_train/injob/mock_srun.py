@@ -38,6 +38,7 @@ from hpc_train.bootstrap.nvidia import list_gpus
 from hpc_train.bootstrap.placement import Distribution, place_tasks
 from hpc_train.bootstrap.portcheck import port_is_free
 from hpc_train.bootstrap.roles import Strategy, assign_roles, uses_gpus
+from hpc_train.bootstrap.tmpdir import rank_tmpdir, remove
 from hpc_train.errors import HpcTrainError
 from hpc_train.exitcodes import EXIT_STOPPED
 
@@ -206,6 +207,8 @@ def launch(step: Step, command: Sequence[str], base: Mapping[str, str] | None = 
             signal.signal(signum, handler)
     for pump in pumps:
         pump.join(timeout=5)
+    for env in environments:  # as srun's task epilog: each rank's own TMPDIR gone, however it ended
+        remove(rank_tmpdir(env))
     return code
 
 

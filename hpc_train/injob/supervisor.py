@@ -51,6 +51,7 @@ from hpc_train.bootstrap import BootstrapOptions
 from hpc_train.bootstrap.keras import KNOWN_FAILURES, KerasChoice, choose_keras, failure_hint, installed_versions
 from hpc_train.bootstrap.layout import Layout
 from hpc_train.bootstrap.startup import PREFIX, gpu_driver_note, start_rank
+from hpc_train.bootstrap.tmpdir import made
 from hpc_train.errors import HpcTrainError
 from hpc_train.config import COMMAND_SIGNALS, DEFAULT_MAX_REQUEUES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
@@ -118,7 +119,12 @@ def run_command(job: CommandJob, environ: Mapping[str, str] | None = None,
 
     Under Keras 3 the filter also watches for Keras 3's known failures: a command that fails with one has its
     log end, after its last line, with one line saying why and what to do."""
-    environ = os.environ if environ is None else environ
+    env = dict(os.environ if environ is None else environ)
+    with made(env):  # the rank's own TMPDIR (exported in env), the command's too, gone when the rank ends
+        return _run_command(job, env, options)
+
+
+def _run_command(job: CommandJob, environ: Mapping[str, str], options: BootstrapOptions | None) -> int:
     choice = keras_for(job.keras, environ)
     tensorflow = installed_versions().get("tensorflow")
     stderr_filter.filter_stderr([] if choice.legacy else [(pattern, failure_hint(index, choice.description, tensorflow))

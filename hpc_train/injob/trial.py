@@ -10,6 +10,7 @@ same values. Its own failure ends the element (exit 1): it cannot run without it
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -24,7 +25,7 @@ from hpc_train.errors import one_line
 from hpc_train.injob.epilogue import QuietParser
 from hpc_train.runs import study
 from hpc_train.runs.state import write_text_atomically
-from hpc_train.spec.sweep import SweepError, substitute, value_text
+from hpc_train.spec.sweep import SweepError, settings, substitute, value_text
 from hpc_train.version import PREFIX
 
 USAGE = "usage: hpc-train trial --run-dir DIR [--command WORDS]"
@@ -47,13 +48,34 @@ def prepare(run_dir: Path, command_words: str | None) -> dict[str, Any]:
         raise SweepError(f"{run_dir / study.SEARCH_FILE}: missing; the array's script writes it before this step")
     config = load_config(run_dir / "config.yaml")
     keys = list(spec.get("keys") or spec.get("space", {}))
-    # A grid element's values are already in its config (the script's case); they are registered as they are.
-    fixed = {key: to_dict(config)[key] for key in keys} if spec.get("sampler") == "grid" else None
+    # A grid element's values are already in its config and environment (the script's case); they are registered
+    # as they are.
+    fixed = grid_values(to_dict(config), keys, spec.get("space", {}), os.environ) \
+        if spec.get("sampler") == "grid" else None
     kept = study.ask(run_dir, fixed)
     values = dict(kept["values"])
-    write_text_atomically(run_dir / "config.yaml", yaml.safe_dump(to_dict(replace(config, **values)), sort_keys=False))
+    write_text_atomically(run_dir / "config.yaml", yaml.safe_dump(to_dict(replace(config, **settings(values))),
+                                                                  sort_keys=False))
     write_text_atomically(run_dir / TRIAL_SCRIPT, "\n".join(shell_lines(values, command_words)) + "\n")
     return kept
+
+
+def grid_values(config: Mapping[str, Any], keys: Sequence[str], space: Mapping[str, Any],
+                environ: Mapping[str, str]) -> dict[str, Any]:
+    """A grid element's values (pure): a setting's from its config; a command's own key's, which no config holds,
+    the choice its script exported as HPC_TRAIN_SWEEP_<KEY>."""
+    values = {}
+    for key in keys:
+        if key in config:
+            values[key] = config[key]
+            continue
+        exported = environ.get(f"HPC_TRAIN_SWEEP_{key.upper()}")
+        chosen = [value for value in space.get(key, {}).get("choices", []) if value_text(value) == exported]
+        if not chosen:
+            raise SweepError(f"sweep key {key}: HPC_TRAIN_SWEEP_{key.upper()}={exported!r} is none of its values; "
+                             "the array's script exports it before this step")
+        values[key] = chosen[0]
+    return values
 
 
 def main(argv: Sequence[str] | None = None) -> int:

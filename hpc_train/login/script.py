@@ -204,7 +204,7 @@ def study_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Se
 def grid_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None) -> str:
     """A grid's elements, each its values in a case of SLURM_ARRAY_TASK_ID."""
     from hpc_train.config import replace as with_values
-    from hpc_train.spec.sweep import substitute, value_text
+    from hpc_train.spec.sweep import settings, substitute, value_text
 
     lines = ['export HPC_TRAIN_TRIAL="$SLURM_ARRAY_TASK_ID"', 'case "$SLURM_ARRAY_TASK_ID" in']
     for index, values in enumerate(sweep.elements):
@@ -214,7 +214,7 @@ def grid_lines(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Seq
         if command:
             words = task_command(spec, config, substitute(command, values))
             lines.append(f"  element_command=({words})")
-        lines += [config_lines(with_values(config, **values)), "  ;;"]
+        lines += [config_lines(with_values(config, **settings(values))), "  ;;"]
     lines += [f'*) echo "hpc-train: array task $SLURM_ARRAY_TASK_ID is not an element of this sweep '
               f'(0-{len(sweep) - 1})" >&2; exit 2 ;;', "esac"]
     return "\n".join(lines)

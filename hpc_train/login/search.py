@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hpc_train.config import ConfigError, TrainConfig, setting_value, to_dict
-from hpc_train.spec.sweep import SweepError
+from hpc_train.spec.sweep import SweepError, is_setting, key_value
 
 SAMPLERS = ("grid", "random", "tpe", "cmaes")
 # LOW:HIGH or LOW:HIGH:log, each end a number (1e-4, 0.5, 32).
@@ -88,18 +88,19 @@ class Search:
                 "space": {key: dimension.as_json() for key, dimension in self.space}}
 
 
-def dimension(key: str, text: str, source: str) -> Dimension:
-    """`LOW:HIGH`, `LOW:HIGH:log` (a range) or `V1,V2,...` (a choice) for one setting; one line when it is wrong."""
+def dimension(key: str, text: str, source: str, own_keys: bool = False) -> Dimension:
+    """`LOW:HIGH`, `LOW:HIGH:log` (a range) or `V1,V2,...` (a choice) for one setting (with `own_keys`, a command's
+    sweep: for any key, one that is no setting typed from its values); one line when it is wrong."""
     match = _RANGE.match(text)
     if match is None:
         values = [part.strip() for part in text.split(",") if part.strip()]
         if not values:
             raise SweepError(f"{source}=: no values; give V1,V2,... or a range LOW:HIGH (LOW:HIGH:log)")
-        return Choice(tuple(setting_value(key, value, source) for value in values))
+        return Choice(tuple(key_value(key, value, source, own_keys) for value in values))
     low_text, high_text, scale = match.groups()
     if scale not in (None, "log"):
         raise SweepError(f"{source}={text}: unknown scale {scale!r}; write LOW:HIGH or LOW:HIGH:log")
-    low, high = (setting_value(key, value, source) for value in (low_text, high_text))
+    low, high = (key_value(key, value, source, own_keys) for value in (low_text, high_text))
     if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in (low, high)):
         raise SweepError(f"{source}={text}: {key} is not a number setting; give its values as V1,V2,...")
     return checked_range(key, low, high, scale == "log", source)
@@ -112,7 +113,8 @@ def checked_range(key: str, low: float, high: float, log: bool, source: str) -> 
         raise SweepError(f"{source}={shown}: LOW is above HIGH; write the range as {high}:{low}")
     if log and low <= 0:
         raise SweepError(f"{source}={shown}: a log range needs 0 < LOW; give a positive LOW, or drop :log")
-    integer = integer_setting(key) and float(low).is_integer() and float(high).is_integer()
+    whole = isinstance(low, int) and isinstance(high, int) if not is_setting(key) else integer_setting(key)
+    integer = whole and float(low).is_integer() and float(high).is_integer()
     return Range(int(low) if integer else float(low), int(high) if integer else float(high), log, integer)
 
 
@@ -128,13 +130,13 @@ def is_range(text: str) -> bool:
 
 
 def from_options(options: Sequence[str], sampler: str | None, trials: int | None,
-                 seed: int | None = None) -> Search | None:
+                 seed: int | None = None, own_keys: bool = False) -> Search | None:
     """`--sweep` options with `--search`, `--trials` and `--seed` as a Search; None for a plain grid (every key a
-    list of values and no sampler, or `--search grid` without a range)."""
+    list of values and no sampler, or `--search grid` without a range). `own_keys`: a command's sweep (any key)."""
     space = []
     for option in options:
         key, _, text = option.partition("=")
-        space.append((key.strip(), dimension(key.strip(), text, f"--sweep {key.strip()}")))
+        space.append((key.strip(), dimension(key.strip(), text, f"--sweep {key.strip()}", own_keys)))
     return checked(space, sampler, trials, checked_seed(seed, "--seed"), "--search", "--trials")
 
 
@@ -162,9 +164,9 @@ def checked(space: Sequence[tuple[str, Dimension]], sampler: str | None, trials:
     return Search(sampler or "tpe", trials, tuple(space), seed)
 
 
-def from_yaml(body: Any) -> Search:
+def from_yaml(body: Any, own_keys: bool = False) -> Search:
     """The YAML `sweep: {search: {sampler: tpe, trials: N, seed: S, space: {KEY: LOW:HIGH | [V1, V2]}}}`, and
-    `storage: URL` (as --study-storage), `study_name: NAME` (as --study-name)."""
+    `storage: URL` (as --study-storage), `study_name: NAME` (as --study-name). `own_keys`: a command's sweep."""
     if not isinstance(body, Mapping) or not isinstance(body.get("space"), Mapping) or not body["space"]:
         raise SweepError("sweep search: expected sampler: tpe, trials: N and space: {KEY: LOW:HIGH, KEY: [V1, V2]}")
     unknown = sorted(set(body) - {"sampler", "trials", "seed", "space", "storage", "study_name"})
@@ -175,7 +177,7 @@ def from_yaml(body: Any) -> Search:
     if storage is not None and (not isinstance(storage, str) or not storage.strip()):
         raise SweepError(f"sweep search storage: {storage!r}: give an RDB URL (sqlite:////shared/path/s.db), or drop "
                          "it for study.journal in the sweep's folder")
-    space = [(str(key), dimension(str(key), _text(value), f"sweep search space {key}"))
+    space = [(str(key), dimension(str(key), _text(value), f"sweep search space {key}", own_keys))
              for key, value in body["space"].items()]
     search = checked(space, body.get("sampler", "tpe"), body.get("trials"),
                      checked_seed(body.get("seed"), "sweep search seed:"), "sweep search sampler:",
@@ -219,8 +221,11 @@ def _text(value: Any) -> str:
 
 
 def check_space(search: Search, base: TrainConfig) -> None:
-    """Each end of each range and each choice, checked as a config is (a type, a range of the setting)."""
+    """Each end of each range and each choice of a setting, checked as a config is (a type, a range of the setting);
+    a command's own keys are no settings (their values typed as they were read)."""
     for key, dim in search.space:
+        if not is_setting(key):
+            continue
         for value in (dim.low, dim.high) if isinstance(dim, Range) else dim.values:
             try:
                 TrainConfig(**{**to_dict(base), key: value})

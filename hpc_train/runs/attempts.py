@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hpc_train.runs.metrics import metrics_path
 from hpc_train.runs.state import ENDED, SIZES, STATE_FILE, read_json_object, read_state, write_json_atomically
 
 NOTES = ".failures"
@@ -196,18 +197,81 @@ def ended_attempts(state: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def record_end(run_dir: Path, attempt: int, nodes: str, started: float, exit_code: int, goes_on: bool,
-               finished: bool = False) -> None:
+               finished: bool = False, tasks: str | None = None) -> None:
     """The attempt's end into state.json (one write; never raises). `finished`: a user's command succeeded, and its
-    state says so (the trainer writes its own; nothing else would)."""
+    state says so (the trainer writes its own; nothing else would). `tasks`: the attempt's (a node range's differ)."""
     state = read_state(run_dir)
-    entry = {"attempt": attempt, "nodes": nodes, "started": round(started, 3), "ended": round(time.time(), 3),
-             "exit": exit_code, "goes_on": goes_on}
+    entry = {"attempt": attempt, "nodes": nodes, **({"tasks": tasks} if tasks else {}), "started": round(started, 3),
+             "ended": round(time.time(), 3), "exit": exit_code, "goes_on": goes_on}
     done = {"state": "finished", "time": entry["ended"]} if finished and state.get("state") in (
         None, "starting", "running") else {}
     try:
         write_json_atomically(run_dir / STATE_FILE, {**state, **done, ENDED: [*ended_attempts(state), entry]})
     except OSError:
         pass  # a job that ends must not fail on its record (status then says what Slurm says, or unknown)
+
+
+def unended(state: Mapping[str, Any], last_seen: float) -> dict[str, Any] | None:
+    """The previous attempt as its end would have been recorded, when its body could not record it (killed with
+    its job: `scontrol requeue`, a preemption, a lost batch host): its prologue's record (number, nodes, tasks,
+    start), ended when it was last seen (`last_seen`: its run folder's newest write), going on (a next attempt
+    runs); None when its end is recorded, or no attempt started (pure)."""
+    started = state.get("attempt") if isinstance(state.get("attempt"), dict) else {}
+    number, begun = started.get("number"), started.get("started")
+    if not isinstance(number, int) or not isinstance(begun, (int, float)) or number in [
+            entry.get("attempt") for entry in ended_attempts(state)]:
+        return None
+    return {"attempt": number, "nodes": started.get("nodes", ""), **({"tasks": started["tasks"]} if started.get(
+        "tasks") else {}), "started": begun, "ended": round(max(begun, last_seen), 3), "exit": None, "goes_on": True}
+
+
+def close_unended(run_dir: Path) -> None:
+    """At an attempt's start, before its prologue: the previous attempt's end recorded when its body could not
+    (unended), so that state.json keeps every attempt (issue 46). Never raises."""
+    state = read_state(run_dir)
+    written = [state.get("time"), _mtime(metrics_path(run_dir))] + [
+        _mtime(path) for pattern in ("logs/*", "checkpoints/*") for path in run_dir.glob(pattern)]
+    entry = unended(state, max([value for value in written if isinstance(value, (int, float))], default=0.0))
+    if entry is not None:
+        try:
+            write_json_atomically(run_dir / STATE_FILE, {**state, ENDED: [*ended_attempts(state), entry]})
+        except OSError:
+            pass  # (status then counts the attempts it has)
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def earlier_seconds(state: Mapping[str, Any]) -> float:
+    """The time of the attempts before the newest, from their recorded starts and ends (pure): what Slurm's elapsed
+    time, its newest attempt's alone, leaves out of a requeued job's."""
+    newest = current_attempt(state)
+    spans = [(entry.get("started"), entry.get("ended")) for entry in ended_attempts(state)
+             if isinstance(entry.get("attempt"), int) and entry["attempt"] < newest]
+    return sum(max(0.0, end - begin) for begin, end in spans
+               if isinstance(begin, (int, float)) and isinstance(end, (int, float)))
+
+
+def note_tasks(run_dir: Path, tasks: str) -> None:
+    """The newest attempt's tasks beside its prologue's record of it (status's nodes line). Never raises."""
+    state = read_state(run_dir)
+    if isinstance(state.get("attempt"), dict):
+        try:
+            write_json_atomically(run_dir / STATE_FILE, {**state, "attempt": {**state["attempt"], "tasks": tasks}})
+        except OSError:
+            pass
+
+
+def last_tasks(state: Mapping[str, Any]) -> str:
+    """The newest attempt's tasks, as its record says them (a node range's attempts differ); "" when none says."""
+    started = state.get("attempt") if isinstance(state.get("attempt"), dict) else {}
+    ended = ended_attempts(state)
+    newest = ended[-1] if ended and ended[-1].get("attempt", 0) >= started.get("number", 0) else started
+    return str(newest.get("tasks") or started.get("tasks") or "")
 
 
 def how_it_ended(state: Mapping[str, Any]) -> tuple[str, str] | None:

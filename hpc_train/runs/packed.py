@@ -58,6 +58,16 @@ def trial_rows(state: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {int(entry["index"]): entry for entry in state.get("trials", []) if "index" in entry}
 
 
+def held_nodes(state: dict[str, Any]) -> dict[str, int]:
+    """The nodes the job holds (its shares', in order) and how many trials run on each now (pure)."""
+    held = {node: 0 for entry in state.get("slots") or [] for node in entry.get("nodes") or []}
+    for entry in state.get("trials", []):
+        if entry.get("state") == "running":
+            for node in (entry.get("runs") or [{}])[-1].get("nodes") or []:
+                held[node] = held.get(node, 0) + 1
+    return held
+
+
 def slurm_states(state: dict[str, Any], count: int) -> dict[int, str]:
     """Each trial's state in Slurm's words, by index (PENDING before the pack wrote any) (pure)."""
     rows = trial_rows(state)

@@ -82,6 +82,28 @@ def folder_view(run: RunFiles, local: bool = False) -> SlurmView:
     return SlurmView(state, code, elapsed, 0, source, attempts.last_nodes(run.state), ended=ended is not None)
 
 
+def job_elapsed(slurm: SlurmView, run: RunFiles) -> str:
+    """The job's elapsed time, every attempt's: Slurm's is its newest attempt's alone, so a requeued job's earlier
+    attempts (state.json's ends) are added to it; the run folder's own (folder_view) is the job's already."""
+    earlier, seconds = attempts.earlier_seconds(run.state), slurm_seconds(slurm.elapsed)
+    if not earlier or seconds is None or slurm.source.startswith((FROM_FOLDER, "Slurm no longer knows", "run here")):
+        return slurm.elapsed
+    count = attempts.current_attempt(run.state)
+    return f"{duration(earlier + seconds)} ({count} attempts)"
+
+
+def slurm_seconds(elapsed: str) -> float | None:
+    """Slurm's elapsed time (1-02:03:04, 02:03:04, 03:04) in seconds; None for what is not one (pure)."""
+    days, _, clock = elapsed.strip().rpartition("-")
+    parts = clock.split(":")
+    if not (days.isdigit() or not days) or not 2 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return (int(days) * 86400 if days else 0) + seconds
+
+
 def duration(seconds: float) -> str:
     """Seconds as Slurm says an elapsed time: 00:01:05, 1-02:00:00 (pure)."""
     minutes, second = divmod(round(seconds), 60)
@@ -155,7 +177,8 @@ def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[
     """`hpc-train status JOBID`: the state, nodes, command, requeues, history, wait, elapsed time, last line."""
     exit_code = f", exit {slurm.exit_code}" if slurm.exit_code and slurm.ended else ""
     lines = [f"job {record.job_id} ({record.name}): {slurm.state.lower()}{exit_code} [{slurm.source}]",
-             f"  nodes:   {slurm.nodes or 'none yet'} ({record.tasks} tasks, {record.strategy})"
+             f"  nodes:   {slurm.nodes or 'none yet'} ({attempts.last_tasks(run.state) or record.tasks} tasks, "
+             f"{record.strategy})"
              f"{partition_words(slurm)}",
              *component_lines(record), f"  runs:    {record.what}"]
     if slurm.requeues:
@@ -168,7 +191,7 @@ def job_lines(record: JobRecord, slurm: SlurmView, run: RunFiles, log: Sequence[
                   "--stacks)", *(f"    {frame}" for frame in run.stacks[1])]
     if slurm.waiting:
         lines.append(f"  waiting: {slurm.waiting}")
-    return lines + [f"  elapsed: {slurm.elapsed}", f"  last:    {last_progress(record, log)}",
+    return lines + [f"  elapsed: {job_elapsed(slurm, run)}", f"  last:    {last_progress(record, log)}",
                     f"  folder:  {record.folder}"]
 
 
@@ -236,7 +259,7 @@ def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str,
                  gpus: Mapping[int, str]) -> list[str]:
     """`hpc-train status JOBID` of a packed sweep: a row per trial with where it runs (or ran): its node(s) and the
     GPUs Slurm gave its step (`gpus`, by index), from its scheduler's state (`pack`: runs/packed.py)."""
-    from hpc_train.runs.packed import trial_rows
+    from hpc_train.runs.packed import held_nodes, trial_rows
 
     rows = trial_rows(dict(pack))
     values = element_values(record, runs)
@@ -255,6 +278,8 @@ def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str,
                               - int(entry.get("losses", 0))))])  # (a resume after a requeue or a lost node: none)
     return [f"packed sweep {record.job_id} ({record.name}): {len(values)} trials: {counts_text(states)}",
             *(f"  {row}" for row in aligned(table)),
+            *([f"  nodes:   {', '.join(f'{node} ({count} running)' for node, count in held_nodes(dict(pack)).items())}"
+               " (held by the job)"] if pack.get("slots") else []),
             *([f"  lost:    {', '.join(pack['lost'])} (their trials restarted on the shares left)"]
               if pack.get("lost") else []),
             f"  folders: {element_folder(record, 'INDEX')}/ (hpc-train logs {element_id(record.job_id, 'INDEX')}; "

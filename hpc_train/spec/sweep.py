@@ -6,6 +6,12 @@ be: an unknown key, a value of the wrong type or out of range, an empty list,
 a key given twice, more elements than the site's MaxArraySize, or a `{KEY}`
 in a command that no sweep key defines.
 
+A trainer's sweep varies its settings (every key one of TrainConfig's). A user's command has keys of its own
+(issue 46): in a command's sweep any key is legitimate, whether the command names it as `{KEY}` or reads
+HPC_TRAIN_SWEEP_<KEY> from its environment alone; a key that is a setting is typed and checked as the setting, any
+other is typed from its values (`own_value`: a whole number, a number, else text) and stays out of config.yaml
+(`settings`).
+
 - Grid: `KEY=V1,V2,...` per key; every combination, the first key slowest.
 - Random: `trials` draws from a `space` of `loguniform(a, b)`, `uniform(a, b)`,
   `randint(a, b)` (both ends included) or `choice(v1, v2, ...)`, seeded: the
@@ -24,10 +30,12 @@ from typing import Any
 
 import yaml
 
-from hpc_train.config import ConfigError, TrainConfig, setting_value, to_dict
+from hpc_train.config import ConfigError, TrainConfig, replace, setting_value
 
 _DISTRIBUTION = re.compile(r"^\s*(loguniform|uniform|randint|choice)\s*\((.*)\)\s*$", re.S)
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+# A command's own key: a `{KEY}` and the end of an environment variable's name (HPC_TRAIN_SWEEP_<KEY>).
+_OWN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # Settings a sweep cannot vary: the job's request, or its run folder, decides them.
@@ -58,8 +66,40 @@ class Sweep:
         return len(self.elements)
 
 
-def grid_axes(options: Sequence[str]) -> dict[str, list[Any]]:
-    """`--sweep KEY=V1,V2,...` options as key -> typed values, in the order given."""
+def is_setting(key: str) -> bool:
+    """Whether a sweep key is one of the trainer's settings (else a command's own)."""
+    return key in TrainConfig.valid_keys()
+
+
+def settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """An element's values that are settings, what its config.yaml takes (a command's own keys are not)."""
+    return {key: value for key, value in values.items() if is_setting(key)}
+
+
+def own_value(text: str) -> int | float | str:
+    """A command's own key's value, typed from its text: a whole number, a number, else the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def key_value(key: str, text: str, source: str, own_keys: bool = False) -> Any:
+    """One swept value from its text: a setting's as `--set` reads it; with `own_keys` (a command's sweep) a key
+    that is no setting typed from its text (own_value). A trainer's sweep refuses a key that is no setting."""
+    if not own_keys or is_setting(key):
+        return setting_value(key, text, source)
+    if not _OWN_KEY.match(key):
+        raise SweepError(f"{source}: {key!r} is not a name a command's sweep can export; use letters, digits and _ "
+                         f"(it becomes {{KEY}} and HPC_TRAIN_SWEEP_KEY)")
+    return own_value(text)
+
+
+def grid_axes(options: Sequence[str], own_keys: bool = False) -> dict[str, list[Any]]:
+    """`--sweep KEY=V1,V2,...` options as key -> typed values, in the order given; `own_keys`: a command's sweep
+    (any key)."""
     axes: dict[str, list[Any]] = {}
     for option in options:
         key, equals, text = option.partition("=")
@@ -71,7 +111,7 @@ def grid_axes(options: Sequence[str]) -> dict[str, list[Any]]:
         values = [part.strip() for part in text.split(",") if part.strip()]
         if not values:
             raise SweepError(f"--sweep {key}=: no values; give at least one, e.g. --sweep {key}=V1,V2")
-        axes[key] = [setting_value(key, value, f"--sweep {key}") for value in values]
+        axes[key] = [key_value(key, value, f"--sweep {key}", own_keys) for value in values]
     return axes
 
 
@@ -129,8 +169,9 @@ def _number(value: Any) -> Any:
     return value
 
 
-def from_yaml(section: Any) -> Sweep:
-    """The YAML `sweep:` section: `grid: {KEY: [V1, V2]}` or `random: {trials: N, seed: S, space: {...}}`."""
+def from_yaml(section: Any, own_keys: bool = False) -> Sweep:
+    """The YAML `sweep:` section: `grid: {KEY: [V1, V2]}` or `random: {trials: N, seed: S, space: {...}}`;
+    `own_keys`: a command's sweep (any key)."""
     if not isinstance(section, Mapping) or len(section) != 1 or next(iter(section)) not in ("grid", "random"):
         raise SweepError("sweep: expected 'grid: {KEY: [V1, V2, ...]}', 'random: {trials: N, seed: S, "
                          "space: {KEY: loguniform(a, b)}}' or 'search: {sampler: tpe, trials: N, space: {KEY: "
@@ -139,7 +180,8 @@ def from_yaml(section: Any) -> Sweep:
     if kind == "grid":
         if not isinstance(body, Mapping) or not body:
             raise SweepError("sweep grid: expected KEY: [V1, V2, ...] lines")
-        return grid(grid_axes([f"{key}={','.join(map(str, _as_list(key, values)))}" for key, values in body.items()]))
+        return grid(grid_axes([f"{key}={','.join(map(str, _as_list(key, values)))}" for key, values in body.items()],
+                              own_keys))
     if not isinstance(body, Mapping) or not isinstance(body.get("space"), Mapping):
         raise SweepError("sweep random: expected trials: N, seed: S and space: {KEY: distribution}")
     return random_search(body["space"], body.get("trials", 0), int(body.get("seed", 0)))
@@ -151,16 +193,18 @@ def _as_list(key: str, values: Any) -> list[Any]:
     return values
 
 
-def check(sweep: Sweep, base: TrainConfig, max_array_size: int | None = None) -> list[TrainConfig]:
+def check(sweep: Sweep, base: TrainConfig, max_array_size: int | None = None,
+          own_keys: bool = False) -> list[TrainConfig]:
     """Every element's whole config, each checked as a config is (types, ranges); one line for the first that
-    fails, naming the element and the key."""
+    fails, naming the element and the key. `own_keys`: a command's sweep, whose keys that are no settings stay
+    out of its config."""
     if max_array_size is not None and len(sweep) > max_array_size:
         raise SweepError(f"the sweep has {len(sweep)} elements, more than this site's MaxArraySize ({max_array_size}); "
                          "sweep fewer values, or split it into several sweeps")
     configs = []
     for index, values in enumerate(sweep.elements):
         try:
-            configs.append(TrainConfig(**{**to_dict(base), **values}))
+            configs.append(replace(base, **(settings(values) if own_keys else values)))
         except ConfigError as error:
             shown = ", ".join(f"{key}={value}" for key, value in values.items())
             raise SweepError(f"sweep element {index} ({shown}): {error}") from None

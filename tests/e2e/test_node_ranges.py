@@ -17,6 +17,7 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
+from hpc_train.runs.views import slurm_seconds
 from tests.e2e.jobs import job_state, wait_for_end
 from tests.e2e.test_trainer_jobs import Job, kill_rank, submit
 from tests.mnist_data import shared_mnist
@@ -133,3 +134,12 @@ def test_a_lost_node_shrinks_the_job_and_a_requeue_with_a_node_fewer_brings_it_b
                             capture_output=True, text=True).stdout
     assert ("sizes:   attempt 1 on 4 of 2-4 nodes; attempt 2 on 3 of 2-4 nodes; attempt 3 on 2 of 2-4 nodes"
             in status), status
+    # Every attempt kept (issue 46): the retried one's end, the requeued one's (its body ended with it: closed by
+    # the next), the last; each its nodes and tasks; `elapsed` the job's, not its last attempt's.
+    ended = job.run_state()["ended"]
+    assert [(entry["attempt"], entry.get("tasks")) for entry in ended] == [(1, "4"), (2, "3"), (3, "2")], ended
+    assert all(entry["started"] < entry["ended"] <= later["started"] for entry, later in zip(ended, ended[1:]))
+    assert re.search(r"^  nodes:   \S+ \(2 tasks, multiworker\)", status, re.M), status
+    elapsed = re.search(r"^  elapsed: (\S+) \(3 attempts\)$", status, re.M)
+    assert elapsed and slurm_seconds(elapsed.group(1)) >= sum(entry["ended"] - entry["started"]
+                                                              for entry in ended[:2]), status

@@ -27,12 +27,12 @@ TRAINS = """
 import os, sys, time
 from pathlib import Path
 import hpc_train
-rate, batch = float(sys.argv[1]), int(sys.argv[2])
+rate, batch, dropout = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 run = Path(os.environ["HPC_TRAIN_RUN_DIR"])
 if os.environ["HPC_TRAIN_TRIAL"] == "0" and not (run / "started").exists():
     (run / "started").write_text("once")
     time.sleep(120)
-print("values", rate, batch, flush=True)
+print("values", rate, batch, dropout, flush=True)
 for epoch in (1, 2):
     hpc_train.report(epoch, rate * epoch)
 """
@@ -44,8 +44,9 @@ def test_a_tpe_search_draws_each_elements_values_once_and_a_requeued_element_kee
            "PYTHONPATH": str(ROOT)}
     submitted = subprocess.run(
         [sys.executable, "-m", "hpc_train", "submit", "--nodes", "1", "--name", "tpe", "--sweep",
-         "learning_rate=1e-4:1e-1:log", "--sweep", "batch_size=32,64", "--search", "tpe", "--trials", "3",
-         "--max-parallel", "2", "--", sys.executable, "-c", TRAINS, "{learning_rate}", "{batch_size}"],
+         "learning_rate=1e-4:1e-1:log", "--sweep", "batch_size=32,64", "--sweep", "dropout=0.1:0.5", "--search", "tpe",
+         "--trials", "3", "--max-parallel", "2", "--", sys.executable, "-c", TRAINS, "{learning_rate}",
+         "{batch_size}", "{dropout}"],  # dropout: a key of the command's own (issue 46)
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert submitted.returncode == 0, submitted.stderr
     array = submitted.stdout.splitlines()[0]
@@ -70,10 +71,12 @@ def test_a_tpe_search_draws_each_elements_values_once_and_a_requeued_element_kee
         drawn = study.trials[trial["number"]]
         assert drawn.params == values and drawn.value == pytest.approx(values["learning_rate"] * 2, rel=1e-5)
         assert 1e-4 <= values["learning_rate"] <= 1e-1 and values["batch_size"] in (32, 64)
+        assert isinstance(values["dropout"], float) and 0.1 <= values["dropout"] <= 0.5
         config = yaml.safe_load((run / "config.yaml").read_text())
         assert (config["learning_rate"], config["batch_size"]) == (values["learning_rate"], values["batch_size"])
+        assert "dropout" not in config  # a command's own key: no setting
         log = (run / "logs" / "rank-0.out").read_text()
-        assert f"values {values['learning_rate']:.6g} {values['batch_size']}" in log, log
+        assert f"values {values['learning_rate']:.6g} {values['batch_size']} {values['dropout']:.6g}" in log, log
     status = subprocess.run([sys.executable, "-m", "hpc_train", "status", array], cwd=tmp_path, env=env,
                             capture_output=True, text=True)
     assert "INDEX  learning_rate  batch_size" in status.stdout, status.stdout

@@ -19,9 +19,9 @@ from tests.fake_slurm import without_slurm
 
 pytestmark = pytest.mark.slurm_cluster
 ROOT = Path(__file__).resolve().parents[2]
-# Says its values; the element with seed 2 fails (its values make its training fail), alone.
-SAYS = ("import os, sys; print('seed', {seed}, os.environ['HPC_TRAIN_SWEEP_SEED'], os.environ['HPC_TRAIN_TRIAL']); "
-        "sys.exit(3 if {seed} == 2 else 0)")
+# Says its values (a key of its own, issue 46); the element with nap 2 fails (its values make it fail), alone.
+SAYS = ("import os, sys; print('nap', {nap}, os.environ['HPC_TRAIN_SWEEP_NAP'], os.environ['HPC_TRAIN_TRIAL']); "
+        "sys.exit(3 if {nap} == 2 else 0)")
 
 
 def wait_for_elements(array: str, count: int, env: dict[str, str]) -> tuple[dict[int, str], int]:
@@ -38,7 +38,7 @@ def wait_for_elements(array: str, count: int, env: dict[str, str]) -> tuple[dict
 def test_a_command_sweep_runs_each_element_with_its_values_at_most_k_at_once(cluster: LocalCluster,
                                                                               tmp_path: Path) -> None:
     env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
-    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "1", "--name", "sw", "--sweep", "seed=1,2,3",
+    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "1", "--name", "sw", "--sweep", "nap=1,2,3",
                                 "--max-parallel", "2", "--", sys.executable, "-c", SAYS], cwd=tmp_path, env=env,
                                capture_output=True, text=True, timeout=120)
     assert submitted.returncode == 0, submitted.stderr
@@ -48,7 +48,7 @@ def test_a_command_sweep_runs_each_element_with_its_values_at_most_k_at_once(clu
     assert most_running <= 2
     for index, seed in enumerate((1, 2, 3)):
         log = (tmp_path / "runs" / f"sw-{array}_{index}" / "logs" / "rank-0.out").read_text()
-        assert f"seed {seed} {seed} {index}" in log, log
+        assert f"nap {seed} {seed} {index}" in log, log
     status = subprocess.run(["hpc-train", "status", array], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert status.stdout.splitlines()[0] == f"sweep {array} (sw): 3 elements: 2 completed, 1 failed", status.stdout
 

@@ -132,10 +132,25 @@ def submit(cluster: LocalCluster, workdir: Path, script: str | Path, *args: str,
     return Job(result.stdout.strip().split(";")[0], workdir, env)
 
 
+def node_tmp(directory: Path) -> dict[str, str]:
+    """The job's own TMPDIR (each node's, as Slurm passes the submitter's on): where its ranks' own temporary
+    directories go (bootstrap/tmpdir.py), apart from what other tests beside it write in /tmp."""
+    (directory / "node-tmp").mkdir(exist_ok=True)
+    return {"TMPDIR": str(directory / "node-tmp")}
+
+
+def left_in_tmp(job: Job) -> list[str]:
+    """What the job's ranks left in its TMPDIR: their own directories, TensorFlow's autograph files (issue 46)."""
+    folder = Path(job.env["TMPDIR"])
+    return sorted(str(path.relative_to(folder)) for pattern in ("hpc-train-*", "**/__autograph_generated_file*")
+                  for path in folder.glob(pattern))
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Job:
     """The 2-node MNIST job run through, once: what an interrupted job must end up as."""
-    job = submit(cluster, tmp_path_factory.mktemp("uninterrupted"), "mnist_2node.sh", *TWO_NODE_SETTINGS)
+    workdir = tmp_path_factory.mktemp("uninterrupted")
+    job = submit(cluster, workdir, "mnist_2node.sh", *TWO_NODE_SETTINGS, extra_env=node_tmp(workdir))
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     return job
 
@@ -155,6 +170,7 @@ def test_mnist_2node_forms_one_cluster_and_learns(uninterrupted: Job) -> None:
     # The ranks checked in with the job's secret, which the job body made (docs/security.md).
     assert (uninterrupted.run_dir() / "checkin.secret").stat().st_mode & 0o777 == 0o600
     assert "without a job secret" not in log and "check-in: dropped" not in log
+    assert left_in_tmp(uninterrupted) == []  # no file of its ranks outlives it outside its run folder
 
 
 def assert_resumed_as_if_never_stopped(job: Job, uninterrupted: Job) -> None:
@@ -195,7 +211,7 @@ def test_a_warned_job_checkpoints_requeues_itself_and_resumes(cluster: LocalClus
 
 def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster, tmp_path: Path,
                                                            uninterrupted: Job) -> None:
-    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS)
+    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, extra_env=node_tmp(tmp_path))
     # Also the test of a job requeued by Slurm itself (scontrol requeue[hold] sends SIGTERM).
     # Epoch 1 ends with a checkpoint (step 62), epoch 2 usually not (checkpoint_share); a SIGTERM
     # once epoch 2 is reported is saved later: that newest checkpoint is damaged, the one before used.
@@ -213,6 +229,7 @@ def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster
     assert re.search(rf"resuming (in|after) epoch \d \(step {older}\)", job.log()), job.log()[-3000:]
     # Slurm's own requeue ended the tasks with SIGTERM (KillWait, 5 s, before SIGKILL): they saved on it.
     assert re.search(r"stopped by SIGTERM (in|after) epoch", job.log()), job.log()[-3000:]
+    assert left_in_tmp(job) == []  # neither attempt's ranks left a file in TMPDIR (issue 46)
 
 
 def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -356,12 +373,16 @@ def assert_healed(job: Job, uninterrupted: Job, action: str, cause: str, blamed:
 @pytest.mark.parametrize("signum, cause", [(9, "{node} task 1: Killed"), (19, "worker 1 stopped answering (on {node})")])
 def test_a_killed_or_frozen_worker_is_retried_on_other_nodes_and_ends_as_if_never_stopped(
         signum: int, cause: str, cluster: LocalCluster, tmp_path: Path, uninterrupted: Job) -> None:
-    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, *OFTEN)
+    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, *OFTEN, extra_env=node_tmp(tmp_path))
     job.wait_for_log(f"epoch 1/{EPOCHS}")
     job.wait_for_a_checkpoint()  # what the retry resumes from
     node = rank_node(job, 1)
+    # The rank's own TMPDIR, named by the job, its attempt and the rank, holds TensorFlow's autograph files.
+    [own] = Path(job.env["TMPDIR"]).glob(f"hpc-train-{job.id}-0-*-1")
+    assert list(own.glob("__autograph_generated_file*.py")), left_in_tmp(job)
     kill_rank(job, 1, signum)  # 19: SIGSTOP, a hang (its peer's collective times out)
     assert_healed(job, uninterrupted, "retried", cause.format(node=node), node)
+    assert left_in_tmp(job) == []  # the killed rank's too, though it never reached its own end (issue 46)
     assert re.search(rf"hpc-train: attempt 2 of 4: retried after .*; {node} excluded; resumed at step \d+", job.log())
 
 

@@ -104,7 +104,7 @@ def test_a_warning_sent_to_the_body_reaches_srun(signum: int, tmp_path: Path) ->
         job.kill()
     assert job.returncode == 75  # the step's own code (it stopped to go on later: no retry)
     assert record.read_text().split() == [signal.Signals(signum).name[3:], "--label", "--kill-on-bad-exit=1",
-                                          "train"]
+                                          f"--task-epilog={(tmp_path / 'run').resolve()}/task-epilog.sh", "train"]
 
 
 def test_sigterm_is_ignored_through_the_prologue_and_from_the_epilogue_on(tmp_path: Path,

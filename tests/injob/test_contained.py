@@ -53,7 +53,7 @@ def test_pyxis_is_srun_s_own_options_and_the_rank_starts_hpc_train_with_the_imag
     run_dir = places["run_dir"]
     [srun] = fake.calls("srun")
     assert srun.args == ["--kill-on-bad-exit=1", "--open-mode=append", f"--output={run_dir}/logs/rank-%t.out",
-                         f"--container-image={NGC}", f"--container-mounts={places['binds']}",
+                         f"--task-epilog={run_dir.resolve()}/task-epilog.sh", f"--container-image={NGC}", f"--container-mounts={places['binds']}",
                          f"--container-workdir={places['work']}", *inside("pyxis", run_dir)]
     # The ranks' PYTHONPATH holds the job's hpc_train alone (nothing else of its environment shadows the image's).
     staged = run_dir / ".hpc-train-python"

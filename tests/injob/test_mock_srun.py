@@ -302,3 +302,10 @@ def test_more_gpus_than_the_machine_has_is_one_line_and_starts_no_task(tmp_path:
         "hpc-train launch: error: --gpus-per-node 2: this machine has 1 GPU (nvidia-smi -L lists 1); "
         "ask for at most 1\n"))
     assert not (tmp_path / "RAN").exists()
+
+
+def test_a_killed_ranks_own_tmpdir_is_removed_by_the_launcher_as_by_srun_task_epilog(tmp_path: Path) -> None:
+    made = 'mkdir "$TMPDIR/hpc-train-$SLURM_JOB_ID-0-0-$SLURM_PROCID" && kill -9 $$'
+    result = launch_cli("--nodes", "2", "--", "sh", "-c", made, env={"TMPDIR": str(tmp_path)})
+    assert result.returncode == 137, result.stderr
+    assert os.listdir(tmp_path) == []

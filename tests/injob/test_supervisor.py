@@ -239,3 +239,17 @@ def test_keras_and_the_command_signal_reach_the_rendered_and_submitted_jobs(tmp_
     refused = hpc_train("submit", "--nodes", "2", "--command-signal", "TERM", "--dry-run", cwd=tmp_path)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "--keras and --command-signal apply to your own command after --" in refused.stderr
+
+
+def test_the_command_writes_into_the_ranks_own_tmpdir_which_is_gone_however_it_ended(tmp_path: Path) -> None:
+    """Issue 46: TensorFlow's autograph files go to $TMPDIR; the rank's own, removed even after a SIGKILL."""
+    base = tmp_path / "node-tmp"
+    base.mkdir()
+    writes = ('import os, sys, tempfile; open(os.path.join(tempfile.gettempdir(), "__autograph_generated_file1.py"), '
+              '"w").close(); print("TMP", os.environ["TMPDIR"], flush=True); os.kill(os.getpid(), 9)')
+    job = launch(tmp_path, sys.executable, "-c", writes, tasks=1, TMPDIR=str(base))
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 137, err
+    [used] = [Path(line.split("TMP ", 1)[1]) for line in out.splitlines() if "TMP " in line]
+    assert used.parent == base and re.fullmatch(r"hpc-train-\d+-0-0-0", used.name), out
+    assert os.listdir(base) == []

@@ -34,3 +34,17 @@ def test_an_element_of_a_named_study_says_which_study_its_trial_is_in(
     assert main(["--run-dir", str(folder)]) == 0
     assert "hpc-train: trial 0 of study shared: learning_rate=" in capsys.readouterr().err
     assert "export HPC_TRAIN_SWEEP_LEARNING_RATE=" in (folder / "trial.sh").read_text()
+
+
+def test_a_grid_elements_own_keys_are_the_choices_its_script_exported() -> None:
+    """A command's grid with a study (pruning): a setting's value is in config.yaml, a key of the command's own
+    (issue 46) only in HPC_TRAIN_SWEEP_<KEY>, matched back to its typed choice."""
+    from hpc_train.injob.trial import grid_values
+    from hpc_train.spec.sweep import SweepError
+
+    space = {"nap": {"choices": [5, 75]}, "rate": {"choices": [0.5, 0.25]}, "seed": {"choices": [1, 2]}}
+    values = grid_values({"seed": 2}, ["seed", "nap", "rate"], space,
+                         {"HPC_TRAIN_SWEEP_NAP": "75", "HPC_TRAIN_SWEEP_RATE": "0.25"})
+    assert values == {"seed": 2, "nap": 75, "rate": 0.25}
+    with pytest.raises(SweepError, match="HPC_TRAIN_SWEEP_NAP=None is none of its values"):
+        grid_values({}, ["nap"], space, {})

@@ -96,8 +96,9 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
         f"PYTHONPATH={run_dir.resolve()}/.hpc-train-python", "python3", "-u", "-m", "hpc_train", "train", "--config",
         f"runs/{spec.name}-7/config.yaml", "--output-dir", f"runs/{spec.name}-7"]
     [srun] = fake.calls("srun")
-    assert srun.args[:4] == ["--kill-on-bad-exit=1", "--open-mode=append",
-                             f"--output=runs/{spec.name}-7/logs/rank-%t.out", "apptainer"]
+    assert srun.args[:5] == ["--kill-on-bad-exit=1", "--open-mode=append",
+                             f"--output=runs/{spec.name}-7/logs/rank-%t.out",
+                             f"--task-epilog={run_dir.resolve()}/task-epilog.sh", "apptainer"]  # (its own TMPDIR)
     # An --sbatch value is one word, the value itself, to a shell reading the #SBATCH line's quoting.
     for option in ("comment", "mail-user"):
         [line] = [line for line in script.read_text().splitlines() if line.startswith(f"#SBATCH --{option}=")]

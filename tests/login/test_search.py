@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.config import ConfigError
-from hpc_train.login.search import Choice, Range, from_options, from_yaml
+from hpc_train.config import ConfigError, TrainConfig
+from hpc_train.login.search import Choice, Range, check_space, from_options, from_yaml
 from hpc_train.spec.sweep import SweepError
 from tests.cli.running import run_main
 
@@ -311,3 +311,14 @@ def test_submit_refuses_to_continue_a_named_study_that_optimizes_the_other_way(
                              "--study-name", "lr", "--study-storage", "sqlite:///s.db", "--set", "objective=val_loss"],
                             capsys)
     assert "study lr" not in err, err  # the same way: continued (the submit stops later, for want of sbatch)
+
+
+def test_a_commands_own_key_is_searched_as_its_values_say() -> None:
+    search = from_options(["dropout=0.1:0.5", "nap=5:75", "mode=fast,slow", "batch_size=16:64"], "tpe", 4,
+                          own_keys=True)
+    assert dict(search.space) == {"dropout": Range(0.1, 0.5), "nap": Range(5, 75, integer=True),
+                                  "mode": Choice(("fast", "slow")), "batch_size": Range(16, 64, integer=True)}
+    check_space(search, TrainConfig())  # (its own keys are no settings: nothing to check them against)
+    assert from_yaml({"trials": 2, "space": {"nap": "5:75"}}, own_keys=True).space == (("nap", Range(5, 75, integer=True)),)
+    with pytest.raises(ConfigError, match="unknown key 'nap'"):
+        from_options(["nap=5:75"], "tpe", 4)

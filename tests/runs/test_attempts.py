@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import pytest
+
 from hpc_train.runs import attempts
-from hpc_train.runs.state import read_state, write_state
+from hpc_train.runs.attempts import close_unended, earlier_seconds, last_tasks, note_tasks, unended
+from hpc_train.runs.state import read_state, write_json_atomically, write_state
 
 RETRIED = {"action": "retried", "attempt": 1, "cause": "node2 task 1: Killed", "after": "node2 task 1 was killed"}
 
@@ -132,3 +136,26 @@ def test_each_attempt_of_a_range_keeps_its_size() -> None:
     state = {**state, **note_size(state, 2, 2, "2-4")}  # the same attempt's prologue again: its newest word
     assert attempt_sizes(state) == [(1, "on 4 of 2-4 nodes"), (2, "on 2 of 2-4 nodes")]
     assert attempt_sizes({"attempt": {"number": 1, "nodes": "n1"}}) == []  # a fixed size: nothing to say
+
+
+def test_an_attempt_whose_body_was_killed_with_it_is_closed_by_the_next_at_its_last_sign_of_life(
+        tmp_path: Path) -> None:
+    """Issue 46: `scontrol requeue` ends the body with its job: the next attempt records the end it could not,
+    when the run folder was last written, so that state.json keeps every attempt (nodes, tasks, times)."""
+    begun = time.time() - 100
+    write_json_atomically(tmp_path / "state.json", {"state": "running", "time": begun + 1,
+                                                    "attempt": {"number": 1, "nodes": "pa[1-4]", "started": begun}})
+    note_tasks(tmp_path, "4")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-0.out").write_text("epoch 3\n")
+    last = (tmp_path / "logs" / "rank-0.out").stat().st_mtime
+    close_unended(tmp_path)
+    [entry] = read_state(tmp_path)["ended"]
+    assert entry == {"attempt": 1, "nodes": "pa[1-4]", "tasks": "4", "started": begun, "ended": round(last, 3),
+                     "exit": None, "goes_on": True}
+    close_unended(tmp_path)  # recorded: nothing more
+    assert len(read_state(tmp_path)["ended"]) == 1
+    state = {**read_state(tmp_path), "attempt": {"number": 2, "nodes": "pa[3-4]", "tasks": "2", "started": last}}
+    assert unended({"ended": [entry], "attempt": state["attempt"]}, last + 5)["ended"] == round(last + 5, 3)
+    assert unended({}, 0.0) is None and last_tasks(state) == "2"
+    assert earlier_seconds(state) == pytest.approx(last - begun, abs=0.01)  # the newest attempt's is Slurm's

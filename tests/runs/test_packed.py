@@ -45,5 +45,6 @@ def test_status_shows_each_trial_where_it_runs_and_on_which_gpus() -> None:
     assert rows["2"][2:6] == ["running", "node1", "(GPUs", "1)"]
     assert "hpc-train cancel 9_INDEX ends one trial" in lines[-1]
     assert not any(line.strip().startswith("lost:") for line in lines)
+    assert "  nodes:   node1 (1 running), node2 (0 running) (held by the job)" in lines  # what the job holds
     lost = packed_lines(record, [RunFiles()] * 3, {**a_pack(), "lost": ["node2"]}, {})
     assert "  lost:    node2 (their trials restarted on the shares left)" in lost

@@ -238,3 +238,18 @@ def test_a_sweeps_element_slurm_forgot_shows_its_folders_state() -> None:
     lines = views.sweep_lines(record, runs, {0: "UNKNOWN", 1: "UNKNOWN"})
     assert lines[0] == "sweep 42 (sw): 2 elements: 1 completed (from the run folder), 1 unknown"
     assert lines[2].split()[:6] == ["0", "1", "completed", "(from", "the", "run"]
+
+
+def test_a_requeued_jobs_elapsed_is_every_attempts_and_its_nodes_line_its_newest_attempts_tasks() -> None:
+    """Issue 46: a --nodes 2-4 job requeued from 4 nodes to 2: Slurm's elapsed time is its newest attempt's alone,
+    and job.json's tasks its request's."""
+    state = {"attempt": {"number": 2, "nodes": "pa[3-4]", "tasks": "2", "started": 2000.0},
+             "ended": [{"attempt": 1, "nodes": "pa[1-4]", "tasks": "4", "started": 1000.0, "ended": 1031.0,
+                        "exit": None, "goes_on": True}]}
+    slurm = SlurmView("RUNNING", "0:0", "00:29", 1, "scontrol", nodes="pa[3-4]")
+    lines = views.job_lines(job(), slurm, RunFiles(state=state), None, 3)
+    assert "  nodes:   pa[3-4] (2 tasks, multiworker)" in lines and "  elapsed: 00:01:00 (2 attempts)" in lines, lines
+    first = views.job_lines(job(), slurm, RunFiles(state={"attempt": {"number": 1, "started": 1.0}}), None, 3)
+    assert "  nodes:   pa[3-4] (4 tasks, multiworker)" in first and "  elapsed: 00:29" in first  # one attempt
+    assert [views.slurm_seconds(text) for text in ("00:29", "01:02:03", "1-00:00:01", "INVALID", "")] == [
+        29, 3723, 86401, None, None]

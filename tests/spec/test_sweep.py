@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hpc_train.config import ConfigError, TrainConfig
-from hpc_train.spec.sweep import SweepError, check, from_yaml, grid, grid_axes, random_search, substitute, table
+from hpc_train.spec.sweep import (SweepError, check, from_yaml, grid, grid_axes, own_value, random_search, settings,
+                                   substitute, table)
 
 
 def test_a_grid_is_every_combination_typed_as_the_settings_are() -> None:
@@ -55,3 +56,20 @@ def test_too_many_elements_bad_distributions_and_unknown_placeholders_are_refuse
         substitute(["python", "train.py", "--lr={lr}"], {"learning_rate": 0.1})
     assert substitute(["python", "train.py", "--lr={learning_rate}", "{seed}"], {"learning_rate": 1e-3, "seed": 2}) == [
         "python", "train.py", "--lr=0.001", "2"]
+
+
+def test_a_commands_own_keys_are_typed_from_their_values_and_stay_out_of_its_configs() -> None:
+    assert [own_value(text) for text in ("5", "-3", "0.25", "1e-3", "fast", "1,2")] == [5, -3, 0.25, 1e-3, "fast",
+                                                                                      "1,2"]
+    axes = grid_axes(["nap=5,75", "dropout=0.1,0.5", "mode=a,b", "seed=1"], own_keys=True)
+    assert axes == {"nap": [5, 75], "dropout": [0.1, 0.5], "mode": ["a", "b"], "seed": [1]}
+    sweep = grid(axes)
+    configs = check(sweep, TrainConfig(), own_keys=True)
+    assert len(configs) == 8 and all(config.seed == 1 for config in configs)
+    assert settings(sweep.elements[0]) == {"seed": 1}
+    assert from_yaml({"grid": {"nap": [5, 75]}}, own_keys=True).elements == ({"nap": 5}, {"nap": 75})
+    with pytest.raises(ConfigError, match="unknown key 'nap' in --sweep nap; valid keys: strategy,"):
+        grid_axes(["nap=5,75"])  # a trainer's sweep: its settings only
+    with pytest.raises(ConfigError, match="unknown key 'nap'"):
+        check(random_search({"nap": "randint(1, 9)"}, 2, 0), TrainConfig())
+    assert len(check(random_search({"nap": "randint(1, 9)"}, 2, 0), TrainConfig(), own_keys=True)) == 2

@@ -101,11 +101,26 @@ class PackState:
         return not self.running and not self.finished and not self.usable_slots()
 
 
-def pick_slot(free: Sequence[Slot], avoid: Sequence[str]) -> Slot | None:
+def pick_slot(free: Sequence[Slot], avoid: Sequence[str], load: Mapping[str, int] | None = None) -> Slot | None:
     """A free slot on none of the nodes to avoid, else any free one (a crash is retried, even on its node, rather
-    than left waiting); None when none is free (pure)."""
-    away = [slot for slot in free if not set(slot.nodes) & set(avoid)]
-    return (away or list(free) or [None])[0]
+    than left waiting); of those, one on the nodes running the fewest trials (`load`), the first such: trials
+    spread over the allocation's nodes, the batch host's first, so that a cap below its shares still uses every
+    node it holds (issue 46); None when none is free (pure)."""
+    away = [slot for slot in free if not set(slot.nodes) & set(avoid)] or list(free)
+    if not away:
+        return None
+    load = load or {}
+    return min(away, key=lambda slot: (sum(load.get(node, 0) for node in slot.nodes), slot.index))
+
+
+def node_load(state: PackState) -> dict[str, int]:
+    """How many running trials each node of the allocation holds (pure)."""
+    load = {node: 0 for slot in state.slots for node in slot.nodes}
+    nodes = {slot.index: slot.nodes for slot in state.slots}
+    for trial in state.running:
+        for node in nodes.get(trial.slot, ()):
+            load[node] += 1
+    return load
 
 
 def starts(state: PackState, now: float) -> tuple[PackState, list[Start]]:
@@ -117,7 +132,7 @@ def starts(state: PackState, now: float) -> tuple[PackState, list[Start]]:
             continue
         if state.max_parallel is not None and len(state.running) >= state.max_parallel:
             break
-        slot = pick_slot(state.free_slots(), trial.avoid)
+        slot = pick_slot(state.free_slots(), trial.avoid, node_load(state))
         if slot is None:
             break
         attempt = trial.attempts + 1

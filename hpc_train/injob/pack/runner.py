@@ -5,11 +5,11 @@ and starts the next trial as soon as one ends; the scheduling itself is core.py'
 Each trial is a sweep element as a job array's is: its run folder `runs/NAME-JOBID_I/` (config.yaml with its values,
 job.json, logs/rank-R.out, checkpoints, metrics.json), its values as HPC_TRAIN_SWEEP_<KEY>, its index as
 HPC_TRAIN_TRIAL; a search's trial is asked of the study as the trial starts (injob/trial.py), and told its end.
-A trial that fails is retried on another share (its node avoided) up to max_retries; a node lost under the job
-(it asks --no-kill) ends only the trials on it, which restart on the shares left without spending a retry, and
-its shares are offered no more (lost.py); `cancel JOBID_I` ends it alone (a file in its folder: runs/packed.py). On
-the time-limit warning every running trial is told (srun passes USR1 on), no new one starts, and once they stopped
-the job is requeued; the requeued job resumes them first.
+A trial that fails is retried on another share (its node avoided) up to max_retries; a node lost under the job (it
+asks --no-kill) ends only the trials on it, which restart on the shares left without spending a retry, and its
+shares are offered no more (lost.py); `cancel JOBID_I` ends it alone (a file in its folder: runs/packed.py). On the
+time-limit warning every running trial is told (srun passes USR1 on), no new one starts, and once they stopped the
+job is requeued; the requeued job resumes them first. Each rank's TMPDIR: bootstrap/tmpdir.py's, its task epilog.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hpc_train.bootstrap.tmpdir import EPILOG_FILE, task_epilog
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob.pack.core import (CANCELLED, DONE, NODE_LOST, PRUNED, PackState, Start, as_json, cancel_waiting,
                                        end_words, ended, from_json, nodes_lost, on_lost_node, slots_of, starts,
@@ -63,6 +64,7 @@ def srun_arguments(plan: Mapping[str, Any], start: Start, folder: Path, rank_com
             *((f"--gres=gpu:{share['gpus']}",) if share["gpus"] else ()),
             *((f"--cpus-per-task={share['cpus']}",) if share.get("cpus") else ()),
             "--kill-on-bad-exit=1", "--open-mode=append", f"--output={folder / 'logs' / 'rank-%t.out'}",
+            f"--task-epilog={folder / EPILOG_FILE}",  # each rank's own TMPDIR gone, however it ended
             "bash", "-c", _NOTE_GPUS, str(folder / packed.STEP_GPUS), *rank_command]
 
 
@@ -102,13 +104,15 @@ def prepare_trial(run_dir: Path, plan: Mapping[str, Any], index: int, env: Mappi
     import yaml
 
     from hpc_train.config import load_config, replace as with_values, to_dict
+    from hpc_train.spec.sweep import settings
     from hpc_train.runs.state import write_text_atomically
 
     folder = trial_folder(run_dir, plan, index)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
+    task_epilog(folder)  # srun's --task-epilog (srun_arguments names it)
     values = dict(plan["trials"][index])
     write_text_atomically(folder / "config.yaml", yaml.safe_dump(
-        to_dict(with_values(load_config(run_dir / "config.yaml"), **values)), sort_keys=False))
+        to_dict(with_values(load_config(run_dir / "config.yaml"), **settings(values))), sort_keys=False))
     if plan.get("search"):
         from hpc_train.injob.trial import prepare
         from hpc_train.runs.study import SEARCH_FILE
@@ -124,8 +128,7 @@ def _record_trial(run_dir: Path, plan: Mapping[str, Any], folder: Path, values: 
     """The trial's job.json, unless submit wrote it: a packed sweep started with sbatch is followed all the same."""
     from hpc_train.runs.folders import JobRecord
 
-    job_id = run_dir.name.removeprefix(f"{plan['name']}-")
-    share = plan["share"]
+    job_id, share = run_dir.name.removeprefix(f"{plan['name']}-"), plan["share"]
     JobRecord(element_id(job_id, folder.name.rpartition("_")[2]), plan["name"], str(folder), share["nodes"],
               share["nodes"] * share["tasks"], plan["strategy"], time.time(), plan.get("command"), sweep=job_id,
               pack=plan["pack"]).write_new()

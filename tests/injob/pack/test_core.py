@@ -27,10 +27,24 @@ def test_eight_trials_on_four_shares_run_four_at_once_each_on_its_own_share() ->
 
 def test_the_next_trial_starts_on_the_share_that_one_ending_frees() -> None:
     state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 8, None, 0), 0.0)
-    state = ended(state, 2, 0, 5.0)
+    state = ended(state, 2, 0, 5.0)  # (on node1's second share: trials spread over the nodes, 0 and 2 on node1)
     assert state.trials[2].state == DONE and state.trials[2].runs[0]["how"] == DONE
     state, launched = starts(state, 5.0)
-    assert [(start.index, start.slot.index, start.slot.nodes) for start in launched] == [(4, 2, ("node2",))]
+    assert [(start.index, start.slot.index, start.slot.nodes) for start in launched] == [(4, 1, ("node1",))]
+
+
+def test_a_cap_below_the_shares_spreads_the_trials_over_every_node_the_job_holds() -> None:
+    """Issue 46: --nodes 2 --gpus-per-node 4 --max-parallel 3 ran every trial on node1's GPUs 0-2 while node2
+    idled; the trials now go to the node running the fewest, the batch host's first."""
+    state, launched = starts(PackState.new(slots_of(["node1", "node2"], 1, 4), 8, 3, 0), 0.0)
+    assert [start.slot.nodes[0] for start in launched] == ["node1", "node2", "node1"]
+    assert len({start.slot.index for start in launched}) == 3
+    state, launched = starts(ended(state, 1, 0, 1.0), 1.0)  # node2's one ends: the next goes there again
+    assert [(start.index, start.slot.nodes) for start in launched] == [(3, ("node2",))]
+    state, launched = starts(ended(state, 0, 0, 2.0), 2.0)  # node1 runs one, node2 one: node1 first
+    assert [(start.index, start.slot.nodes) for start in launched] == [(4, ("node1",))]
+    blocks, launched = starts(PackState.new(slots_of(["a", "b", "c", "d"], 2, 1), 3, 1, 0), 0.0)
+    assert [start.slot.nodes for start in launched] == [("a", "b")]
 
 
 def test_max_parallel_caps_the_trials_running_at_once() -> None:
@@ -41,7 +55,7 @@ def test_max_parallel_caps_the_trials_running_at_once() -> None:
 
 
 def test_a_crash_is_retried_first_on_another_share_away_from_its_node() -> None:
-    state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 6, None, 1), 0.0)  # 0,1 node1; 2,3 node2
+    state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 6, None, 1), 0.0)  # 0,2 node1; 1,3 node2
     state = ended(state, 3, 0, 1.0)  # frees a share on node2
     state = ended(state, 0, 1, 1.0)  # crashes on node1: a share there is free too
     assert state.trials[0].state == WAITING and state.trials[0].avoid == ("node1",)
@@ -87,18 +101,18 @@ def test_a_trial_stopped_by_the_warning_waits_first_and_spends_no_retry() -> Non
 
 
 def test_a_lost_node_takes_its_trials_to_the_shares_left_and_none_starts_there_again() -> None:
-    state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 5, None, 0), 0.0)  # 0,1 node1; 2,3 node2
+    state, _ = starts(PackState.new(slots_of(["node1", "node2"], 1, 2), 5, None, 0), 0.0)  # 0,2 node1; 1,3 node2
     state = nodes_lost(state, ["node1"])
-    assert on_lost_node(state, 0) and on_lost_node(state, 1) and not on_lost_node(state, 2)
+    assert on_lost_node(state, 0) and on_lost_node(state, 2) and not on_lost_node(state, 1)
     state = ended(state, 0, 143, 1.0, NODE_LOST)
-    state = ended(state, 1, 143, 1.0, NODE_LOST)
-    assert [trial.state for trial in state.trials[:2]] == [WAITING, WAITING]  # no retries (0), yet not failed
+    state = ended(state, 2, 143, 1.0, NODE_LOST)
+    assert [state.trials[index].state for index in (0, 2)] == [WAITING, WAITING]  # no retries (0), yet not failed
     assert state.trials[0].runs[-1]["how"] == NODE_LOST and state.trials[0].losses == 1
     state, launched = starts(state, 1.0)
     assert launched == []  # node2's shares are busy, node1's are gone
-    state, launched = starts(ended(state, 2, 0, 2.0), 2.0)
+    state, launched = starts(ended(state, 1, 0, 2.0), 2.0)
     assert [(start.slot.nodes, start.attempt) for start in launched] == [(("node2",), 2)]
-    assert launched[0].index in (0, 1)  # one of the two lost ones, before any new trial
+    assert launched[0].index in (0, 2)  # one of the two lost ones, before any new trial
     state = ended(state, launched[0].index, 1, 3.0)  # a crash of its own now: its one attempt (0 retries) is spent
     assert state.trials[launched[0].index].state == FAILED
     assert as_json(state)["lost"] == ["node1"]

@@ -1,14 +1,19 @@
-"""The pack's edge, its pure parts: each trial's srun step, command, environment and ports."""
+"""The pack's edge, its pure parts: each trial's srun step, command, environment and ports; a trial's folder made
+ready."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from hpc_train.bootstrap.ports import trial_port_base
+from hpc_train.config import TrainConfig, to_dict
 from hpc_train.injob.pack.core import Slot, Start
-from hpc_train.injob.pack.runner import rank_command, srun_arguments, trial_env, trial_folder
+from hpc_train.injob.pack.runner import prepare_trial, rank_command, srun_arguments, trial_env, trial_folder
 from hpc_train.runs.requeue import PACKED, plan_requeue
 
 PLAN = {"name": "sw", "command": ["python", "t.py", "--lr={lr}"], "strategy": "multiworker", "num_ps": 1,
@@ -22,6 +27,7 @@ def test_a_trials_step_asks_only_its_share_on_its_node() -> None:
     assert words[:8] == ["--exact", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--nodelist=node7",
                          "--gres=gpu:2", "--cpus-per-task=4", "--kill-on-bad-exit=1"]
     assert "--output=/runs/sw-42_3/logs/rank-%t.out" in words and words[-2:] == ["cmd", "x"]
+    assert "--task-epilog=/runs/sw-42_3/task-epilog.sh" in words  # each rank's own TMPDIR gone, however it ended
 
 
 def test_a_trials_folder_is_the_element_folder_of_the_packs_job(tmp_path: Path) -> None:
@@ -61,3 +67,16 @@ def test_the_gpu_note_wrapper_runs_the_command_through_a_real_shell(tmp_path: Pa
                             env={"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node3", "SLURM_STEP_GPUS": "1"})
     assert result.stdout == hostile + "\n" and not (tmp_path / "PWNED").exists(), shlex.join(words[at:])
     assert (tmp_path / "step-gpus").read_text() == "node3 1\n"
+
+
+def test_a_trial_starts_with_its_settings_in_config_yaml_its_own_keys_out_and_its_task_epilog(tmp_path: Path) -> None:
+    """Issue 46: a command's own key (nap) goes to the command, not to config.yaml; the task epilog srun names is
+    written in the trial's folder before its step."""
+    run_dir = tmp_path / "sw-42"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(TrainConfig())))
+    plan = {**PLAN, "trials": [{"nap": 5, "seed": 3}], "pack": {"trial_gpus": 2}}
+    assert prepare_trial(run_dir, plan, 0, {}) == {"nap": 5, "seed": 3}
+    config = yaml.safe_load((tmp_path / "sw-42_0" / "config.yaml").read_text())
+    assert config["seed"] == 3 and "nap" not in config
+    assert os.access(tmp_path / "sw-42_0" / "task-epilog.sh", os.X_OK)
