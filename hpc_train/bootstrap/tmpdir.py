@@ -82,13 +82,24 @@ def made(environ: MutableMapping[str, str]) -> Iterator[Path | None]:
     if path is None:
         yield None
         return
-    environ.update(variables(path))
+    exported = variables(path)
+    before = {name: environ.get(name) for name in exported}
+    environ.update(exported)
     if environ is os.environ:
         tempfile.tempdir = None  # (gettempdir() caches its first answer: asked again, it reads TMPDIR)
     try:
         yield path
     finally:
         remove(path)
+        # The folder it had, back: code of the same process that runs on (a test, an in-process rank) must not be
+        # left pointing into a removed folder.
+        for name, value in before.items():
+            if value is None:
+                environ.pop(name, None)
+            else:
+                environ[name] = value
+        if environ is os.environ:
+            tempfile.tempdir = None
 
 
 def task_epilog(folder: Path) -> Path:
