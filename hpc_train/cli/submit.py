@@ -4,6 +4,7 @@
     hpc-train submit --nodes 4 --gpus-per-node 2 --one-task-per-node   # 4 tasks, each mirroring 2 GPUs
     hpc-train submit --nodes 2 --strategy parameter_server --ntasks-per-node 2 --config job.yaml
     hpc-train submit ... --dry-run                               # print the sbatch script, submit nothing
+                                                    # (refused as submit refuses it, Slurm's checks included)
     hpc-train submit ... --local                                 # no Slurm: tasks run here (mock launcher)
     hpc-train submit --nodes 2 -- python train.py --epochs 3     # your own script on every task
     hpc-train submit --nodes 2 --sweep learning_rate=0.01,0.001 --sweep seed=1,2 --max-parallel 2  # a job array
@@ -112,6 +113,26 @@ def _check_request(args: argparse.Namespace, is_sweep: bool) -> None:
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
 
 
+def _preflight(spec: JobRequest, dry_run: bool) -> None:
+    """What submit refuses of the request (the partition's limits, `sbatch --test-only`), refused by a dry run in
+    the same line; where Slurm itself does not answer, a dry run says so on one line and shows the script."""
+    import os
+    import sys
+
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.login.preflight import check_request
+    from hpc_train.login.request import JobSpecError
+
+    try:
+        check_request(spec, os.environ)
+    except JobSpecError:
+        raise
+    except HpcTrainError as error:
+        if not dry_run:
+            raise
+        print(f"hpc-train submit: warning: Slurm's checks not run ({error})", file=sys.stderr)
+
+
 def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
     """The snapshot the job runs (none with --no-snapshot; a dry run's is not stored) and the runs folder.
     --in-snapshot: this directory is a stored snapshot's workdir; the job's submit directory is the runs folder's
@@ -154,10 +175,8 @@ def run(args: argparse.Namespace) -> int:
         from hpc_train.login.preflight import check_image
 
         check_image(spec, here=args.local)
-    if not (args.local or args.dry_run) and shutil.which("sbatch"):  # and what Slurm would refuse, likewise
-        from hpc_train.login.preflight import check_request
-
-        check_request(spec, os.environ)
+    if not args.local and shutil.which("sbatch"):  # what Slurm would refuse, likewise (a dry run's too)
+        _preflight(spec, args.dry_run)
     code, runs = job_code(args)
     if code is not None:
         from hpc_train.login.snapshot import settings_in_snapshot
@@ -166,10 +185,6 @@ def run(args: argparse.Namespace) -> int:
     if sweep is not None:
         return _submit_sweep(args, spec, train, sweep, home, code, runs)
     if args.dry_run:
-        if spec.heterogeneous and shutil.which("sbatch"):  # refused as submit would refuse it, nothing queued
-            from hpc_train.login.preflight import check_request
-
-            check_request(spec, os.environ)
         print(submit.submission_script(spec, train, runs, home=args.home, command=args.command, code=code), end="")
         return 0
     if args.local:
