@@ -65,6 +65,7 @@ def test_every_ssh_shares_one_connection_asks_nothing_and_never_skips_host_keys(
     options = set(argv[4::2][:5])
     assert options == {"ControlMaster=auto", "ControlPath=/run/user/1/hpc-train/cm-%C", "ControlPersist=10m",
                        "BatchMode=yes", "ConnectTimeout=3"}
+    assert {"ServerAliveInterval=5", "ServerAliveCountMax=3"} <= set(argv[4::2])  # a silent node: dropped in 15 s
     rsync = ssh.rsync_argv(["a/"], "login:b/", ENV)
     assert rsync[:3] == ["rsync", "-a", "-s"] and "ControlMaster=auto" in rsync[rsync.index("-e") + 1]
     assert not any("stricthostkeychecking" in word.lower() for word in argv + rsync)
