@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", metavar="ID", help="a sweep's array id, or a job id")
     parser.add_argument("--objective", default=None, metavar="NAME", help="a figure of metrics.json's epochs")
     parser.add_argument("--export", default=None, metavar="FILE.yaml",
-                        help="a sweep with a study: write its best trial's settings here, to run again")
+                        help="a sweep: write its best element's (or trial's) settings here, to run again")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,9 +57,13 @@ def run(args: argparse.Namespace) -> int:
         drawn = compare.plot(elements, keys, objective, folder / "sweep.png")
         print(f"wrote {folder / 'sweep.csv'}" + (f" and {folder / 'sweep.png'}" if drawn else
                                                  " (no plot: matplotlib is missing; pip install matplotlib)"))
+        if args.export and not trials.has_study(folder, element_folders(record)):  # a grid or random sweep:
+            export_ranked(record, compare.ranked(elements, objective)[0], objective, args.export)  # its folders
+            return study_report(record, folder, None)
         return study_report(record, folder, args.export)
     if args.export:
-        raise HpcTrainError(f"--export applies to a sweep with a study (--search or --prune); {args.job} is one job")
+        raise HpcTrainError(f"--export applies to a sweep (its best element); {args.job} is one job: its settings are "
+                            f"its run folder's config.yaml")
     return 0
 
 
@@ -76,6 +80,24 @@ def say_pack(record) -> dict[int, str]:  # (JobRecord) -> each trial's state, by
     if packed.draw_timeline(state, folder / packed.TIMELINE, time.time()):
         print(f"wrote {folder / packed.TIMELINE} (the allocation's timeline: each trial on its share)")
     return packed.slurm_states(state, len(record.elements or []))
+
+
+def export_ranked(record, best, objective: str, export: str) -> None:  # (JobRecord, compare.Element, ...)
+    """A sweep without a study (a grid, a random draw): its best element by the objective (the table's first),
+    its settings from its run folder's config.yaml."""
+    from pathlib import Path
+
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.runs import trials
+    from hpc_train.runs.folders import element_folder
+
+    folder = element_folder(record, best.index)
+    try:
+        trials.export_settings(folder, Path(export), f"the best element ({folder.name}) of sweep {record.job_id} "
+                                                     f"by {objective}: {best.last(objective):.4f}")
+    except ValueError as error:
+        raise HpcTrainError(f"--export {export}: {error}") from None
+    print(f"wrote {export}: the best element's settings; run them again with: hpc-train submit --config {export} ...")
 
 
 def study_report(record, folder, export: str | None, csv: bool = False) -> int:  # (JobRecord, Path, ...) -> int
