@@ -316,7 +316,9 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
     if isinstance(section, dict) and list(section) == ["search"]:
         found = search.from_yaml(section["search"])
     elif section is not None:
-        return from_yaml(section)
+        import secrets
+
+        return from_yaml(section, unseeded=secrets.randbelow(2**31))  # (as --search draws its seed at submit)
     else:
         found = search.from_options(args.sweep, args.search, args.trials)
         if found is None:

@@ -48,10 +48,11 @@ def run(args: argparse.Namespace) -> int:
               f"(runs/{spec.name}-JOBID_INDEX/):", file=sys.stderr)
         print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
     elif sweep is not None:
+        from hpc_train.cli.submit import random_seed
         from hpc_train.login.sweep import table
 
-        print(f"hpc-train render: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s) "
-              f"(runs/{spec.name}-ARRAYID_INDEX/):", file=sys.stderr)
+        print(f"hpc-train render: a sweep of {len(sweep)} elements{random_seed(sweep)}, each a job of {spec.nodes} "
+              f"node(s) (runs/{spec.name}-ARRAYID_INDEX/):", file=sys.stderr)
         print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
     if args.output is None:
         sys.stdout.write(script)

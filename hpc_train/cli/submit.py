@@ -209,7 +209,7 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
 
     packed = spec.pack is not None
     heading = (pack_summary(spec, sweep, args.max_parallel) if packed
-               else f"a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s)")
+               else f"a sweep of {len(sweep)} elements{random_seed(sweep)}, each a job of {spec.nodes} node(s)")
     shown = "\n".join([f"hpc-train submit: {heading}:", *(f"  {row}" for row in table(sweep))])
     if args.dry_run:
         print(shown)
@@ -225,6 +225,12 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
     _say_submitted(record.job_id, f"hpc-train submit: {what}, runs/{record.name}-{record.job_id}_I/); follow it "
                    f"with: hpc-train status {record.job_id}")
     return 0
+
+
+def random_seed(sweep: Sweep) -> str:
+    """A random sweep's seed, as its heading shows it (the YAML's, or drawn at submit): the same one draws the
+    same elements again."""
+    return "" if sweep.seed is None else f" drawn at random (seed {sweep.seed}: the same seed draws them again)"
 
 
 def _say_submitted(job_id: str, message: str) -> None:
