@@ -281,11 +281,13 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     attempt_here = (body.run_dir, restart_count(env) + 1, nodes_and_tasks(env, 0, job_components(env))[0],
                     time.time())  # (its end: record_end)
     ended = prologue(body, env)
+    requeues = requeues_done(body.run_dir)
+    if ended is None and under_slurm(env):  # Slurm's SIGTERM ends this process: its end recorded first
+        signal.signal(signal.SIGTERM, ending_on_term(attempt_here, requeues))
     with tracked_attempt(body, env, ended, under_slurm(env)) as attempt:  # the job's MLflow run, when it has one
         if ended is not None:
             record_end(*attempt_here, ended, ended == 0)
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
-        requeues = requeues_done(body.run_dir)
         code = watched_step(body, rank_command, attempt.env)
         final = requeued_for_a_rank(body, code)  # (the chief that asked exits 0, as one that requeued itself)
         final = epilogue(body, code, env) if final != 0 else 0
@@ -294,6 +296,19 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
         record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on)
         attempt.ended(code, final)
     return settle_trial(body.run_dir, final, goes_on)
+
+
+def ending_on_term(attempt_here: tuple[Any, ...], requeues: int) -> Callable[[int, Any], None]:
+    """A SIGTERM handler for the step's time: the attempt's end recorded (128 + the signal, the signal named; going on
+    when the job requeued itself meanwhile), then the SIGTERM ends the body as it would have, so that a job Slurm
+    forgets reads as it ended (cancelled), not `unknown`. (The epilogue, after, ignores SIGTERM: it has its own.)"""
+
+    def on_term(signum: int, frame: Any) -> None:
+        record_end(*attempt_here, 128 + signum, requeues_done(attempt_here[0]) > requeues, signal_number=signum)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    return on_term
 
 
 def main(argv: list[str] | None = None) -> int:
