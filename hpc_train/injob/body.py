@@ -308,6 +308,7 @@ def ending_on_term(attempt_here: tuple[Any, ...], requeues: int) -> Callable[[in
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 
+    on_term.ends_the_body = True  # type: ignore[attr-defined]  # (as the default does: tracked.py ends the run)
     return on_term
 
 
