@@ -125,11 +125,25 @@ def prologue(body: JobBody, env: Mapping[str, str]) -> int | None:
     """Before the step: the job's exit code when this attempt ends here, else None (the step runs)."""
     from hpc_train.injob.prologue import before_the_step  # (looked up at the call: tests replace it)
 
-    if not env.get("SLURM_JOB_ID"):
-        return None  # not a Slurm job: no attempts to account for
+    if not env.get("SLURM_JOB_ID"):  # not a Slurm job: no attempts to account for, but a range's size (as Slurm's)
+        _quietly(lambda: note_size_here(body, env), "recording the attempt's size", 0)
+        return None
     with ignoring_term():
         said = _quietly(lambda: before_the_step(body.run_dir, env, body.max_retries), "the prologue", 0)
     return {EXIT_RETRIES_SPENT: 1, EXIT_MOVED: 0}.get(said)
+
+
+def note_size_here(body: JobBody, env: Mapping[str, str]) -> int:
+    """A node range run here (--local, bash job.sbatch): its one attempt's size into state.json, as the prologue
+    records a Slurm attempt's, so that status says it; 0."""
+    from hpc_train.runs.attempts import note_size
+    from hpc_train.runs.state import STATE_FILE, read_state, write_json_atomically
+
+    sized = attempt_size(body.node_range, body.tasks_per_node, env)
+    if sized:
+        state = read_state(body.run_dir)
+        write_json_atomically(body.run_dir / STATE_FILE, {**state, **note_size(state, 1, sized[0], str(sized[1]))})
+    return 0
 
 
 def epilogue(body: JobBody, code: int, env: Mapping[str, str]) -> int:

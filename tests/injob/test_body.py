@@ -193,3 +193,16 @@ def test_a_stranger_at_the_check_in_cannot_join_delay_or_stop_the_jobs_start(tmp
     assert "0: hpc-train: check-in: dropped a connection from 127.0.0.1 that did not prove it belongs to the job " \
            "(a wrong answer)" in result.stderr
     assert time.monotonic() - started < 60
+
+
+def test_a_node_range_run_here_records_its_attempts_size_as_a_slurm_one_does(tmp_path: Path) -> None:
+    """(issue 46, 5) `--local` recorded no sizes: status of a range run here could not say how many nodes it ran on."""
+    from hpc_train.injob.sizing import attempt_size
+
+    ranged = JobBody(tmp_path, tasks_per_node=1, node_range="1-2")
+    assert body.prologue(ranged, {}) is None  # no Slurm: no prologue of attempts, the step runs
+    size = attempt_size("1-2", 1, {})[0]
+    assert attempts.attempt_sizes(read_state(tmp_path)) == [(1, f"on {size} of 1-2 nodes")]
+    fixed = JobBody(tmp_path / "fixed")
+    (tmp_path / "fixed").mkdir()
+    assert body.prologue(fixed, {}) is None and read_state(tmp_path / "fixed") == {}
