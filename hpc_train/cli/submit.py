@@ -113,11 +113,10 @@ def _check_request(args: argparse.Namespace, is_sweep: bool) -> None:
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
 
 
-def _preflight(spec: JobRequest, dry_run: bool) -> None:
+def _preflight(spec: JobRequest, dry_run: bool) -> str | None:
     """What submit refuses of the request (the partition's limits, `sbatch --test-only`), refused by a dry run in
-    the same line; where Slurm itself does not answer, a dry run says so on one line and shows the script."""
+    the same line; where Slurm itself does not answer, a dry run shows the script: the warning line to say then."""
     import os
-    import sys
 
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.preflight import check_request
@@ -130,7 +129,8 @@ def _preflight(spec: JobRequest, dry_run: bool) -> None:
     except HpcTrainError as error:
         if not dry_run:
             raise
-        print(f"hpc-train submit: warning: Slurm's checks not run ({error})", file=sys.stderr)
+        return f"hpc-train submit: warning: Slurm's checks not run ({error})"
+    return None
 
 
 def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
@@ -160,8 +160,8 @@ def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
     import shutil
+    import sys
 
     from hpc_train.login import submission as submit
 
@@ -175,13 +175,15 @@ def run(args: argparse.Namespace) -> int:
         from hpc_train.login.preflight import check_image
 
         check_image(spec, here=args.local)
-    if not args.local and shutil.which("sbatch"):  # what Slurm would refuse, likewise (a dry run's too)
-        _preflight(spec, args.dry_run)
+    # What Slurm would refuse, likewise (a dry run's too; its word that Slurm does not answer waits for the script).
+    unchecked = _preflight(spec, args.dry_run) if not args.local and shutil.which("sbatch") else None
     code, runs = job_code(args)
     if code is not None:
         from hpc_train.login.snapshot import settings_in_snapshot
 
         train = settings_in_snapshot(train, code)
+    if unchecked:  # (a dry run past every refusal: one line, then what it shows)
+        print(unchecked, file=sys.stderr)
     if sweep is not None:
         return _submit_sweep(args, spec, train, sweep, home, code, runs)
     if args.dry_run:
