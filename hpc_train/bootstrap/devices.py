@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hpc_train.bootstrap.nodelist import optional_count
 from hpc_train.errors import HpcTrainError
@@ -140,34 +140,50 @@ def cpu_fallback_note(cuda_visible_devices: str | None, tensorflow_gpus: int | N
 
 @dataclass(frozen=True)
 class ListedGpu:
-    """One GPU as `nvidia-smi -L` lists it: `GPU 0: NVIDIA H200 (UUID: GPU-322a5082-...)`."""
+    """One GPU as `nvidia-smi -L` lists it: `GPU 0: NVIDIA H200 (UUID: GPU-322a5082-...)`, with the UUIDs of the
+    MIG devices listed under it (`  MIG 1g.18gb Device 0: (UUID: MIG-...)`), which CUDA sees in its place."""
 
     index: int
     uuid: str
+    migs: tuple[str, ...] = ()
 
 
 _LISTED = re.compile(r"^GPU (\d+):.*\(UUID: (GPU-[0-9A-Za-z-]+)\)\s*$")
+_MIG = re.compile(r"^MIG .*Device\s+\d+:.*\(UUID: (MIG-[0-9A-Za-z/-]+)\)\s*$")
 
 
 def parse_gpu_list(text: str) -> tuple[ListedGpu, ...]:
-    """The GPUs in `nvidia-smi -L`'s output, in its order; other lines (MIG devices under a GPU) are skipped."""
-    matches = (_LISTED.match(line.strip()) for line in text.splitlines())
-    return tuple(ListedGpu(int(match.group(1)), match.group(2)) for match in matches if match)
+    """The GPUs in `nvidia-smi -L`'s output, in its order, each with the MIG devices listed under it."""
+    gpus: list[ListedGpu] = []
+    for line in text.splitlines():
+        if found := _LISTED.match(line.strip()):
+            gpus.append(ListedGpu(int(found.group(1)), found.group(2)))
+        elif (found := _MIG.match(line.strip())) and gpus:
+            gpus[-1] = replace(gpus[-1], migs=(*gpus[-1].migs, found.group(1)))
+    return tuple(gpus)
+
+
+def cuda_devices(listed: Sequence[ListedGpu]) -> int:
+    """How many devices CUDA numbers here: each GPU, or in its place each of its MIG devices."""
+    return sum(len(gpu.migs) or 1 for gpu in listed)
 
 
 def names_gpu(device: str, listed: Sequence[ListedGpu]) -> bool:
-    """Whether a CUDA_VISIBLE_DEVICES id names one of `listed`: an index below their count (CUDA numbers the
-    GPUs it sees from 0, whatever their order), or a GPU's UUID or a prefix of exactly one (as CUDA takes them)."""
+    """Whether a CUDA_VISIBLE_DEVICES id names one of `listed`: an index below CUDA's count (it numbers the
+    devices it sees from 0, whatever their order; a MIG device counts in its GPU's place), or a GPU's or a MIG
+    device's UUID or a prefix of exactly one (as CUDA takes them)."""
     if device.isdigit():
-        return int(device) < len(listed)
+        return int(device) < cuda_devices(listed)
+    if device.startswith("MIG-"):
+        return sum(mig.startswith(device) for gpu in listed for mig in gpu.migs) == 1
     return device.startswith("GPU-") and sum(gpu.uuid.startswith(device) for gpu in listed) == 1
 
 
 def usable_gpus(listed: Sequence[ListedGpu], cuda_visible_devices: str | None) -> tuple[str, ...]:
-    """The GPU ids a process here may use: every listed index, or, when CUDA_VISIBLE_DEVICES is set, its ids in
-    its order (indexes or UUIDs, as written) up to the first that names no listed GPU, as CUDA reads it."""
+    """The GPU ids a process here may use: every device CUDA numbers, or, when CUDA_VISIBLE_DEVICES is set, its ids
+    in its order (indexes or UUIDs, as written) up to the first that names no listed GPU, as CUDA reads it."""
     if cuda_visible_devices is None:
-        return tuple(str(gpu.index) for gpu in listed)
+        return tuple(str(index) for index in range(cuda_devices(listed)))
     usable: list[str] = []
     for device in _id_list(cuda_visible_devices) or ():
         if device in usable or not names_gpu(device, listed):
@@ -179,7 +195,7 @@ def usable_gpus(listed: Sequence[ListedGpu], cuda_visible_devices: str | None) -
 def unknown_gpu_note(rank: int, cuda_visible_devices: str | None, listed: Sequence[ListedGpu]) -> str | None:
     """The line for a rank bound to a GPU (an index or a GPU UUID) that `nvidia-smi -L` does not list here."""
     bound = _id_list(cuda_visible_devices) or ()
-    missing = [device for device in bound if (device.isdigit() or device.startswith("GPU-"))
+    missing = [device for device in bound if (device.isdigit() or device.startswith(("GPU-", "MIG-")))
                and not names_gpu(device, listed)]
     if not missing:
         return None

@@ -40,11 +40,21 @@ def apply_to_environ(environ: MutableMapping[str, str] | None = None,
     return layout
 
 
-def describe_rank(layout: Layout) -> str:
-    """One line for a job log: which rank this is, where it listens, which GPUs it sees."""
+def describe_rank(layout: Layout, slurm_set: str | None = None) -> str:
+    """One line for a job log: which rank this is, where it listens, which GPUs it sees. `slurm_set`: the
+    CUDA_VISIBLE_DEVICES the rank found (Slurm's), for a rank whose GPUs the bootstrap leaves as they are."""
     me = layout.me
-    devices = "as Slurm set them" if me.devices is None else (",".join(me.devices) or "none")
-    return f"rank {me.rank} is {me.role} {me.index} at {me.address}, GPUs: {devices}"
+    return f"rank {me.rank} is {me.role} {me.index} at {me.address}, GPUs: {_seen(me.devices, slurm_set)}"
+
+
+def _seen(devices: tuple[str, ...] | None, slurm_set: str | None) -> str:
+    """The GPUs a rank sees, in words: its own, Slurm's where they are left as Slurm set them, `none` where it is
+    bound to none (pure)."""
+    if devices is not None:
+        return ",".join(devices) or "none"
+    if slurm_set is None:
+        return "none bound (no CUDA_VISIBLE_DEVICES: any GPU of the node is visible)"
+    return f"{slurm_set} (as Slurm set them)" if slurm_set.strip() else "none"
 
 
 def format_table(layout: Layout) -> str:

@@ -35,7 +35,8 @@ def start_rank(options: BootstrapOptions, environ: Mapping[str, str],
     layout = compute_layout(environ, options)
     say_notes(layout)
     ensure_port_free(layout.me.port, layout.me.host)
-    print(f"{PREFIX}: {describe_rank(layout)}{', ' + more if more else ''}", file=sys.stderr, flush=True)
+    print(f"{PREFIX}: {describe_rank(layout, environ.get('CUDA_VISIBLE_DEVICES'))}{', ' + more if more else ''}",
+          file=sys.stderr, flush=True)
     variables = rank_environment(layout)
     if note := missing_gpu_note(layout.rank, variables.get("CUDA_VISIBLE_DEVICES",
                                                            environ.get("CUDA_VISIBLE_DEVICES"))):

@@ -18,7 +18,7 @@ import os
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--partition", "-p", default=None, help="the partition to check (default: the default one)")
+    parser.add_argument("--partition", "-p", default=None, help="the partition to check (default: the default one); a,b: each")
     parser.add_argument("--data-dir", default=None, metavar="DIR", help="a data folder the nodes must read")
     parser.add_argument("--ps-partition", default=None, metavar="P",
                         help="also check the partition a parameter-server job's chief and ps go to (submit "
@@ -34,30 +34,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
-    from importlib import metadata
 
-    from hpc_train.doctor.checks import Check, accounting, ps_partition, run_step, slurm_partition, step_checks
-    from hpc_train.doctor.container import container_check, contained_command
+    from hpc_train.doctor.checks import Check, accounting, ps_partition, slurm_partition
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
 
     if args.nodes < 1 or args.wait < 1:
         raise HpcTrainError(f"--nodes {args.nodes} --wait {args.wait}: both must be 1 or more")
     slurm = SlurmClient.local(os.environ)
-    partition = slurm_partition(slurm, args.partition)  # no Slurm: one line, exit 2
-    nodes = min(args.nodes, partition.total_nodes)
-    checks = [Check("slurm", True, f"answers; partition {partition.name}{' (default)' if partition.default else ''}"
-                    f": {partition.total_nodes} nodes"),
+    # `--partition a,b` (submit's list): each checked, every one known first (no Slurm, or an unknown: one line).
+    partitions = [slurm_partition(slurm, name) for name in (args.partition.split(",") if args.partition else [None])]
+    checks = [*(Check("slurm", True, f"answers; partition {partition.name}{' (default)' if partition.default else ''}"
+                      f": {partition.total_nodes} nodes") for partition in partitions),
               accounting(slurm),
-              Check("gpus", True, f"{max(partition.node_gpus, default=0)} per node (GRES)" if any(partition.node_gpus)
-                    else "none declared (CPU nodes)")]
+              *(Check("gpus", True, f"{max(partition.node_gpus, default=0)} per node (GRES)"
+                      f"{f' on {partition.name}' if len(partitions) > 1 else ''}" if any(partition.node_gpus)
+                      else f"none declared (CPU nodes){f' on {partition.name}' if len(partitions) > 1 else ''}")
+                for partition in partitions)]
     if args.ps_partition is not None:
         checks.append(ps_partition(slurm, args.ps_partition, slurm.config_value("AccountingStorageTRES")))
     for check in checks:
         print(check.line(), flush=True)
+    container = image(args)
+    results = [result for partition in partitions for result in step_results(args, slurm, partition, container)]
+    return 0 if all(check.passed for check in [*checks, *results]) else 1
+
+
+def step_results(args: argparse.Namespace, slurm, partition, container) -> list:  # (..., Partition, Container|None)
+    """The test step on one partition, its checks printed as they come and returned."""
+    import os
+    from importlib import metadata
+
+    from hpc_train.doctor.checks import Check, run_step, step_checks
+    from hpc_train.doctor.container import container_check, contained_command
+
+    nodes = min(args.nodes, partition.total_nodes)
     print(f"...   step: {nodes} task(s), one per node, on {partition.name} (waits up to {args.wait} s for nodes)",
           flush=True)
-    container = image(args)
     reports, failure = run_step(slurm, partition, nodes, args.data_dir, args.wait, container and (
         lambda command: contained_command(container, command, args.data_dir, os.environ)))
     try:  # (an image's TensorFlow is its own: not compared with this machine's)
@@ -66,12 +79,12 @@ def run(args: argparse.Namespace) -> int:
         local = None
     results = step_checks(reports, nodes, local, args.data_dir)
     if failure and not reports:
-        results = [Check("step", False, f"srun failed ({failure})", "see sinfo; is the partition up and are "
-                         "nodes free?")]
+        results = [Check("step", False, f"srun failed on {partition.name} ({failure})", "see sinfo; is the "
+                         "partition up and are nodes free?")]
     results = [container_check(container, reports, nodes, failure), *results] if container else results
     for check in results:
         print(check.line(), flush=True)
-    return 0 if all(check.passed for check in [*checks, *results]) else 1
+    return results
 
 
 def image(args: argparse.Namespace):  # -> Container | None (the CLI's imports stay inside run)

@@ -319,7 +319,9 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
     if isinstance(section, dict) and list(section) == ["search"]:
         found = search.from_yaml(section["search"], own_keys)
     elif section is not None:
-        return from_yaml(section, own_keys)
+        import secrets
+
+        return from_yaml(section, own_keys, unseeded=secrets.randbelow(2**31))  # (as --search draws its seed at submit)
     else:
         found = search.from_options(args.sweep, args.search, args.trials, own_keys=own_keys)
         if found is None:

@@ -9,7 +9,9 @@ SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURMD_NODENAME, SLURM_JOB_ID and
 friends. Nodes are 127.0.0.1, 127.0.0.2, ... unless --nodelist names them (the
 names must resolve). Output lines carry the rank; if a task fails, the others
 are stopped (unless --kill-on-bad-exit 0) and its exit code is returned. USR1
-and USR2 are passed on to every task; TERM and Ctrl-C stop them all.
+and USR2 are passed on to every task; TERM and Ctrl-C stop them all. The tasks
+share a check-in secret (HPC_TRAIN_SECRET_FILE, a private file removed at the end)
+unless one is set already.
 
 GPUs (from nvidia-smi -L, narrowed by your CUDA_VISIBLE_DEVICES) are bound as
 Slurm binds --gpus-per-node G: each node G of them, each task its own share in
@@ -37,11 +39,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+    from pathlib import Path
+
     from hpc_train.errors import HpcTrainError
     from hpc_train.injob.mock_srun import Step, launch
+    from hpc_train.runs.secret import SECRET_ENV, secret_environ
 
     if not args.command:
         raise HpcTrainError("nothing to launch: give the command after --")
     step = Step.make(args.nodes, args.ntasks_per_node, args.nodelist, args.distribution, args.job_id,
                      args.gpus_per_node)
-    return launch(step, args.command, kill_on_bad_exit=bool(args.kill_on_bad_exit))
+    if SECRET_ENV in os.environ:  # (a job body's, or the user's: theirs)
+        return launch(step, args.command, kill_on_bad_exit=bool(args.kill_on_bad_exit))
+    # The ranks check in with a secret, as a job's do (docs/security.md): one of this launch's own, in a private
+    # folder removed when the ranks end.
+    with tempfile.TemporaryDirectory(prefix="hpc-train-launch-") as folder:
+        return launch(step, args.command, {**os.environ, **secret_environ(Path(folder))},
+                      kill_on_bad_exit=bool(args.kill_on_bad_exit))

@@ -4,6 +4,7 @@ last lines of each element's.
     hpc-train logs JOBID [--rank R] [--follow]
     hpc-train logs ARRAYID [--rank R]      # each element's last lines; ARRAYID_I for one element's whole log
     hpc-train logs JOBID --stacks          # every rank's Python stacks, of each attempt that hung
+    hpc-train logs JOBID --job             # the job's own log: its start, attempts, retries (docs/jobs.md)
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", metavar="JOBID")
     parser.add_argument("--rank", type=int, default=0, metavar="R", help="default 0, the chief")
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    parser.add_argument("--job", action="store_true", dest="job_log",
+                        help="the job's own log (its batch script's: the start, each attempt, retries), not a rank's")
     parser.add_argument("--stacks", action="store_true",
                         help="every rank's Python stacks (all threads), of each attempt the watchdog found hung")
 
@@ -44,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.stacks:
         return print_stacks(record)
+    if args.job_log:
+        return print_job_log(record)
     if not 0 <= args.rank < record.tasks:
         raise HpcTrainError(f"--rank {args.rank}: job {record.job_id} has ranks 0-{record.tasks - 1}")
     if not args.follow:
@@ -59,6 +64,19 @@ def run(args: argparse.Namespace) -> int:
         if finished:
             return 0
         time.sleep(1)
+
+
+def print_job_log(record: JobRecord) -> int:
+    """The job's own log, each file under its name (runs/joblog.py finds it, however the job was submitted); one
+    line naming where it looked when there is none yet."""
+    from hpc_train.runs.joblog import job_log, job_log_places
+
+    found = job_log(record)
+    if not found:
+        print(f"job {record.job_id}: no log of its own yet (looked for {', '.join(map(str, job_log_places(record)))})")
+    for path in found:
+        print(f"==> {path} <==\n{path.read_text(errors='replace').rstrip()}\n")
+    return 0
 
 
 def print_stacks(record: JobRecord) -> int:

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
+    _warn_of_image(spec)
     if spec.pack is not None and sweep is not None:
         from hpc_train.login.packscript import render_pack
 
@@ -47,10 +48,11 @@ def run(args: argparse.Namespace) -> int:
               f"(runs/{spec.name}-JOBID_INDEX/):", file=sys.stderr)
         print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
     elif sweep is not None:
+        from hpc_train.cli.submit import random_seed
         from hpc_train.spec.sweep import table
 
-        print(f"hpc-train render: a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s) "
-              f"(runs/{spec.name}-ARRAYID_INDEX/):", file=sys.stderr)
+        print(f"hpc-train render: a sweep of {len(sweep)} elements{random_seed(sweep)}, each a job of {spec.nodes} "
+              f"node(s) (runs/{spec.name}-ARRAYID_INDEX/):", file=sys.stderr)
         print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
     if args.output is None:
         sys.stdout.write(script)
@@ -58,3 +60,17 @@ def run(args: argparse.Namespace) -> int:
         Path(args.output).write_text(script)
         print(f"hpc-train render: wrote {args.output}; submit it with: sbatch {args.output}", file=sys.stderr)
     return 0
+
+
+def _warn_of_image(spec) -> None:  # (JobRequest)
+    """An image that is not here: what submit refuses, a warning here (a rendered script may be submitted on
+    another machine, where the image is); the script is still written."""
+    import os
+
+    from hpc_train.container.runtime import image_problem
+
+    container = spec.image()
+    problem = container and image_problem(container, os.path.exists(container.image))
+    if problem:
+        print(f"hpc-train render: warning: {problem} (submit refuses it here; the script is written for where the "
+              "image is)", file=sys.stderr)

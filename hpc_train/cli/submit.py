@@ -4,6 +4,7 @@
     hpc-train submit --nodes 4 --gpus-per-node 2 --one-task-per-node   # 4 tasks, each mirroring 2 GPUs
     hpc-train submit --nodes 2 --strategy parameter_server --ntasks-per-node 2 --config job.yaml
     hpc-train submit ... --dry-run                               # print the sbatch script, submit nothing
+                                                    # (refused as submit refuses it, Slurm's checks included)
     hpc-train submit ... --local                                 # no Slurm: tasks run here (mock launcher)
     hpc-train submit --nodes 2 -- python train.py --epochs 3     # your own script on every task
     hpc-train submit --nodes 2 --sweep learning_rate=0.01,0.001 --sweep seed=1,2 --max-parallel 2  # a job array
@@ -112,6 +113,26 @@ def _check_request(args: argparse.Namespace, is_sweep: bool) -> None:
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
 
 
+def _preflight(spec: JobRequest, dry_run: bool) -> str | None:
+    """What submit refuses of the request (the partition's limits, `sbatch --test-only`), refused by a dry run in
+    the same line; where Slurm itself does not answer, a dry run shows the script: the warning line to say then."""
+    import os
+
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.login.preflight import check_request
+    from hpc_train.login.request import JobSpecError
+
+    try:
+        check_request(spec, os.environ)
+    except JobSpecError:
+        raise
+    except HpcTrainError as error:
+        if not dry_run:
+            raise
+        return f"hpc-train submit: warning: Slurm's checks not run ({error})"
+    return None
+
+
 def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
     """The snapshot the job runs (none with --no-snapshot; a dry run's is not stored) and the runs folder.
     --in-snapshot: this directory is a stored snapshot's workdir; the job's submit directory is the runs folder's
@@ -139,8 +160,8 @@ def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
     import shutil
+    import sys
 
     from hpc_train.login import submission as submit
     from hpc_train.utilization.settings import Sampling
@@ -156,22 +177,18 @@ def run(args: argparse.Namespace) -> int:
         from hpc_train.login.preflight import check_image
 
         check_image(spec, here=args.local)
-    if not (args.local or args.dry_run) and shutil.which("sbatch"):  # and what Slurm would refuse, likewise
-        from hpc_train.login.preflight import check_request
-
-        check_request(spec, os.environ)
+    # What Slurm would refuse, likewise (a dry run's too; its word that Slurm does not answer waits for the script).
+    unchecked = _preflight(spec, args.dry_run) if not args.local and shutil.which("sbatch") else None
     code, runs = job_code(args)
     if code is not None:
         from hpc_train.login.snapshot_settings import settings_in_snapshot
 
         train = settings_in_snapshot(train, code)
+    if unchecked:  # (a dry run past every refusal: one line, then what it shows)
+        print(unchecked, file=sys.stderr)
     if sweep is not None:
         return _submit_sweep(args, spec, train, sweep, home, code, runs)
     if args.dry_run:
-        if spec.heterogeneous and shutil.which("sbatch"):  # refused as submit would refuse it, nothing queued
-            from hpc_train.login.preflight import check_request
-
-            check_request(spec, os.environ)
         print(submit.submission_script(spec, train, runs, home=args.home, command=args.command, code=code), end="")
         return 0
     if args.local:
@@ -196,7 +213,7 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
 
     packed = spec.pack is not None
     heading = (pack_summary(spec, sweep, args.max_parallel) if packed
-               else f"a sweep of {len(sweep)} elements, each a job of {spec.nodes} node(s)")
+               else f"a sweep of {len(sweep)} elements{random_seed(sweep)}, each a job of {spec.nodes} node(s)")
     shown = "\n".join([f"hpc-train submit: {heading}:", *(f"  {row}" for row in table(sweep))])
     if args.dry_run:
         print(shown)
@@ -212,6 +229,12 @@ def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig
     _say_submitted(record.job_id, f"hpc-train submit: {what}, runs/{record.name}-{record.job_id}_I/); follow it "
                    f"with: hpc-train status {record.job_id}")
     return 0
+
+
+def random_seed(sweep: Sweep) -> str:
+    """A random sweep's seed, as its heading shows it (the YAML's, or drawn at submit): the same one draws the
+    same elements again."""
+    return "" if sweep.seed is None else f" drawn at random (seed {sweep.seed}: the same seed draws them again)"
 
 
 def _say_submitted(job_id: str, message: str) -> None:

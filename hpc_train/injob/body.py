@@ -126,11 +126,25 @@ def prologue(body: JobBody, env: Mapping[str, str]) -> int | None:
     """Before the step: the job's exit code when this attempt ends here, else None (the step runs)."""
     from hpc_train.injob.prologue import before_the_step  # (looked up at the call: tests replace it)
 
-    if not env.get("SLURM_JOB_ID"):
-        return None  # not a Slurm job: no attempts to account for
+    if not env.get("SLURM_JOB_ID"):  # not a Slurm job: no attempts to account for, but a range's size (as Slurm's)
+        _quietly(lambda: note_size_here(body, env), "recording the attempt's size", 0)
+        return None
     with ignoring_term():
         said = _quietly(lambda: before_the_step(body.run_dir, env, body.max_retries), "the prologue", 0)
     return {EXIT_RETRIES_SPENT: 1, EXIT_MOVED: 0}.get(said)
+
+
+def note_size_here(body: JobBody, env: Mapping[str, str]) -> int:
+    """A node range run here (--local, bash job.sbatch): its one attempt's size into state.json, as the prologue
+    records a Slurm attempt's, so that status says it; 0."""
+    from hpc_train.runs.attempts import note_size
+    from hpc_train.runs.state import STATE_FILE, read_state, write_json_atomically
+
+    sized = attempt_size(body.node_range, body.tasks_per_node, env)
+    if sized:
+        state = read_state(body.run_dir)
+        write_json_atomically(body.run_dir / STATE_FILE, {**state, **note_size(state, 1, sized[0], str(sized[1]))})
+    return 0
 
 
 def epilogue(body: JobBody, code: int, env: Mapping[str, str]) -> int:
@@ -292,11 +306,13 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     ended = prologue(body, env)
     if ended is None and env.get("SLURM_JOB_ID"):
         note_tasks(body.run_dir, tasks)
+    requeues = requeues_done(body.run_dir)
+    if ended is None and under_slurm(env):  # Slurm's SIGTERM ends this process: its end recorded first
+        signal.signal(signal.SIGTERM, ending_on_term(attempt_here, requeues, tasks))
     with tracked_attempt(body, env, ended, under_slurm(env)) as attempt:  # the job's MLflow run, when it has one
         if ended is not None:
             record_end(*attempt_here, ended, ended == 0, tasks=tasks)
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
-        requeues = requeues_done(body.run_dir)
         code = watched_step(body, rank_command, attempt.env)
         final = requeued_for_a_rank(body, code)  # (the chief that asked exits 0, as one that requeued itself)
         final = epilogue(body, code, env) if final != 0 else 0
@@ -305,6 +321,22 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
         record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on, tasks=tasks)
         attempt.ended(code, final)
     return settle_trial(body.run_dir, final, goes_on)
+
+
+def ending_on_term(attempt_here: tuple[Any, ...], requeues: int, tasks: str | None = None
+                   ) -> Callable[[int, Any], None]:
+    """A SIGTERM handler for the step's time: the attempt's end recorded (128 + the signal, the signal named; going on
+    when the job requeued itself meanwhile), then the SIGTERM ends the body as it would have, so that a job Slurm
+    forgets reads as it ended (cancelled), not `unknown`. (The epilogue, after, ignores SIGTERM: it has its own.)"""
+
+    def on_term(signum: int, frame: Any) -> None:
+        record_end(*attempt_here, 128 + signum, requeues_done(attempt_here[0]) > requeues, signal_number=signum,
+                   tasks=tasks)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    on_term.ends_the_body = True  # type: ignore[attr-defined]  # (as the default does: tracked.py ends the run)
+    return on_term
 
 
 def main(argv: list[str] | None = None) -> int:

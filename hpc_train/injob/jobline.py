@@ -73,6 +73,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--container")
     parser.add_argument("--container-runtime")
     parser.add_argument("--node-range")
+    parser.add_argument("--gpus-per-node", type=int, default=0)  # (the mock launcher's: `bash job.sbatch`)
+    parser.add_argument("--num-ps", type=int, default=1)
     return parser
 
 
@@ -93,7 +95,10 @@ def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, ou
                *(("--experiment", body.experiment) if body.experiment and body.track != "none" else ()),
                *(("--container", body.container.image, "--container-runtime", body.container.runtime)
                  if body.container else ()),
-               *(("--node-range", body.node_range) if body.node_range else ())]
+               *(("--node-range", body.node_range) if body.node_range else ()),
+               # Without Slurm (`bash job.sbatch`) the mock launcher binds the GPUs as Slurm would: it needs them.
+               *(("--gpus-per-node", str(body.gpus_per_node)) if body.gpus_per_node else ()),
+               *(("--num-ps", str(body.num_ps)) if body.num_ps != 1 else ())]
     logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
     return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
 
@@ -116,7 +121,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
                    tuple(int(code) for code in args.retry_exit_codes.split(",") if code.strip()), args.command,
                    args.output, args.error, hang, args.track or said["track"] or "none",
                    args.tracking_uri or said["tracking_uri"], args.experiment or said["experiment"],
-                   node_range=args.node_range,
+                   node_range=args.node_range, gpus_per_node=args.gpus_per_node, num_ps=args.num_ps,
                    container=choose_runtime(args.container, args.container_runtime, Path(args.container).is_dir())
                    if args.container else None)
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command

@@ -99,7 +99,7 @@ def _ending_on_term(tracking: Any, env: Mapping[str, str], previous: Any) -> Any
         try:
             shown = SlurmClient.local(env).show_job(env.get("SLURM_JOB_ID", ""), timeout=ASK_SECONDS)
             if status_on_term(shown, restart_count(env), read_state(tracking.run_dir), tracking.since,
-                              dies=then == "default") is not None:
+                              dies=then == "default" or getattr(previous, "ends_the_body", False)) is not None:
                 tracking.kill(KILL_SECONDS)
             _as_before(then, previous, signum, frame)
         finally:

@@ -34,7 +34,7 @@ def render_pack(spec: JobRequest, train: TrainConfig, home: str, sweep: Sweep, r
     return Template(resource("templates/job.sbatch").read_text()).substitute(
         summary=f"{pack_summary(spec, sweep, max_parallel)}, {spec.strategy}",
         directives="\n".join(directive_lines(spec, first)), home=shlex.quote(home), runs_dir=shlex.quote(runs_dir),
-        run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"',
+        job_name=shlex.quote(spec.name), run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"',  # (a pack needs Slurm)
         config_block=pack_block(spec, config, sweep, command, max_parallel),
         job_line="\n".join([*code_lines(code), f'exec {program} pack --run-dir "$run_dir"']))
 

@@ -114,7 +114,9 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
         directives="\n".join(lines),
         home=shlex.quote(home),
         runs_dir=shlex.quote(runs_dir),
-        run_folder='"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"' if sweep is None else
+        job_name=shlex.quote(spec.name),
+        # Without Slurm (bash THIS_FILE) the job runs here, on the mock launcher, in a folder named as jobline's.
+        run_folder='"${SLURM_JOB_NAME:-$job_name}-${SLURM_JOB_ID:-local-$(date +%Y%m%d-%H%M%S)}"' if sweep is None else
         '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
         config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command, program),
         job_line="\n".join(code_lines(code)) + "\n" * bool(code) + script_line(program, '"$run_dir"', job_body(spec, config, command), (

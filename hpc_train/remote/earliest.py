@@ -22,6 +22,9 @@ from hpc_train.remote.config import Remote, load
 
 ALL = "all"
 # sbatch: Job 1234 to start at 2026-11-26T04:00:00 using 2 processors on nodes node[1-2] in partition debug
+# What sbatch says when its controller is down or frozen (slurm_strerror's words), not of the request.
+_OUTAGE = re.compile(r"unable to contact slurm controller|socket timed out|zero bytes were transmitted|"
+                     r"connection refused|slurmctld.*(not responding|down)", re.IGNORECASE)
 _START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:.* in partition (\S+))?")
 
 
@@ -60,6 +63,9 @@ def parse_start(remote: str, code: int, said: str) -> Estimate:
         return Estimate(remote, datetime.fromisoformat(found.group(1)), found.group(2) or "")
     lines = [line.strip() for line in said.splitlines() if line.strip()]
     reason = re.sub(r"^(sbatch: error: |allocation failure: )", "", lines[-1]) if lines else f"exit code {code}"
+    if code and _OUTAGE.search(said):  # Slurm down or frozen there: not a request it rejects
+        return Estimate(remote, skipped=f"Slurm is not answering there ({reason}); try it again later or check it: "
+                                        f"hpc-train remote check {remote}")
     return Estimate(remote, skipped=f"Slurm would not run it there ({reason})" if code else
                     f"sbatch --test-only gave no start ({reason})")
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.remote import scripts
+from hpc_train.remote import children, scripts
 from hpc_train.remote.config import Remote
 from hpc_train.remote.protocol import Build, parse_version_line, protocol_problem
 from hpc_train.version import OLDEST_PROTOCOL, PROTOCOL, __version__
@@ -37,7 +37,7 @@ def ask(remote: Remote, script: str, environ: Mapping[str, str], more_seconds: i
     argv = ssh_argv(remote.host, script, environ)
     seconds = connect_timeout(environ) + PROBE_SECONDS + more_seconds
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=seconds)
+        result = children.run(argv, timeout=seconds)  # (killed at exit: a silent remote's thread is left behind)
     except subprocess.TimeoutExpired:
         if reached:
             raise HpcTrainError(f"{reached} on {remote.host} did not finish within {seconds} s (ssh works); try "

@@ -77,6 +77,7 @@ def _missing(remote: Remote, verb: str) -> str:
 # The Slurm calls `remote check` makes there, each bounded: a Slurm that retries (SLURM_CONF naming a missing file,
 # slurmctld down) is named, not mistaken for ssh.
 SLURM_CALLS = ("sinfo --version", "sinfo -h -o %P")
+VERSION_SECONDS = 30  # `hpc-train --version` there: it imports no TensorFlow, but a cold NFS may be slow
 TIMED_OUT = (124, 137)  # timeout(1)'s status when the command ran out of time (137: it then had to KILL it)
 
 
@@ -89,9 +90,10 @@ def _bounded(call: str, seconds: int) -> str:
             "*) true;; esac")
 
 
-def probe_script(remote: Remote, slurm_seconds: int | None = None) -> str:
+def probe_script(remote: Remote, slurm_seconds: int | None = None, version_seconds: int = VERSION_SECONDS) -> str:
     """Lines `key=value`: whether the workdir can be written (made if missing), setup ran, hpc-train's version line
-    there, and with `slurm_seconds`, whether Slurm answers (sinfo, each call within that many seconds)."""
+    there (within `version_seconds`: one that hangs says so), and with `slurm_seconds`, whether Slurm answers
+    (sinfo, each call within that many seconds)."""
     work = shell_path(remote.workdir)
     probe = f"{work}/{PROBE_FILE}"
     lines = [
@@ -99,8 +101,11 @@ def probe_script(remote: Remote, slurm_seconds: int | None = None) -> str:
         'then echo workdir=ok; else echo "workdir=$(echo "$said" | tail -n 1)"; fi',
         f"cd {work} 2>/dev/null",
         f"if {_setup(remote)} </dev/null >/dev/null 2>&1; then echo setup=ok; else echo setup=failed; fi",
-        f'if command -v hpc-train >/dev/null 2>&1; then echo "version=$({ENV_REMOTE}= hpc-train --version 2>&1 '
-        '| tail -n 1)"; else echo version=; fi',
+        "if command -v hpc-train >/dev/null 2>&1; then said=$(if command -v timeout >/dev/null 2>&1; then "
+        f"{ENV_REMOTE}= timeout -k 2 {version_seconds} hpc-train --version 2>&1; else {ENV_REMOTE}= hpc-train "
+        f"--version 2>&1; fi); case $? in {'|'.join(map(str, TIMED_OUT))}) echo "
+        f"{shlex.quote(f'version=hpc-train --version did not answer within {version_seconds} s')};; "
+        '*) echo "version=$(echo "$said" | tail -n 1)";; esac; else echo version=; fi',
     ]
     if slurm_seconds is not None:
         version, partitions = (_bounded(call, slurm_seconds) for call in SLURM_CALLS)

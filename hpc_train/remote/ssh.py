@@ -21,6 +21,7 @@ ENV_SLURM_TIMEOUT = "HPC_TRAIN_REMOTE_SLURM_TIMEOUT"  # seconds each Slurm call 
 CONNECT_TIMEOUT = 10
 SLURM_TIMEOUT = 15
 PERSIST = "10m"  # how long an idle shared connection stays open
+ALIVE_INTERVAL, ALIVE_COUNT = 5, 3  # ssh's keep-alive: a silent server is dropped after 15 s
 SSH_FAILED = 255  # ssh's own exit status when it could not run the command
 
 
@@ -56,7 +57,10 @@ def ssh_options(environ: Mapping[str, str]) -> list[str]:
     return [*(["-F", config] if config else []),
             "-o", "ControlMaster=auto", "-o", f"ControlPath={control_folder(environ) / 'cm-%C'}",
             "-o", f"ControlPersist={PERSIST}", "-o", "BatchMode=yes",
-            "-o", f"ConnectTimeout={connect_timeout(environ)}"]
+            "-o", f"ConnectTimeout={connect_timeout(environ)}",
+            # A login node that stops answering ends the connection (its master and clients) within 15 s, not at
+            # TCP's minutes: nothing of ours waits on it long after hpc-train exits.
+            "-o", f"ServerAliveInterval={ALIVE_INTERVAL}", "-o", f"ServerAliveCountMax={ALIVE_COUNT}"]
 
 
 def ssh_argv(host: str, script: str, environ: Mapping[str, str], tty: bool = False) -> list[str]:

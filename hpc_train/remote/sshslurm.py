@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.remote import scripts
+from hpc_train.remote import children, scripts
 from hpc_train.remote.config import Remote
 from hpc_train.remote.ssh import SSH_FAILED, connect_timeout, failure, ssh_argv
 from hpc_train.slurm.client import SlurmClient
@@ -47,9 +47,7 @@ class SshTransport:
         script = command_script(self.remote, argv, timeout, None if cwd is None else str(cwd))
         bound = connect_timeout(self.environ) + timeout + 5  # the connection, then the command's own bound there
         try:
-            result = subprocess.run(ssh_argv(self.remote.host, script, self.environ), input=stdin, text=True,
-                                    capture_output=True, timeout=bound,
-                                    stdin=None if stdin is not None else subprocess.DEVNULL)
+            result = children.run(ssh_argv(self.remote.host, script, self.environ), timeout=bound, input=stdin)
         except subprocess.TimeoutExpired:
             return timed_out(argv, timeout)
         except OSError as error:

@@ -197,12 +197,14 @@ def ended_attempts(state: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def record_end(run_dir: Path, attempt: int, nodes: str, started: float, exit_code: int, goes_on: bool,
-               finished: bool = False, tasks: str | None = None) -> None:
+               finished: bool = False, tasks: str | None = None, signal_number: int | None = None) -> None:
     """The attempt's end into state.json (one write; never raises). `finished`: a user's command succeeded, and its
-    state says so (the trainer writes its own; nothing else would). `tasks`: the attempt's (a node range's differ)."""
+    state says so (the trainer writes its own; nothing else would). `tasks`: the attempt's (a node range's differ).
+    `signal_number`: the body was ended by it (Slurm's SIGTERM: a cancel, the time limit, a requeue)."""
     state = read_state(run_dir)
     entry = {"attempt": attempt, "nodes": nodes, **({"tasks": tasks} if tasks else {}), "started": round(started, 3),
-             "ended": round(time.time(), 3), "exit": exit_code, "goes_on": goes_on}
+             "ended": round(time.time(), 3), "exit": exit_code, "goes_on": goes_on,
+             **({"signal": signal_number} if signal_number else {})}
     done = {"state": "finished", "time": entry["ended"]} if finished and state.get("state") in (
         None, "starting", "running") else {}
     try:
@@ -276,13 +278,16 @@ def last_tasks(state: Mapping[str, Any]) -> str:
 
 def how_it_ended(state: Mapping[str, Any]) -> tuple[str, str] | None:
     """The job's end as state.json tells it, in Slurm's words (COMPLETED, FAILED, REQUEUED) with its exit code;
-    None where it tells none (a body ended by a signal, a folder from before the body recorded ends) (pure)."""
+    None where it tells none (a body killed outright, a folder from before the body recorded ends); CANCELLED for
+    one Slurm's SIGTERM ended (pure)."""
     last = (recorded(state) or [{}])[-1]
     ended = ended_attempts(state)
     if ended and ended[-1].get("attempt", 0) >= current_attempt(state):
         code = ended[-1].get("exit")
         if ended[-1].get("goes_on"):
             return "REQUEUED", str(code)
+        if ended[-1].get("signal"):  # ended by Slurm's SIGTERM: cancelled (or its time limit), as sacct says 0:15
+            return "CANCELLED", f"0:{ended[-1]['signal']}"
         return ("COMPLETED" if code == 0 else "FAILED"), str(code)
     if state.get("state") in ("finished", "pruned"):
         return "COMPLETED", "0"

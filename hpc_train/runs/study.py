@@ -98,10 +98,18 @@ def study_name(run_dir: Path, spec: Mapping[str, Any]) -> str:
     return spec.get("study") or sweep_folder(run_dir).name
 
 
-def element_seed(seed: int, index: int) -> int:
+def element_seed(seed: int, index: int, sweeps_before: int = 0) -> int:
     """Element `index`'s sampler seed (pure): its own, so that elements asking at once draw apart; the search's
-    seed differs between sweeps (drawn at submit), so their elements do too."""
-    return (seed + 1_000_003 * (index + 1)) % SEED_LIMIT
+    seed differs between sweeps (drawn at submit), so their elements do too. `sweeps_before`: the other sweeps
+    already in its (shared) study: a sweep given a seed one of them used draws new trials, not theirs again
+    (a sampler's first trials are drawn from its seed alone); 0 in a study of its own, so that a seed repeats a
+    sweep there."""
+    return (seed + 1_000_003 * (index + 1) + 7_919 * sweeps_before) % SEED_LIMIT
+
+
+def sweeps_before(study: Any, sweep: str) -> int:
+    """How many other sweeps have trials in the study (each trial is marked with its sweep's folder name)."""
+    return len({trial.user_attrs.get("sweep") for trial in study.get_trials(deepcopy=False)} - {sweep, None})
 
 
 def existing_direction(url: str, name: str) -> str | None:
@@ -198,6 +206,10 @@ def load(run_dir: Path, spec: Mapping[str, Any] | None = None, index: int = -1, 
     if found != wanted:
         raise StudyMismatch(f"study {loaded.study_name} is to {found} its objective, this sweep's is to {wanted}: "
                             "submit it with another --study-name")
+    before = sweeps_before(loaded, sweep_folder(run_dir).name) if spec.get("study") else 0
+    if before:  # a shared study other sweeps drew in: seeded apart from theirs (element_seed)
+        loaded.sampler = sampler(spec.get("sampler", "tpe"), spec.get("space", {}),
+                                 element_seed(int(spec.get("seed") or 0), index, before))
     return loaded
 
 

@@ -155,9 +155,17 @@ def export_best(study: Any, element_folder: Any, path: Path) -> dict[str, Any]:
     if not (folder / "config.yaml").is_file():
         raise ValueError(f"the best trial's element {label} has no {folder / 'config.yaml'}: its sweep ran from "
                          "another runs folder; export from there")
+    return export_settings(folder, path, f"the best trial ({best.number}, element {label}) of study "
+                                         f"{study.study_name}: {best.value:.4f}")
+
+
+def export_settings(folder: Path, path: Path, heading: str) -> dict[str, Any]:
+    """An element's settings (its config.yaml: a grid's or a drawn element's values in, its run folder out) into
+    `path`, under a `# heading` line: a grid or random sweep's best element, from its folder (no study needed)."""
+    if not (folder / "config.yaml").is_file():
+        raise ValueError(f"{folder / 'config.yaml'} is not there: its run folder holds no settings to export")
     settings = yaml.safe_load((folder / "config.yaml").read_text()) or {}
     for key in NOT_EXPORTED:
         settings.pop(key, None)
-    path.write_text(f"# the best trial ({best.number}, element {label}) of study "
-                    f"{study.study_name}: {best.value:.4f}\n" + yaml.safe_dump(settings, sort_keys=False))
+    path.write_text(f"# {heading}\n" + yaml.safe_dump(settings, sort_keys=False))
     return settings

@@ -61,6 +61,8 @@ class Sweep:
     # The study's name in it (--study-name: shared with other sweeps, created or continued); None: the sweep's own,
     # named after its folder (NAME-ARRAYID).
     study: str | None = None
+    # A random sweep's seed (`sweep: random: seed:`, else drawn at submit and shown): the same one draws the same.
+    seed: int | None = None
 
     def __len__(self) -> int:
         return len(self.elements)
@@ -130,7 +132,8 @@ def random_search(space: Mapping[str, str], trials: int, seed: int) -> Sweep:
                          "choice)")
     draws = {key: _distribution(key, text) for key, text in space.items()}
     rng = random.Random(seed)
-    return Sweep(tuple(space), tuple({key: draw(rng) for key, draw in draws.items()} for _ in range(trials)))
+    return Sweep(tuple(space), tuple({key: draw(rng) for key, draw in draws.items()} for _ in range(trials)),
+                 seed=seed)
 
 
 def _distribution(key: str, text: Any) -> Any:
@@ -169,9 +172,10 @@ def _number(value: Any) -> Any:
     return value
 
 
-def from_yaml(section: Any, own_keys: bool = False) -> Sweep:
+def from_yaml(section: Any, own_keys: bool = False, unseeded: int = 0) -> Sweep:
     """The YAML `sweep:` section: `grid: {KEY: [V1, V2]}` or `random: {trials: N, seed: S, space: {...}}`;
-    `own_keys`: a command's sweep (any key)."""
+    `own_keys`: a command's sweep (any key); `unseeded`: a random sweep's seed where it gives none (the caller's,
+    drawn at submit)."""
     if not isinstance(section, Mapping) or len(section) != 1 or next(iter(section)) not in ("grid", "random"):
         raise SweepError("sweep: expected 'grid: {KEY: [V1, V2, ...]}', 'random: {trials: N, seed: S, "
                          "space: {KEY: loguniform(a, b)}}' or 'search: {sampler: tpe, trials: N, space: {KEY: "
@@ -184,7 +188,11 @@ def from_yaml(section: Any, own_keys: bool = False) -> Sweep:
                               own_keys))
     if not isinstance(body, Mapping) or not isinstance(body.get("space"), Mapping):
         raise SweepError("sweep random: expected trials: N, seed: S and space: {KEY: distribution}")
-    return random_search(body["space"], body.get("trials", 0), int(body.get("seed", 0)))
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise SweepError(f"sweep random seed: {seed!r}; give a whole number of 0 or more, or leave it out for one "
+                         "drawn at submit")
+    return random_search(body["space"], body.get("trials", 0), unseeded if seed is None else seed)
 
 
 def _as_list(key: str, values: Any) -> list[Any]:

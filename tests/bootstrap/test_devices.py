@@ -67,10 +67,30 @@ def test_a_task_bound_to_gpus_tensorflow_cannot_use_says_it_trains_on_the_cpu() 
 def test_the_gpu_list_is_read_from_nvidia_smi_lines() -> None:
     text = (gpu_lines(2) + "  MIG 1g.18gb     Device  0: (UUID: MIG-1b2c3d4e-0000-0000-0000-000000000000)\n"
             "No devices found.\n")
-    assert parse_gpu_list(text) == (ListedGpu(0, uuid(0)), ListedGpu(1, uuid(1)))
+    assert parse_gpu_list(text) == (ListedGpu(0, uuid(0)), ListedGpu(1, uuid(1), ("MIG-1b2c3d4e-0000-0000-0000-"
+                                                                                   "000000000000",)))
     assert parse_gpu_list("GPU 0: NVIDIA H200 (UUID: GPU-322a5082-f813-4312-b977-d11a60647341)") == (
         ListedGpu(0, "GPU-322a5082-f813-4312-b977-d11a60647341"),)  # the real line, from an H200
     assert parse_gpu_list("") == ()
+
+
+MIG_LIST = ("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)\n"
+            "  MIG 3g.20gb     Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)\n"
+            "  MIG 3g.20gb     Device  1: (UUID: MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb)\n"
+            "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-00c1e4a1-0000-0000-0000-000000000001)\n")
+
+
+def test_mig_devices_under_a_gpu_are_read_and_bind_as_cuda_numbers_them() -> None:
+    """(issue 46, 5) MIG devices in nvidia-smi -L were skipped: a rank bound to one was named a GPU the node lacks."""
+    listed = parse_gpu_list(MIG_LIST)
+    assert [gpu.migs for gpu in listed] == [("MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
+                                             "MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb"), ()]
+    assert usable_gpus(listed, None) == ("0", "1", "2")  # two MIG devices in GPU 0's place, then GPU 1
+    assert usable_gpus(listed, "MIG-cba663e8,2") == ("MIG-cba663e8", "2")
+    for fine in ("2", "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f", "MIG-cba6"):
+        assert unknown_gpu_note(0, fine, listed) is None, fine
+    assert "bound to GPU MIG-ffff" in unknown_gpu_note(0, "MIG-ffff", listed)
+    assert "bound to GPU 3 " in unknown_gpu_note(0, "3", listed)
 
 
 @pytest.mark.parametrize("shell, usable", [

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from hpc_train.bootstrap import BootstrapOptions, apply_to_environ, compute_layout, format_table, task_environment
+from hpc_train.bootstrap import (BootstrapOptions, apply_to_environ, compute_layout, describe_rank, format_table,
+                                 task_environment)
 from tests.fake_slurm import step_env
 
 
@@ -35,6 +36,19 @@ def test_parameter_servers_are_masked_from_gpus() -> None:
 
 def test_cpu_nodes_without_gpu_variables_export_only_tf_config() -> None:
     assert set(task_environment(compute_layout(step_env("c1", "1", 0)))) == {"TF_CONFIG"}
+
+
+def test_the_rank_line_says_which_gpus_it_sees_none_when_it_is_bound_to_none() -> None:
+    """(issue 46, 5) a rank bound to no GPU printed `GPUs: as Slurm set them`."""
+    cpu = compute_layout(step_env("c1", "1", 0))
+    assert describe_rank(cpu, "").endswith("GPUs: none")
+    assert describe_rank(cpu, None).endswith("GPUs: none bound (no CUDA_VISIBLE_DEVICES: any GPU of the node is "
+                                             "visible)")
+    kept = compute_layout(step_env("g1", "2", 0, extra={"SLURM_GPUS_ON_NODE": "2", "CUDA_VISIBLE_DEVICES": "1"}))
+    assert describe_rank(kept, "1").endswith("GPUs: 1 (as Slurm set them)")
+    ps = compute_layout(step_env("g[1-3]", "1(x3)", 1, extra={"SLURM_GPUS_ON_NODE": "4"}),
+                        BootstrapOptions(strategy="parameter_server"))
+    assert describe_rank(ps, "0,1,2,3").endswith("GPUs: none")  # masked: its own binding, whatever Slurm set
 
 
 def test_the_table_marks_this_task_and_names_the_port_rule() -> None:

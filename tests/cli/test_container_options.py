@@ -47,3 +47,16 @@ def test_render_a_sweep_and_the_yaml_hand_the_image_and_its_runtime_to_the_job_b
     (tmp_path / "bad.yaml").write_text("job:\n  container: 3\n")
     code, _, err = run_main(["render", "--nodes", "2", "--config", "bad.yaml"], capsys)
     assert code == 2 and "job: container 3: the image every rank runs in (--container IMAGE)" in err, err
+
+
+def test_render_warns_of_an_image_that_is_not_here_and_still_writes_the_script(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """(issue 46, 5) `render --container /missing.sif` was silent where submit refuses it."""
+    monkeypatch.chdir(tmp_path)
+    code, rendered, err = run_main(["render", "--nodes", "2", "--container", "/missing.sif"], capsys)
+    assert code == 0 and " --container /missing.sif --container-runtime apptainer " in rendered
+    assert len(err.strip().splitlines()) == 1 and err.startswith(
+        "hpc-train render: warning: --container /missing.sif: no such image file or folder (apptainer)")
+    assert "submit refuses it here" in err
+    code, _, err = run_main(["render", "--nodes", "2", "--container", NGC], capsys)
+    assert code == 0 and "warning" not in err  # a registry's image: Pyxis pulls it there

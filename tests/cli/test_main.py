@@ -28,6 +28,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     ([], "the following arguments are required: SUBCOMMAND"),
     (["launch-rockets"], "invalid choice: 'launch-rockets'"),
     (["bootstrap", "--port-base", "high"], "argument --port-base: invalid int value: 'high'"),
+    # (issue 46, 5) an ambiguous abbreviation names the options it could be
+    (["submit", "--study", "x"], "ambiguous option: --study could match --study-storage, --study-name"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(args, capsys)

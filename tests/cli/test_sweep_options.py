@@ -39,6 +39,29 @@ def test_a_yaml_sweep_renders_one_array_and_shows_its_elements(tmp_path: Path, c
     assert code == 2 and "a sweep runs as a job array" in err
     code, out, err = run_main(["submit", "--nodes", "1", "--config", str(config), "--dry-run"], capsys)
     assert code == 0 and "a sweep of 3 elements" in out and "#SBATCH --array=0-2\n" in out, err
+    assert "a sweep of 3 elements drawn at random (seed 1: the same seed draws them again)" in out
+
+
+def test_a_yaml_random_sweep_without_a_seed_draws_one_at_submit_and_shows_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """(issue 46, 5) `sweep: random:` without a seed drew with seed 0: every submission the same trials."""
+    import re
+
+    config = tmp_path / "job.yaml"
+    config.write_text("sweep:\n  random: {trials: 4, space: {learning_rate: 'loguniform(1e-4, 1e-2)'}}\n")
+    shown = []
+    for _ in range(2):
+        code, out, err = run_main(["submit", "--nodes", "1", "--config", str(config), "--dry-run"], capsys)
+        assert code == 0, err
+        seed = re.search(r"drawn at random \(seed (\d+):", out)
+        assert seed, out
+        shown.append((seed.group(1), out.split("#!")[0]))
+    assert shown[0][0] != shown[1][0] and shown[0][1] != shown[1][1]  # other seeds, other elements
+    again = tmp_path / "again.yaml"
+    again.write_text(f"sweep:\n  random: {{trials: 4, seed: {shown[0][0]}, space: {{learning_rate: "
+                     "'loguniform(1e-4, 1e-2)'}}\n")
+    code, out, _ = run_main(["submit", "--nodes", "1", "--config", str(again), "--dry-run"], capsys)
+    assert out.split("#!")[0] == shown[0][1]  # the seed shown draws them again
 
 
 def test_a_commands_sweep_takes_keys_of_its_own_typed_from_their_values(

@@ -159,3 +159,29 @@ def test_unlimited_limits_read_as_unlimited_and_an_older_step_says_nothing() -> 
     assert lines == ["ok    memlock: unlimited on every node: enough for NCCL over InfiniBand",
                      "ok    nofile: unlimited open files on every node"]
     assert limit_checks([{"node": "n1"}]) == []
+
+
+def test_doctor_checks_each_partition_of_a_list(tmp_path: Path) -> None:
+    """(issue 46, 5) `doctor --partition a,b` checked only the first."""
+    from tests.fake_slurm import without_slurm
+
+    fake = FakeSlurm(tmp_path / "fake", {
+        "sinfo": "", "srun": Reply(stderr="srun: error: Unable to allocate resources: Requested node configuration "
+                                          "is not available\n", code=1),
+        "scontrol show partition": "PartitionName=debug Default=YES Nodes=n[1-2] TotalNodes=2 MaxNodes=UNLIMITED\n"
+                                   "PartitionName=gpu Default=NO Nodes=g1 TotalNodes=1 MaxNodes=UNLIMITED\n",
+        "scontrol show node": "NodeName=n1 Gres=(null)\nNodeName=n2 Gres=(null)\nNodeName=g1 Gres=gpu:2\n",
+        "scontrol show config": "", "sacct": Reply(stderr="sacct: error: accounting storage is disabled\n", code=1)})
+    env = {**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"]}
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "doctor", "--partition", "debug,gpu", "--wait", "1"],
+                            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.endswith("partition debug (default): 2 nodes") for line in lines), lines
+    assert any(line.endswith("partition gpu: 1 nodes") for line in lines), lines
+    assert [line.split(" on ")[1].split()[0] for line in lines if line.startswith("...   step:")] == ["debug", "gpu"]
+    assert [line.split("--partition=")[1].split()[0] for line in fake.lines("srun")] == ["debug", "gpu"]
+    unknown = subprocess.run([sys.executable, "-m", "hpc_train", "doctor", "--partition", "debug,nosuch"],
+                             capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert unknown.returncode == 2 and "no partition nosuch here (partitions: debug, gpu)" in unknown.stderr
+    assert len(fake.lines("srun")) == 2  # refused before any step

@@ -329,6 +329,9 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
     assert not list(tmp_path.rglob("PWNED"))
     status = subprocess.run(["hpc-train", "status", job.id], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "completed" in status.stdout and "no Slurm accounting here" in status.stdout
+    # (issue 46, 5) the job's own log, its start line, wherever submit put it (submitit's JOBID_0_log.err)
+    own = subprocess.run(["hpc-train", "logs", job.id, "--job"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert own.returncode == 0 and f"hpc-train: job {job.id} on node[1-2], 4 tasks" in own.stdout, own.stdout
 
 
 def kill_rank(job: Job, rank: int, signum: int = 9) -> float:

@@ -107,6 +107,27 @@ def test_a_warning_sent_to_the_body_reaches_srun(signum: int, tmp_path: Path) ->
                                           f"--task-epilog={(tmp_path / 'run').resolve()}/task-epilog.sh", "train"]
 
 
+def test_a_body_slurms_sigterm_ends_records_its_end_so_a_forgotten_job_reads_cancelled(tmp_path: Path) -> None:
+    """(issue 46, 5) a job body ended by SIGTERM recorded no end: a job Slurm forgot then read `unknown`."""
+    record, ready = tmp_path / "signals", tmp_path / "ready"
+    waiting_srun(tmp_path / "bin", record, ready)
+    env = {**without_slurm(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    job = subprocess.Popen([sys.executable, "-m", "hpc_train", "job", "--run-dir", "run", "--", "train"],
+                           cwd=tmp_path, env=env, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=30)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)  # (its srun, which Slurm would end: this test's own group only)
+    assert job.returncode == -signal.SIGTERM  # it still ends by the signal, as before
+    [ended] = attempts.ended_attempts(read_state(tmp_path / "run"))
+    assert (ended["attempt"], ended["exit"], ended["goes_on"], ended["signal"]) == (1, 143, False, 15)
+    assert attempts.how_it_ended(read_state(tmp_path / "run")) == ("CANCELLED", "0:15")
+
+
 def test_sigterm_is_ignored_through_the_prologue_and_from_the_epilogue_on(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     def requeued_then_terminated(*args: object) -> int:
@@ -178,3 +199,16 @@ def test_a_stranger_at_the_check_in_cannot_join_delay_or_stop_the_jobs_start(tmp
     assert heard == [b""]  # dropped, told nothing
     assert "0: hpc-train: check-in: dropped a connection from 127.0.0.1 that did not prove it belongs to the job " \
            "(a wrong answer)" in result.stderr
+
+
+def test_a_node_range_run_here_records_its_attempts_size_as_a_slurm_one_does(tmp_path: Path) -> None:
+    """(issue 46, 5) `--local` recorded no sizes: status of a range run here could not say how many nodes it ran on."""
+    from hpc_train.injob.sizing import attempt_size
+
+    ranged = JobBody(tmp_path, tasks_per_node=1, node_range="1-2")
+    assert body.prologue(ranged, {}) is None  # no Slurm: no prologue of attempts, the step runs
+    size = attempt_size("1-2", 1, {})[0]
+    assert attempts.attempt_sizes(read_state(tmp_path)) == [(1, f"on {size} of 1-2 nodes")]
+    fixed = JobBody(tmp_path / "fixed")
+    (tmp_path / "fixed").mkdir()
+    assert body.prologue(fixed, {}) is None and read_state(tmp_path / "fixed") == {}

@@ -309,3 +309,23 @@ def test_a_killed_ranks_own_tmpdir_is_removed_by_the_launcher_as_by_srun_task_ep
     result = launch_cli("--nodes", "2", "--", "sh", "-c", made, env={"TMPDIR": str(tmp_path)})
     assert result.returncode == 137, result.stderr
     assert os.listdir(tmp_path) == []
+
+
+SHOW_SECRET = ("import os, stat; path = os.environ['HPC_TRAIN_SECRET_FILE']; "
+               "print(path, len(open(path).read().strip()), oct(stat.S_IMODE(os.stat(path).st_mode)))")
+
+
+def test_launch_gives_its_tasks_a_check_in_secret_of_its_own_and_removes_it_after(tmp_path: Path) -> None:
+    """(issue 46, 5) `launch` ran its ranks without a check-in secret: anyone could join their rendezvous."""
+    result = launch_cli("--nodes", "1", "--ntasks-per-node", "2", "--", sys.executable, "-c", SHOW_SECRET,
+                        env=without_slurm())
+    assert result.returncode == 0, result.stderr
+    said = sorted(line.split(": ", 1)[1].split() for line in result.stdout.splitlines())
+    assert len(said) == 2 and said[0] == said[1], said  # one secret for every task
+    path, length, mode = said[0]
+    assert (length, mode) == ("64", "0o600") and not Path(path).exists()  # removed with the ranks
+    given = tmp_path / "mine.secret"
+    given.write_text("x" * 64 + "\n")
+    kept = launch_cli("--nodes", "1", "--", sys.executable, "-c", SHOW_SECRET,
+                      env={**without_slurm(), "HPC_TRAIN_SECRET_FILE": str(given)})
+    assert kept.stdout.split(": ", 1)[1].split()[0] == str(given) and given.exists()  # one set already: kept

@@ -212,3 +212,24 @@ def test_a_job_of_two_groups_gets_a_block_of_directives_each() -> None:
                                   "#SBATCH --partition=gpu"]
     assert "1 node(s) x 2 task(s), 0 GPU(s) per node + 2 node(s) x 4 task(s), 4 GPU(s) per node, parameter_server" \
         in text
+
+
+def test_a_rendered_script_run_with_bash_without_slurm_binds_the_gpus_as_slurm_would(tmp_path: Path) -> None:
+    """(issue 46, 5) `bash job.sbatch` without Slurm ran its ranks on the mock launcher with no GPU bound."""
+    from tests.fake_nvidia import install_nvidia_smi
+    from tests.fake_slurm import without_slurm
+
+    spec = JobSpec(nodes=1, gpus_per_node=2, name="gpus")  # (a task per GPU)
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_script(spec, TrainConfig(), sys.prefix, program=f"{sys.executable} -m hpc_train",
+                                    command=[sys.executable, "-c", "import os; print('GPUS', "
+                                             "os.environ.get('CUDA_VISIBLE_DEVICES'))"]))
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**without_slurm(), "PATH": install_nvidia_smi(tmp_path / "nv", 2)}
+    result = subprocess.run(["bash", str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    [run_dir] = (work / "runs").iterdir()
+    assert run_dir.name.startswith("gpus-local-")  # (named as a job run here is: no Slurm job name or id)
+    said = sorted(line.split("GPUS ")[1] for line in result.stdout.splitlines() if "GPUS " in line)
+    assert said == ["0", "1"], result.stdout  # a GPU each, as srun --gpus-per-node 2 with 2 tasks binds them

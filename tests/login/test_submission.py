@@ -85,6 +85,33 @@ def test_dry_run_shows_what_submit_submits(tmp_path: Path) -> None:
     assert fake.scripts() == [shown.stdout]
 
 
+def test_a_dry_run_refuses_what_submit_refuses_with_the_same_line(tmp_path: Path) -> None:
+    """(issue 46, 5) `submit --nodes 100000 --dry-run` printed a script and exited 0 where submit refused it: where
+    Slurm is, a dry run asks it the same questions (the partition's limits, sbatch --test-only)."""
+    partitions = ("PartitionName=debug Default=YES MaxNodes=UNLIMITED MaxTime=UNLIMITED Nodes=node[1-4] "
+                  "TotalNodes=4\n")
+    fake = FakeSlurm(tmp_path / "fake", {"sbatch": "Submitted batch job 4242\n", "scontrol show partition": partitions,
+                                         "scontrol show node": "NodeName=node1 Gres=(null)\n"})
+    for args in (("--nodes", "100000"), ("--nodes", "100000", "--sweep", "seed=1,2")):
+        refused = [hpc_train("submit", *args, *dry, cwd=tmp_path, fake=fake) for dry in ((), ("--dry-run",))]
+        assert [result.returncode for result in refused] == [2, 2], refused[1].stdout
+        assert refused[0].stderr == refused[1].stderr and len(refused[1].stderr.strip().splitlines()) == 1
+        assert "--nodes 100000: partition debug has 4 node(s) in all" in refused[1].stderr
+        assert refused[1].stdout == ""
+    fake = FakeSlurm(tmp_path / "fake2", {"sbatch --test-only": Reply(stderr="sbatch: error: Invalid account\n",
+                                                                      code=1),
+                                          "sbatch": "Submitted batch job 4242\n", "scontrol show partition":
+                                          partitions, "scontrol show node": "NodeName=node1 Gres=(null)\n"})
+    refused = [hpc_train("submit", "--nodes", "1", *dry, cwd=tmp_path, fake=fake) for dry in ((), ("--dry-run",))]
+    assert [result.returncode for result in refused] == [2, 2] and refused[0].stderr == refused[1].stderr
+    assert "Slurm would not run this request (Invalid account)" in refused[1].stderr
+    assert not fake.scripts()
+    silent = FakeSlurm(tmp_path / "fake3", {"sbatch": "Submitted batch job 4242\n", "scontrol": Reply(code=1)})
+    shown = hpc_train("submit", "--nodes", "1", "--dry-run", cwd=tmp_path, fake=silent)  # Slurm not answering:
+    assert shown.returncode == 0 and "#SBATCH --nodes=1" in shown.stdout  # the script, and a warning that says so
+    assert shown.stderr.startswith("hpc-train submit: warning: Slurm's checks not run (Slurm does not answer")
+
+
 def test_impossible_requests_are_refused_before_submitting(tmp_path: Path) -> None:
     fake = mock_slurm(tmp_path / "fake")
     result = hpc_train("submit", "--nodes", "1", "--strategy", "parameter_server", "--num-ps", "2", cwd=tmp_path,

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from hpc_train.slurm.follow import parse_array_states
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 
@@ -99,8 +101,11 @@ def test_report_ranks_the_elements_by_the_objective_and_writes_a_csv_and_a_plot(
                           cwd=tmp_path, fake=fake)
     assert submitted.returncode == 0, submitted.stderr
     for index, accuracies in enumerate(([0.80, 0.85], [0.90, 0.97], [0.88, 0.93])):
-        (tmp_path / "runs" / f"sw-4242_{index}" / "metrics.json").write_text(json.dumps({"epochs": [
+        element = tmp_path / "runs" / f"sw-4242_{index}"
+        (element / "metrics.json").write_text(json.dumps({"epochs": [
             {"epoch": epoch + 1, "val_accuracy": value, "val_loss": 1 - value} for epoch, value in enumerate(accuracies)]}))
+        (element / "config.yaml").write_text(  # (as the array's script writes it, the element's values in)
+            f"learning_rate: {[0.1, 0.01, 0.001][index]}\nepochs: 2\noutput_dir: {element}\n")
     report = hpc_train("report", "4242", cwd=tmp_path, fake=fake)
     assert report.returncode == 0, report.stderr
     lines = report.stdout.splitlines()
@@ -113,6 +118,16 @@ def test_report_ranks_the_elements_by_the_objective_and_writes_a_csv_and_a_plot(
     assert (tmp_path / "runs" / "sw-4242" / "sweep.png").read_bytes()[:4] == b"\x89PNG"
     missing = hpc_train("report", "4242", "--objective", "val_auc", cwd=tmp_path, fake=fake)
     assert missing.returncode == 2 and "no run has val_auc yet" in missing.stderr
+    # (issue 46, 5) --export on a grid: the best element's settings, from its folder (no study needed)
+    exported = hpc_train("report", "4242", "--export", "best.yaml", cwd=tmp_path, fake=fake)
+    assert exported.returncode == 0, exported.stderr
+    assert "wrote best.yaml: the best element's settings" in exported.stdout
+    best = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    assert best["learning_rate"] == 0.01 and "output_dir" not in best
+    assert (tmp_path / "best.yaml").read_text().startswith("# the best element (sw-4242_1) of sweep 4242 by "
+                                                           "val_accuracy: 0.9700\n")
+    one = hpc_train("report", "4242_1", "--export", "one.yaml", cwd=tmp_path, fake=fake)
+    assert one.returncode == 2 and "--export applies to a sweep (its best element)" in one.stderr
 
 
 def test_without_slurm_a_sweep_is_one_line_saying_how_to_get_one(tmp_path: Path) -> None:

@@ -33,6 +33,18 @@ def test_a_refusal_or_an_answer_without_a_start_is_a_reason(code: int, said: str
     assert parse_start("a", code, said) == Estimate("a", skipped=reason)
 
 
+@pytest.mark.parametrize("said", [
+    "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)\n",
+    "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n",
+])
+def test_a_slurm_that_is_down_or_frozen_is_an_outage_not_a_refusal(said: str) -> None:
+    """(issue 46, 5) a's slurmctld stopped or frozen read `Slurm would not run it there`, a rejected request's words."""
+    skipped = parse_start("a", 1, said).skipped
+    assert skipped.startswith("Slurm is not answering there (Batch job submission failed: ")
+    assert skipped.endswith("; try it again later or check it: hpc-train remote check a")
+    assert "would not run" not in skipped
+
+
 def at(hour: int, minute: int = 0) -> datetime:
     return datetime(2026, 11, 26, hour, minute)
 

@@ -215,6 +215,23 @@ def test_submit_copies_the_snapshot_and_submits_from_its_copy_there(sshd: SshSer
     assert (work / "runs" / "snapshots" / "d1g35t" / "snapshot.json").is_file()
 
 
+def ssh_clients(env: dict[str, str]) -> list[str]:
+    """The ssh clients of this laptop's shared connections still running (not the connections' masters, which
+    persist by design: `ssh: PATH [mux]`)."""
+    from hpc_train.remote.ssh import control_folder
+
+    folder, found = str(control_folder(env)), []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [word.decode(errors="replace") for word in argv if word]
+        if words and Path(words[0]).name == "ssh" and any(folder in word for word in words):
+            found.append(" ".join(words))
+    return found
+
+
 def a_cluster(tmp_path: Path, name: str, start: str, job: str, version: str = version_line()) -> str:
     """A remote's --setup for a stand-in cluster `name`: its sbatch --test-only says `start` (or, for "silent",
     sleeps; for "refuses", refuses), its hpc-train submits job `job` (recorded in submitted.txt) and answers other
@@ -253,6 +270,7 @@ def test_submit_to_the_earliest_of_several_clusters_then_follow_the_job_there(
                        cwd=here)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "2222\n" and time.monotonic() - started < 40
+    assert ssh_clients(env) == []  # (issue 46, 5) c's, left waiting on its silent sbatch, ended with hpc-train
     assert result.stderr.splitlines() == [
         "hpc-train submit: remote c skipped: did not answer within 8 s",
         "hpc-train: earliest start: a 2026-11-26T09:00, b 2026-11-26T04:00 (chosen), c did not answer in 8 s",

@@ -3,6 +3,7 @@ bound on Slurm through a real shell), the protocol rule, the options a forwarded
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -65,6 +66,7 @@ def test_every_ssh_shares_one_connection_asks_nothing_and_never_skips_host_keys(
     options = set(argv[4::2][:5])
     assert options == {"ControlMaster=auto", "ControlPath=/run/user/1/hpc-train/cm-%C", "ControlPersist=10m",
                        "BatchMode=yes", "ConnectTimeout=3"}
+    assert {"ServerAliveInterval=5", "ServerAliveCountMax=3"} <= set(argv[4::2])  # a silent node: dropped in 15 s
     rsync = ssh.rsync_argv(["a/"], "login:b/", ENV)
     assert rsync[:3] == ["rsync", "-a", "-s"] and "ControlMaster=auto" in rsync[rsync.index("-e") + 1]
     assert not any("stricthostkeychecking" in word.lower() for word in argv + rsync)
@@ -145,6 +147,28 @@ def test_the_probe_bounds_each_slurm_call_through_a_real_shell(sinfo: str, key: 
     if "silent" in key:
         assert line == ("Slurm: `sinfo -h -o %P` did not answer within 1 s on h after --setup (ssh is fine); check "
                         "SLURM_CONF and that slurmctld answers there")
+
+
+@pytest.mark.parametrize("body, version", [
+    (f"echo {shlex.quote(version_line())}", version_line()),
+    ("exec sleep 30", "hpc-train --version did not answer within 1 s"),
+])
+def test_the_probe_bounds_hpc_trains_version_call_through_a_real_shell(body: str, version: str,
+                                                                      tmp_path: Path) -> None:
+    """(issue 46, 5) `hpc-train --version` on a login node was not bounded in time."""
+    bin_dir = tmp_path / "b"
+    bin_dir.mkdir()
+    (bin_dir / "hpc-train").write_text(f"#!/bin/sh\n{body}\n")
+    (bin_dir / "hpc-train").chmod(0o755)
+    remote = Remote("c", "h", str(tmp_path / "w"), f"export PATH={bin_dir}:$PATH")
+    said = subprocess.run(["sh", "-c", scripts.probe_script(remote, version_seconds=1)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=20).stdout
+    probe = scripts.parse_probe(said)
+    assert probe.version == version, said
+    if "did not answer" in version:
+        assert scripts.build_problem(remote, probe.version) == (
+            "hpc-train on h does not start after --setup: hpc-train --version did not answer within 1 s; try it "
+            "there (ssh h)")
 
 
 def test_the_verb_script_keeps_hostile_values_whole_through_a_real_shell(tmp_path: Path) -> None:

@@ -48,3 +48,30 @@ def test_status_shows_each_trial_where_it_runs_and_on_which_gpus() -> None:
     assert "  nodes:   node1 (1 running), node2 (0 running) (held by the job)" in lines  # what the job holds
     lost = packed_lines(record, [RunFiles()] * 3, {**a_pack(), "lost": ["node2"]}, {})
     assert "  lost:    node2 (their trials restarted on the shares left)" in lost
+
+
+def test_a_packs_report_names_the_timeline_it_wrote_beside_sweep_csv_and_png(tmp_path: Path) -> None:
+    """(issue 46, 5) `report` of a pack named sweep.csv and sweep.png but not the pack-timeline.png it wrote."""
+    import json
+
+    from hpc_train.runs.folders import JobRecord
+    from tests.login.test_submission import hpc_train, mock_slurm
+
+    runs = tmp_path / "runs"
+    values = [{"learning_rate": rate} for rate in (0.1, 0.01, 0.001)]
+    pack = JobRecord("4242", "p", str(runs / "p-4242"), 2, 2, "multiworker", 0.0, None, sweep="4242",
+                     elements=values, pack={"gpus": 1})
+    pack.write()
+    (runs / "p-4242" / "pack-state.json").write_text(json.dumps(a_pack()))
+    for index, value in enumerate(values):
+        element = JobRecord(f"4242_{index}", "p", str(runs / f"p-4242_{index}"), 1, 1, "multiworker", 0.0, None,
+                            sweep="4242", pack={"gpus": 1})
+        element.write()
+        (runs / f"p-4242_{index}" / "metrics.json").write_text(json.dumps({"epochs": [
+            {"epoch": 1, "val_accuracy": 0.5 + index / 10, "val_loss": 0.5}]}))
+    report = hpc_train("report", "4242", cwd=tmp_path, fake=mock_slurm(tmp_path / "fake"))
+    assert report.returncode == 0, report.stderr
+    folder = runs / "p-4242"
+    assert f"wrote {folder / 'sweep.csv'}, {folder / 'sweep.png'} and {folder / 'pack-timeline.png'}" in \
+        report.stdout.splitlines(), report.stdout
+    assert (runs / "p-4242" / "pack-timeline.png").read_bytes()[:4] == b"\x89PNG"

@@ -44,6 +44,20 @@ def test_two_sweeps_on_one_study_draw_apart_and_number_their_trials_in_turn(tmp_
     assert study.ask(later)["number"] == 4  # a later sweep continues where the study stands
 
 
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_a_second_sweep_given_the_seed_of_the_first_draws_new_trials(sampler: str, tmp_path: Path) -> None:
+    """(issue 46, 5) two `--search tpe --trials 3 --study-name shared --seed 7` sweeps put 6 trials in the study
+    but only 3 distinct values: the second drew the first's again."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    first = [element(tmp_path, "a-11", index, url, seed=7, sampler=sampler) for index in range(3)]
+    second = [element(tmp_path, "b-12", index, url, seed=7, sampler=sampler) for index in range(3)]
+    rates = [study.ask(folder)["values"]["learning_rate"] for folder in (*first, *second)]
+    assert len(set(rates)) == 6, rates
+    alone = [element(tmp_path / "alone", "c-13", index, f"sqlite:///{tmp_path / 't.db'}", seed=7, sampler=sampler)
+             for index in range(3)]
+    assert [study.ask(folder)["values"]["learning_rate"] for folder in alone] == rates[:3]  # a seed still repeats
+
+
 def test_a_restarted_element_adopts_its_own_trial_not_another_sweeps_of_the_same_index(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
