@@ -160,6 +160,7 @@ def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     import shutil
     import sys
 
