@@ -20,7 +20,7 @@ from hpc_train.training.rank import SINGLE, RankInfo
 from hpc_train.training.rendezvous import PeersMissing
 from hpc_train.training.stopping import StopKind, StopSignals
 from hpc_train.training.usertask import TaskError
-from tests.injob.test_requeue import fake_scontrol
+from tests.runs.test_requeue import fake_scontrol
 from tests.fake_slurm import Reply
 
 TWO_WORKERS = {"worker": ["node1:20001", "node2:20001"]}
