@@ -30,7 +30,7 @@ from tests.mnist_data import shared_mnist
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
 IMAGE = Path("/tmp/hpc-train-ch-image")
 # 8000 MNIST images an epoch, a few seconds each here: the warning comes while the job still trains.
-EPOCHS = 8
+EPOCHS = 6
 TIMEOUT = 900  # two ranks importing TensorFlow through a mount on a loaded machine: minutes
 INSIDE = ("--container", str(IMAGE), "--container-runtime", "charliecloud")
 PRINT_WHERE = ("import os, sys; print('inside', os.environ.get('CH_RUNNING'), sys.version.split()[0], "

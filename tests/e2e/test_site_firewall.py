@@ -205,8 +205,8 @@ def test_doctor_says_the_jobs_ports_are_closed_to_the_login_node(wall: LocalClus
 def test_a_2node_mnist_job_trains_guarded_and_a_retried_attempt_elsewhere_completes(wall: LocalCluster,
                                                                                     tmp_path: Path) -> None:
     # Epochs take a second here: enough of them that the job still trains when its rank is killed.
-    job = submit(wall, tmp_path, "mnist_2node.sh", "--set", "epochs=20", "--set", "checkpoint_minutes=0.05")
-    job.wait_for_log("epoch 1/20")
+    job = submit(wall, tmp_path, "mnist_2node.sh", "--set", "epochs=10", "--set", "checkpoint_minutes=0.05")
+    job.wait_for_log("epoch 1/10")
     job.wait_for_a_checkpoint()  # what the retry resumes from
     nodes = {rank: line.split(" at ")[1].split(",")[0] for rank, line in job.task_lines().items()}
     outsider = ({"wall1", "wall2", "wall3"} - {address.split(":")[0] for address in nodes.values()}).pop()

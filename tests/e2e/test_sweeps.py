@@ -126,6 +126,9 @@ def test_pruning_stops_the_element_that_learns_worse_and_the_report_shows_where(
     assert json.loads((runs[0] / "state.json").read_text())["state"] == "finished"
     pruned = json.loads((runs[1] / "state.json").read_text())
     assert (pruned["state"], pruned["epoch"]) == ("pruned", 1) and Path(pruned["checkpoint"] + ".index").is_file()
+    said = (runs[1] / "logs" / "rank-0.out").read_text()
+    assert "hpc-train: pruned after epoch 1/3: val_accuracy" in said and "Optuna's halving pruner stops it" in said
+    assert [epoch["epoch"] for epoch in json.loads((runs[1] / "metrics.json").read_text())["epochs"]] == [1]
     status = subprocess.run(["hpc-train", "status", array], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert f"sweep {array} (pr): 2 elements: 1 completed, 1 pruned" in status.stdout, status.stdout
     report = subprocess.run(["hpc-train", "report", array], cwd=tmp_path, env=env, capture_output=True, text=True)

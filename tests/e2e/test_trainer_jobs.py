@@ -234,7 +234,8 @@ def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster
 
 def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalCluster, tmp_path: Path) -> None:
     # The script's GPU line on: Slurm gives each node 2 GPUs (GRES); the workers split theirs, chief and ps get none.
-    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=2")
+    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=1",
+                 "--set", "train_images=2000")
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     lines = job.task_lines()
     assert re.fullmatch(r"rank 0 is chief 0 at node\d+:\d+, GPUs: none", lines[0])
@@ -248,7 +249,8 @@ def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalClust
 
 
 def test_two_jobs_sharing_nodes_do_not_collide_on_ports(cluster: LocalCluster, tmp_path: Path) -> None:
-    jobs = [submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=2", sbatch=("-w", "node[1-2]"))
+    jobs = [submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=1", "--set", "train_images=2000",
+                   sbatch=("-w", "node[1-2]"))
             for _ in range(2)]
     overlapped = False
     while not all(job.state()[0] in FINAL_STATES for job in jobs):
@@ -417,7 +419,7 @@ def test_a_parameter_server_job_outlives_a_lost_worker(cluster: LocalCluster, tm
 
 
 def test_a_lost_parameter_server_is_retried_and_the_job_completes(cluster: LocalCluster, tmp_path: Path) -> None:
-    job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=4", *OFTEN)
+    job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=4", "--set", "train_images=4000", *OFTEN)
     job.wait_for_log("epoch 1/4")
     job.wait_for_a_checkpoint()  # what the retry resumes from
     kill_rank(job, 1)  # ps 0

@@ -60,6 +60,8 @@ def test_a_study_error_on_the_chief_is_warned_of_once_and_the_element_trains_on_
 
 
 @pytest.mark.tensorflow
+@pytest.mark.mock_twin("tests/e2e/test_sweeps.py::test_pruning_stops_the_element_that_learns_worse_and_the_report_"
+                       "shows_where")
 def test_an_element_that_learns_worse_prunes_itself_and_keeps_its_checkpoint(tmp_path: Path) -> None:
     from tests.training.runs import finish, start
 
