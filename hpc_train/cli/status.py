@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hpc_train.config import DEFAULT_MAX_RETRIES
-    from hpc_train.runs import views
+    from hpc_train.runs import goodput, views
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states
@@ -77,5 +77,6 @@ def run(args: argparse.Namespace) -> int:
         run_files = views.read_run(Path(record.folder))
         lines = views.job_lines(record, slurm_view(record, slurm, run_files), run_files, views.chief_log(record),
                                 DEFAULT_MAX_RETRIES)
+    lines += goodput.status_lines(element_folders(record) if record.is_sweep else [Path(record.folder)])  # ledger
     print("\n".join(lines))
     return 0

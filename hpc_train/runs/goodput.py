@@ -15,7 +15,7 @@ HPC_TRAIN_LEDGER=0 in the job's environment turns the measuring off. Reading nev
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +87,10 @@ def attempts_of(run_dir: Path, now: float) -> list[ledger.Attempt]:
             continue
         ranks = ledger.Measured.of(read_json_object(ranks_path(run_dir, number)))
         ended = _time(end.get("ended"))
-        running = ended is None and number == max(numbers)
+        running = ended is None and number == max(numbers) and _time(body.get("ended")) is None
         # An attempt with no end recorded that is not the newest ended unseen (its body killed): its last word.
-        ended = ended if ended is not None else now if running else _time(body.get("ranks_ended"), ranks.last,
-                                                                           started)
+        ended = ended if ended is not None else now if running else _time(body.get("ended"), body.get("ranks_ended"),
+                                                                           ranks.last, started)
         was_failed = number in failed or (end.get("exit", 0) != 0 and not end.get("goes_on"))
         found.append(ledger.Attempt(number, started, ended, int(body.get("nodes") or 1), int(body.get("gpus") or 0),
                                     was_failed, _time(body.get("ranks_ended")), ranks, running))
@@ -120,13 +120,18 @@ def read_ledger(run_dir: Path) -> dict[str, Any]:
     return read_json_object(Path(run_dir) / LEDGER_FILE)
 
 
-def status_lines(run_dir: Path) -> list[str]:
-    """`status`'s line: `goodput 71%: input 18%, ...`, from the ledger made now; none before any attempt."""
-    try:
-        made = make_ledger(run_dir)
-    except (OSError, ValueError, TypeError):
-        return []
-    line = ledger.status_line(made["total"]) if made["attempts"] else None
+def status_lines(folders: Sequence[Path]) -> list[str]:
+    """`status`'s line, `goodput 71%: input 18%, ...`, from the ledgers made now (a sweep's or a pack's: its
+    elements' summed); none before any attempt was measured."""
+    totals: dict[str, float] = {}
+    for folder in folders:
+        try:
+            made = make_ledger(Path(folder))
+        except (OSError, ValueError, TypeError):
+            continue
+        for name in ledger.CATEGORIES:
+            totals[name] = totals.get(name, 0.0) + made["total"][name]
+    line = ledger.status_line(totals)
     return [f"  {line}"] if line else []
 
 

@@ -1,0 +1,83 @@
+"""The job body's part of the goodput ledger (injob/ledgered.py): a user's command's start-up until its first
+beat, the rest compute, a failure's time lost, the GPUs held, and an attempt's end noted on Slurm's SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hpc_train.injob.ledgered import command_measures, gpus_held
+from hpc_train.runs import goodput
+from hpc_train.runs.ledger import CATEGORIES
+from hpc_train.runs.state import read_json_object
+from tests.fake_slurm import waiting_srun, without_slurm
+
+# Start-up (a second before the first beat), then work until a file says it is done: about two seconds.
+COMMAND = ('sleep 1; touch "$HPC_TRAIN_RUN_DIR/.heartbeat"; i=0; while [ $i -lt 20 ]; do i=$((i+1)); '
+           'touch "$HPC_TRAIN_RUN_DIR/.heartbeat"; sleep 0.1; done; exit "$1"')
+
+
+def run_command(tmp_path: Path, name: str, code: int) -> dict:
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--run-dir", f"runs/{name}", "--command",
+                             "--", "sh", "-c", COMMAND, "job", str(code)], cwd=tmp_path, capture_output=True,
+                            text=True, env={**without_slurm(), "SLURM_GPUS_PER_NODE": "gpu:2"}, timeout=120)
+    assert result.returncode == code, result.stderr
+    return goodput.read_ledger(tmp_path / "runs" / name)
+
+
+def test_a_commands_attempt_is_startup_until_its_first_beat_then_compute(tmp_path: Path) -> None:
+    made = run_command(tmp_path, "ok", 0)
+    [row] = made["attempts"]
+    assert row["startup"] >= 1.0 and row["compute"] >= 1.5 and row["lost"] == 0
+    assert sum(row[name] for name in CATEGORIES) == pytest.approx(row["wall"], rel=0.05)
+    assert row["other"] <= 0.05 * row["wall"] + 0.5 and made["gpu_seconds"] == pytest.approx(2 * row["wall"])
+    assert made["goodput"] == pytest.approx(row["compute"] / row["wall"], abs=1e-3)
+
+
+def test_a_failed_commands_time_after_its_start_up_is_lost(tmp_path: Path) -> None:
+    [row] = run_command(tmp_path, "failed", 3)["attempts"]
+    assert row["lost"] >= 1.5 and row["compute"] == 0
+
+
+def test_with_the_ledger_off_nothing_is_measured(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "job", "--run-dir", "runs/off", "--command", "--",
+                             "true"], cwd=tmp_path, env={**without_slurm(), goodput.SETTING: "0"}, timeout=60)
+    assert result.returncode == 0
+    assert not (tmp_path / "runs" / "off" / goodput.MEASURES).exists()
+    assert not (tmp_path / "runs" / "off" / goodput.LEDGER_FILE).exists()
+
+
+def test_slurms_sigterm_during_the_step_notes_the_attempts_end_and_still_ends_the_body(tmp_path: Path) -> None:
+    record, ready = tmp_path / "signals", tmp_path / "ready"
+    waiting_srun(tmp_path / "bin", record, ready)
+    env = {**without_slurm(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    job = subprocess.Popen([sys.executable, "-m", "hpc_train", "job", "--run-dir", "run", "--", "train"],
+                           cwd=tmp_path, env=env, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        job.send_signal(signal.SIGTERM)  # Slurm's, to the batch shell (and to the step, which the fake leaves)
+        job.wait(timeout=30)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)  # the fake srun, which Slurm would have ended
+    assert job.returncode == -signal.SIGTERM
+    noted = read_json_object(goodput.body_path(tmp_path / "run", 1))
+    assert noted["started"] <= noted["ranks_ended"] == noted["ended"]
+
+
+def test_the_gpus_held_are_slurms_per_node_times_the_nodes() -> None:
+    assert gpus_held({"SLURM_GPUS_PER_NODE": "a100:4"}, 2, 0) == 8
+    assert gpus_held({"SLURM_GPUS_ON_NODE": "2"}, 3, 0) == 6
+    assert gpus_held({}, 2, 1) == 2 and gpus_held({}, 2, 0) == 0
+
+
+def test_a_command_that_never_beat_counts_from_its_start() -> None:
+    assert command_measures(10.0, 20.0, None) == {"first_steps": 10.0, "totals": {"compute": 10.0}, "last": 20.0}
+    assert command_measures(10.0, 20.0, 25.0)["first_steps"] == 20.0
