@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         runs = [views.read_run(Path(record.folder))]  # (a job Slurm forgot: the state its folder says)
         states = {0: "local" if record.is_local else views.known_state(job_state(record.job_id, slurm)[0], runs[0])}
+    say_ledger(record)
     if record.is_sweep and not any(run.epochs for run in runs) and \
             trials.has_study(Path(record.folder), element_folders(record)):
         # A command's sweep: its objective is what it reported to the study (hpc_train.report), no metrics.json.
@@ -61,6 +62,18 @@ def run(args: argparse.Namespace) -> int:
     if args.export:
         raise HpcTrainError(f"--export applies to a sweep with a study (--search or --prune); {args.job} is one job")
     return 0
+
+
+def say_ledger(record) -> None:  # (JobRecord)
+    """ledger.png beside the report: a bar per attempt, or per trial with the sweep's total (runs/ledgerplot.py)."""
+    from pathlib import Path
+
+    from hpc_train.runs import ledgerplot
+    from hpc_train.runs.folders import element_folders
+
+    folders = element_folders(record) if record.is_sweep else [Path(record.folder)]
+    if line := ledgerplot.report_line(Path(record.folder), folders, record.is_sweep):
+        print(line)
 
 
 def say_pack(record) -> dict[int, str]:  # (JobRecord) -> each trial's state, by index

@@ -122,3 +122,20 @@ def after_the_attempt(run_dir: Path, env: Mapping[str, str]) -> None:
     """ledger.json, once the attempt's end is in state.json."""
     if goodput.ledger_on(env):
         goodput.write_ledger(run_dir)
+
+
+def ledgered_trial(folder: Path, start: Any, share: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """A packed trial's attempt starting (`start`: the pack's Start): its start and share into its folder's ledger;
+    the variable telling its ranks which attempt they are (their measures' file)."""
+    if not goodput.ledger_on(env):
+        return {}
+    nodes = len(start.slot.nodes)
+    goodput.note_body(folder, start.attempt, started=round(time.time(), 3), nodes=nodes,
+                      gpus=int(share.get("gpus") or 0) * nodes)
+    return {goodput.ATTEMPT_VARIABLE: str(start.attempt)}
+
+
+def trial_ended(folder: Path, attempt: int, env: Mapping[str, str]) -> None:
+    """A packed trial's step ended: when its ranks did."""
+    if goodput.ledger_on(env):
+        goodput.note_body(folder, attempt, ranks_ended=round(time.time(), 3))

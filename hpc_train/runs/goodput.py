@@ -35,8 +35,15 @@ def ledger_on(env: Mapping[str, str]) -> bool:
     return env.get(SETTING, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
+# A packed trial's attempt (its pack runner's count, not the job's restarts), for its ranks.
+ATTEMPT_VARIABLE = "HPC_TRAIN_ATTEMPT"
+
+
 def attempt_number(env: Mapping[str, str]) -> int:
-    """This attempt's number (1 for the first), from Slurm's restart count (pure)."""
+    """This attempt's number (1 for the first): a packed trial's, else from Slurm's restart count (pure)."""
+    own = env.get(ATTEMPT_VARIABLE, "")
+    if own.isdigit() and int(own) > 0:
+        return int(own)
     count = env.get("SLURM_RESTART_COUNT", "0")
     return int(count) + 1 if count.isdigit() else 1
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpc_train.runs.goodput import attempt_number, note_ranks, write_ledger
+from hpc_train.runs.goodput import attempt_number, ledger_on, note_ranks, write_ledger
 from hpc_train.runs.ledger import STEP_CATEGORIES, input_share
 from hpc_train.training.keras import keras, tf
 
@@ -199,6 +199,20 @@ def held_after_training(say: Callable[[str], None], after: float = HELD_AFTER_SE
     timer.daemon = True
     timer.start()
     return timer
+
+
+def trainers_goodput(paths: Any, saver: Any, say: Callable[[str], None]) -> list[Goodput]:
+    """The trainer's callback, none with the ledger off (HPC_TRAIN_LEDGER=0): every rank times its steps, the
+    chief writes (`paths`: the rank's RunPaths) and says; the saver (checkpoints.StepSaver) tells it each save's
+    seconds."""
+    import os
+
+    if not ledger_on(os.environ):
+        return []
+    chief = paths.rank.is_chief
+    goodput = Goodput(paths.output if chief else None, attempt_number(os.environ), say if chief else lambda line: None)
+    saver.after_save.append(goodput.saved)
+    return [goodput]
 
 
 def for_this_job(run_dir: str | Path | None, environ: dict[str, str] | Any = None,

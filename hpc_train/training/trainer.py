@@ -26,7 +26,6 @@ from typing import Any
 
 from hpc_train.config import TrainConfig, applying_settings
 from hpc_train.runs import attempts
-from hpc_train.runs.goodput import attempt_number, ledger_on
 from hpc_train.runs.hparams import tensorboard_dir, write_hparams
 from hpc_train.runs.secret import job_secret
 from hpc_train.runs.stacks import answer_requests
@@ -229,6 +228,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
     from hpc_train.training.callbacks import (EpochCheckpoint, FirstSteps, ProgressBeat, PruneAtRungs,
                                               StopAtStepBoundary, agreement, any_rank)
     from hpc_train.training.checkpoints import timed_save_due
+    from hpc_train.training.goodput import trainers_goodput
     from hpc_train.training.keras import keras
     from hpc_train.training.pruning import reports
 
@@ -240,11 +240,9 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
             report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
             report.summary["failures"] = attempts.count_failure_cost(paths.output)
 
-    # The report first: its epoch's training time then leaves out the save, with validation or without.
-    callbacks: list[Any] = [FirstSteps(started), report,
+    # The ledger's first, the report before the save: their epoch's times leave the save out (goodput.py).
+    callbacks: list[Any] = [*trainers_goodput(paths, save, report.print_line), FirstSteps(started), report,
                             EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
-    if ledger_on(os.environ):  # first of all: its epoch's end comes before the saves (goodput.py)
-        callbacks.insert(0, goodput_callback(paths, save, report.print_line))
     if rank.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(tensorboard_dir(paths.output)), write_graph=False))
         write_hparams(paths.output, config, os.environ)
@@ -255,16 +253,6 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
     callbacks.append(StopAtStepBoundary(signals.requested, agreement(strategy), save, config.epochs,
                                         timed_save_due(save, config.checkpoint_minutes, config.checkpoint_share)))
     return callbacks
-
-
-def goodput_callback(paths: RunPaths, save: Any, say: Say) -> Any:
-    """The ledger's step-level measures (training/goodput.py): every rank times its steps, the chief writes."""
-    from hpc_train.training.goodput import Goodput
-
-    goodput = Goodput(paths.output if paths.rank.is_chief else None, attempt_number(os.environ),
-                      say if paths.rank.is_chief else lambda line: None)
-    save.after_save.append(goodput.saved)
-    return goodput
 
 
 def _pruning_verdict(config: TrainConfig, paths: RunPaths) -> Any:
