@@ -18,11 +18,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from hpc_train.runs.goodput import attempt_number, ledger_on, note_ranks, write_ledger
+from hpc_train.runs.hparams import tensorboard_dir
 from hpc_train.runs.ledger import STEP_CATEGORIES, input_share
 from hpc_train.training.keras import keras, tf
 
@@ -90,13 +91,14 @@ class Goodput(keras.callbacks.Callback):
     """
 
     def __init__(self, run_dir: str | Path | None = None, attempt: int | None = None,
-                 say: Callable[[str], None] | None = None, started: float | None = None) -> None:
+                 say: Callable[[str], None] | None = None, tensorboard: str | Path | None = None) -> None:
         super().__init__()
         self._supports_tf_logs = True  # ignores the logs: allowed under ParameterServerStrategy
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.attempt = attempt
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.started = started
+        self.tensorboard = Path(tensorboard) if tensorboard is not None else None
+        self._writer: Any = None
         with tf.init_scope():
             self.waited = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="goodput_input_wait")
         self.first_steps: float | None = None
@@ -149,6 +151,7 @@ class Goodput(keras.callbacks.Callback):
             self.say(f"hpc-train: input: the training steps of epoch {epoch + 1} waited on the input pipeline "
                      f"{share:.0%} of their time; {INPUT_HELP}")
         self._write(ledger=True)
+        self._to_tensorboard(epoch, now, share)
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         self._close_window()
@@ -172,6 +175,18 @@ class Goodput(keras.callbacks.Callback):
         compute = max(0.0, steps - waited - self._in_window_saves)
         return {"input": round(waited, 4), "compute": round(compute, 4),
                 "checkpoint": round(self.seconds["checkpoint"], 4), "evaluation": round(self.seconds["evaluation"], 4)}
+
+    def _to_tensorboard(self, epoch: int, totals: dict[str, float], share: float) -> None:
+        """The epoch's input share and the step categories' seconds so far, under `ledger/` in TensorBoard."""
+        if self.tensorboard is None:
+            return
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(str(self.tensorboard / "ledger"))
+        with self._writer.as_default():
+            tf.summary.scalar("ledger/input_share", share, step=epoch + 1)
+            for name, seconds in totals.items():
+                tf.summary.scalar(f"ledger/{name}_seconds", seconds, step=epoch + 1)
+        self._writer.flush()
 
     def _close_window(self) -> None:
         if self._window is not None:
@@ -210,18 +225,17 @@ def trainers_goodput(paths: Any, saver: Any, say: Callable[[str], None]) -> list
     if not ledger_on(os.environ):
         return []
     chief = paths.rank.is_chief
-    goodput = Goodput(paths.output if chief else None, attempt_number(os.environ), say if chief else lambda line: None)
+    goodput = Goodput(paths.output if chief else None, attempt_number(os.environ), say if chief else lambda line: None,
+                      tensorboard_dir(paths.output) if chief else None)
     saver.after_save.append(goodput.saved)
     return [goodput]
 
 
-def for_this_job(run_dir: str | Path | None, environ: dict[str, str] | Any = None,
-                 say: Callable[[str], None] | None = None) -> Goodput:
-    """The callback for this process: the job's run folder and attempt from its environment (a user's command:
-    $HPC_TRAIN_RUN_DIR), measures written on the chief only (SLURM_PROCID 0, or no Slurm)."""
+def for_this_job(environ: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None) -> Goodput:
+    """The callback for a user's own `model.fit` in a job hpc-train runs: measures into the job's run folder
+    ($HPC_TRAIN_RUN_DIR) for its attempt, written by rank 0 alone (docs/goodput.md)."""
     import os
 
     env = os.environ if environ is None else environ
-    folder = run_dir if run_dir is not None else env.get("HPC_TRAIN_RUN_DIR")
-    chief = env.get("SLURM_PROCID", "0") == "0"
-    return Goodput(folder if chief else None, attempt_number(env), say)
+    folder = env.get("HPC_TRAIN_RUN_DIR") if env.get("SLURM_PROCID", "0") == "0" else None
+    return Goodput(folder, attempt_number(env), say)

@@ -95,10 +95,11 @@ def test_validation_is_evaluation_and_a_save_is_checkpoint_and_what_a_failure_ke
 
     trained = model(4)
     lines: list[str] = []
-    goodput = Goodput(tmp_path, attempt=2, say=lines.append)
+    goodput = Goodput(tmp_path, attempt=2, say=lines.append, tensorboard=tmp_path / "tensorboard")
     trained.fit(dataset(), epochs=2, steps_per_epoch=8, validation_data=dataset(), validation_steps=4, verbose=0,
                 callbacks=[goodput])
     assert goodput.totals()["evaluation"] > 0
+    assert list((tmp_path / "tensorboard" / "ledger").glob("events.out.tfevents.*"))  # TensorBoard's ledger/
     goodput.saved(0.25)
     record = read_json_object(ranks_path(tmp_path, 2))
     assert record["totals"]["checkpoint"] == 0.25 and record["kept"]["checkpoint"] == 0.25
@@ -114,3 +115,13 @@ def test_an_epoch_that_waits_on_its_input_over_a_quarter_of_the_time_says_so_onc
     model(1).fit(dataset(0.2), epochs=2, steps_per_epoch=4, verbose=0, callbacks=[goodput])
     assert len(lines) == 1 and lines[0].startswith("hpc-train: input: the training steps of epoch ")
     assert "what helps" in lines[0]
+
+
+def test_a_users_fit_in_a_job_writes_its_measures_into_the_run_folder_from_rank_0_alone(tmp_path: Path) -> None:
+    from hpc_train.training.goodput import for_this_job
+
+    chief = for_this_job({"HPC_TRAIN_RUN_DIR": str(tmp_path), "SLURM_RESTART_COUNT": "1", "SLURM_PROCID": "0"})
+    other = for_this_job({"HPC_TRAIN_RUN_DIR": str(tmp_path), "SLURM_PROCID": "1"})
+    assert (chief.run_dir, chief.attempt, other.run_dir) == (tmp_path, 2, None)
+    model(2).fit(dataset(), epochs=1, steps_per_epoch=4, verbose=0, callbacks=[chief])
+    assert read_json_object(ranks_path(tmp_path, 2))["totals"]["compute"] > 0
