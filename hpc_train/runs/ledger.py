@@ -10,7 +10,8 @@ interface (ledger.json, `status`, `report`, docs/goodput.md):
 - `checkpoint`: the blocking part of saves;
 - `evaluation`: validation;
 - `lost`: a failed attempt's time from its last checkpoint (its steps thrown away) to its end;
-- `idle`: the allocation held while no rank trained (the body after the ranks ended);
+- `idle`: the allocation held while no rank trained: from the end of training (the final model's save, the
+  ranks' teardown) or of the ranks, to the attempt's end;
 - `other`: the rest, what none of the above explains.
 
 Beside the allocation, not in it: `queued` (submit to the first start) and `requeued` (pending between attempts).
@@ -38,13 +39,14 @@ class Measured:
 
     `totals`: STEP_CATEGORIES' seconds so far; `kept`: the same at the attempt's last checkpoint, with its `time`
     (what a failure does not throw away); `first_steps`: when the first steps were done; `last`: when it was
-    last written.
+    last written; `trained`: when training ended.
     """
 
     first_steps: float | None = None
     totals: Mapping[str, float] = field(default_factory=dict)
     kept: Mapping[str, float] | None = None
     last: float | None = None
+    trained: float | None = None  # when training ended (fit returned), if it did
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> "Measured":
@@ -55,7 +57,7 @@ class Measured:
             kept = None
         return cls(_number(record.get("first_steps")), totals,
                    None if kept is None else {**kept, "time": float(record["kept"]["time"])},
-                   _number(record.get("last")))
+                   _number(record.get("last")), _number(record.get("trained")))
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,10 @@ def attempt_seconds(attempt: Attempt) -> dict[str, float]:
         kept = measured.kept or {"time": measured.first_steps}
         seconds.update({name: kept.get(name, 0.0) for name in STEP_CATEGORIES})
         seconds["lost"] = _span(max(kept["time"], attempt.started), attempt.ended)
-    else:
+    else:  # idle from when training ended (the final model's save, the teardown) or the ranks did
         seconds.update({name: measured.totals.get(name, 0.0) for name in STEP_CATEGORIES})
-        seconds["idle"] = _span(trained_until, attempt.ended)
+        ended_training = min(measured.trained, trained_until) if measured.trained is not None else trained_until
+        seconds["idle"] = _span(max(ended_training, measured.first_steps), attempt.ended)
     return _with_other(seconds, attempt.wall)
 
 

@@ -30,7 +30,7 @@ def bars(folders: Sequence[Path], sweep: bool) -> list[tuple[str, Mapping[str, f
 
 def draw(plt: Any, drawn: Sequence[tuple[str, Mapping[str, float]]]) -> Any:
     """The figure (pyplot given): one horizontal bar per entry, its categories' shares stacked."""
-    figure, axis = plt.subplots(figsize=(8, 1.2 + 0.45 * len(drawn)))
+    figure, axis = plt.subplots(figsize=(8, 1.4 + 0.45 * len(drawn)))
     labels = [label for label, _ in drawn]
     left = [0.0] * len(drawn)
     for name in CATEGORIES:
@@ -43,7 +43,8 @@ def draw(plt: Any, drawn: Sequence[tuple[str, Mapping[str, float]]]) -> Any:
     axis.invert_yaxis()
     axis.set_xlim(0, 112)
     axis.set_xlabel("share of the allocation's wall time (%); goodput is compute's")
-    axis.legend(ncol=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(drawn) < 3 else -0.15))
+    axis.legend(ncol=len(CATEGORIES), fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False,
+                handlelength=1.2, columnspacing=1.0)
     figure.tight_layout()
     return figure
 

@@ -102,6 +102,7 @@ class Goodput(keras.callbacks.Callback):
         with tf.init_scope():
             self.waited = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="goodput_input_wait")
         self.first_steps: float | None = None
+        self.trained: float | None = None  # when the last fit returned
         self.seconds = dict.fromkeys(STEP_CATEGORIES, 0.0)
         self.kept: dict[str, float] | None = None
         self._wait_base = 0.0  # the variable at the first steps (their wait is start-up's)
@@ -120,6 +121,7 @@ class Goodput(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch_start = self.totals()
+        self.trained = None  # (a later fit of the trainer's stretches trains again)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self.first_steps is not None and self._window is None:
@@ -155,6 +157,7 @@ class Goodput(keras.callbacks.Callback):
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         self._close_window()
+        self.trained = round(time.time(), 3)
         self._write(ledger=True)
         if self.run_dir is not None:  # a job's chief
             held_after_training(self.say)
@@ -197,7 +200,8 @@ class Goodput(keras.callbacks.Callback):
         """The measures into the run folder; at an epoch's end ledger.json too."""
         if self.run_dir is None:
             return
-        record = {"first_steps": self.first_steps, "totals": self.totals(), "last": round(time.time(), 3)}
+        record = {"first_steps": self.first_steps, "totals": self.totals(), "last": round(time.time(), 3),
+                  "trained": self.trained}
         if self.kept is not None:
             record["kept"] = self.kept
         note_ranks(self.run_dir, self.attempt or 1, record)

@@ -94,3 +94,10 @@ def test_the_input_share_is_the_wait_over_the_steps_time() -> None:
 def test_measures_read_from_a_damaged_record_are_not_measured() -> None:
     found = Measured.of({"first_steps": "soon", "totals": {"input": 2, "compute": "x"}, "kept": {"compute": 1}})
     assert found.first_steps is None and found.totals == {"input": 2.0} and found.kept is None
+
+
+def test_after_training_ended_the_held_allocation_is_idle() -> None:
+    attempt = Attempt(1, T0, T0 + 100, ranks_ended=T0 + 98,
+                      measured=Measured(T0 + 10, {"compute": 70.0}, None, None, T0 + 85))
+    seconds = attempt_seconds(attempt)
+    assert seconds["idle"] == 15 and seconds["other"] == pytest.approx(5)
