@@ -37,7 +37,7 @@ from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.epilogue import PREFIX
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
-from hpc_train.injob.ledgered import after_the_attempt, ledgered_step
+from hpc_train.injob.ledgered import after_the_attempt, components_of, ledgered_step
 from hpc_train.injob.record import JobShape, record_job
 from hpc_train.injob.requeue import restart_count
 from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, step_size_arguments
@@ -268,10 +268,11 @@ def _signal(pid: int, signum: int) -> None:
 
 
 def nodes_held(body: JobBody, env: Mapping[str, str]) -> int:
-    """The nodes this attempt holds: its size in a node range, Slurm's count, else the body's (pure)."""
+    """The nodes this attempt holds: its size in a node range, a heterogeneous job's components', Slurm's count,
+    else the body's (pure)."""
     sized = attempt_size(body.node_range, body.tasks_per_node, env)
     count = env.get("SLURM_JOB_NUM_NODES", "")
-    return sized[0] if sized else int(count) if count.isdigit() else body.nodes
+    return sized[0] if sized else sum(components_of(env)) or (int(count) if count.isdigit() else body.nodes)
 
 
 def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str]) -> int:

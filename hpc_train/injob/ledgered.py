@@ -26,12 +26,28 @@ POLL_SECONDS = 0.2  # until the first beat only: a few stat calls
 
 def gpus_held(env: Mapping[str, str], nodes: int, gpus_per_node: int) -> int:
     """The GPUs the attempt holds: Slurm's per node (SLURM_GPUS_PER_NODE, `2` or `a100:2`; SLURM_GPUS_ON_NODE)
-    times its nodes, else the mock launcher's (pure)."""
-    for name in ("SLURM_GPUS_PER_NODE", "SLURM_GPUS_ON_NODE"):
+    times its nodes, else the mock launcher's; a heterogeneous job's, each component's summed (pure)."""
+    components = components_of(env)
+    if components:
+        return sum(gpus_held({key: env.get(f"{key}_HET_GROUP_{index}", "") for key in GPU_VARIABLES}, count, 0)
+                   for index, count in enumerate(components))
+    for name in GPU_VARIABLES:
         found = re.search(r"(\d+)$", env.get(name, "").split(",")[0])
         if found:
             return int(found.group(1)) * nodes
     return gpus_per_node * nodes
+
+
+GPU_VARIABLES = ("SLURM_GPUS_PER_NODE", "SLURM_GPUS_ON_NODE")
+
+
+def components_of(env: Mapping[str, str]) -> list[int]:
+    """A heterogeneous job's nodes per component (SLURM_JOB_NUM_NODES_HET_GROUP_N); [] for a job of one (pure)."""
+    size = env.get("SLURM_HET_SIZE", "")
+    if not size.isdigit() or int(size) < 2:
+        return []
+    counts = [env.get(f"SLURM_JOB_NUM_NODES_HET_GROUP_{index}", "") for index in range(int(size))]
+    return [int(count) for count in counts] if all(count.isdigit() for count in counts) else []
 
 
 class FirstBeat:

@@ -81,3 +81,30 @@ def test_the_gpus_held_are_slurms_per_node_times_the_nodes() -> None:
 def test_a_command_that_never_beat_counts_from_its_start() -> None:
     assert command_measures(10.0, 20.0, None) == {"first_steps": 10.0, "totals": {"compute": 10.0}, "last": 20.0}
     assert command_measures(10.0, 20.0, 25.0)["first_steps"] == 20.0
+
+
+def test_a_heterogeneous_job_holds_every_components_nodes_and_gpus(tmp_path: Path) -> None:
+    from hpc_train.injob.body import JobBody, nodes_held
+
+    env = {"SLURM_HET_SIZE": "2", "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NUM_NODES_HET_GROUP_0": "1",
+           "SLURM_JOB_NUM_NODES_HET_GROUP_1": "2", "SLURM_GPUS_PER_NODE_HET_GROUP_1": "gpu:2"}
+    assert nodes_held(JobBody(tmp_path), env) == 3  # the parameter server's node and the workers' two
+    assert gpus_held(env, 3, 0) == 4  # the workers' GPUs alone
+    assert nodes_held(JobBody(tmp_path, nodes=2), {}) == 2 and nodes_held(JobBody(tmp_path),
+                                                                          {"SLURM_JOB_NUM_NODES": "4"}) == 4
+
+
+def test_a_packed_trials_attempt_is_its_own_in_its_folder(tmp_path: Path) -> None:
+    from hpc_train.injob.ledgered import ledgered_trial, trial_ended
+    from hpc_train.injob.pack.core import Slot, Start
+    from hpc_train.runs.attempts import record_end
+
+    trial = tmp_path / "sweep_3"
+    env = ledgered_trial(trial, Start(3, Slot(1, ("n2",)), 2), {"gpus": 1}, {})
+    assert env == {goodput.ATTEMPT_VARIABLE: "2"} and goodput.attempt_number({**env, "SLURM_RESTART_COUNT": "0"}) == 2
+    goodput.note_ranks(trial, 2, {"first_steps": time.time(), "totals": {"compute": 0.0}})
+    trial_ended(trial, 2, {})
+    record_end(trial, 2, "n2", read_json_object(goodput.body_path(trial, 2))["started"], 0, False)
+    [row] = goodput.write_ledger(trial)["attempts"]
+    assert (row["attempt"], row["nodes"], row["gpus"]) == (2, 1, 1)
+    assert ledgered_trial(trial, Start(3, Slot(1, ("n2",)), 3), {"gpus": 1}, {goodput.SETTING: "0"}) == {}
