@@ -297,7 +297,7 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
         requeues = requeues_done(body.run_dir)
         with ledgered_step(body.run_dir, env, attempt_here[1], nodes_held(body, env), body.gpus_per_node,
-                           body.command):  # the goodput ledger's (ledgered.py)
+                           body.command, attempt_here[3]):  # the goodput ledger's (ledgered.py)
             code = watched_step(body, rank_command, attempt.env)
         final = requeued_for_a_rank(body, code)  # (the chief that asked exits 0, as one that requeued itself)
         final = epilogue(body, code, env) if final != 0 else 0

@@ -91,19 +91,22 @@ def changed_at(files: list[Path]) -> float:
 
 @contextmanager
 def ledgered_step(run_dir: Path, env: Mapping[str, str], number: int, nodes: int, gpus_per_node: int,
-                  command: bool) -> Iterator[None]:
-    """Around the step: the attempt's start and holdings before, when its ranks ended after (and a command's
-    measures). Nothing when HPC_TRAIN_LEDGER turns the ledger off."""
+                  command: bool, started: float | None = None) -> Iterator[None]:
+    """Around the step: the attempt's start (`started`: the body's, before its prologue; else now) and holdings
+    before, when its ranks ended after (and a command's measures). Nothing when HPC_TRAIN_LEDGER turns it off."""
     if not goodput.ledger_on(env):
         yield
         return
-    started = time.time()
+    started = time.time() if started is None else started
     goodput.note_body(run_dir, number, started=round(started, 3), nodes=nodes,
                       gpus=gpus_held(env, nodes, gpus_per_node))
     beat = FirstBeat(run_dir).start() if command else None
+    step_began = time.time()
     previous = signal.getsignal(signal.SIGTERM)
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda signum, frame: _ended_by(signum, run_dir, number, previous))
+        nodes_text = env.get("SLURM_JOB_NODELIST", "")
+        signal.signal(signal.SIGTERM, lambda signum, frame: _ended_by(signum, run_dir, number, previous,
+                                                                      nodes_text, started))
     try:
         yield
     finally:
@@ -114,13 +117,18 @@ def ledgered_step(run_dir: Path, env: Mapping[str, str], number: int, nodes: int
         if beat is not None:
             beat.stop()
             if not goodput.has_ranks_measures(run_dir, number):  # its own callback's measures stand
-                goodput.note_ranks(run_dir, number, command_measures(started, ended, beat.beat or beat.logged))
+                goodput.note_ranks(run_dir, number, command_measures(step_began, ended, beat.beat or beat.logged))
 
 
-def _ended_by(signum: int, run_dir: Path, number: int, previous: Any) -> None:
-    """Slurm ends the attempt (a requeue, a cancel): its end noted, then the signal does what it did before."""
+def _ended_by(signum: int, run_dir: Path, number: int, previous: Any, nodes: str, started: float) -> None:
+    """Slurm ends the attempt (a requeue, a cancel): its end noted, then the signal does what it did before. A
+    requeue's (the time-limit warning's, recorded for this attempt) also into state.json's ends, which the body
+    that Slurm's SIGTERM ends would otherwise never write: the next attempts must not drop it."""
     now = round(time.time(), 3)
     goodput.note_body(run_dir, number, ranks_ended=now, ended=now)
+    last = (attempts.history(run_dir) or [{}])[-1]
+    if last.get("attempt") == number and last.get("action") == "requeued":
+        attempts.record_end(run_dir, number, nodes, started, 0, True)
     if callable(previous):
         previous(signum, None)
         return

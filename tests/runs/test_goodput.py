@@ -80,3 +80,14 @@ def test_an_attempt_in_state_json_from_the_body_alone_still_counts(tmp_path: Pat
 @pytest.mark.parametrize("value, on", [("0", False), ("off", False), ("no", False), ("1", True), ("", True)])
 def test_hpc_train_ledger_turns_it_off(value: str, on: bool) -> None:
     assert goodput.ledger_on({goodput.SETTING: value}) is on and goodput.ledger_on({})
+
+
+def test_the_final_save_and_evaluation_are_added_and_training_ends_after_them(tmp_path: Path) -> None:
+    env = {"SLURM_RESTART_COUNT": "1"}
+    goodput.add_to_measures(tmp_path, env, checkpoint=1.0)  # never measured: nothing written
+    assert not goodput.ranks_path(tmp_path, 2).exists()
+    goodput.note_ranks(tmp_path, 2, {"first_steps": T0, "totals": {"checkpoint": 0.5, "compute": 9.0}, "trained": T0})
+    goodput.add_to_measures(tmp_path, env, checkpoint=1.0, evaluation=2.0)
+    record = json.loads(goodput.ranks_path(tmp_path, 2).read_text())
+    assert record["totals"] == {"checkpoint": 1.5, "compute": 9.0, "evaluation": 2.0}
+    assert record["trained"] >= time.time() - 5
