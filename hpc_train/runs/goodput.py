@@ -75,14 +75,16 @@ def note_ranks(run_dir: Path, number: int, measured: Mapping[str, Any]) -> None:
 
 def add_to_measures(run_dir: Path, env: Mapping[str, str], **seconds: float) -> None:
     """Seconds added to this attempt's step categories after training (the final model's save, its final
-    evaluation), the end of training moved to now; nothing with the ledger off or never measured. Never raises."""
+    evaluation; `after` counts them, out of the idle time after training); nothing with the ledger off or never
+    measured. Never raises."""
     number = attempt_number(env)
     record = read_json_object(ranks_path(run_dir, number))
     if not ledger_on(env) or not record:
         return
     totals = record.get("totals") if isinstance(record.get("totals"), dict) else {}
     added = {name: round(float(totals.get(name) or 0.0) + value, 4) for name, value in seconds.items()}
-    note_ranks(run_dir, number, {**record, "totals": {**totals, **added}, "trained": round(time.time(), 3)})
+    after = float(record.get("after") or 0.0) + sum(seconds.values())
+    note_ranks(run_dir, number, {**record, "totals": {**totals, **added}, "after": round(after, 4)})
 
 
 def has_ranks_measures(run_dir: Path, number: int) -> bool:

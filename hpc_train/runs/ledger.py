@@ -10,8 +10,8 @@ interface (ledger.json, `status`, `report`, docs/goodput.md):
 - `checkpoint`: the blocking part of saves;
 - `evaluation`: validation;
 - `lost`: a failed attempt's time from its last checkpoint (its steps thrown away) to its end;
-- `idle`: the allocation held while no rank trained: from the end of training (the final model's save, the
-  ranks' teardown) or of the ranks, to the attempt's end;
+- `idle`: the allocation held while no rank trained: from the end of training (the ranks' teardown; the final
+  model's save and evaluation, measured, are theirs) or of the ranks, to the attempt's end;
 - `other`: the rest, what none of the above explains.
 
 Beside the allocation, not in it: `queued` (submit to the first start) and `requeued` (pending between attempts).
@@ -47,6 +47,7 @@ class Measured:
     kept: Mapping[str, float] | None = None
     last: float | None = None
     trained: float | None = None  # when training ended (fit returned), if it did
+    after: float = 0.0  # the step categories' seconds measured after that (the final model's save, evaluation)
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> "Measured":
@@ -57,7 +58,7 @@ class Measured:
             kept = None
         return cls(_number(record.get("first_steps")), totals,
                    None if kept is None else {**kept, "time": float(record["kept"]["time"])},
-                   _number(record.get("last")), _number(record.get("trained")))
+                   _number(record.get("last")), _number(record.get("trained")), _number(record.get("after")) or 0.0)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def attempt_seconds(attempt: Attempt) -> dict[str, float]:
     else:  # idle from when training ended (the final model's save, the teardown) or the ranks did
         seconds.update({name: measured.totals.get(name, 0.0) for name in STEP_CATEGORIES})
         ended_training = min(measured.trained, trained_until) if measured.trained is not None else trained_until
-        seconds["idle"] = _span(max(ended_training, measured.first_steps), attempt.ended)
+        seconds["idle"] = max(0.0, _span(max(ended_training, measured.first_steps), attempt.ended) - measured.after)
     return _with_other(seconds, attempt.wall)
 
 

@@ -101,3 +101,11 @@ def test_after_training_ended_the_held_allocation_is_idle() -> None:
                       measured=Measured(T0 + 10, {"compute": 70.0}, None, None, T0 + 85))
     seconds = attempt_seconds(attempt)
     assert seconds["idle"] == 15 and seconds["other"] == pytest.approx(5)
+
+
+def test_what_was_measured_after_training_is_not_idle() -> None:
+    attempt = Attempt(1, T0, T0 + 100, ranks_ended=T0 + 98,
+                      measured=Measured(T0 + 10, {"compute": 70.0, "checkpoint": 2.0, "evaluation": 3.0}, None, None,
+                                        T0 + 85, after=5.0))
+    seconds = attempt_seconds(attempt)
+    assert seconds["idle"] == 10 and seconds["other"] == pytest.approx(5)
