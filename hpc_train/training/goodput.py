@@ -214,7 +214,7 @@ def held_after_training(say: Callable[[str], None], after: float = HELD_AFTER_SE
     process that has left by then says nothing: the timer's thread does not keep it)."""
     timer = threading.Timer(after, lambda: say(
         f"hpc-train: training stopped {after:.0f} s ago, but the job still holds its allocation (the process has "
-        "not ended: a teardown or a peer it waits for); its time counts as idle or other in the ledger"))
+        "not ended: a teardown or a peer it waits for); its time counts as idle in the ledger"))
     timer.daemon = True
     timer.start()
     return timer

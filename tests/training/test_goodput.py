@@ -125,3 +125,18 @@ def test_a_users_fit_in_a_job_writes_its_measures_into_the_run_folder_from_rank_
     assert (chief.run_dir, chief.attempt, other.run_dir) == (tmp_path, 2, None)
     model(2).fit(dataset(), epochs=1, steps_per_epoch=4, verbose=0, callbacks=[chief])
     assert read_json_object(ranks_path(tmp_path, 2))["totals"]["compute"] > 0
+
+
+def test_a_process_that_stopped_training_but_holds_its_allocation_says_so() -> None:
+    import threading
+
+    from hpc_train.training.goodput import held_after_training
+
+    said = threading.Event()
+    lines: list[str] = []
+    held_after_training(lambda line: (lines.append(line), said.set()), after=0.05)
+    assert said.wait(30)
+    assert lines == ["hpc-train: training stopped 0 s ago, but the job still holds its allocation (the process has "
+                     "not ended: a teardown or a peer it waits for); its time counts as idle in the ledger"]
+    held_after_training(lines.append, after=30).cancel()  # cancelled (the process ended first): nothing said
+    assert len(lines) == 1
