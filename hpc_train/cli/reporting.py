@@ -72,7 +72,8 @@ def say_ledger(record) -> None:  # (JobRecord)
     from hpc_train.runs.folders import element_folders
 
     folders = element_folders(record) if record.is_sweep else [Path(record.folder)]
-    if line := ledgerplot.report_line(Path(record.folder), folders, record.is_sweep):
+    pack = ledgerplot.read_pack_state(Path(record.folder)) if record.pack else None
+    if line := ledgerplot.report_line(Path(record.folder), folders, record.is_sweep, pack):
         print(line)
 
 

@@ -77,6 +77,6 @@ def run(args: argparse.Namespace) -> int:
         run_files = views.read_run(Path(record.folder))
         lines = views.job_lines(record, slurm_view(record, slurm, run_files), run_files, views.chief_log(record),
                                 DEFAULT_MAX_RETRIES)
-    lines += goodput.status_lines(element_folders(record) if record.is_sweep else [Path(record.folder)])  # ledger
+    lines += goodput.record_lines(record)  # the goodput ledger's line (runs/goodput.py)
     print("\n".join(lines))
     return 0

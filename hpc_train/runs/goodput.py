@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.runs import attempts, ledger
-from hpc_train.runs.folders import RECORD
+from hpc_train.runs.folders import RECORD, JobRecord, element_folders
+from hpc_train.runs.packed import read_pack_state
 from hpc_train.runs.state import read_json_object, read_state, write_json_atomically
 
 LEDGER_FILE = "ledger.json"
@@ -141,19 +142,46 @@ def read_ledger(run_dir: Path) -> dict[str, Any]:
     return read_json_object(Path(run_dir) / LEDGER_FILE)
 
 
-def status_lines(folders: Sequence[Path]) -> list[str]:
-    """`status`'s line, `goodput 71%: input 18%, ...`, from the ledgers made now (a sweep's or a pack's: its
-    elements' summed); none before any attempt was measured."""
-    totals: dict[str, float] = {}
+def status_lines(folders: Sequence[Path], pack: Mapping[str, Any] | None = None, now: float | None = None) -> list[str]:
+    """`status`'s line, `goodput 71%: input 18%, ...`, from the ledgers made now: a sweep's or a pack's elements
+    summed, each attempt weighted by its nodes (node-seconds), and a pack's slots with no trial as idle (`pack`: its
+    pack state, runs/packed.py); none before any attempt was measured."""
+    now = time.time() if now is None else now
+    totals = dict.fromkeys(ledger.CATEGORIES, 0.0)
     for folder in folders:
         try:
-            made = make_ledger(Path(folder))
+            made = make_ledger(Path(folder), now)
         except (OSError, ValueError, TypeError):
             continue
-        for name in ledger.CATEGORIES:
-            totals[name] = totals.get(name, 0.0) + made["total"][name]
+        for row in made["attempts"]:
+            for name in ledger.CATEGORIES:
+                totals[name] += row[name] * max(1, int(row.get("nodes") or 1))
+    totals["idle"] += pack_idle(pack, now) if pack else 0.0
     line = ledger.status_line(totals)
     return [f"  {line}"] if line else []
+
+
+def record_lines(record: JobRecord) -> list[str]:
+    """`status`'s ledger line for a job, a sweep or a packed sweep (its record)."""
+    if not record.is_sweep:
+        return status_lines([Path(record.folder)])
+    return status_lines(element_folders(record), read_pack_state(Path(record.folder)) if record.pack else None)
+
+
+def pack_idle(state: Mapping[str, Any], now: float) -> float:
+    """A packed sweep's node-seconds with no trial, from its first trial's start to its last end (or now)."""
+    slots = {int(slot["index"]): len(slot.get("nodes") or []) or 1 for slot in state.get("slots") or []
+             if isinstance(slot, dict) and "index" in slot}
+    runs: dict[int, list[tuple[float, float]]] = {index: [] for index in slots}
+    for entry in state.get("trials") or []:
+        for run in (entry.get("runs") or []) if isinstance(entry, dict) else []:
+            if isinstance(run.get("started"), (int, float)) and run.get("slot") in runs:
+                runs[run["slot"]].append((float(run["started"]), float(run.get("ended") or now)))
+    spans = [span for held in runs.values() for span in held]
+    if not spans:
+        return 0.0
+    return ledger.idle_slots([(slots[index], held) for index, held in runs.items()], min(begin for begin, _ in spans),
+                             max(end for _, end in spans))
 
 
 def _measured_numbers(run_dir: Path) -> list[int]:

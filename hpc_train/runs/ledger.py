@@ -128,6 +128,16 @@ def ledger(attempts: Sequence[Attempt], submitted: float | None = None) -> dict[
             "goodput": round(total["compute"] / wall, 4) if wall > 0 else None}
 
 
+def idle_slots(slots: Sequence[tuple[int, Sequence[tuple[float, float]]]], start: float, end: float) -> float:
+    """A pack's node-seconds with no trial on them, from `start` to `end`: each slot's (its nodes, its trials'
+    runs as (start, end)) time without a run, times its nodes."""
+    idle = 0.0
+    for nodes, runs in slots:
+        busy = sum(_span(max(begin, start), min(finish, end)) for begin, finish in runs)
+        idle += max(0.0, (end - start) - busy) * nodes
+    return idle
+
+
 def shares(seconds: Mapping[str, float]) -> dict[str, float]:
     """Each category's share (0 to 1) of the wall time its seconds add up to."""
     wall = sum(seconds.get(name, 0.0) for name in CATEGORIES)

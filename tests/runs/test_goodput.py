@@ -91,3 +91,20 @@ def test_the_final_save_and_evaluation_are_added_and_training_ends_after_them(tm
     record = json.loads(goodput.ranks_path(tmp_path, 2).read_text())
     assert record["totals"] == {"checkpoint": 1.5, "compute": 9.0, "evaluation": 2.0}
     assert record["trained"] == T0 and record["after"] == 3.0  # out of the idle time after training
+
+
+def test_status_of_a_packed_sweep_counts_its_slots_without_a_trial_as_idle(tmp_path: Path) -> None:
+    from hpc_train.runs.folders import JobRecord, element_folders
+    from hpc_train.runs.packed import STATE as PACK_STATE
+
+    record = JobRecord("9", "s", str(tmp_path / "runs" / "s-9"), 2, 2, "multiworker", T0, sweep="9",
+                       elements=[{}, {}], pack={"nodes": 1})
+    trial = element_folders(record)[0]
+    attempt(trial, 1, 0, 100, first=0, compute=98)  # one node, 100 s: compute, and the other node had no trial
+    pack = {"slots": [{"index": 0, "nodes": ["n1"]}, {"index": 1, "nodes": ["n2"]}],
+            "trials": [{"index": 0, "runs": [{"slot": 0, "started": T0, "ended": T0 + 100}]}]}
+    (tmp_path / "runs" / "s-9").mkdir()
+    (tmp_path / "runs" / "s-9" / PACK_STATE).write_text(json.dumps(pack))
+    [line] = goodput.record_lines(record)
+    # Per node: trial 0's 2 nodes x 100 s (as its attempt records them) and slot 1's node idle 100 s.
+    assert line.startswith("  goodput 65%: ") and "idle 34%" in line, line

@@ -109,3 +109,12 @@ def test_what_was_measured_after_training_is_not_idle() -> None:
                                         T0 + 85, after=5.0))
     seconds = attempt_seconds(attempt)
     assert seconds["idle"] == 10 and seconds["other"] == pytest.approx(5)
+
+
+def test_a_packs_slots_without_a_trial_are_idle_node_seconds() -> None:
+    from hpc_train.runs.ledger import idle_slots
+
+    # Slot 0 (one node) ran two trials back to back with a 10 s gap; slot 1 (two nodes) one trial for half the time.
+    slots = [(1, [(0.0, 40.0), (50.0, 100.0)]), (2, [(0.0, 50.0)])]
+    assert idle_slots(slots, 0.0, 100.0) == 10 + 2 * 50
+    assert idle_slots([(1, [(-10.0, 200.0)])], 0.0, 100.0) == 0  # a run beyond the span counts within it

@@ -33,8 +33,12 @@ def test_a_sweep_or_a_pack_has_a_bar_per_trial_and_the_sweeps_total(tmp_path: Pa
     measured_attempt(trials[0], 1, 0, 30)
     measured_attempt(trials[2], 1, 0, 50)  # trial 1 never started: no bar
     drawn = ledgerplot.bars(trials, sweep=True)
-    assert [label for label, _ in drawn] == ["trial 0", "trial 2", "sweep"]
+    assert [label for label, _ in drawn] == ["trial 0", "trial 2", "sweep (node-s)"]
     assert drawn[-1][1]["compute"] == 80 and set(CATEGORIES) <= set(drawn[-1][1])
+    # A pack: its slot 1 held no trial for the 70 s slot 0 ran one: idle in the sweep's total.
+    pack = {"slots": [{"index": 0, "nodes": ["n1"]}, {"index": 1, "nodes": ["n2"]}],
+            "trials": [{"index": 0, "runs": [{"slot": 0, "started": T0, "ended": T0 + 70}]}]}
+    assert ledgerplot.bars(trials, True, pack, now=T0 + 100)[-1][1]["idle"] == drawn[-1][1]["idle"] + 70
     line = ledgerplot.report_line(tmp_path, trials, True)
     assert line == f"wrote {tmp_path / 'ledger.png'} (the goodput ledger: where the allocation's time went)"
     assert ledgerplot.report_line(tmp_path, [tmp_path / "none"], False) is None
