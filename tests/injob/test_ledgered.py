@@ -60,11 +60,12 @@ def test_slurms_sigterm_during_the_step_notes_the_attempts_end_and_still_ends_th
     job = subprocess.Popen([sys.executable, "-m", "hpc_train", "job", "--run-dir", "run", "--", "train"],
                            cwd=tmp_path, env=env, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert ready.exists()  # the step runs (a TERM before, in the prologue, is ignored)
         job.send_signal(signal.SIGTERM)  # Slurm's, to the batch shell (and to the step, which the fake leaves)
-        job.wait(timeout=30)
+        job.wait(timeout=60)
     finally:
         os.killpg(job.pid, signal.SIGKILL)  # the fake srun, which Slurm would have ended
     assert job.returncode == -signal.SIGTERM
