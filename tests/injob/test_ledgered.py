@@ -58,7 +58,8 @@ def test_slurms_sigterm_during_the_step_notes_the_attempts_end_and_still_ends_th
     waiting_srun(tmp_path / "bin", record, ready)
     env = {**without_slurm(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
     job = subprocess.Popen([sys.executable, "-m", "hpc_train", "job", "--run-dir", "run", "--", "train"],
-                           cwd=tmp_path, env=env, stderr=subprocess.DEVNULL, start_new_session=True)
+                           cwd=tmp_path, env=env, stderr=subprocess.DEVNULL, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))  # a batch shell's
     try:
         deadline = time.monotonic() + 120
         while not ready.exists() and time.monotonic() < deadline:
