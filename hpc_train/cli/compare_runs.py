@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         for line in utilization.report_lines(Path(record.folder)):  # a timeline per GPU (utilization/plot.py), also
             print(line)  # for a command that wrote no metrics
         states = {0: "local" if record.is_local else views.known_state(job_state(record.job_id, slurm)[0], runs[0])}
+    say_ledger(record)
     if record.is_sweep and not any(run.epochs for run in runs) and \
             trials.has_study(Path(record.folder), element_folders(record)):
         # A command's sweep: its objective is what it reported to the study (hpc_train.report), no metrics.json.
@@ -69,6 +70,19 @@ def run(args: argparse.Namespace) -> int:
         raise HpcTrainError(f"--export applies to a sweep (its best element); {args.job} is one job: its settings are "
                             f"its run folder's config.yaml")
     return 0
+
+
+def say_ledger(record) -> None:  # (JobRecord)
+    """ledger.png beside the report: a bar per attempt, or per trial with the sweep's total (runs/ledgerplot.py)."""
+    from pathlib import Path
+
+    from hpc_train.runs import ledgerplot
+    from hpc_train.runs.folders import element_folders
+
+    folders = element_folders(record) if record.is_sweep else [Path(record.folder)]
+    pack = ledgerplot.read_pack_state(Path(record.folder)) if record.pack else None
+    if line := ledgerplot.report_line(Path(record.folder), folders, record.is_sweep, pack):
+        print(line)
 
 
 def say_pack(record):  # (JobRecord) -> (each trial's state by index, pack-timeline.png or None)

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hpc_train.config import DEFAULT_MAX_RETRIES
-    from hpc_train.runs import views
+    from hpc_train.runs import goodput, views
     from hpc_train.runs.folders import element_folders, find_record
     from hpc_train.slurm.client import SlurmClient
     from hpc_train.slurm.follow import element_states
@@ -79,5 +79,6 @@ def run(args: argparse.Namespace) -> int:
         lines = views.job_lines(record, slurm_view(record, slurm, run_files), run_files, views.chief_log(record),
                                 DEFAULT_MAX_RETRIES)
         lines += utilization.status_lines(Path(record.folder))  # its GPUs, busy and idle (utilization/summary.py)
+    lines += goodput.record_lines(record)  # the goodput ledger's line (runs/goodput.py)
     print("\n".join(lines))
     return 0

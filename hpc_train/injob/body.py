@@ -37,6 +37,7 @@ from hpc_train.errors import HpcTrainError, report
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
+from hpc_train.injob.ledgered import after_the_attempt, components_of, ledgered_step
 from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, step_size_arguments
 from hpc_train.injob.started_with_sbatch import JobShape, record_job
 from hpc_train.injob.tracked import tracked_attempt
@@ -286,6 +287,14 @@ def _signal(pid: int, signum: int) -> None:
         pass  # it ended meanwhile
 
 
+def nodes_held(body: JobBody, env: Mapping[str, str]) -> int:
+    """The nodes this attempt holds: its size in a node range, a heterogeneous job's components', Slurm's count,
+    else the body's (pure)."""
+    sized = attempt_size(body.node_range, body.tasks_per_node, env)
+    count = env.get("SLURM_JOB_NUM_NODES", "")
+    return sized[0] if sized else sum(components_of(env)) or (int(count) if count.isdigit() else body.nodes)
+
+
 def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str]) -> int:
     """The whole sequence (see the module's docstring); the job's exit code."""
     from hpc_train.runs.secret import PRIVATE_FOLDER, secret_environ
@@ -312,13 +321,17 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     with tracked_attempt(body, env, ended, under_slurm(env)) as attempt:  # the job's MLflow run, when it has one
         if ended is not None:
             record_end(*attempt_here, ended, ended == 0, tasks=tasks)
+            after_the_attempt(body.run_dir, env)
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
-        code = watched_step(body, rank_command, attempt.env)
+        with ledgered_step(body.run_dir, env, attempt_here[1], nodes_held(body, env), body.gpus_per_node,
+                           body.command, attempt_here[3]):  # the goodput ledger's (ledgered.py)
+            code = watched_step(body, rank_command, attempt.env)
         final = requeued_for_a_rank(body, code)  # (the chief that asked exits 0, as one that requeued itself)
         final = epilogue(body, code, env) if final != 0 else 0
         # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
         goes_on = (code != 0 and final == 0) or requeues_done(body.run_dir) > requeues
         record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on, tasks=tasks)
+        after_the_attempt(body.run_dir, env)
         attempt.ended(code, final)
     return settle_trial(body.run_dir, final, goes_on)
 

@@ -198,6 +198,7 @@ class JobTracking:
         try:
             if status is None:  # requeued or retried: the next attempt goes on with this run
                 mlflow_run.log_epochs(self.mlflow, str(self.run_id), self.run_dir)
+                mlflow_run.log_ledger(self.mlflow, str(self.run_id), self.run_dir)  # this attempt's, counted
                 return
             mlflow_run.close_run(self.mlflow, str(self.run_id), self.run_dir, status, self._tags())
             close_parent_when_done(self.mlflow, self.record, self.run_dir)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.runs.goodput import LEDGER_FILE, read_ledger
+from hpc_train.runs.ledger import BESIDE, CATEGORIES
 from hpc_train.runs.metrics import epochs_in, metrics_path, read_metrics
 from hpc_train.runs.state import read_tracking, write_tracking
 from hpc_train.tracking.settings import MISSING, TrackSettings, artifact_root, epochs_to_log, params_of, ui_hint
@@ -100,6 +102,23 @@ def log_epochs(mlflow: Any, run_id: str, run_dir: Path) -> int:
     return new[-1][0]
 
 
+def log_ledger(mlflow: Any, run_id: str, run_dir: Path) -> None:
+    """The goodput ledger's totals so far (ledger.json, runs/goodput.py), at the step of the attempts it counts:
+    `goodput` and each category's seconds (`ledger_input_seconds`...)."""
+    from mlflow.entities import Metric
+
+    made = read_ledger(run_dir)
+    if not made.get("attempts") or not isinstance(made.get("total"), dict):
+        return
+    now, step = int(time.time() * 1000), len(made["attempts"])
+    seconds = {**{name: made["total"].get(name) for name in CATEGORIES}, **{name: made.get(name) for name in BESIDE}}
+    points = [Metric(f"ledger_{name}_seconds", float(value), now, step) for name, value in seconds.items()
+              if isinstance(value, (int, float))]
+    if isinstance(made.get("goodput"), (int, float)):
+        points.append(Metric("goodput", float(made["goodput"]), now, step))
+    mlflow.log_batch(run_id, metrics=points)
+
+
 def log_new_params(mlflow: Any, run_id: str, params: dict[str, str]) -> None:
     """The parameters the run does not hold yet (MLflow refuses to change one)."""
     from mlflow.entities import Param
@@ -115,6 +134,7 @@ def close_run(mlflow: Any, run_id: str, run_dir: Path, status: str, tags: dict[s
     from mlflow.entities import RunTag
 
     log_epochs(mlflow, run_id, run_dir)
+    log_ledger(mlflow, run_id, run_dir)
     mlflow.log_batch(run_id, tags=[RunTag(key, value) for key, value in tags.items()])
     for artifact in artifacts(run_dir):
         mlflow.log_artifact(run_id, str(artifact))
@@ -123,8 +143,9 @@ def close_run(mlflow: Any, run_id: str, run_dir: Path, status: str, tags: dict[s
 
 
 def artifacts(run_dir: Path) -> list[Path]:
-    """What a run's end uploads: the final model and metrics.json, those there are."""
-    return [path for path in (Path(run_dir) / "model.keras", metrics_path(run_dir)) if path.is_file()]
+    """What a run's end uploads: the final model, metrics.json and ledger.json, those there are."""
+    return [path for path in (Path(run_dir) / "model.keras", metrics_path(run_dir), Path(run_dir) / LEDGER_FILE)
+            if path.is_file()]
 
 
 # A run's statuses once it has ended (MLflow's RunStatus): closed, its end time set.

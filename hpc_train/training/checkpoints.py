@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,7 @@ class StepSaver:
         # cost to the training loop.
         self.timings: list[dict[str, float]] = []
         self.last_end = time.perf_counter()  # when the last save ended (or this run's training began)
+        self.after_save: list[Callable[[float], None]] = []  # told each save's seconds (the goodput ledger's)
 
     def __call__(self) -> str:
         coordinator = getattr(self.model, "_cluster_coordinator", None)
@@ -98,6 +100,8 @@ class StepSaver:
             self.saved[step] = self.manager.save(checkpoint_number=step)
             self.last_end = time.perf_counter()
             self.timings.append({"step": step, "seconds": round(self.last_end - started, 4)})
+            for listener in self.after_save:
+                listener(self.last_end - started)
         return self.saved[step]
 
     @property

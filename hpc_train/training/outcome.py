@@ -24,6 +24,7 @@ from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
 from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
 from hpc_train.runs import attempts
+from hpc_train.runs.goodput import add_to_measures
 from hpc_train.runs.metrics import metrics_path
 from hpc_train.runs.requeue import requeue_stopped
 from hpc_train.runs.state import write_state
@@ -144,12 +145,17 @@ def finished(model: Any, config: TrainConfig, user_task: TaskModule, paths: RunP
 
     `report`: the callbacks' EpochReport, which writes metrics.json with the final figures in its totals.
     """
+    began = time.perf_counter()
     save_model_atomically(model, paths.model)
+    saved = time.perf_counter() - began
     log(paths.rank, f"finished; weights digest {weights_digest(model.get_weights())}")
     if not paths.rank.is_chief:
         return
+    began = time.perf_counter()
     final = (final_metrics(user_task, model, config) if user_task.has("final_metrics")
              else last_validation(report.epochs))
+    # The final model's save and evaluation, into the goodput ledger's measures (runs/goodput.py).
+    add_to_measures(paths.output, os.environ, checkpoint=saved, evaluation=time.perf_counter() - began)
     report.write(final)
     write_state(paths.output, "finished", epochs=config.epochs, **final)
     (paths.output / attempts.PROGRESS_FILE).unlink(missing_ok=True)  # for a failure's steps redone: none now

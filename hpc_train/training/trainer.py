@@ -228,6 +228,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
     from hpc_train.training.callbacks import (EpochCheckpoint, FirstSteps, ProgressBeat, PruneAtRungs,
                                               StopAtStepBoundary, agreement, any_rank)
     from hpc_train.training.checkpoints import timed_save_due
+    from hpc_train.training.goodput import trainers_goodput
     from hpc_train.training.keras import keras
     from hpc_train.training.pruning import reports
 
@@ -239,8 +240,8 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
             report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
             report.summary["failures"] = attempts.count_failure_cost(paths.output)
 
-    # The report first: its epoch's training time then leaves out the save, with validation or without.
-    callbacks: list[Any] = [FirstSteps(started), report,
+    # The ledger's first, the report before the save: their epoch's times leave the save out (goodput.py).
+    callbacks: list[Any] = [*trainers_goodput(paths, save, report.print_line), FirstSteps(started), report,
                             EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
     if rank.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(tensorboard_dir(paths.output)), write_graph=False))

@@ -98,3 +98,21 @@ def test_status_says_the_partition_sacct_remembers(work: Path, monkeypatch: pyte
     code, out, err = run_main(["status", "1"], capsys)
     assert code == 0, err
     assert out.splitlines()[1] == "  nodes:   node[1-2] (2 tasks, multiworker), partition debug"
+
+
+def test_status_sums_the_ledger_in_one_line_and_report_draws_it(work: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.runs import goodput
+
+    folder = work / "runs" / "mnist-2node-1"  # its attempt ran 999 to 1066 (67 s); its ranks measured it
+    goodput.note_body(folder, 1, started=999.0, nodes=2, gpus=0, ranks_ended=1065.0)
+    goodput.note_ranks(folder, 1, {"first_steps": 1003.0, "totals": {"input": 12.0, "compute": 47.6,
+                                                                       "checkpoint": 1.3}, "trained": 1064.8})
+    slurm(work, monkeypatch, FORGOTTEN)
+    code, out, err = run_main(["status", "1"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[-1] == "  goodput 71%: input 18%, startup 6%, checkpoint 2%, lost 0%, idle 2%, other 1%"
+    code, out, err = run_main(["report", "1"], capsys)
+    assert code == 0, err
+    assert f"wrote runs/mnist-2node-1/{'ledger.png'} (the goodput ledger: where the allocation's time went)" in out
+    assert (folder / "ledger.png").is_file()

@@ -171,6 +171,24 @@ def test_mnist_2node_forms_one_cluster_and_learns(uninterrupted: Job) -> None:
     assert (uninterrupted.run_dir() / "checkin.secret").stat().st_mode & 0o777 == 0o600
     assert "without a job secret" not in log and "check-in: dropped" not in log
     assert left_in_tmp(uninterrupted) == []  # no file of its ranks outlives it outside its run folder
+    # The goodput ledger (docs/goodput.md): what none of its categories explains is at most 5% of the demo job's.
+    ledger = assert_ledger_adds_up(uninterrupted, attempts=1)
+    assert ledger["total"]["other"] <= 0.05 * ledger["total"]["wall"], ledger
+    assert ledger["total"]["compute"] > 0 and ledger["total"]["startup"] > 0 and ledger["node_seconds"] > 0
+
+
+def assert_ledger_adds_up(job: Job, attempts: int) -> dict:
+    """ledger.json's attempts, each one state.json's, their categories adding up to their starts and ends
+    (within 5%)."""
+    from hpc_train.runs.ledger import CATEGORIES
+
+    ledger = json.loads((job.run_dir() / "ledger.json").read_text())
+    ended = job.run_state()["ended"]
+    assert [row["attempt"] for row in ledger["attempts"]] == [entry["attempt"] for entry in ended] == list(
+        range(1, attempts + 1)), (ledger, ended)
+    wall = sum(entry["ended"] - entry["started"] for entry in ended)
+    assert abs(sum(ledger["total"][name] for name in CATEGORIES) - wall) <= 0.05 * wall, (ledger, ended)
+    return ledger
 
 
 def assert_resumed_as_if_never_stopped(job: Job, uninterrupted: Job) -> None:
@@ -198,10 +216,13 @@ def test_a_warned_job_checkpoints_requeues_itself_and_resumes(cluster: LocalClus
     assert_resumed_as_if_never_stopped(job, uninterrupted)
     assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it resumes from there", job.log())
     assert "Terminated" not in job.log() and "Killed" not in job.log()  # the tasks had left before the requeue
+    ledger = assert_ledger_adds_up(job, attempts=2)  # the requeue keeps the first attempt; it saved: nothing lost
+    assert ledger["total"]["lost"] == 0 and ledger["requeued"] > 0
     [run] = mlflow_server.runs(f"requeued-{tmp_path.name}")  # one run for both attempts and both ranks
     for figure in ("loss", "val_accuracy", "images_per_second"):
         assert mlflow_server.steps(run.info.run_id, figure) == list(range(1, EPOCHS + 1))  # each epoch once
     assert run.info.status == "FINISHED" and "warning: MLflow" not in job.log()
+    assert run.data.metrics["goodput"] == pytest.approx(ledger["goodput"], abs=0.01)  # the ledger, in MLflow
     assert run.data.params["epochs"] == str(EPOCHS) and run.data.params["nodes"] == "2"
     assert run.data.tags["hpc_train.job_id"] == job.id and run.data.tags["hpc_train.attempts"] == "2"
     assert "the time-limit warning" in run.data.tags["hpc_train.attempts_why"]
@@ -369,6 +390,12 @@ def assert_healed(job: Job, uninterrupted: Job, action: str, cause: str, blamed:
     [entry] = job.run_state()["attempts"]
     assert (entry["action"], entry["cause"], entry["excluded"]) == (action, cause, [blamed]), entry
     assert entry["seconds_lost"] > 0 and job.metrics()["totals"]["failures"] == 1
+    # The ledger keeps both attempts; the failed one's `lost` covers its steps redone (from the checkpoint the retry
+    # resumed from) to its failure's end, the gap until the retry is `requeued`.
+    ledger = assert_ledger_adds_up(job, attempts=2)
+    failed, resumed = ledger["attempts"]
+    assert failed["lost"] >= entry["time"] - entry["checkpoint_time"] - 1.0 and resumed["lost"] == 0, (ledger, entry)
+    assert ledger["requeued"] > 0
     last_attempt = job.log().rsplit("hpc-train: job ", 1)[1]
     assert re.search(r"rank 1 is worker 1 at node\d+", last_attempt) and f" at {blamed}:" not in last_attempt
     shown = subprocess.run(["scontrol", "show", "job", job.id], env=job.env, capture_output=True, text=True).stdout

@@ -58,7 +58,11 @@ def test_every_rank_of_a_command_joins_the_jobs_one_run(mlflow_server: MlflowSer
     [folder] = (tmp_path / "runs").glob("cmd-local-*")
     assert run.data.tags["hpc_train.job_id"] == "local" + folder.name.partition("-local")[2]
     assert run.data.tags["hpc_train.attempts"] == "1"
-    assert "metrics.json" in [artifact.path for artifact in mlflow_server.client().list_artifacts(run.info.run_id)]
+    uploaded = [artifact.path for artifact in mlflow_server.client().list_artifacts(run.info.run_id)]
+    assert "metrics.json" in uploaded and "ledger.json" in uploaded
+    # The goodput ledger where users look: goodput and each category's seconds, at the attempts counted (1).
+    assert 0 <= run.data.metrics["goodput"] <= 1 and mlflow_server.steps(run.info.run_id, "goodput") == [1]
+    assert run.data.metrics["ledger_compute_seconds"] + run.data.metrics["ledger_startup_seconds"] > 0
 
 
 def test_a_dead_server_is_a_warning_and_track_sync_uploads_the_run_later(mlflow_server: MlflowServer,

@@ -32,6 +32,7 @@ from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob.pack.core import (CANCELLED, DONE, NODE_LOST, PRUNED, PackState, Start, as_json, cancel_waiting,
                                        end_words, ended, from_json, nodes_lost, on_lost_node, slots_of, starts,
                                        worth_a_retry)
+from hpc_train.injob.ledgered import after_the_attempt, ledgered_trial, trial_ended
 from hpc_train.injob.pack.lost import failed_node, lost_nodes
 from hpc_train.runs import packed
 from hpc_train.runs.folders import element_id, run_folder
@@ -187,7 +188,7 @@ class Pack:
         env = trial_env(self.env, self.plan, start, folder, values, int(self.env.get("SLURM_JOB_ID") or 0),
                         len(self.state.slots))
         command = rank_command(self.plan, folder, values)
-        env |= self.track(start.index, folder, env)
+        env |= self.track(start.index, folder, env) | ledgered_trial(folder, start, self.plan["share"], self.env)
         step = SlurmClient.local(env).stream_step(srun_arguments(self.plan, start, folder, command))
         self.readers[start.index] = threading.Thread(target=self.pass_on, args=(start.index, step), daemon=True)
         self.readers[start.index].start()
@@ -310,8 +311,10 @@ class Pack:
         after = self.state.trials[index]
         goes_on = after.state == "waiting"
         run = after.runs[-1] if after.runs else {}
+        trial_ended(folder, trial.attempts, self.env)  # its ranks' end (the goodput ledger's)
         record_end(folder, trial.attempts, ",".join(run.get("nodes") or []), run.get("started") or time.time(), code,
                    goes_on, finished=command and code == 0)
+        after_the_attempt(folder, self.env)
         settle_trial(folder, code, goes_on)
         tracking = self.trackings.pop(index, None)
         if tracking is not None:  # its end: FINISHED, FAILED or KILLED; left open while the trial goes on
