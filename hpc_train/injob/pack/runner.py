@@ -27,15 +27,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpc_train.bootstrap.tmpdir import EPILOG_FILE, task_epilog
+from hpc_train.bootstrap.tmpdir import EPILOG_FILE
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob.pack.core import (CANCELLED, DONE, NODE_LOST, PRUNED, PackState, Start, as_json, cancel_waiting,
                                        end_words, ended, from_json, nodes_lost, on_lost_node, slots_of, starts,
                                        worth_a_retry)
 from hpc_train.injob.ledgered import after_the_attempt, ledgered_trial, trial_ended
+from hpc_train.injob.pack.folders import prepare_trial, record_pack, trial_folder
 from hpc_train.injob.pack.lost import failed_node, lost_nodes
 from hpc_train.runs import packed
-from hpc_train.runs.folders import element_id, run_folder
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.version import PREFIX
 
@@ -47,12 +47,6 @@ LOST_GRACE_SECONDS = 10.0
 # Rank 0 of a trial's step notes where Slurm put it (node and GPUs), for status; then the rank command runs.
 _NOTE_GPUS = ('if [ "${SLURM_PROCID:-0}" = 0 ]; then printf "%s %s\\n" "${SLURMD_NODENAME:-?}" '
               '"${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}" > "$0"; fi; exec "$@"')
-
-
-def trial_folder(run_dir: Path, plan: Mapping[str, Any], index: int) -> Path:
-    """runs/NAME-JOBID_I: the element folder a job array's element I would have (runs/folders.py's naming)."""
-    job_id = run_dir.name.removeprefix(f"{plan['name']}-")
-    return run_folder(run_dir.parent, plan["name"], element_id(job_id, index))
 
 
 def srun_arguments(plan: Mapping[str, Any], start: Start, folder: Path, rank_command: Sequence[str]) -> list[str]:
@@ -97,55 +91,6 @@ def trial_env(env: Mapping[str, str], plan: Mapping[str, Any], start: Start, fol
     return {**env, "HPC_TRAIN_RUN_DIR": str(folder.resolve()), "HPC_TRAIN_TRIAL": str(start.index), PACKED: "1",
             PORT_BASE: str(base), **{f"HPC_TRAIN_SWEEP_{key.upper()}": value_text(value)
                                      for key, value in values.items()}}
-
-
-def prepare_trial(run_dir: Path, plan: Mapping[str, Any], index: int, env: Mapping[str, str]) -> dict[str, Any]:
-    """The trial's folder made ready as it starts: config.yaml with its values, job.json, and for a sweep with a
-    study, its trial asked (an adaptive search draws its values now, from every trial told so far)."""
-    import yaml
-
-    from hpc_train.config import load_config, replace as with_values, to_dict
-    from hpc_train.spec.sweep import settings
-    from hpc_train.runs.state import write_text_atomically
-
-    folder = trial_folder(run_dir, plan, index)
-    (folder / "logs").mkdir(parents=True, exist_ok=True)
-    task_epilog(folder)  # srun's --task-epilog (srun_arguments names it)
-    values = dict(plan["trials"][index])
-    write_text_atomically(folder / "config.yaml", yaml.safe_dump(
-        to_dict(with_values(load_config(run_dir / "config.yaml"), **settings(values))), sort_keys=False))
-    if plan.get("search"):
-        from hpc_train.injob.trial import prepare
-        from hpc_train.runs.study import SEARCH_FILE
-
-        write_text_atomically(folder / SEARCH_FILE, json.dumps(plan["search"]) + "\n")
-        values = dict(prepare(folder, None)["values"])
-    _record_trial(run_dir, plan, folder, values, env)
-    return values
-
-
-def _record_trial(run_dir: Path, plan: Mapping[str, Any], folder: Path, values: Mapping[str, Any],
-                  env: Mapping[str, str]) -> None:
-    """The trial's job.json, unless submit wrote it: a packed sweep started with sbatch is followed all the same."""
-    from hpc_train.runs.folders import JobRecord
-
-    job_id, share = run_dir.name.removeprefix(f"{plan['name']}-"), plan["share"]
-    JobRecord(element_id(job_id, folder.name.rpartition("_")[2]), plan["name"], str(folder), share["nodes"],
-              share["nodes"] * share["tasks"], plan["strategy"], time.time(), plan.get("command"), sweep=job_id,
-              pack=plan["pack"]).write_new()
-    del values, env
-
-
-def record_pack(run_dir: Path, plan: Mapping[str, Any], env: Mapping[str, str]) -> None:
-    """The sweep's job.json, unless submit wrote it: a packed sweep started with sbatch (render --pack's script)
-    is followed as a submitted one (status, report, cancel JOBID_I)."""
-    from hpc_train.runs.folders import JobRecord
-
-    job_id = run_dir.name.removeprefix(f"{plan['name']}-")
-    nodes = int(env.get("SLURM_JOB_NUM_NODES") or 1)
-    JobRecord(job_id, plan["name"], str(run_dir), nodes, int(env.get("SLURM_NTASKS") or nodes), plan["strategy"],
-              time.time(), plan.get("command"), sweep=job_id, elements=[dict(values) for values in plan["trials"]],
-              pack=plan["pack"]).write_new()
 
 
 class Pack:
