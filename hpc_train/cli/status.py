@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         run_files = views.read_run(Path(record.folder))
         lines = views.job_lines(record, slurm_view(record, slurm, run_files), run_files, views.chief_log(record),
                                 DEFAULT_MAX_RETRIES)
-        lines += utilization.status_lines(Path(record.folder))  # its GPUs, busy and idle (utilization/summary.py)
     lines += goodput.record_lines(record)  # the goodput ledger's line (runs/goodput.py)
+    if not record.is_sweep:
+        lines += utilization.status_lines(Path(record.folder))  # its GPUs, busy and idle (utilization/summary.py)
     print("\n".join(lines))
     return 0

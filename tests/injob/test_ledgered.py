@@ -72,29 +72,30 @@ def test_slurms_sigterm_during_the_step_notes_the_attempts_end_and_still_ends_th
     assert job.returncode == -signal.SIGTERM
     noted = read_json_object(goodput.body_path(tmp_path / "run", 1))
     assert noted["started"] <= noted["ranks_ended"] == noted["ended"]
-    assert "ended" not in read_json_object(tmp_path / "run" / "state.json")  # not a requeue: the body's end alone
+    # The body's own handler, called after the ledger's, records the attempt's end (not a requeue: it does not go on).
+    [end] = read_json_object(tmp_path / "run" / "state.json")["ended"]
+    assert (end["attempt"], end["exit"], end["signal"], end["goes_on"]) == (1, 128 + signal.SIGTERM, signal.SIGTERM,
+                                                                          False)
 
 
-def test_a_requeued_attempts_end_reaches_state_json_though_slurms_sigterm_ends_the_body(tmp_path: Path) -> None:
-    from hpc_train.injob.ledgered import ledgered_step
+def test_a_requeued_attempts_end_reaches_state_json_though_slurms_sigterm_ends_the_body(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpc_train.injob import body
     from hpc_train.runs.attempts import ended_attempts, record, requeue_entry
     from hpc_train.runs.state import read_state
 
+    killed: list[int] = []
+    monkeypatch.setattr(body.os, "kill", lambda pid, signum: killed.append(signum))  # (the body's own end)
     before = signal.getsignal(signal.SIGTERM)
-    ended: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: ended.append(signum))  # (the body's own: called after)
+    on_term = body.ending_on_term((tmp_path, 1, "n[1-2]", time.time() - 5), requeues=0, tasks="4")
+    record(tmp_path, requeue_entry(1, 62))  # the chief requeued the job on the time-limit warning
     try:
-        with ledgered_step(tmp_path, {"SLURM_JOB_NODELIST": "n[1-2]"}, 1, 2, 0, False):
-            record(tmp_path, requeue_entry(1, 62))  # the chief requeued the job on the time-limit warning
-            os.kill(os.getpid(), signal.SIGTERM)  # then Slurm's SIGTERM
-            deadline = time.monotonic() + 10
-            while not ended and time.monotonic() < deadline:
-                time.sleep(0.01)
+        on_term(signal.SIGTERM, None)  # then Slurm's SIGTERM
     finally:
         signal.signal(signal.SIGTERM, before)
-    assert ended == [signal.SIGTERM]
+    assert killed == [signal.SIGTERM]  # passed on, to end the body as the default would
     [end] = ended_attempts(read_state(tmp_path))
-    assert (end["attempt"], end["nodes"], end["exit"], end["goes_on"]) == (1, "n[1-2]", 0, True)
+    assert (end["attempt"], end["nodes"], end["tasks"], end["goes_on"]) == (1, "n[1-2]", "4", True)
 
 
 def test_the_gpus_held_are_slurms_per_node_times_the_nodes() -> None:

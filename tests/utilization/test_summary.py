@@ -51,7 +51,7 @@ def test_once_the_samples_stopped_status_says_the_last_summary_and_names_no_idle
     write_samples(work, time.time() - 3600)
     code, out, err = run_main(["status", "1"], capsys)
     assert code == 0, err
-    assert out.splitlines()[-1].startswith("GPUs: 3 of 4 busy over 50% (last sampled ") and "idle" not in out
+    assert out.splitlines()[-1].startswith("GPUs: 3 of 4 busy over 50% (last sampled ") and "idle for" not in out and "  idle:" not in out
 
 
 def test_a_job_without_samples_or_without_gpus_shows_no_gpu_line(work: Path,
