@@ -13,8 +13,9 @@ UNKNOWN_VERSION = "0+unknown"  # a checkout never built nor installed: no versio
 # What a laptop's hpc-train may ask of a login node's over --remote (hpc_train/remote/protocol.py says what each
 # verb needs). Bump it when a forwarded verb gains an option or a behaviour the laptop relies on; builds before
 # protocol 1 report none. 1: submit --in-snapshot (submit --remote), and every verb as of issue 36. 2: submit
-# --partition A,B (Slurm's list, each partition checked by preflight; issue 37).
-PROTOCOL = 2
+# --partition A,B (Slurm's list, each partition checked by preflight; issue 37). 3: logs --job (the job's own log;
+# issue 46).
+PROTOCOL = 3
 OLDEST_PROTOCOL = 1  # the oldest laptop's protocol this login-side hpc-train still serves
 
 

@@ -58,6 +58,15 @@ def rank_tmpdir(environ: Mapping[str, str]) -> Path | None:
     return base_of(environ) / f"{PREFIX}{job}-{attempt}-{rank}"
 
 
+def own_private_folder(path: Path) -> bool:
+    """Whether `path` is a folder (not a link) of this user's that no one else may read or write: a name in a shared
+    /tmp that another user made first must not become the rank's (autograph imports the code it writes there)."""
+    import stat
+
+    status = path.lstat()
+    return stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid() and not status.st_mode & 0o077
+
+
 def variables(path: Path) -> dict[str, str]:
     """What the rank exports for its directory: TMPDIR, TEMP, TMP and HPC_TRAIN_TMPDIR (pure)."""
     return {**{name: str(path) for name in VARIABLES}, OWN: str(path)}
@@ -77,6 +86,8 @@ def made(environ: MutableMapping[str, str]) -> Iterator[Path | None]:
     if path is not None:
         try:
             path.mkdir(mode=0o700, exist_ok=True)
+            if not own_private_folder(path):
+                path = None  # someone else's (its name is easy to guess): never written into, nor removed
         except OSError:
             path = None  # (a full or read-only /tmp: the rank runs with the folder it had, as before)
     if path is None:

@@ -75,7 +75,12 @@ def print_job_log(record: JobRecord) -> int:
     if not found:
         print(f"job {record.job_id}: no log of its own yet (looked for {', '.join(map(str, job_log_places(record)))})")
     for path in found:
-        print(f"==> {path} <==\n{path.read_text(errors='replace').rstrip()}\n")
+        try:
+            text = path.read_text(errors="replace").rstrip()
+        except OSError as error:  # gone or unreadable since it was found
+            print(f"==> {path} <==\n(cannot be read: {error.strerror or error})\n")
+            continue
+        print(f"==> {path} <==\n{text}\n")
     return 0
 
 

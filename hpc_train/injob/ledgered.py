@@ -109,7 +109,7 @@ def ledgered_step(run_dir: Path, env: Mapping[str, str], number: int, nodes: int
         yield
     finally:
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)  # (None: C set it)
         ended = time.time()
         goodput.note_body(run_dir, number, ranks_ended=round(ended, 3))
         if beat is not None:
@@ -121,6 +121,8 @@ def ledgered_step(run_dir: Path, env: Mapping[str, str], number: int, nodes: int
 def _ended_by(signum: int, run_dir: Path, number: int, previous: Any) -> None:
     """Slurm ends the attempt (a requeue, a cancel): its end noted in the ledger, then the signal does what it did
     before (the body's own handler records the attempt's end in state.json: body.ending_on_term)."""
+    if previous == signal.SIG_IGN:
+        return  # the body ignores it (its epilogue): the attempt goes on, and has not ended
     now = round(time.time(), 3)
     goodput.note_body(run_dir, number, ranks_ended=now, ended=now)
     if callable(previous):

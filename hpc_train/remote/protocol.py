@@ -20,8 +20,9 @@ from hpc_train.remote.config import Remote
 from hpc_train.remote.ssh import ssh_hint
 
 # The protocol each forwarded verb needs of the login node's hpc-train; the rest need none (0). submit --remote
-# runs `submit --in-snapshot` there, from protocol 1; a partition list (`--partition a,b`, each checked), from 2.
-NEEDS = {"submit": 1, "submit --partition A,B": 2}
+# runs `submit --in-snapshot` there, from protocol 1; a partition list (`--partition a,b`, each checked), from 2;
+# `logs --job` (the job's own log), from 3.
+NEEDS = {"submit": 1, "submit --partition A,B": 2, "logs --job": 3}
 UPGRADE = "pip install --upgrade hpc-train"
 # (a later build may say more inside the parentheses: what is known is still read)
 VERSION_LINE = re.compile(r"hpc-train (\d\S*)(?: \(protocol (\d+)(?:, oldest (\d+))?[^)]*\))?")

@@ -101,7 +101,8 @@ def connect(remote: Remote, environ: Mapping[str, str], verb: str = "") -> None:
 def forward(remote: Remote, argv: Sequence[str], environ: Mapping[str, str], folder: str | None = None,
             tty: bool = False) -> int:
     """`hpc-train ARGV` on the remote, in `folder` (default its workdir): its output here, its exit code."""
-    connect(remote, environ, argv[0] if argv else "")
+    verb = "logs --job" if argv[:1] == ["logs"] and "--job" in argv else (argv[0] if argv else "")
+    connect(remote, environ, verb)
     try:
         return subprocess.run(ssh_argv(remote.host, scripts.verb_script(remote, argv, folder), environ,
                                        tty)).returncode

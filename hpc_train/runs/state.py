@@ -38,7 +38,7 @@ def write_json_atomically(path: Path, value: Any) -> None:
 def write_text_atomically(path: Path, text: str) -> None:
     """Write, then rename (a file of the run folder that another process may be reading)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # (two processes may write it at once)
     partial.write_text(text)
     os.replace(partial, path)
 

@@ -112,9 +112,13 @@ class Goodput(keras.callbacks.Callback):
         self._testing: float | None = None
         self._epoch_start: dict[str, float] = {}
         self._warned = False
+        self._held_line: threading.Timer | None = None
 
     # Keras' hooks.
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._held_line is not None:  # a later fit (the trainer's next stretch): training goes on
+            self._held_line.cancel()
+            self._held_line = None
         stamped = stamped_train_function(self.model, self.waited)
         if stamped is not None:
             self.model.train_function = stamped
@@ -160,7 +164,7 @@ class Goodput(keras.callbacks.Callback):
         self.trained = round(time.time(), 3)
         self._write(ledger=True)
         if self.run_dir is not None:  # a job's chief
-            held_after_training(self.say)
+            self._held_line = held_after_training(self.say)
 
     # The saver's.
     def saved(self, seconds: float) -> None:

@@ -5,7 +5,8 @@ trainer, a user's command and the job body read the same ones, and config.py doe
 
 - HPC_TRAIN_SAMPLE_SECONDS: seconds between samples (default 10); 0 turns sampling off;
 - HPC_TRAIN_IDLE_PERCENT: a GPU under this utilization is idle (default 5);
-- HPC_TRAIN_IDLE_MINUTES: ... once it has been for this long (default 5), when it is named.
+- HPC_TRAIN_IDLE_MINUTES: ... once it has been for this long (default 5), when it is named;
+- HPC_TRAIN_LEDGER=0, the one switch for everything a job measures of itself, turns sampling off too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.runs.goodput import ledger_on
 
 SECONDS_VARIABLE = "HPC_TRAIN_SAMPLE_SECONDS"
 PERCENT_VARIABLE = "HPC_TRAIN_IDLE_PERCENT"
@@ -42,7 +44,7 @@ class Sampling:
         minutes = _number(env, MINUTES_VARIABLE, default.idle_after / 60, "minutes, e.g. 5")
         if below > 100:
             raise HpcTrainError(f"{PERCENT_VARIABLE}={env[PERCENT_VARIABLE]}: expected a percentage, 0 to 100")
-        return cls(every, below, minutes * 60)
+        return cls(every if ledger_on(env) else 0.0, below, minutes * 60)
 
 
 def _number(env: Mapping[str, str], name: str, default: float, expected: str) -> float:

@@ -32,6 +32,27 @@ def test_made_exports_it_to_tempfile_and_removes_it_with_what_tensorflow_left(tm
     assert not path.exists() and os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("planted", ["open to others", "a link", "another user's"])
+def test_a_folder_of_its_name_that_someone_else_made_first_is_never_the_ranks(tmp_path: Path, planted: str) -> None:
+    """Its name is easy to guess (job ids are public): one planted in a shared /tmp before the rank starts is left
+    alone, neither written into (autograph imports what it writes there) nor removed."""
+    env = {**STEP, "TMPDIR": str(tmp_path)}
+    name = tmp_path / "hpc-train-812-0-3-5"
+    if planted == "a link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        name.symlink_to(tmp_path / "elsewhere")
+    else:
+        name.mkdir()
+        name.chmod(0o777 if planted == "open to others" else 0o700)
+        if planted == "another user's":
+            if os.geteuid() != 0:
+                pytest.skip("making a folder another user's needs root")
+            os.chown(name, 65534, 65534)
+    with made(env) as path:
+        assert path is None and env["TMPDIR"] == str(tmp_path) and "HPC_TRAIN_TMPDIR" not in env
+    assert name.is_dir() or name.is_symlink()
+
+
 def test_in_this_process_tempfile_asks_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {**STEP, "TMPDIR": str(tmp_path)}.items():
         monkeypatch.setenv(name, value)

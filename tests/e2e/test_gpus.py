@@ -21,7 +21,7 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
-from tests.e2e.jobs import FINAL_STATES
+from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT
 from tests.fake_slurm import without_slurm
 from tests.e2e.test_trainer_jobs import ROOT, Job
 from tests.e2e.test_task_modules import SubmittedJob, submit
@@ -51,13 +51,15 @@ def assert_disjoint_per_node(ranks: list[dict[str, str]], per_task: int) -> None
 
 def status_naming_an_idle_gpu(job: SubmittedJob, workdir: Path) -> str:
     """`hpc-train status` of the running job, once it names an idle GPU (the job must not end first)."""
-    while True:
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while time.monotonic() < deadline:
         shown = subprocess.run(["hpc-train", "status", job.id], cwd=workdir, env=job.env, capture_output=True,
                                text=True).stdout
         if "  idle: " in shown:
             return shown
         assert job.state()[0] not in FINAL_STATES, (shown, job.log(0, "err")[-3000:])
         time.sleep(0.5)
+    pytest.fail(f"status never named an idle GPU of job {job.id} within {JOB_TIMEOUT} s")
 
 
 def assert_idle_gpus_said(job: SubmittedJob, workdir: Path) -> None:

@@ -123,6 +123,9 @@ def test_the_older_side_is_named_with_its_upgrade_in_one_line() -> None:
     partitions = protocol_problem(remote, Build("0.9", 1, 1), here, "submit --partition A,B", {}) or ""
     assert "it speaks protocol 1, submit --partition A,B --remote needs protocol 2; upgrade it there" in partitions
     assert protocol_problem(remote, Build("0.9", 1, 1), here, "submit", {}) is None  # (issue 37: a list needs 2)
+    job_log = protocol_problem(remote, Build("0.9", 2, 1), here, "logs --job", {}) or ""
+    assert "it speaks protocol 2, logs --job --remote needs protocol 3; upgrade it there" in job_log
+    assert protocol_problem(remote, Build("0.9", 2, 1), here, "logs", {}) is None  # (issue 46: --job needs 3)
 
 
 @pytest.mark.parametrize("sinfo, key", [

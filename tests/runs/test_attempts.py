@@ -84,6 +84,13 @@ def test_each_attempts_end_is_recorded_and_outlives_the_chiefs_states(tmp_path: 
     assert all(end["ended"] >= end["started"] for end in attempts.ended_attempts(state))
 
 
+def test_an_attempts_end_is_recorded_once_a_sigterm_after_the_bodys_own_end_leaves_it(tmp_path: Path) -> None:
+    attempts.record_end(tmp_path, 1, "n1", 1000.0, 0, goes_on=False, finished=True)  # the body's own end
+    attempts.record_end(tmp_path, 1, "n1", 1000.0, 143, goes_on=False, signal_number=15)  # then Slurm's SIGTERM
+    [end] = attempts.ended_attempts(read_state(tmp_path))
+    assert (end["exit"], "signal" in end) == (0, False)
+
+
 def test_a_users_command_that_succeeded_has_finished_a_trainers_own_state_stands(tmp_path: Path) -> None:
     attempts.record_end(tmp_path / "command", 1, "n1", 1000.0, 0, goes_on=False, finished=True)
     assert read_state(tmp_path / "command")["state"] == "finished"

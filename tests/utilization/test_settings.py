@@ -22,6 +22,11 @@ def test_each_setting_and_zero_seconds_turning_sampling_off() -> None:
     assert not Sampling.from_environment({"HPC_TRAIN_SAMPLE_SECONDS": "0"}).on
 
 
+def test_the_ledgers_switch_turns_sampling_off_too() -> None:
+    assert not Sampling.from_environment({"HPC_TRAIN_LEDGER": "0", "HPC_TRAIN_SAMPLE_SECONDS": "2"}).on
+    assert Sampling.from_environment({"HPC_TRAIN_LEDGER": "1"}).on
+
+
 @pytest.mark.parametrize("name, value, expected", [
     ("HPC_TRAIN_SAMPLE_SECONDS", "often", "HPC_TRAIN_SAMPLE_SECONDS='often': expected seconds between samples, 0 to "
                                           "turn sampling off; unset it for the default (10)"),

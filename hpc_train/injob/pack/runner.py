@@ -59,7 +59,7 @@ def srun_arguments(plan: Mapping[str, Any], start: Start, folder: Path, rank_com
             *((f"--gres=gpu:{share['gpus']}",) if share["gpus"] else ()),
             *((f"--cpus-per-task={share['cpus']}",) if share.get("cpus") else ()),
             "--kill-on-bad-exit=1", "--open-mode=append", f"--output={folder / 'logs' / 'rank-%t.out'}",
-            f"--task-epilog={folder / EPILOG_FILE}",  # each rank's own TMPDIR gone, however it ended
+            f"--task-epilog={folder.resolve() / EPILOG_FILE}",  # each rank's own TMPDIR gone, however it ended
             "bash", "-c", _NOTE_GPUS, str(folder / packed.STEP_GPUS), *rank_command]
 
 
