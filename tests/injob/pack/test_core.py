@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings, strategies as st
+
 from hpc_train.injob.pack.core import (CANCELLED, DONE, FAILED, NODE_LOST, PRUNED, RUNNING, WAITING, PackState,
                                        as_json, cancel_waiting, ended, from_json, nodes_lost, on_lost_node, slots_of,
                                        starts)
@@ -218,8 +220,6 @@ def test_a_multi_node_trials_nodes_go_back_when_it_ends_and_a_requeued_pack_is_w
     again = from_json(as_json(state), slots_of(hosts, 2, 1))
     assert again.released == () and len(again.usable_slots()) == 2
 
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=150, deadline=None)
