@@ -311,7 +311,8 @@ class Pack:
         problem, self.env = release.give_back(self.env, nodes, self.hosts)
         if problem is not None:
             self.state = release_refused(self.state, nodes)
-            self.say(f"could not give {','.join(nodes)} back to Slurm ({problem}); the pack holds them to its end")
+            self.say(f"could not give {','.join(nodes)} back to Slurm ({problem}); the pack holds "
+                     f"{'it' if len(nodes) == 1 else 'them'} to its end")
             return
         self.state = nodes_released(self.state, nodes, time.time())
         for line in packed.released_lines(as_json(self.state))[-len(nodes):]:

@@ -208,7 +208,7 @@ def test_a_node_the_pack_will_not_use_again_goes_back_and_later_steps_see_the_jo
     assert fake.lines("scontrol").count("scontrol update JobId=7 NodeList=node1") == 1  # asked once, never again
     if refused:
         assert ("could not give node2 back to Slurm (scontrol: error: Invalid node name specified); the pack holds "
-                "them to its end") in said
+                "it to its end") in said
         assert state["released"] == [] and state["refused"] == ["node2"]
         assert [run["nodes"] for run in state["trials"][0]["runs"]] == [["node1"], ["node2"]]  # still held: used
         assert "ran 0 on node2 in node[1-2] 2" in said, said
