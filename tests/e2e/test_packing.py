@@ -161,8 +161,8 @@ def test_a_requeue_mid_sweep_resumes_the_running_trials_exactly_then_finishes_th
     state = json.loads((runs / f"requeued-{job.id}" / "pack-state.json").read_text())
     assert [trial["state"] for trial in state["trials"]] == ["done"] * 4
     assert [trial["requeues"] for trial in state["trials"]] == [1, 1, 0, 0]
-    # --max-parallel 2 fits the batch host's 2 GPUs: the other node went back at the start, and the requeued job
-    # came back at its full size (issue 48).
+    # --max-parallel 2 fits the batch host's 2 GPUs: the other node went back at the start, each time, and the
+    # requeued job came back at its full size all the same (issue 48).
     sizes = re.findall(r"pack \d+ on (\S+):", said)
     assert len(sizes) == 2 and sizes[0] == sizes[1] and said.count("released ") == 2, said[-3000:]
 

@@ -5,6 +5,7 @@ the nodes not named leave the job at once, to the queue behind it, and the job r
 variables (SLURM_JOB_NODELIST, SLURM_NNODES, SLURM_NTASKS, ...) then describe the old allocation; Slurm writes the
 right ones in `slurm_job_J_resize.sh` in scontrol's folder, which the pack reads into the environment its later
 steps start with. A release Slurm refuses (an old Slurm, a site that forbids it) is its complaint, for one line.
+A requeued job comes back at its full size by itself (Slurm 22.05 allocates the size it was submitted with).
 """
 
 from __future__ import annotations
@@ -70,13 +71,3 @@ def give_back(env: Mapping[str, str], nodes: Sequence[str], hosts: Sequence[str]
                                            "SLURM_NTASKS": None, "SLURM_NPROCS": None, "SLURM_TASKS_PER_NODE": None}
     return None, resized(env, variables)
 
-
-def full_size_again(env: Mapping[str, str], job_id: str, nodes: int) -> str | None:
-    """A requeued pack that gave nodes back asks its whole size again (its pending job's NumNodes, which the resize
-    lowered): None when Slurm took it, else its complaint."""
-    result = SlurmClient.local(env).update_job(job_id, NumNodes=str(nodes))
-    if result.returncode == 0:
-        return None
-    from hpc_train.slurm.client import last_words
-
-    return last_words(result, f"exit code {result.returncode}")

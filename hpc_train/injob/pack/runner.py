@@ -10,8 +10,8 @@ asks --no-kill) ends only the trials on it, which restart on the shares left wit
 shares are offered no more (lost.py); `cancel JOBID_I` ends it alone (a file in its folder: runs/packed.py). On the
 time-limit warning every running trial is told (srun passes USR1 on), no new one starts, and once they stopped the
 job is requeued; the requeued job resumes them first. Each rank's TMPDIR: bootstrap/tmpdir.py's, its task epilog.
-A node the pack will not use again (core.to_release) is given back to Slurm at once (release.py); the requeued job
-asks its whole size again.
+A node the pack will not use again (core.to_release) is given back to Slurm at once (release.py); a requeued job
+comes back at its full size (Slurm's own doing).
 """
 
 from __future__ import annotations
@@ -340,10 +340,6 @@ class Pack:
             resumed = sum(1 for trial in waiting if trial.requeues)
             plan = plan_requeue({**self.env, "HPC_TRAIN_PACKED": ""}, int(self.plan.get("max_requeues") or 0))
             problem = plan.reason if plan.job_id is None else SlurmClient.local(self.env).requeue(plan.job_id)
-            if problem is None and self.state.released:  # Slurm kept the shrunk size: the whole pack comes back
-                refused = release.full_size_again(self.env, plan.job_id, len(self.hosts))
-                self.say(f"the requeued job asks its {len(self.hosts)} nodes again" if refused is None else
-                         f"the requeued job may come back on fewer nodes ({refused})")
             self.say(f"the time limit is near: {'requeued' if problem is None else f'not requeued ({problem})'}; "
                      f"{resumed} trial(s) resume from their checkpoints, {len(waiting) - resumed} start after")
             return 0 if problem is None else 1

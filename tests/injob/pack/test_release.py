@@ -1,6 +1,5 @@
 """Giving a pack's nodes back to Slurm (release.py): scontrol's resize asked with the nodes kept, the variables of
-slurm_job_J_resize.sh carried into the later steps' environment, a refusal said, the requeued job's size asked
-again; Slurm is tests/fake_slurm.py's, on PATH."""
+slurm_job_J_resize.sh carried into the later steps' environment, a refusal said; Slurm is tests/fake_slurm.py's, on PATH."""
 
 from __future__ import annotations
 
@@ -63,10 +62,3 @@ def test_a_release_slurm_refuses_is_its_complaint_and_the_environment_unchanged(
     assert problem == "scontrol: error: Invalid node name specified" and after == env
     assert release.give_back({k: v for k, v in env.items() if k != "SLURM_JOB_ID"}, ["pk2"], ["pk1", "pk2"])[0]
 
-
-def test_a_requeued_pack_asks_its_whole_size_again(tmp_path: Path) -> None:
-    fake, env = _slurm(tmp_path, Reply())
-    assert release.full_size_again(env, "7", 3) is None
-    assert fake.lines("scontrol")[-1] == "scontrol update JobId=7 NumNodes=3"
-    fake.on("scontrol update", Reply(stderr="scontrol: error: Access/permission denied", code=1))
-    assert release.full_size_again(env, "7", 3) == "scontrol: error: Access/permission denied"

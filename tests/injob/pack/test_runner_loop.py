@@ -4,7 +4,6 @@ shares, a failure retried, a cancel, a hang ended by the trial's own watchdog; n
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import threading
@@ -220,20 +219,3 @@ def test_a_node_the_pack_will_not_use_again_goes_back_and_later_steps_see_the_jo
     assert [run["nodes"] for run in state["trials"][0]["runs"]] == [["node1"], ["node1"]]  # the batch host, kept
     assert "ran 0 on node1 in node1 -" in said, said  # the resize's variables: node1 alone, SLURM_NTASKS unset
 
-
-def test_a_requeued_pack_that_gave_nodes_back_asks_its_whole_size_again(
-        pack_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hpc_train.injob.pack.core import nodes_released
-
-    fake = FakeSlurm.at(pack_dir.parent.parent / ".fake-slurm")
-    fake.on("scontrol", Reply())
-    fake.install(pack_dir.parent.parent / "bin")
-    pack = runner.Pack(pack_dir, json.loads((pack_dir / PLAN).read_text()), dict(os.environ))
-    pack.warned, pack.state = True, nodes_released(pack.state, ["node2"], 1.0)  # the warning: trials still wait
-    assert pack.end() == 0
-    assert fake.lines("scontrol") == ["scontrol requeue 7", "scontrol update JobId=7 NumNodes=2"]
-    assert "the requeued job asks its 2 nodes again" in capsys.readouterr().err
-    fake.on("scontrol update", Reply(stderr="scontrol: error: Access/permission denied", code=1))
-    assert pack.end() == 0  # requeued all the same: only its size may be smaller
-    assert "the requeued job may come back on fewer nodes (scontrol: error: Access/permission denied)" in \
-        capsys.readouterr().err
