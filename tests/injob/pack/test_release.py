@@ -1,5 +1,6 @@
 """Giving a pack's nodes back to Slurm (release.py): scontrol's resize asked with the nodes kept, the variables of
-slurm_job_J_resize.sh carried into the later steps' environment, a refusal said; Slurm is tests/fake_slurm.py's, on PATH."""
+slurm_job_J_resize.sh carried into the later steps' environment, a refusal said; Slurm is tests/fake_slurm.py's,
+on PATH."""
 
 from __future__ import annotations
 
