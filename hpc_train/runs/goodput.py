@@ -169,8 +169,12 @@ def record_lines(record: JobRecord) -> list[str]:
 
 
 def pack_idle(state: Mapping[str, Any], now: float) -> float:
-    """A packed sweep's node-seconds with no trial, from its first trial's start to its last end (or now)."""
-    slots = {int(slot["index"]): len(slot.get("nodes") or []) or 1 for slot in state.get("slots") or []
+    """A packed sweep's node-seconds with no trial, from its first trial's start to its last end (or now); a share
+    on a node the pack gave back to Slurm is held only until it went (runs/packed.py's released)."""
+    from hpc_train.runs.packed import released_at
+
+    gone = released_at(dict(state))
+    slots = {int(slot["index"]): list(slot.get("nodes") or []) for slot in state.get("slots") or []
              if isinstance(slot, dict) and "index" in slot}
     runs: dict[int, list[tuple[float, float]]] = {index: [] for index in slots}
     for entry in state.get("trials") or []:
@@ -180,8 +184,10 @@ def pack_idle(state: Mapping[str, Any], now: float) -> float:
     spans = [span for held in runs.values() for span in held]
     if not spans:
         return 0.0
-    return ledger.idle_slots([(slots[index], held) for index, held in runs.items()], min(begin for begin, _ in spans),
-                             max(end for _, end in spans))
+    begin, end = min(start for start, _ in spans), max(finish for _, finish in spans)
+    return sum(ledger.idle_slots([(len(slots[index]) or 1, held)], begin,
+                                 min([end, *(gone[node] for node in slots[index] if node in gone)]))
+               for index, held in runs.items())
 
 
 def _measured_numbers(run_dir: Path) -> list[int]:

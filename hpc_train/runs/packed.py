@@ -5,6 +5,7 @@ trial's own folder, which the scheduler looks for. Their names are made here and
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,25 @@ def trial_rows(state: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {int(entry["index"]): entry for entry in state.get("trials", []) if "index" in entry}
 
 
+def released_lines(state: dict[str, Any]) -> list[str]:
+    """`released pk2 at 12:03:41, 3 trials done there`: each node the pack gave back to Slurm, in order (pure but
+    for the local time of day)."""
+    return [f"released {entry['node']} at {time.strftime('%H:%M:%S', time.localtime(float(entry['at'])))}, "
+            f"{int(entry.get('done') or 0)} trial{'' if int(entry.get('done') or 0) == 1 else 's'} done there"
+            for entry in state.get("released") or [] if isinstance(entry, dict) and "node" in entry and "at" in entry]
+
+
+def released_at(state: dict[str, Any]) -> dict[str, float]:
+    """Each node given back, and when (pure)."""
+    return {entry["node"]: float(entry["at"]) for entry in state.get("released") or []
+            if isinstance(entry, dict) and "node" in entry and isinstance(entry.get("at"), (int, float))}
+
+
 def held_nodes(state: dict[str, Any]) -> dict[str, int]:
-    """The nodes the job holds (its shares', in order) and how many trials run on each now (pure)."""
-    held = {node: 0 for entry in state.get("slots") or [] for node in entry.get("nodes") or []}
+    """The nodes the job holds (its shares', in order, less those given back) and how many trials run on each now
+    (pure)."""
+    gone = released_at(state)
+    held = {node: 0 for entry in state.get("slots") or [] for node in entry.get("nodes") or [] if node not in gone}
     for entry in state.get("trials", []):
         if entry.get("state") == "running":
             for node in (entry.get("runs") or [{}])[-1].get("nodes") or []:
@@ -87,9 +104,24 @@ def timeline_bars(state: dict[str, Any], now: float) -> list[tuple[int, float, f
             for index, run in runs]
 
 
+def given_back_bars(state: dict[str, Any], end: float) -> list[tuple[int, float, float]]:
+    """(slot, start, length) from when each share's node went back to Slurm to the timeline's `end` (seconds from
+    the first start, as timeline_bars') (pure)."""
+    starts = [run["started"] for entry in state.get("trials", []) for run in entry.get("runs") or []]
+    if not starts:
+        return []
+    gone, first = released_at(state), min(starts)
+    bars = []
+    for entry in state.get("slots") or []:
+        went = [max(0.0, gone[node] - first) for node in entry.get("nodes") or [] if node in gone]
+        if went:
+            bars.append((int(entry["index"]), min(went), max(0.0, end - min(went))))
+    return bars
+
+
 def draw_timeline(state: dict[str, Any], path: Path, now: float) -> bool:
-    """pack-timeline.png: a row per share (its node), a bar per trial's attempt, coloured by how it ended; False
-    without matplotlib or runs."""
+    """pack-timeline.png: a row per share (its node), a bar per trial's attempt, coloured by how it ended, and when
+    a share's node was given back to Slurm (hatched from then on); False without matplotlib or runs."""
     bars = timeline_bars(state, now)
     try:
         import matplotlib
@@ -105,6 +137,9 @@ def draw_timeline(state: dict[str, Any], path: Path, now: float) -> bool:
     for slot, start, length, label, how in bars:
         axis.barh(slot, length, left=start, color=COLOURS.get(how, "tab:purple"), edgecolor="black")
         axis.text(start + length / 2, slot, label, ha="center", va="center", fontsize=8)
+    for slot, start, length in given_back_bars(state, max(start + length for _, start, length, _, _ in bars)):
+        axis.barh(slot, length, left=start, color="none", hatch="//", edgecolor="tab:gray")  # held no more
+        axis.text(start, slot, " given back", ha="left", va="center", fontsize=7)
     axis.set_yticks([entry["index"] for entry in slots],
                     [f"{','.join(entry['nodes'])} #{entry['index']}" for entry in slots])
     axis.set_xlabel("seconds since the first trial started")

@@ -259,7 +259,7 @@ def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str,
                  gpus: Mapping[int, str]) -> list[str]:
     """`hpc-train status JOBID` of a packed sweep: a row per trial with where it runs (or ran): its node(s) and the
     GPUs Slurm gave its step (`gpus`, by index), from its scheduler's state (`pack`: runs/packed.py)."""
-    from hpc_train.runs.packed import held_nodes, trial_rows
+    from hpc_train.runs.packed import held_nodes, released_lines, trial_rows
 
     rows = trial_rows(dict(pack))
     values = element_values(record, runs)
@@ -282,6 +282,7 @@ def packed_lines(record: JobRecord, runs: Sequence[RunFiles], pack: Mapping[str,
                " (held by the job)"] if pack.get("slots") else []),
             *([f"  lost:    {', '.join(pack['lost'])} (their trials restarted on the shares left)"]
               if pack.get("lost") else []),
+            *(f"  {line}" for line in released_lines(dict(pack))),
             f"  folders: {element_folder(record, 'INDEX')}/ (hpc-train logs {element_id(record.job_id, 'INDEX')}; "
             f"hpc-train cancel {element_id(record.job_id, 'INDEX')} ends one trial)"]
 

@@ -118,6 +118,13 @@ class SlurmClient:
         """`scontrol update JobId=J Key=Value ...` (ExcNodeList=..., refused by Slurm while the job runs)."""
         return self.run(["scontrol", "update", f"JobId={job_id}", *settings_words(settings)])
 
+    def resize_job(self, job_id: str, nodes: str, cwd: str | os.PathLike[str], timeout: float = 60.0) -> str | None:
+        """`scontrol update JobId=J NodeList=NODES` on a running job: it gives back every node not named (never its
+        batch host: "Invalid node name specified"); Slurm writes slurm_job_J_resize.sh in `cwd`, the variables its
+        batch script now has wrong. None when Slurm took it, else its complaint."""
+        result = self.run(["scontrol", "update", f"JobId={job_id}", f"NodeList={nodes}"], timeout=timeout, cwd=cwd)
+        return None if result.returncode == 0 else last_words(result, f"exit code {result.returncode}")
+
     # squeue
 
     def queued_states(self, job_ids: Iterable[str]) -> dict[str, str]:

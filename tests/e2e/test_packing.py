@@ -1,10 +1,12 @@
 """A packed sweep on the local cluster with fake GPUs: 8 one-GPU command trials in ONE 2-node job, each its own
-srun step on its own GPU; a crash retried on another share while the others go on; `cancel JOBID_I` ends one; a
+srun step on its own GPU; a crash retried on another share while the others go on; the node whose trials ended
+first given back to Slurm while the other's run on; `cancel JOBID_I` ends one; a requeued pack back at full size; a
 node lost under the job restarts only its trials elsewhere; `cancel JOBID` ends them all."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,7 +26,14 @@ if index == 5 and not crashed.exists():  # trial 5 crashes once
     crashed.write_text("once")
     print("CRASH", os.environ.get("SLURMD_NODENAME"), flush=True)
     sys.exit(3)
-time.sleep(120 if index == 7 else 2.5)  # trial 7 runs until it is cancelled
+folder = pathlib.Path(sys.argv[1])
+while index >= 4 and not (folder / "batch-host").exists():  # (the test writes it once the job runs)
+    time.sleep(0.1)
+if index >= 4 and (folder / "batch-host").read_text().strip() == os.environ.get("SLURMD_NODENAME"):
+    while not (folder / "go").exists() and time.time() - start < 120:  # the batch host's wait: the other node's
+        time.sleep(0.2)                                                 # end first, and it goes back to Slurm
+else:
+    time.sleep(2.5)
 print("TRIAL", json.dumps({"index": index, "nap": int(sys.argv[2]), "node": os.environ.get("SLURMD_NODENAME"),
                            "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": start, "end": time.time()}))
 """
@@ -43,20 +52,41 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
                  "--retry-exit-codes", "3", "--sweep", "nap=10,11,12,13,14,15,16,17", "--", sys.executable, "trial.py",
                  str(tmp_path), "{nap}")  # a key of the command's own (issue 46)
     runs = tmp_path / "runs"
-    seventh = runs / f"pack-{job.id}_7"
-    deadline = time.monotonic() + 120
-    while not (seventh / "step-gpus").exists():  # trial 7 runs: end it alone
-        assert time.monotonic() < deadline, (runs / f"pack-{job.id}" / f"slurm-pack-{job.id}.out").read_text()
-        time.sleep(0.3)
-    cancel = subprocess.run(["hpc-train", "cancel", f"{job.id}_7"], cwd=tmp_path, env=job.env, capture_output=True,
-                            text=True)
-    assert cancel.returncode == 0 and "the other trials go on" in cancel.stdout, cancel.stderr
     batch_log = runs / f"pack-{job.id}" / f"slurm-pack-{job.id}.out"
+
+    def wait_until(done, what: str) -> None:
+        deadline = time.monotonic() + 120
+        while not done():
+            assert time.monotonic() < deadline, f"{what} never came:\n{batch_log.read_text()[-3000:]}"
+            time.sleep(0.3)
+
+    def batch_host() -> str:
+        return subprocess.run(["squeue", "-h", "-j", job.id, "-o", "%B"], env=job.env, capture_output=True,
+                              text=True).stdout.strip()
+
+    wait_until(lambda: batch_host() not in ("", "n/a"), "the job's start")
+    host = batch_host()
+    (tmp_path / "batch-host").write_text(host + "\n")
+    # The other node's trials end while the batch host's last ones wait: that node goes back to Slurm (issue 48).
+    wait_until(lambda: batch_log.exists() and "released " in batch_log.read_text(), "the other node's release")
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job.id], env=job.env, capture_output=True,
+                           text=True).stdout
+    assert f" NodeList={host} " in shown and " NumNodes=1 " in shown and "JobState=RUNNING" in shown, shown
+    state = json.loads((runs / f"pack-{job.id}" / "pack-state.json").read_text())
+    waiting_here = [trial["index"] for trial in state["trials"] if trial["state"] == "running"]
+    assert waiting_here and all(trial["runs"][-1]["nodes"] == [host] for trial in state["trials"]
+                                if trial["state"] == "running"), state  # the batch host's trials run on
+    cancelled = max(index for index in waiting_here if index != 5)  # one ends alone (not 5's retry), the rest go on
+    cancel = subprocess.run(["hpc-train", "cancel", f"{job.id}_{cancelled}"], cwd=tmp_path, env=job.env,
+                            capture_output=True, text=True)
+    assert cancel.returncode == 0 and "the other trials go on" in cancel.stdout, cancel.stderr
+    wait_until(lambda: f"trial {cancelled}: cancelled" in batch_log.read_text(), "the cancel")
+    (tmp_path / "go").write_text("go\n")
     assert job.wait() == ("COMPLETED", "0:0"), batch_log.read_text()[-3000:]
     trials = {index: trial_lines(runs / f"pack-{job.id}_{index}") for index in range(8)}
-    assert all(len(trials[index]) == 1 for index in range(7)) and trials[7] == [], trials
-    ran = [trials[index][0] for index in range(7)]
-    assert [trial["nap"] for trial in ran] == [10, 11, 12, 13, 14, 15, 16]  # each its own values
+    assert all(len(trials[index]) == 1 for index in range(8) if index != cancelled) and trials[cancelled] == [], trials
+    ran = [trials[index][0] for index in range(8) if index != cancelled]
+    assert [trial["nap"] for trial in ran] == [10 + index for index in range(8) if index != cancelled]  # its own
     assert len({trial["node"] for trial in ran}) == 2, ran  # both nodes of the one job
     overlapping = [(a, b) for a in ran for b in ran if a["index"] < b["index"] and a["node"] == b["node"]
                    and a["start"] < b["end"] and b["start"] < a["end"]]
@@ -68,7 +98,10 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
     assert crashed.index("CRASH") < crashed.index("TRIAL"), crashed  # crashed once, retried, then done
     said = batch_log.read_text()
     assert "trial 5: crashed (exit 3); retried on another share (attempt 2 of at most 2)" in said, said[-3000:]
-    assert "trial 7: cancelled" in said and "7 done, 1 cancelled" in said, said[-3000:]
+    assert "7 done, 1 cancelled" in said, said[-3000:]
+    released = re.search(r"released (\S+) at \d\d:\d\d:\d\d, (\d+) trials? done there", said)
+    assert released and released.group(1) != host and int(released.group(2)) >= 1, said[-3000:]
+    assert said.count("released ") == 1 and "could not give" not in said, said[-3000:]  # the batch host stays
     state = json.loads((runs / f"pack-{job.id}" / "pack-state.json").read_text())
     fifth = state["trials"][5]
     assert fifth["attempts"] == 2 and [run["how"] for run in fifth["runs"]] == ["crashed", "done"], fifth
@@ -76,6 +109,7 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
                             text=True)
     assert status.returncode == 0 and f"packed sweep {job.id} (pack): 8 trials: 7 done, 1 cancelled" in status.stdout, \
         status.stdout + status.stderr
+    assert released.group(0) in status.stdout, status.stdout
     logs = subprocess.run(["hpc-train", "logs", f"{job.id}_3"], cwd=tmp_path, env=job.env, capture_output=True,
                           text=True)
     assert logs.returncode == 0 and '"nap": 13' in logs.stdout, logs.stdout + logs.stderr
@@ -127,6 +161,10 @@ def test_a_requeue_mid_sweep_resumes_the_running_trials_exactly_then_finishes_th
     state = json.loads((runs / f"requeued-{job.id}" / "pack-state.json").read_text())
     assert [trial["state"] for trial in state["trials"]] == ["done"] * 4
     assert [trial["requeues"] for trial in state["trials"]] == [1, 1, 0, 0]
+    # --max-parallel 2 fits the batch host's 2 GPUs: the other node went back at the start, each time, and the
+    # requeued job came back at its full size all the same (issue 48).
+    sizes = re.findall(r"pack \d+ on (\S+):", said)
+    assert len(sizes) == 2 and sizes[0] == sizes[1] and said.count("released ") == 2, said[-3000:]
 
 
 REPORTING = """\

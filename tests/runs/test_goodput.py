@@ -108,3 +108,11 @@ def test_status_of_a_packed_sweep_counts_its_slots_without_a_trial_as_idle(tmp_p
     [line] = goodput.record_lines(record)
     # Per node: trial 0's 2 nodes x 100 s (as its attempt records them) and slot 1's node idle 100 s.
     assert line.startswith("  goodput 65%: ") and "idle 34%" in line, line
+
+
+def test_a_node_the_pack_gave_back_is_idle_no_more_from_then_on() -> None:
+    pack = {"slots": [{"index": 0, "nodes": ["n1"]}, {"index": 1, "nodes": ["n2"]}],
+            "trials": [{"index": 0, "runs": [{"slot": 0, "started": T0, "ended": T0 + 100}]},
+                       {"index": 1, "runs": [{"slot": 1, "started": T0, "ended": T0 + 20}]}]}
+    assert goodput.pack_idle(pack, T0 + 100) == 80.0  # n2 held, empty, for its last 80 s
+    assert goodput.pack_idle({**pack, "released": [{"node": "n2", "at": T0 + 30, "done": 1}]}, T0 + 100) == 10.0

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpc_train.injob.pack.core import PackState, as_json, ended, slots_of, starts
-from hpc_train.runs.packed import draw_timeline, slurm_states, timeline_bars
+from hpc_train.runs.packed import (draw_timeline, given_back_bars, held_nodes, released_lines, slurm_states,
+                                   timeline_bars)
 
 
 def a_pack() -> dict:
@@ -75,3 +76,20 @@ def test_a_packs_report_names_the_timeline_it_wrote_beside_sweep_csv_and_png(tmp
     assert f"wrote {folder / 'sweep.csv'}, {folder / 'sweep.png'} and {folder / 'pack-timeline.png'}" in \
         report.stdout.splitlines(), report.stdout
     assert (runs / "p-4242" / "pack-timeline.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_node_given_back_is_said_held_no_more_and_drawn_from_when_it_went(tmp_path: Path) -> None:
+    import time
+
+    from hpc_train.injob.pack.core import nodes_released
+
+    state, _ = starts(PackState.new(slots_of(["pk1", "pk2"], 1, 2), 4, None, 0), 100.0)  # 0,2 on pk1; 1,3 on pk2
+    state = ended(ended(ended(state, 1, 0, 105.0), 3, 0, 108.0), 0, 0, 109.0)
+    went = time.mktime((2026, 11, 27, 12, 3, 41, 0, 0, -1))
+    pack = as_json(nodes_released(state, ["pk2"], went))
+    assert released_lines(pack) == ["released pk2 at 12:03:41, 2 trials done there"]
+    assert held_nodes(pack) == {"pk1": 1}
+    late = as_json(nodes_released(state, ["pk2"], 110.0))
+    assert given_back_bars(late, 30.0) == [(2, 10.0, 20.0), (3, 10.0, 20.0)]  # pk2's two shares, from 10 s on
+    assert given_back_bars(a_pack(), 30.0) == []
+    assert draw_timeline(late, tmp_path / "timeline.png", 130.0)

@@ -62,10 +62,20 @@ class Start:
 
 
 @dataclass(frozen=True)
+class Released:
+    """A node the pack gave back to Slurm: when, and how many trials were done there by then."""
+
+    node: str
+    at: float
+    done: int
+
+
+@dataclass(frozen=True)
 class PackState:
     """The whole pack: the slots, every trial by index, the cap on trials at once, the retries a trial has, the
     order waiting trials start in (a retried or resumed one first, then new ones by index), and the nodes of the
-    allocation that were lost (their slots are never offered again in this allocation)."""
+    allocation that were lost (their slots are never offered again in this allocation), the nodes given back to
+    Slurm (released: likewise), and those Slurm refused to take back (held to the end, never asked again)."""
 
     slots: tuple[Slot, ...]
     trials: tuple[Trial, ...]
@@ -73,6 +83,8 @@ class PackState:
     max_retries: int = 0
     order: tuple[int, ...] = field(default=())
     lost: tuple[str, ...] = ()
+    released: tuple[Released, ...] = ()
+    refused: tuple[str, ...] = ()
 
     @classmethod
     def new(cls, slots: Sequence[Slot], count: int, max_parallel: int | None, max_retries: int) -> PackState:
@@ -92,8 +104,14 @@ class PackState:
         return [slot for slot in self.usable_slots() if slot.index not in taken]
 
     def usable_slots(self) -> list[Slot]:
-        """The slots on no lost node."""
-        return [slot for slot in self.slots if not set(slot.nodes) & set(self.lost)]
+        """The slots on no lost node and no node given back."""
+        gone = {*self.lost, *self.gone}
+        return [slot for slot in self.slots if not set(slot.nodes) & gone]
+
+    @property
+    def gone(self) -> list[str]:
+        """The nodes given back to Slurm, in the order they went."""
+        return [entry.node for entry in self.released]
 
     @property
     def stranded(self) -> bool:
@@ -142,6 +160,50 @@ def starts(state: PackState, now: float) -> tuple[PackState, list[Start]]:
         state = replace(state, order=tuple(number for number in state.order if number != index))
         launched.append(Start(index, slot, attempt))
     return state, launched
+
+
+def to_release(state: PackState, hosts: Sequence[str], batch_host: str) -> list[str]:
+    """The nodes of the allocation (`hosts`) the pack will not use again, to give back now (pure): every node but
+    the batch host (Slurm cannot take it back: it runs the pack itself), those a running trial is on, and as few
+    idle ones as the waiting trials need: enough free shares for as many as may start (under --max-parallel), with
+    one away from each retry's crashed node where there is one, the batch host's shares counted first, then the
+    idle nodes in order. A node left over by whole-node blocks, or lost, is never needed; one Slurm refused to take
+    back is not asked again."""
+    running = state.running
+    busy = {trial.slot for trial in running}
+    keep = {batch_host} | {node for slot in state.slots if slot.index in busy for node in slot.nodes}
+    waiting = [state.trials[index] for index in state.order if state.trials[index].state == WAITING]
+    room = len(waiting) if state.max_parallel is None else min(len(waiting), max(0, state.max_parallel - len(running)))
+    idle = [slot for slot in state.usable_slots() if slot.index not in busy]
+    retries = [trial.avoid for trial in waiting[:room] if trial.avoid]
+
+    def enough(kept: set[str]) -> bool:
+        free = [slot for slot in idle if set(slot.nodes) <= kept]
+        return len(free) >= room and all(
+            any(not set(slot.nodes) & set(avoid) for slot in free)
+            or not any(not set(slot.nodes) & set(avoid) for slot in idle) for avoid in retries)
+
+    for slot in idle:
+        if enough(keep):
+            break
+        keep |= set(slot.nodes)
+    return [node for node in dict.fromkeys(hosts)
+            if node not in keep and node not in state.gone and node not in state.refused]
+
+
+def nodes_released(state: PackState, nodes: Sequence[str], now: float) -> PackState:
+    """Nodes given back to Slurm: no trial starts there again; each with the trials done there by now (pure)."""
+    def done(node: str) -> int:
+        return sum(1 for trial in state.trials for run in trial.runs
+                   if run.get("how") == DONE and node in (run.get("nodes") or ()))
+
+    return replace(state, released=(*state.released, *(Released(node, round(now, 3), done(node))
+                                                       for node in nodes if node not in state.gone)))
+
+
+def release_refused(state: PackState, nodes: Sequence[str]) -> PackState:
+    """Nodes Slurm would not take back: the pack holds them to its end, without asking again (pure)."""
+    return replace(state, refused=tuple(dict.fromkeys((*state.refused, *nodes))))
 
 
 def worth_a_retry(code: int, command: bool, retry_exit_codes: Collection[int]) -> bool:
@@ -228,6 +290,8 @@ def as_json(state: PackState) -> dict[str, Any]:
     return {"slots": [{"index": slot.index, "nodes": list(slot.nodes)} for slot in state.slots],
             "max_parallel": state.max_parallel, "max_retries": state.max_retries, "order": list(state.order),
             "lost": list(state.lost),
+            "released": [{"node": entry.node, "at": entry.at, "done": entry.done} for entry in state.released],
+            "refused": list(state.refused),
             "trials": [{"index": trial.index, "state": trial.state, "slot": trial.slot, "attempts": trial.attempts,
                         "avoid": list(trial.avoid), "code": trial.code, "runs": list(trial.runs),
                         "requeues": trial.requeues, "losses": trial.losses}
@@ -236,8 +300,8 @@ def as_json(state: PackState) -> dict[str, Any]:
 
 def from_json(saved: Mapping[str, Any], slots: Sequence[Slot]) -> PackState:
     """A requeued job's pack, from what the last attempt wrote, on this attempt's slots: a trial that was running
-    waits again, first, to resume from its checkpoint; the nodes the last allocation lost are not held against
-    this one's, which Slurm gave as healthy (pure)."""
+    waits again, first, to resume from its checkpoint; the nodes the last allocation lost or gave back are not held
+    against this one's, which Slurm gave as healthy and whole (pure)."""
     trials = []
     for entry in saved.get("trials", []):
         trial = Trial(int(entry["index"]), entry["state"], None, int(entry.get("attempts", 0)),

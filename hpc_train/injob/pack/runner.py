@@ -10,6 +10,8 @@ asks --no-kill) ends only the trials on it, which restart on the shares left wit
 shares are offered no more (lost.py); `cancel JOBID_I` ends it alone (a file in its folder: runs/packed.py). On the
 time-limit warning every running trial is told (srun passes USR1 on), no new one starts, and once they stopped the
 job is requeued; the requeued job resumes them first. Each rank's TMPDIR: bootstrap/tmpdir.py's, its task epilog.
+A node the pack will not use again (core.to_release) is given back to Slurm at once (release.py); a requeued job
+comes back at its full size (Slurm's own doing).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from typing import Any
 
 from hpc_train.bootstrap.tmpdir import EPILOG_FILE
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
+from hpc_train.injob.pack import release
 from hpc_train.injob.pack.core import (CANCELLED, DONE, NODE_LOST, PRUNED, PackState, Start, as_json, cancel_waiting,
-                                       end_words, ended, from_json, nodes_lost, on_lost_node, slots_of, starts,
-                                       worth_a_retry)
+                                       end_words, ended, from_json, nodes_lost, nodes_released, on_lost_node,
+                                       release_refused, slots_of, starts, to_release, worth_a_retry)
 from hpc_train.injob.ledgered import after_the_attempt, ledgered_trial, trial_ended
 from hpc_train.injob.pack.folders import prepare_trial, record_pack, trial_folder
 from hpc_train.injob.pack.lost import failed_node, lost_nodes
@@ -99,9 +102,11 @@ class Pack:
     def __init__(self, run_dir: Path, plan: Mapping[str, Any], env: Mapping[str, str]) -> None:
         import hostlist
 
-        self.run_dir, self.plan, self.env = run_dir, plan, env
+        self.run_dir, self.plan, self.env = run_dir, plan, dict(env)  # (a release changes what later steps see)
         share = plan["share"]
-        slots = slots_of(hostlist.expand_hostlist(env["SLURM_JOB_NODELIST"]), share["nodes"], share["per_node"])
+        self.hosts = tuple(hostlist.expand_hostlist(env["SLURM_JOB_NODELIST"]))
+        self.batch_host = release.batch_host(env, self.hosts)
+        slots = slots_of(self.hosts, share["nodes"], share["per_node"])
         saved = packed.read_pack_state(run_dir)
         self.state = from_json(saved, slots) if saved.get("trials") else PackState.new(
             slots, len(plan["trials"]), plan.get("max_parallel"), int(plan.get("max_retries") or 0))
@@ -220,8 +225,8 @@ class Pack:
         said = []
         while not self.failed_nodes.empty():
             said.append(self.failed_nodes.get())
-        new = sorted(lost_nodes(self.env, {node for slot in self.state.slots for node in slot.nodes}, said)
-                     - set(self.state.lost))
+        ours = {node for slot in self.state.slots for node in slot.nodes} - set(self.state.gone)  # (given back: no loss)
+        new = sorted(lost_nodes(self.env, ours, said) - set(self.state.lost))
         if new:
             self.state = nodes_lost(self.state, new)
             left = len(self.state.usable_slots())
@@ -274,6 +279,8 @@ class Pack:
                     for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)}
         try:
             while True:
+                if not (self.warned or self.terminated or self.state.finished):
+                    self.give_back()
                 if not (self.warned or self.terminated):
                     self.state, launched = starts(self.state, time.time())
                     for start in launched:
@@ -294,6 +301,23 @@ class Pack:
                 self.state = cancel_waiting(self.state, trial.index)
         self.save()
         return self.end()
+
+    def give_back(self) -> None:
+        """The nodes the pack will not use again given back to Slurm, each said in one line (and in status); a
+        release Slurm refuses is one line, and the pack holds those nodes to its end."""
+        nodes = to_release(self.state, self.hosts, self.batch_host)
+        if not nodes:
+            return
+        problem, self.env = release.give_back(self.env, nodes, self.hosts)
+        if problem is not None:
+            self.state = release_refused(self.state, nodes)
+            self.say(f"could not give {','.join(nodes)} back to Slurm ({problem}); the pack holds "
+                     f"{'it' if len(nodes) == 1 else 'them'} to its end")
+            return
+        self.state = nodes_released(self.state, nodes, time.time())
+        for line in packed.released_lines(as_json(self.state))[-len(nodes):]:
+            self.say(line)
+        self.save()
 
     def signalled(self, signum: int, frame: Any) -> None:
         """The warning (USR1/USR2) or a cancel (TERM): passed on to every running step."""

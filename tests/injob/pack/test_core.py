@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings, strategies as st
+
 from hpc_train.injob.pack.core import (CANCELLED, DONE, FAILED, NODE_LOST, PRUNED, RUNNING, WAITING, PackState,
                                        as_json, cancel_waiting, ended, from_json, nodes_lost, on_lost_node, slots_of,
                                        starts)
@@ -150,3 +152,101 @@ def test_what_the_pack_says_of_a_trials_end() -> None:
     assert end_words(running, Trial(5, FAILED, attempts=1), None, 1, 1, False, False).endswith(
         "see its log; fix the cause, then resubmit (the trial resumes from its last checkpoint)")
     assert end_words(running, Trial(5, DONE, attempts=1), None, 0, 1, True, True) == "done"
+
+
+# Giving nodes back (issue 48): which nodes the pack will not use again.
+
+def test_a_node_whose_trials_all_ended_with_none_waiting_goes_back_and_the_batch_host_never_does() -> None:
+    from hpc_train.injob.pack.core import nodes_released, to_release
+
+    state, _ = starts(PackState.new(slots_of(["pk1", "pk2"], 1, 2), 4, None, 0), 0.0)  # 0,2 on pk1; 1,3 on pk2
+    assert to_release(state, ["pk1", "pk2"], "pk1") == []  # every share busy
+    state = ended(ended(state, 1, 0, 1.0), 3, 0, 2.0)  # pk2's trials both done, nothing waits
+    assert to_release(state, ["pk1", "pk2"], "pk1") == ["pk2"]
+    assert to_release(state, ["pk1", "pk2"], "pk2") == []  # pk2 runs the batch script: it stays
+    state = nodes_released(state, ["pk2"], 2.5)
+    assert as_json(state)["released"] == [{"node": "pk2", "at": 2.5, "done": 2}]
+    assert to_release(state, ["pk1", "pk2"], "pk1") == []  # once is enough
+    state = ended(ended(state, 0, 0, 3.0), 2, 0, 3.0)
+    assert to_release(state, ["pk1", "pk2"], "pk1") == [] and state.finished  # pk1 ends with the job
+
+
+def test_an_idle_node_stays_while_a_trial_waits_that_it_could_run() -> None:
+    from hpc_train.injob.pack.core import to_release
+
+    state, _ = starts(PackState.new(slots_of(["pk1", "pk2"], 1, 1), 3, None, 0), 0.0)  # 0 on pk1, 1 on pk2
+    state = ended(state, 1, 0, 1.0)  # pk2 idle, trial 2 waits: it goes there next
+    assert to_release(state, ["pk1", "pk2"], "pk1") == []
+    state, launched = starts(state, 1.0)
+    assert [(start.index, start.slot.nodes) for start in launched] == [(2, ("pk2",))]
+
+
+def test_a_node_never_needed_under_max_parallel_goes_back_at_the_start_and_trials_fill_the_batch_host() -> None:
+    from hpc_train.injob.pack.core import nodes_released, to_release
+
+    state = PackState.new(slots_of(["pk1", "pk2"], 1, 4), 8, 3, 0)
+    assert to_release(state, ["pk1", "pk2"], "pk1") == ["pk2"]  # 3 at once fit pk1's 4 shares
+    state, launched = starts(nodes_released(state, ["pk2"], 0.0), 0.0)
+    assert [start.slot.nodes for start in launched] == [("pk1",)] * 3  # the spreading only over the nodes kept
+    assert to_release(PackState.new(slots_of(["pk1", "pk2"], 1, 4), 8, 5, 0), ["pk1", "pk2"], "pk1") == []
+    state = PackState.new(slots_of(["a", "b", "c", "d", "e"], 2, 1), 3, None, 0)  # e is left over: never needed
+    assert to_release(state, list("abcde"), "a") == ["e"]
+
+
+def test_a_retry_keeps_a_node_away_from_its_crash_and_a_lost_node_goes_back() -> None:
+    from hpc_train.injob.pack.core import release_refused, to_release
+
+    state, _ = starts(PackState.new(slots_of(["pk1", "pk2"], 1, 1), 2, None, 1), 0.0)  # 0 on pk1, 1 on pk2
+    state = ended(ended(state, 1, 0, 1.0), 0, 137, 1.0)  # 0 crashed on pk1 (the batch host): its retry needs pk2
+    assert to_release(state, ["pk1", "pk2"], "pk1") == []
+    state, launched = starts(state, 1.0)
+    assert [(start.index, start.slot.nodes) for start in launched] == [(0, ("pk2",))]
+    state, _ = starts(PackState.new(slots_of(["pk1", "pk2", "pk3"], 1, 1), 4, None, 0), 0.0)
+    state = ended(nodes_lost(state, ["pk3"]), 2, 143, 1.0, NODE_LOST)  # it waits again, for pk1 or pk2
+    assert to_release(state, ["pk1", "pk2", "pk3"], "pk1") == ["pk3"]  # lost: the job goes on without it
+    assert to_release(release_refused(state, ["pk3"]), ["pk1", "pk2", "pk3"], "pk1") == []  # refused: not again
+
+
+def test_a_multi_node_trials_nodes_go_back_when_it_ends_and_a_requeued_pack_is_whole_again() -> None:
+    from hpc_train.injob.pack.core import nodes_released, to_release
+
+    hosts = ["a", "b", "c", "d"]
+    state, _ = starts(PackState.new(slots_of(hosts, 2, 1), 3, None, 0), 0.0)  # 0 on a,b; 1 on c,d
+    state = ended(state, 1, 0, 1.0)
+    assert to_release(state, hosts, "a") == []  # trial 2 waits for two nodes: c,d are free
+    state, _ = starts(state, 1.0)
+    state = nodes_released(ended(state, 2, 0, 2.0), to_release(ended(state, 2, 0, 2.0), hosts, "a"), 2.0)
+    assert state.gone == ["c", "d"] and state.usable_slots() == [state.slots[0]]
+    again = from_json(as_json(state), slots_of(hosts, 2, 1))
+    assert again.released == () and len(again.usable_slots()) == 2
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3), st.integers(1, 2), st.integers(0, 9), st.one_of(st.none(),
+       st.integers(1, 6)), st.lists(st.tuples(st.integers(0, 9), st.sampled_from([0, 1, 137]), st.booleans()),
+                                    max_size=30))
+def test_giving_nodes_back_never_holds_back_a_trial_that_would_start(hosts: int, per_node: int, share_nodes: int,
+                                                                     count: int, cap: int | None,
+                                                                     events: list[tuple[int, int, bool]]) -> None:
+    """Whatever happened so far, the nodes to_release picks are never the batch host nor a running trial's, and
+    the trials that start now are as many as on the whole allocation."""
+    from hpc_train.injob.pack.core import nodes_released, to_release
+
+    names = [f"n{number}" for number in range(hosts)]
+    state = PackState.new(slots_of(names, share_nodes, per_node), count, cap, 1)
+    clock = 0.0
+    for pick, code, lose in events:
+        clock += 1.0
+        gone = to_release(state, names, names[0])
+        running = {node for trial in state.running for node in state.slots[trial.slot].nodes}
+        assert names[0] not in gone and not set(gone) & running
+        kept, launched_kept = starts(nodes_released(state, gone, clock), clock)
+        whole, launched_whole = starts(state, clock)
+        assert len(launched_kept) == len(launched_whole)
+        state = kept
+        if lose and state.running and hosts > 1:
+            state = nodes_lost(state, [names[-1]])
+        if state.running:
+            trial = state.running[pick % len(state.running)]
+            state = ended(state, trial.index, code, clock, NODE_LOST if on_lost_node(state, trial.index) else None)

@@ -4,6 +4,7 @@ shares, a failure retried, a cancel, a hang ended by the trial's own watchdog; n
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -161,3 +162,60 @@ def test_a_pack_that_lost_every_node_ends_saying_so_instead_of_waiting(
     said = capsys.readouterr().err
     assert "no share is left to run the waiting trials on: every node of the job was lost" in said
     assert "pack 7 ended: 4 waiting" in said
+
+
+# Trial 0 (node1, the batch host) waits until the pack says node2 went back (or could not), then crashes once: its
+# retry starts after the release, on node1, and says which nodes its step was told the job holds.
+RELEASING = """\
+import json, os, pathlib, sys, time
+index, folder = int(os.environ["HPC_TRAIN_TRIAL"]), pathlib.Path(os.environ["HPC_TRAIN_RUN_DIR"])
+if index == 0:
+    state = folder.parent / "sw-7" / "pack-state.json"
+    while not any(json.loads(state.read_text()).get(key) for key in ("released", "refused")):
+        time.sleep(0.05)
+    once = folder / "crashed-once"
+    if not once.exists():
+        once.write_text("x")
+        sys.exit(137)
+print("ran", index, "on", os.environ["NODE"], "in", os.environ["SLURM_JOB_NODELIST"],
+      os.environ.get("SLURM_NTASKS", "-"))
+"""
+# scontrol update as Slurm 22.05 answers a shrink: it writes slurm_job_7_resize.sh where it runs.
+RESIZE = ('printf \'export SLURM_NODELIST="node1"\\nexport SLURM_JOB_NODELIST="node1"\\nexport SLURM_NNODES=1\\n'
+          'export SLURM_JOB_NUM_NODES=1\\nexport SLURM_JOB_CPUS_PER_NODE="4"\\nunset SLURM_NPROCS\\n'
+          'unset SLURM_NTASKS\\nunset SLURM_TASKS_PER_NODE\\n\' > slurm_job_7_resize.sh\n')
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["released", "refused"])
+def test_a_node_the_pack_will_not_use_again_goes_back_and_later_steps_see_the_job_shrunk(
+        pack_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], refused: bool) -> None:
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.1)
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    fake = FakeSlurm.at(pack_dir.parent.parent / ".fake-slurm")
+    fake.on("scontrol show", Reply("JobId=7 JobState=RUNNING NodeList=node[1-2]\n"))
+    fake.on("scontrol update", Reply(stderr="scontrol: error: Invalid node name specified", code=1) if refused
+            else Reply(shell=RESIZE))
+    fake.install(pack_dir.parent.parent / "bin")
+    (pack_dir.parent.parent / "trial.py").write_text(RELEASING)
+    plan = json.loads((pack_dir / PLAN).read_text())
+    (pack_dir / PLAN).write_text(json.dumps({**plan, "trials": plan["trials"][:3], "retry_exit_codes": []}))
+    assert runner.main(["--run-dir", str(pack_dir)]) == 0, capsys.readouterr().err  # never a failed job
+    said = capsys.readouterr().err
+    state = read_pack_state(pack_dir)
+    assert [trial["state"] for trial in state["trials"]] == ["done", "done", "done"], said
+    assert "scontrol update JobId=7 NodeList=node1" in fake.lines("scontrol")
+    assert fake.lines("scontrol").count("scontrol update JobId=7 NodeList=node1") == 1  # asked once, never again
+    if refused:
+        assert ("could not give node2 back to Slurm (scontrol: error: Invalid node name specified); the pack holds "
+                "it to its end") in said
+        assert state["released"] == [] and state["refused"] == ["node2"]
+        assert [run["nodes"] for run in state["trials"][0]["runs"]] == [["node1"], ["node2"]]  # still held: used
+        assert "ran 0 on node2 in node[1-2] 2" in said, said
+        return
+    line = next(line for line in said.splitlines() if "released node2 at" in line)
+    assert re.search(r"released node2 at \d\d:\d\d:\d\d, 2 trials done there$", line), line
+    assert state["released"][0]["node"] == "node2" and state["released"][0]["done"] == 2
+    assert state["refused"] == []
+    assert [run["nodes"] for run in state["trials"][0]["runs"]] == [["node1"], ["node1"]]  # the batch host, kept
+    assert "ran 0 on node1 in node1 -" in said, said  # the resize's variables: node1 alone, SLURM_NTASKS unset
+
