@@ -46,9 +46,9 @@ class NodeGpus:
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> "NodeGpus":
-        cuda = _id_list(env.get("CUDA_VISIBLE_DEVICES"))
+        cuda = device_ids(env.get("CUDA_VISIBLE_DEVICES"))
         slurm_variable = next((name for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS") if name in env), None)
-        slurm_ids = _id_list(env.get(slurm_variable)) if slurm_variable else None
+        slurm_ids = device_ids(env.get(slurm_variable)) if slurm_variable else None
         on_node = optional_count(env, "SLURM_GPUS_ON_NODE")
         if on_node is not None:
             total, source = on_node, f"SLURM_GPUS_ON_NODE={on_node}"
@@ -111,7 +111,8 @@ def _computing_ranks_by_node(node_of_rank: Sequence[int], computes: Sequence[boo
     return by_node
 
 
-def _id_list(value: str | None) -> tuple[str, ...] | None:
+def device_ids(value: str | None) -> tuple[str, ...] | None:
+    """The device ids a CUDA_VISIBLE_DEVICES-like value names; None: unset (every device); (): none (pure)."""
     if value is None:
         return None
     if value.strip().lower() in _NO_DEVICE_WORDS:
@@ -131,7 +132,7 @@ def cpu_fallback_note(cuda_visible_devices: str | None, tensorflow_gpus: int | N
 
     `tensorflow_gpus`: the GPUs TensorFlow lists; None when TensorFlow was not asked, only the driver found missing.
     """
-    bound = [device for device in (_id_list(cuda_visible_devices) or ()) if not device.startswith("-")]
+    bound = [device for device in (device_ids(cuda_visible_devices) or ()) if not device.startswith("-")]
     if not bound or tensorflow_gpus:
         return None
     why = "TensorFlow sees no GPU" if tensorflow_gpus is not None else f"no GPU driver here ({NVIDIA_DRIVER})"
@@ -185,7 +186,7 @@ def usable_gpus(listed: Sequence[ListedGpu], cuda_visible_devices: str | None) -
     if cuda_visible_devices is None:
         return tuple(str(index) for index in range(cuda_devices(listed)))
     usable: list[str] = []
-    for device in _id_list(cuda_visible_devices) or ():
+    for device in device_ids(cuda_visible_devices) or ():
         if device in usable or not names_gpu(device, listed):
             break
         usable.append(device)
@@ -194,7 +195,7 @@ def usable_gpus(listed: Sequence[ListedGpu], cuda_visible_devices: str | None) -
 
 def unknown_gpu_note(rank: int, cuda_visible_devices: str | None, listed: Sequence[ListedGpu]) -> str | None:
     """The line for a rank bound to a GPU (an index or a GPU UUID) that `nvidia-smi -L` does not list here."""
-    bound = _id_list(cuda_visible_devices) or ()
+    bound = device_ids(cuda_visible_devices) or ()
     missing = [device for device in bound if (device.isdigit() or device.startswith(("GPU-", "MIG-")))
                and not names_gpu(device, listed)]
     if not missing:

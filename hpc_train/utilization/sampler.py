@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hpc_train.bootstrap.devices import device_ids
 from hpc_train.utilization import files
 from hpc_train.utilization.files import RankEntry
 from hpc_train.utilization.nvml import GpuReading, Nvml, open_nvml
@@ -25,16 +26,9 @@ from hpc_train.utilization.procs import Process, cores_of, process_table, tree_u
 from hpc_train.utilization.settings import Sampling
 from hpc_train.version import PREFIX
 
-_NO_DEVICE_WORDS = frozenset({"", "nodevfiles", "none"})  # what Slurm writes for a GPU gres without device files
-
-
 def bound_gpus(cuda_visible_devices: str | None) -> tuple[str, ...] | None:
-    """The GPU ids a rank is bound to; None: unset, every GPU of the node (pure)."""
-    if cuda_visible_devices is None:
-        return None
-    if cuda_visible_devices.strip().lower() in _NO_DEVICE_WORDS:
-        return ()
-    return tuple(part.strip() for part in cuda_visible_devices.split(",") if part.strip())
+    """The GPU ids a rank is bound to; None: unset, every GPU of the node (pure; the bootstrap's reading)."""
+    return device_ids(cuda_visible_devices)
 
 
 def node_name(environ: Mapping[str, str]) -> str:
