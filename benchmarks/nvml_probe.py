@@ -85,6 +85,7 @@ def main(argv: list[str]) -> int:
         stand_in = FakeNvml({0: 0.0})
     out = Path(next((arg for arg in argv if not arg.startswith("--")), os.environ.get("OUT") or tempfile.mkdtemp()))
     run_dir = out / "run"
+    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # a job's run folder exists before its ranks start
     env = {"HPC_TRAIN_RUN_DIR": str(run_dir), "SLURMD_NODENAME": "gpunode", "SLURM_PROCID": "0",
            "SLURM_LOCALID": "0", "CUDA_VISIBLE_DEVICES": "0", "HPC_TRAIN_SAMPLE_SECONDS": str(EVERY),
            "HPC_TRAIN_IDLE_PERCENT": str(IDLE_BELOW), "HPC_TRAIN_IDLE_MINUTES": str(IDLE_AFTER / 60)}
