@@ -87,6 +87,15 @@ def test_without_slurm_the_tasks_run_here_and_a_failure_is_not_retried(tmp_path:
     assert "Traceback" not in missing.stderr
 
 
+def wait_for_file(path: Path, process: subprocess.Popen, timeout: float = 30) -> None:
+    """Return once `path` exists; fail, saying so, after `timeout` seconds or once `process` ended without it."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert process.poll() is None, f"the job body ended ({process.returncode}) before {path} appeared"
+        assert time.monotonic() < deadline, f"{path} did not appear within {timeout:.0f} s"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2])
 def test_a_warning_sent_to_the_body_reaches_srun(signum: int, tmp_path: Path) -> None:
     record, ready = tmp_path / "signals", tmp_path / "ready"
@@ -95,9 +104,7 @@ def test_a_warning_sent_to_the_body_reaches_srun(signum: int, tmp_path: Path) ->
     job = subprocess.Popen([sys.executable, "-m", "hpc_train", "job", "--run-dir", "run", "--", "train"],
                            cwd=tmp_path, env=env, text=True, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_file(ready, job)  # the body's srun runs: it can pass the signal on
         job.send_signal(signum)
         job.communicate(timeout=30)
     finally:
@@ -115,9 +122,7 @@ def test_a_body_slurms_sigterm_ends_records_its_end_so_a_forgotten_job_reads_can
     job = subprocess.Popen([sys.executable, "-m", "hpc_train", "job", "--run-dir", "run", "--", "train"],
                            cwd=tmp_path, env=env, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_file(ready, job)  # the body's srun runs: it can pass the signal on
         job.send_signal(signal.SIGTERM)
         job.wait(timeout=30)
     finally:
