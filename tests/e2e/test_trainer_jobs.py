@@ -391,14 +391,21 @@ def assert_healed(job: Job, uninterrupted: Job, action: str, cause: str, blamed:
     [entry] = job.run_state()["attempts"]
     assert (entry["action"], entry["cause"], entry["excluded"]) == (action, cause, [blamed]), entry
     assert entry["seconds_lost"] > 0 and job.metrics()["totals"]["failures"] == 1
-    # The ledger keeps both attempts; the failed one's `lost` covers its steps redone (from the checkpoint the retry
-    # resumed from) to its failure's end, the gap until the retry is `requeued`. (A node lost: Slurm's SIGTERM may
-    # reach the chief, which saves first; the history's entry is then the next attempt's, after the gap.)
+    # The ledger keeps both attempts; the failed one's `lost` is its steps redone: from the checkpoint the retry
+    # resumed from to the attempt's own end, no less (what it trained after) and no more (a node lost: Slurm's SIGTERM
+    # may reach the chief, which saves first, and that save is kept); the gap until the retry is `requeued`.
     ledger = assert_ledger_adds_up(job, attempts=2, or_more=action == "requeued by Slurm")
     failed, *between, resumed = ledger["attempts"]
     assert all(attempt["compute"] == 0 for attempt in between), ledger  # (one that trained nothing, if any)
-    failed_end = min(entry["time"], failed["started"] + failed["wall"])
-    assert failed["lost"] >= failed_end - entry["checkpoint_time"] - 1.0 and resumed["lost"] == 0, (ledger, entry)
+    failed_end = failed["started"] + failed["wall"]
+    # The failure's entry: written by the failed attempt's epilogue (retried), or by the next attempt's prologue after
+    # the queue (a node lost: its body was ended with the node's step), so it cannot bound the failed attempt's end.
+    written_after = action == "requeued by Slurm"
+    assert entry["time"] >= failed_end if written_after else entry["time"] <= failed_end + 0.01, (ledger, entry)
+    assert failed["started"] < entry["checkpoint_time"] <= failed_end, (ledger, entry)  # saved in the failed attempt
+    redone = failed_end - entry["checkpoint_time"]
+    # The ledger's checkpoint time is when the save ended, a moment after its index file (the entry's) was written.
+    assert redone - 2.0 <= failed["lost"] <= redone + 0.01 and resumed["lost"] == 0, (ledger, entry)
     assert ledger["requeued"] > 0
     last_attempt = job.log().rsplit("hpc-train: job ", 1)[1]
     assert re.search(r"rank 1 is worker 1 at node\d+", last_attempt) and f" at {blamed}:" not in last_attempt
