@@ -38,7 +38,8 @@ from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.ledgered import after_the_attempt, components_of, ledgered_step
-from hpc_train.injob.sizing import attempt_size, rank_environment, start_words, step_size_arguments
+from hpc_train.injob.sizing import (attempt_size, het_step_arguments, rank_environment, start_words,
+                                    step_size_arguments, with_step_tasks)
 from hpc_train.injob.started_with_sbatch import JobShape, record_job
 from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
@@ -65,7 +66,8 @@ def start_line(body: JobBody, env: Mapping[str, str]) -> str:
     restarts = restart_count(env)
     again = f" (restart {restarts})" if restarts else ""
     sized = attempt_size(body.node_range, body.tasks_per_node, env)
-    nodes, tasks = nodes_and_tasks(env, (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
+    nodes, tasks = nodes_and_tasks(with_step_tasks(env, sized, body.tasks_per_node),
+                                   (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
     return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks{start_words(sized)}; "
             f"logs and results in {body.run_dir}")
 
@@ -77,9 +79,12 @@ def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int =
     tasks only): one step, SLURM_PROCID counting across them, which the bootstrap reads (bootstrap/hetstep.py).
     `options`: srun's own, before the command (Pyxis's --container-*)."""
     if components > 1:
-        groups = ",".join(map(str, range(components)))
-        return [f"--het-group={groups}", f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}", *options,
-                *(rank_logs_by_procid(body, rank_command) if body.output else ("--label", *rank_command))]
+        common = [f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}", *options, *([] if body.output else
+                                                                                        ["--label"])]
+        command = rank_logs_by_procid(body, rank_command) if body.output else list(rank_command)
+        if sized is not None:  # a range of workers: each component its own options, the workers' sized
+            return [*het_step_arguments(components, sized, body.tasks_per_node, common), *command]
+        return [f"--het-group={','.join(map(str, range(components)))}", *common, *command]
     return [*step_size_arguments(sized, body.tasks_per_node), *(() if body.output else ("--label",)),
             f"--kill-on-bad-exit={kill_on_bad_exit(body.strategy)}",
             *(("--open-mode=append", f"--output={body.output}") if body.output else ()),
@@ -308,7 +313,8 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
            **rank_environment(attempt_size(body.node_range, body.tasks_per_node, environ))}
     print(start_line(body, env), file=sys.stderr, flush=True)
     sized = attempt_size(body.node_range, body.tasks_per_node, env)
-    nodes, tasks = nodes_and_tasks(env, (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
+    nodes, tasks = nodes_and_tasks(with_step_tasks(env, sized, body.tasks_per_node),
+                                   (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
     attempt_here = (body.run_dir, restart_count(env) + 1, nodes, time.time())  # (its end: record_end)
     if env.get("SLURM_JOB_ID"):  # (as the prologue: a Slurm job's attempts)
         close_unended(body.run_dir)  # the previous attempt's end, if its body was killed with it

@@ -46,3 +46,25 @@ def step_size_arguments(sized: tuple[int, NodeRange] | None, tasks_per_node: int
 def start_words(sized: tuple[int, NodeRange] | None) -> str:
     """The start line's words on the attempt's size: `, on 3 of 2-4 nodes`; '' for a fixed size."""
     return "" if sized is None else ", " + size_words(*sized)
+
+
+def het_step_arguments(components: int, sized: tuple[int, NodeRange], tasks_per_node: int,
+                       options: list[str]) -> list[str]:
+    """srun's components of a ranged heterogeneous job's step, `:` between them (the command follows, for all):
+    each component its own (--het-group=N and `options`), the last one, the workers', sized as a plain range's
+    step (its allocation asks no tasks per node, so that Slurm gives it as many nodes as are free). A step of
+    --het-group=0,1 would start one task on each of the workers' nodes."""
+    parts = [[f"--het-group={index}", *options] for index in range(components - 1)]
+    parts.append([f"--het-group={components - 1}", *step_size_arguments(sized, tasks_per_node), *options])
+    return [word for index, part in enumerate(parts) for word in ([":"] if index else []) + part]
+
+
+def with_step_tasks(env: Mapping[str, str], sized: tuple[int, NodeRange] | None,
+                    tasks_per_node: int) -> Mapping[str, str]:
+    """The batch shell's variables with a ranged heterogeneous job's workers' tasks as its step runs them (the
+    allocation's SLURM_NTASKS_HET_GROUP_N counts one a node: it asked none), for the lines and records that say
+    them; `env` itself where nothing differs. Never the step's environment (srun reads its own)."""
+    components = env.get("SLURM_HET_SIZE", "")
+    if sized is None or not components.isdigit() or int(components) < 2:
+        return env
+    return {**env, f"SLURM_NTASKS_HET_GROUP_{int(components) - 1}": str(sized[0] * tasks_per_node)}

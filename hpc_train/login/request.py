@@ -200,10 +200,6 @@ class JobRequest:
                                f"chief + {self.num_ps} ps + 1 worker are {self.num_ps + 2}; raise MIN or lower --num-ps")
         if any(group.ranged and group.ntasks is not None for group in self.groups):
             raise JobSpecError("a node range applies to the workers' nodes; give the chief and ps a fixed --ps-nodes")
-        if self.heterogeneous and self.groups[-1].ranged and self.groups[-1].tasks_per_node != 1:
-            raise JobSpecError(f"--nodes {self.groups[-1].node_range} with {self.groups[-1].tasks_per_node} tasks per "
-                               "node: a heterogeneous job's range of workers takes one task per node; add "
-                               "--one-task-per-node, or give a fixed --nodes")
 
     @property
     def ranged(self) -> bool:

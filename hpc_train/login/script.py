@@ -149,8 +149,10 @@ def group_summary(group: Group) -> str:
 
 def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None) -> JobBody:
     """What the job body does for this request: its step's tasks (the mock launcher's: every node as the first
-    group's), and how its failures are retried. Its run folder is the script's to say (script_line's word)."""
-    return JobBody(Path("."), spec.strategy, spec.nodes, spec.groups[0].tasks_per_node, config.max_retries,
+    group's; a range's, its group's, the last), and how its failures are retried. Its run folder is the script's to
+    say (script_line's word)."""
+    per_node = spec.groups[-1 if spec.ranged else 0].tasks_per_node
+    return JobBody(Path("."), spec.strategy, spec.nodes, per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
                    track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment,
                    gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=spec.image(),

@@ -98,9 +98,13 @@ def test_a_parameter_server_mnist_job_runs_as_one_heterogeneous_job(env: dict[st
 
 
 def test_a_users_command_gets_the_same_cluster(env: dict[str, str], tmp_path: Path) -> None:
-    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--num-ps", "2", "--ps-nodes", "2", "--name", "cmd",
-                              "--", sys.executable, "-c", SHOW))
-    assert wait_for_end(job, env, lambda: "") == ("COMPLETED", "0:0")
+    # The workers a node range of a task per GPU, 2 a node: MIN 2 is the partition's every node, so Slurm gives both.
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "2-3", "--num-ps", "2", "--ps-nodes", "2",
+                              "--name", "cmd", "--", sys.executable, "-c", SHOW))
+    log = tmp_path / f"slurm-cmd-{job}.out"
+    assert wait_for_end(job, env, lambda: log.read_text() if log.exists() else "") == ("COMPLETED", "0:0")
+    assert re.search(rf"^hpc-train: job {job} on hcpu\[1-2\] \+ hgpu\[1-2\], 3\+4 tasks, on 2 of 2-3 nodes;",
+                     log.read_text(), re.M), log.read_text()[-3000:]
     folder = tmp_path / "runs" / f"cmd-{job}"
     seen = [json.loads(re.search(r"^RANK (.*)$", (folder / "logs" / f"rank-{rank}.out").read_text(), re.M).group(1))
             for rank in range(7)]

@@ -27,12 +27,20 @@ def test_a_range_asks_slurm_for_min_max_nodes_without_tasks_per_node() -> None:
     assert body.node_range == "2-4" and job_body(JobSpec(nodes=4), TrainConfig(), None).node_range is None
 
 
-def test_a_heterogeneous_jobs_workers_may_be_a_range_of_one_task_per_node() -> None:
+def test_a_heterogeneous_jobs_workers_may_be_a_range_of_one_task_per_node_or_several() -> None:
     spec = JobRequest.parameter_servers(Group(4, 2, one_task_per_node=True, min_nodes=2), "cpu")
     lines = directive_lines(spec)
     assert spec.ranged and lines.index("#SBATCH --nodes=2-4") > lines.index("#SBATCH hetjob"), lines
-    with pytest.raises(JobSpecError, match="a heterogeneous job's range of workers takes one task per node"):
-        JobRequest.parameter_servers(Group(4, 2, min_nodes=2), "cpu")
+    assert job_body(spec, TrainConfig(), None).tasks_per_node == 1
+    # One task per GPU: the workers' component asks their CPUs, no tasks per node (the body sizes the step), and
+    # the body is told the workers' tasks per node, not the chief and ps's.
+    spec = JobRequest.parameter_servers(Group(4, 2, min_nodes=2), "cpu", num_ps=2)
+    workers = directive_lines(spec)[directive_lines(spec).index("#SBATCH hetjob"):]
+    assert "#SBATCH --nodes=2-4" in workers and "#SBATCH --mincpus=2" in workers, workers
+    assert not any("ntasks" in line for line in workers), workers
+    body = job_body(spec, TrainConfig(), None)
+    assert (body.tasks_per_node, body.node_range) == (2, "2-4")
+    assert job_body(JobRequest.parameter_servers(Group(4, 2), "cpu"), TrainConfig(), None).tasks_per_node == 1
 
 
 def test_min_must_be_from_1_to_max() -> None:
