@@ -31,16 +31,17 @@ def staged_package(run_dir: Path) -> tuple[Path, Path]:
     return staged, package
 
 
-def container_step(container: Container, run_dir: Path, command: Sequence[str],
-                   env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def container_step(container: Container, run_dir: Path, command: Sequence[str], env: Mapping[str, str],
+                   also: Sequence[Path] = ()) -> tuple[list[str], list[str]]:
     """(srun's own options, each rank's command) for the step in `container`; the folders it mounts are those of
-    mounted_folders that exist here (a missing one would fail the mount on every node)."""
+    mounted_folders that exist here (a missing one would fail the mount on every node), and `also` (a packed
+    trial's sweep folder: its study)."""
     staged, package = staged_package(run_dir)
     site, scripts = sysconfig.get_paths()["purelib"], sysconfig.get_paths()["scripts"]
     data = [path for path in (env.get(DATA_DIR_VARIABLE), config_setting(command, "data_dir")) if path]
     workdir = os.getcwd()
     folders = mounted_folders(str(run_dir.resolve()), workdir, env, [str(Path(path).resolve()) for path in data],
-                              str(package), site, scripts)
+                              str(package), site, scripts) + [str(path.resolve()) for path in also]
     user = None if env.get("USER") else pwd.getpwuid(os.getuid()).pw_name
     places = Places(minimal_mounts(folder for folder in folders if os.path.isdir(folder)), workdir, str(staged),
                     site, user, scripts if os.path.isdir(scripts) else None)

@@ -52,7 +52,7 @@ def pack_plan(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequ
             "max_retries": config.max_retries, "retry_exit_codes": list(spec.retry_exit_codes),
             "max_parallel": max_parallel, "share": asdict(share),
             "hang_minutes": config.hang_minutes, "track": config.track, "tracking_uri": config.tracking_uri,
-            "experiment": config.experiment,
+            "experiment": config.experiment, "container": asdict(image) if (image := spec.image()) else None,
             "pack": spec.pack.as_json()}
 
 

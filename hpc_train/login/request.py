@@ -333,9 +333,6 @@ def _check_pack(request: JobRequest) -> None:
         raise PackError(f"--pack with parameter_server: each trial needs 1 chief + {request.num_ps} ps + 1 worker "
                         f"but its share runs {share.nodes * share.tasks} task(s); ask --trial-gpus or --trial-nodes "
                         "for more, or --strategy multiworker")
-    if request.container is not None:
-        raise PackError("--pack with --container: packed trials run in the job's environment for now; drop "
-                        "--container, or --pack (a job array runs each element in the image)")
 
 
 def _check_counts(counts: tuple[tuple[str, int | None, int], ...]) -> None:

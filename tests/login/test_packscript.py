@@ -59,6 +59,13 @@ def test_a_share_larger_than_a_node_is_refused() -> None:
         share_of(Pack(trial_gpus=8), 1, 4, 1, False, None)
 
 
+def test_a_packs_trials_run_in_its_image() -> None:
+    rendered = render_pack(JobSpec(nodes=2, gpus_per_node=4, name="packed", pack=Pack(), container="/images/tf.sif"),
+                           TrainConfig(), "/opt/hpc-train", grid({"seed": [1, 2]}))
+    plan = json.loads(re.search(r"<<'HPC_TRAIN_PACK'\n(.*)\nHPC_TRAIN_PACK", rendered, re.S).group(1))
+    assert plan["container"] == {"image": "/images/tf.sif", "runtime": "apptainer"}  # the image says its runtime
+
+
 HOSTILE = ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", "HPC_TRAIN_PACK", 'a "quoted"\nHPC_TRAIN_PACK']
 
 

@@ -52,9 +52,10 @@ _NOTE_GPUS = ('if [ "${SLURM_PROCID:-0}" = 0 ]; then printf "%s %s\\n" "${SLURMD
               '"${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}" > "$0"; fi; exec "$@"')
 
 
-def srun_arguments(plan: Mapping[str, Any], start: Start, folder: Path, rank_command: Sequence[str]) -> list[str]:
-    """One trial's step: only its share (--exact, its nodes, its GPUs per node), its ranks' logs in its folder
-    (pure)."""
+def srun_arguments(plan: Mapping[str, Any], start: Start, folder: Path, rank_command: Sequence[str],
+                   options: Sequence[str] = ()) -> list[str]:
+    """One trial's step: only its share (--exact, its nodes, its GPUs per node), its ranks' logs in its folder;
+    `options`: srun's own, before the command (Pyxis's --container-*) (pure)."""
     share = plan["share"]
     nodes = len(start.slot.nodes)
     return ["--exact", f"--nodes={nodes}", f"--ntasks={nodes * share['tasks']}",
@@ -63,7 +64,19 @@ def srun_arguments(plan: Mapping[str, Any], start: Start, folder: Path, rank_com
             *((f"--cpus-per-task={share['cpus']}",) if share.get("cpus") else ()),
             "--kill-on-bad-exit=1", "--open-mode=append", f"--output={folder / 'logs' / 'rank-%t.out'}",
             f"--task-epilog={folder.resolve() / EPILOG_FILE}",  # each rank's own TMPDIR gone, however it ended
-            "bash", "-c", _NOTE_GPUS, str(folder / packed.STEP_GPUS), *rank_command]
+            *options, "bash", "-c", _NOTE_GPUS, str(folder / packed.STEP_GPUS), *rank_command]
+
+
+def in_image(plan: Mapping[str, Any], run_dir: Path, folder: Path, rank_command: Sequence[str],
+             env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(srun's own options, the ranks' command) of a trial: in the pack's image when it has one, as a job's ranks
+    are (injob/contained.py), its folder and the sweep's (the study) mounted."""
+    if not plan.get("container"):
+        return [], list(rank_command)
+    from hpc_train.container.runtime import Container
+    from hpc_train.injob.contained import container_step
+
+    return container_step(Container(**plan["container"]), folder, rank_command, env, also=(run_dir,))
 
 
 def rank_command(plan: Mapping[str, Any], folder: Path, values: Mapping[str, Any]) -> list[str]:
@@ -131,15 +144,15 @@ class Pack:
         folder = trial_folder(self.run_dir, self.plan, start.index)
         try:
             values = prepare_trial(self.run_dir, self.plan, start.index, self.env)
-        except Exception as error:  # (its study, its config: this trial cannot run; the others go on)
+            env = trial_env(self.env, self.plan, start, folder, values, int(self.env.get("SLURM_JOB_ID") or 0),
+                            len(self.state.slots))
+            options, command = in_image(self.plan, self.run_dir, folder, rank_command(self.plan, folder, values), env)
+        except Exception as error:  # (its study, its config, its image: this trial cannot run; the others go on)
             self.say(f"trial {start.index} could not start ({type(error).__name__}: {error})")
             self.state = ended(self.state, start.index, 1, time.time(), "failed")
             return
-        env = trial_env(self.env, self.plan, start, folder, values, int(self.env.get("SLURM_JOB_ID") or 0),
-                        len(self.state.slots))
-        command = rank_command(self.plan, folder, values)
         env |= self.track(start.index, folder, env) | ledgered_trial(folder, start, self.plan["share"], self.env)
-        step = SlurmClient.local(env).stream_step(srun_arguments(self.plan, start, folder, command))
+        step = SlurmClient.local(env).stream_step(srun_arguments(self.plan, start, folder, command, options))
         self.readers[start.index] = threading.Thread(target=self.pass_on, args=(start.index, step), daemon=True)
         self.readers[start.index].start()
         self.steps[start.index] = step

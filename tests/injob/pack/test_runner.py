@@ -13,7 +13,8 @@ import yaml
 from hpc_train.bootstrap.ports import trial_port_base
 from hpc_train.config import TrainConfig, to_dict
 from hpc_train.injob.pack.core import Slot, Start
-from hpc_train.injob.pack.runner import prepare_trial, rank_command, srun_arguments, trial_env, trial_folder
+from hpc_train.injob.pack.runner import (in_image, prepare_trial, rank_command, srun_arguments, trial_env,
+                                        trial_folder)
 from hpc_train.runs.requeue import PACKED, plan_requeue
 
 PLAN = {"name": "sw", "command": ["python", "t.py", "--lr={lr}"], "strategy": "multiworker", "num_ps": 1,
@@ -80,3 +81,44 @@ def test_a_trial_starts_with_its_settings_in_config_yaml_its_own_keys_out_and_it
     config = yaml.safe_load((tmp_path / "sw-42_0" / "config.yaml").read_text())
     assert config["seed"] == 3 and "nap" not in config
     assert os.access(tmp_path / "sw-42_0" / "task-epilog.sh", os.X_OK)
+
+
+def test_a_packs_trial_runs_in_its_image_its_folder_and_the_sweeps_mounted(tmp_path: Path) -> None:
+    run_dir, folder = tmp_path / "sw-42", tmp_path / "sw-42_3"
+    for made in (run_dir, folder / "logs"):
+        made.mkdir(parents=True)
+    trainer = rank_command({**PLAN, "command": None}, folder, {})
+    assert in_image(PLAN, run_dir, folder, trainer, {}) == ([], trainer)  # no image: as it is
+    plan = {**PLAN, "command": None, "container": {"image": "/images/tf.sif", "runtime": "apptainer"}}
+    options, command = in_image(plan, run_dir, folder, trainer, {"USER": "me"})
+    assert options == [] and command[:2] == ["apptainer", "exec"]
+    binds = command[command.index("--bind") + 1].split(",")  # (the tests' working directory is not above them)
+    assert {f"{folder}:{folder}", f"{run_dir}:{run_dir}"} <= set(binds), binds
+    assert f"PYTHONPATH={folder}/.hpc-train-python" in command  # the job's hpc_train, staged for the image
+    assert command[command.index("python3"):] == ["python3", "-u", "-m", "hpc_train", "train", "--config",
+                                                  str(folder / "config.yaml"), "--output-dir", str(folder)]
+    # Pyxis: srun's own options, before the GPU note's wrapper, which then runs in the image.
+    pyxis = {**plan, "container": {"image": "nvcr.io#nvidia/tensorflow:25.02-tf2-py3", "runtime": "pyxis"}}
+    options, command = in_image(pyxis, run_dir, folder, trainer, {"USER": "me"})
+    words = srun_arguments(pyxis, Start(3, Slot(1, ("node7",)), 1), folder, command, options)
+    assert words.index("--container-image=nvcr.io#nvidia/tensorflow:25.02-tf2-py3") < words.index("bash")
+    assert words[words.index("bash") + 4:][:2] == ["env", "HPC_TRAIN_CONTAINER=pyxis"]
+
+
+def test_a_trial_in_an_image_gets_its_command_intact_through_a_real_shell(tmp_path: Path) -> None:
+    hostile = "x'; touch PWNED #"
+    run_dir, folder = tmp_path / "sw-42", tmp_path / "sw-42_0"
+    for made in (run_dir, folder):
+        made.mkdir()
+    (tmp_path / "bin").mkdir()
+    runtime = tmp_path / "bin" / "apptainer"  # the runtime: here, it says what it was asked to run
+    runtime.write_text('#!/bin/bash\nprintf "%s\\n" "$@"\n')
+    runtime.chmod(0o755)
+    plan = {**PLAN, "container": {"image": "/images/tf.sif", "runtime": "apptainer"}}
+    options, command = in_image(plan, run_dir, folder, ["echo", hostile], {"USER": "me"})
+    words = srun_arguments(plan, Start(0, Slot(0, ("n",)), 1), folder, command, options)
+    result = subprocess.run(words[words.index("bash"):], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "SLURMD_NODENAME": "node3"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-2:] == ["echo", hostile] and not list(tmp_path.rglob("PWNED"))
+    assert "/images/tf.sif" in result.stdout.splitlines()
