@@ -89,11 +89,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from tests.e2e.jobs import local_cluster_possible
 
     real_cluster = local_cluster_possible()
+    def slow(item: pytest.Item) -> bool:
+        return any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster", "mlflow"))
+
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # The local cluster's tests are the longest share of one worker: started first, they end with the rest.
-        items.sort(key=lambda item: not on_a_local_cluster(item.nodeid))
+        # The local cluster's tests are the longest share of one worker: started first, they end with the rest. The
+        # other slow ones next (xdist hands out the tests in this order), so that the many quick ones come last and
+        # even out the workers' ends, instead of TensorFlow's runs all at once at the end (issue 46).
+        items.sort(key=lambda item: (not on_a_local_cluster(item.nodeid), not slow(item)))
     for item in items:
-        if not any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster", "mlflow")):
+        if not slow(item):
             item.add_marker(pytest.mark.quick)
         twin = item.get_closest_marker("mock_twin")
         if twin is not None and real_cluster:
