@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.clustergroups import OWN, SECOND, SESSION, cluster_group, on_a_local_cluster
+from tests.clustergroups import OWN, SECOND, SESSION, THIRD, cluster_group, on_a_local_cluster, worker_group
 from tests.fake_slurm import without_slurm
 from tests.tracking.server import mlflow_server  # noqa: F401 - the session's MLflow server, for every test folder
 from tests.sshd import SshServer
@@ -51,7 +51,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     class LocalClusterTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::")[0]
-            return cluster_group(nodeid) or (module if module in ONE_WORKER_MODULES else nodeid)
+            return worker_group(nodeid, self.numnodes) or (module if module in ONE_WORKER_MODULES else nodeid)
 
     return LocalClusterTogether(config, log)
 
@@ -61,7 +61,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 # clusters. The process that runs a group's first test holds the group's lock until it exits (a group runs in one
 # worker, in order), so a second suite's tests of that group wait for the first's to end.
 LOCAL_CLUSTER_LOCKS = {SESSION: "/tmp/hpc-train-local-cluster-tests.lock",
-                       SECOND: "/tmp/hpc-train-second-cluster-tests.lock", OWN: "/tmp/hpc-train-own-cluster-tests.lock"}
+                       SECOND: "/tmp/hpc-train-second-cluster-tests.lock",
+                       THIRD: "/tmp/hpc-train-third-cluster-tests.lock", OWN: "/tmp/hpc-train-own-cluster-tests.lock"}
 _held: dict[str, object] = {}
 
 
@@ -88,11 +89,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from tests.e2e.jobs import local_cluster_possible
 
     real_cluster = local_cluster_possible()
+    def slow(item: pytest.Item) -> bool:
+        return any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster", "mlflow"))
+
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # The local cluster's tests are the longest share of one worker: started first, they end with the rest.
-        items.sort(key=lambda item: not on_a_local_cluster(item.nodeid))
+        # The local cluster's tests are the longest share of one worker: started first, they end with the rest. The
+        # other slow ones next (xdist hands out the tests in this order), so that the many quick ones come last and
+        # even out the workers' ends, instead of TensorFlow's runs all at once at the end (issue 46).
+        items.sort(key=lambda item: (not on_a_local_cluster(item.nodeid), not slow(item)))
     for item in items:
-        if not any(item.get_closest_marker(slow) for slow in ("tensorflow", "slurm_cluster", "mlflow")):
+        if not slow(item):
             item.add_marker(pytest.mark.quick)
         twin = item.get_closest_marker("mock_twin")
         if twin is not None and real_cluster:

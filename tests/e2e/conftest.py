@@ -1,5 +1,5 @@
-"""Two real local Slurm clusters, alike, for the end-to-end test files of the session (bringing one up takes
-seconds): the session's, and a second one for the files that run beside it (tests/clustergroups.py)."""
+"""Three real local Slurm clusters, alike, for the end-to-end test files of the session (bringing one up takes
+seconds): the session's, and a second and a third one for the files that run beside it (tests/clustergroups.py)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
-from tests.clustergroups import SECOND, SESSION, cluster_group
+from tests.clustergroups import SECOND, SESSION, THIRD, cluster_group
 from tests.e2e.jobs import local_cluster_possible
 
 TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2],node[9-10]", cpus=4,
                             controller_port=7017)
-# The same cluster again (node names and all: a test may name them), in its own folder and at its own ports.
+# The same cluster again, twice (node names and all: a test may name them), each in its own folder and at its own
+# ports.
 SECOND_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-2"), nodes="node[1-2],node[9-10]", cpus=4,
                               controller_port=7047)
-CLUSTERS = {SESSION: TEST_CLUSTER, SECOND: SECOND_CLUSTER}
+THIRD_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-3"), nodes="node[1-2],node[9-10]", cpus=4,
+                             controller_port=7077)
+CLUSTERS = {SESSION: TEST_CLUSTER, SECOND: SECOND_CLUSTER, THIRD: THIRD_CLUSTER}
 
 
 def session_group(nodeid: str) -> str:
@@ -30,7 +33,7 @@ def session_group(nodeid: str) -> str:
 
 @pytest.fixture(scope="session")
 def session_clusters() -> dict[str, LocalCluster]:
-    """The clusters this process brought up (or found running), by group (a worker runs one group's files)."""
+    """The clusters this process brought up (or found running), by name (a worker runs one group's files)."""
     if not local_cluster_possible():
         pytest.skip("a local Slurm cluster needs root, and Slurm or apt-get to install it")
     return {}
@@ -38,7 +41,7 @@ def session_clusters() -> dict[str, LocalCluster]:
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, session_clusters: dict[str, LocalCluster]) -> LocalCluster:
-    """The cluster of the module's group, up (once per process; one this process started is stopped at its end)."""
+    """The module's session cluster, up (once per process; one this process started is stopped at its end)."""
     group = session_group(request.node.nodeid)
     if group not in session_clusters:
         spec = CLUSTERS[group]
