@@ -229,6 +229,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
                                               StopAtStepBoundary, agreement, any_rank)
     from hpc_train.training.checkpoints import timed_save_due
     from hpc_train.training.goodput import trainers_goodput
+    from hpc_train.training.keptiterator import KeptIterator
     from hpc_train.training.keras import keras
     from hpc_train.training.pruning import reports
 
@@ -241,8 +242,9 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
             report.summary["failures"] = attempts.count_failure_cost(paths.output)
 
     # The ledger's first, the report before the save: their epoch's times leave the save out (goodput.py).
-    callbacks: list[Any] = [*trainers_goodput(paths, save, report.print_line), FirstSteps(started), report,
-                            EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
+    # (The iterator's keeper after the ledger's, which replaces the train function it wraps.)
+    callbacks: list[Any] = [*trainers_goodput(paths, save, report.print_line), KeptIterator(), FirstSteps(started),
+                            report, EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
     if rank.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(tensorboard_dir(paths.output)), write_graph=False))
         write_hparams(paths.output, config, os.environ)
