@@ -3,17 +3,14 @@
 What is trained comes from the task module (`task`, usertask.py): the built-in
 one or a user's. The run loop knows nothing of any of them.
 
-Only the chief writes checkpoints, TensorBoard logs, the final model and
-metrics.json under `output_dir`; the other ranks write into scratch (paths.py).
-Parameter-server ps and worker ranks run a server until the chief has
-finished, then exit 0.
+Only the chief writes checkpoints, TensorBoard logs, the final model and metrics.json under `output_dir`; the
+other ranks write into scratch (paths.py). Parameter-server ps and worker ranks run a server until the chief has
+finished, then exit 0; a job's rank leaves at once when its run is over (outcome.py).
 
-Nothing finished is lost: a checkpoint after every epoch, and one at the next
-step boundary when Slurm warns of the time limit (USR1, USR2) or stops the job
-(TERM). A warned job requeues itself and resumes at that very step, with the
-batch that was next (progress.py, and the task's own seeking). The chief keeps
-`state.json` saying whether the run is running, stopped, requeued, pruned or
-finished; how a run ends is outcome.py's.
+Nothing finished is lost: a checkpoint after every epoch, and one at the next step boundary when Slurm warns of the
+time limit (USR1, USR2) or stops the job (TERM). A warned job requeues itself and resumes at that very step, with
+the batch that was next (progress.py, and the task's own seeking). The chief keeps `state.json` saying whether the
+run is running, stopped, requeued, pruned or finished; how a run ends is outcome.py's.
 """
 
 from __future__ import annotations
@@ -241,8 +238,8 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
             report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
             report.summary["failures"] = attempts.count_failure_cost(paths.output)
 
-    # The ledger's first, the report before the save: their epoch's times leave the save out (goodput.py).
-    # (The iterator's keeper after the ledger's, which replaces the train function it wraps.)
+    # The ledger's first (the iterator's keeper wraps its train function), the report before the save: its epoch's
+    # times leave the save out (goodput.py).
     callbacks: list[Any] = [*trainers_goodput(paths, save, report.print_line), KeptIterator(), FirstSteps(started),
                             report, EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
     if rank.is_chief:
