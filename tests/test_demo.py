@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -41,6 +42,10 @@ def test_env_demo_runs_mnist_on_two_nodes_and_reports() -> None:
                              output)
         assert accuracy and float(accuracy.group(1)) >= 0.9, output[-2000:]
         assert re.search(r"model:   runs/mnist-2node-\d+/model.keras", output)
+        # Once trained, the job holds its nodes idle for a second or two, not for TensorFlow's teardown on each rank
+        # (issue 48: under 5 s): the goodput ledger's measure of it.
+        ledger = json.loads((ROOT / "runs" / f"mnist-2node-{job.group(1)}" / "ledger.json").read_text())
+        assert ledger["total"]["idle"] < 5.0, ledger
     finally:
         if job:  # the demo writes where a user would: the project root
             (ROOT / f"slurm-mnist-2node-{job.group(1)}.out").unlink(missing_ok=True)

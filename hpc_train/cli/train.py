@@ -67,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
         code = train(config)
     if tracking is not None:
         tracking.finish(code, code)
-    return code
+    from hpc_train.training.outcome import leave_when_done
+
+    return leave_when_done(code, os.environ)  # a job's rank: at once, its allocation not held for the teardown
 
 
 def tracked_here(config, env):  # (TrainConfig, Mapping) -> JobTracking | None

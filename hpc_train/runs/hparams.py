@@ -40,6 +40,8 @@ def write_hparams(run_dir: Path, config: TrainConfig, environ: Mapping[str, str]
     import tensorflow as tf  # already imported and configured by the trainer that calls this
     from tensorboard.plugins.hparams import api as hp
 
-    with tf.summary.create_file_writer(str(tensorboard_dir(run_dir))).as_default():
+    writer = tf.summary.create_file_writer(str(tensorboard_dir(run_dir)))
+    with writer.as_default():
         hp.hparams(values, trial_id=environ.get(TRIAL_VARIABLE))
+    writer.close()  # written now: a job's rank leaves without Python's teardown (training/outcome.py)
     return True

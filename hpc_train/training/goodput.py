@@ -26,6 +26,7 @@ from hpc_train.runs.goodput import attempt_number, ledger_on, note_ranks, write_
 from hpc_train.runs.hparams import tensorboard_dir
 from hpc_train.runs.ledger import STEP_CATEGORIES, input_share
 from hpc_train.training.keras import keras, tf
+from hpc_train.version import PREFIX
 
 # An epoch whose steps waited on the input pipeline more than this gets one line (once an attempt).
 INPUT_SHARE_WARNING = 0.25
@@ -233,8 +234,9 @@ def trainers_goodput(paths: Any, saver: Any, say: Callable[[str], None]) -> list
     if not ledger_on(os.environ):
         return []
     chief = paths.rank.is_chief
-    goodput = Goodput(paths.output if chief else None, attempt_number(os.environ), say if chief else lambda line: None,
-                      tensorboard_dir(paths.output) if chief else None)
+    goodput = Goodput(paths.output if chief else None, attempt_number(os.environ),
+                      (lambda line: say(line.removeprefix(f"{PREFIX}: "))) if chief else lambda line: None,
+                      tensorboard_dir(paths.output) if chief else None)  # (`say` puts the prefix: once)
     saver.after_save.append(goodput.saved)
     return [goodput]
 

@@ -3,17 +3,14 @@
 What is trained comes from the task module (`task`, usertask.py): the built-in
 one or a user's. The run loop knows nothing of any of them.
 
-Only the chief writes checkpoints, TensorBoard logs, the final model and
-metrics.json under `output_dir`; the other ranks write into scratch (paths.py).
-Parameter-server ps and worker ranks run a server until the chief has
-finished, then exit 0.
+Only the chief writes checkpoints, TensorBoard logs, the final model and metrics.json under `output_dir`; the
+other ranks write into scratch (paths.py). Parameter-server ps and worker ranks run a server until the chief has
+finished, then exit 0; a job's rank leaves at once when its run is over (outcome.py).
 
-Nothing finished is lost: a checkpoint after every epoch, and one at the next
-step boundary when Slurm warns of the time limit (USR1, USR2) or stops the job
-(TERM). A warned job requeues itself and resumes at that very step, with the
-batch that was next (progress.py, and the task's own seeking). The chief keeps
-`state.json` saying whether the run is running, stopped, requeued, pruned or
-finished; how a run ends is outcome.py's.
+Nothing finished is lost: a checkpoint after every epoch, and one at the next step boundary when Slurm warns of the
+time limit (USR1, USR2) or stops the job (TERM). A warned job requeues itself and resumes at that very step, with
+the batch that was next (progress.py, and the task's own seeking). The chief keeps `state.json` saying whether the
+run is running, stopped, requeued, pruned or finished; how a run ends is outcome.py's.
 """
 
 from __future__ import annotations
@@ -229,6 +226,7 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
                                               StopAtStepBoundary, agreement, any_rank)
     from hpc_train.training.checkpoints import timed_save_due
     from hpc_train.training.goodput import trainers_goodput
+    from hpc_train.training.keptiterator import KeptIterator
     from hpc_train.training.keras import keras
     from hpc_train.training.pruning import reports
 
@@ -240,9 +238,10 @@ def _callbacks(config: TrainConfig, paths: RunPaths, signals: StopSignals, strat
             report.print_line(f"training: first steps done {seconds:.1f} s after the process started")
             report.summary["failures"] = attempts.count_failure_cost(paths.output)
 
-    # The ledger's first, the report before the save: their epoch's times leave the save out (goodput.py).
-    callbacks: list[Any] = [*trainers_goodput(paths, save, report.print_line), FirstSteps(started), report,
-                            EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
+    # The ledger's first (the iterator's keeper wraps its train function), the report before the save: its epoch's
+    # times leave the save out (goodput.py).
+    callbacks: list[Any] = [*trainers_goodput(paths, save, report.print_line), KeptIterator(), FirstSteps(started),
+                            report, EpochCheckpoint(save, config.epochs, config.checkpoint_share, any_rank(strategy))]
     if rank.is_chief:
         callbacks.append(keras.callbacks.TensorBoard(str(tensorboard_dir(paths.output)), write_graph=False))
         write_hparams(paths.output, config, os.environ)

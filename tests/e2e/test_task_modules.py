@@ -1,9 +1,10 @@
 """A user's task module on a real Slurm, through `hpc-train submit --task`: every guarantee MNIST has.
 
 Requeued mid-epoch, it ends with exactly the requested epochs and the weights
-of an uninterrupted run; it trains under parameter_server; and each mistake a
+of an uninterrupted run; it trains under parameter_server; each mistake a
 user's module can make fails the whole job within seconds, the chief's log
-saying what and where.
+saying what and where; and a known delay in its input pipeline comes back in
+the goodput ledger as measured.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
 from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, wait_for_end
-from tests.training.tasks import regression
+from tests.training.tasks import regression, slow_input
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,10 +62,12 @@ class SubmittedJob:
         return json.loads((self.folder / "metrics.json").read_text())
 
 
-def submit(cluster: LocalCluster, workdir: Path, name: str, *args: str) -> SubmittedJob:
-    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
-    result = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--name", name, *args], cwd=workdir, env=env,
-                            capture_output=True, text=True)
+def submit(cluster: LocalCluster, workdir: Path, name: str, *args: str, nodes: int = 2,
+           extra_env: dict[str, str] | None = None) -> SubmittedJob:
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
+           **(extra_env or {})}  # (Slurm passes the submitter's environment on to the job)
+    result = subprocess.run(["hpc-train", "submit", "--nodes", str(nodes), "--name", name, *args], cwd=workdir,
+                            env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.splitlines()[0]
     return SubmittedJob(job_id, workdir / "runs" / f"{name}-{job_id}", env)
@@ -103,6 +106,36 @@ def test_a_user_task_trains_under_parameter_server(cluster: LocalCluster, tmp_pa
     assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2] and metrics["strategy"] == "parameter_server"
     assert metrics["steps_per_epoch"] == 2 * (regression.EXAMPLES // 2 // 32)  # both workers' batches
     assert metrics["totals"]["final_val_loss"] < metrics["epochs"][0]["loss"]
+
+
+def test_an_input_pipeline_that_sleeps_40_percent_of_the_step_shows_that_input_share(cluster: LocalCluster,
+                                                                                     tmp_path: Path) -> None:
+    from hpc_train.runs.ledger import input_share
+
+    # The same task twice, side by side on a node each: as it is, and with its producer sleeping per batch long
+    # enough for the steps to wait about 40% of their time (a step takes about 0.088 s here: its COMPUTE_SECONDS,
+    # a sleep, and Keras' own work).
+    settings = ("--task", str(slow_input.__file__), "--set", "epochs=1", "--set", "batch_size=32",
+                "--set", "steps_per_execution=4")
+    quick = submit(cluster, tmp_path, "quick", *settings, nodes=1)
+    slow = submit(cluster, tmp_path, "slow", *settings, nodes=1, extra_env={slow_input.SLEEP_VARIABLE: "0.145"})
+    for job in (quick, slow):
+        assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
+    quick_total, slow_total = (json.loads((job.folder / "ledger.json").read_text())["total"] for job in (quick, slow))
+    assert input_share(quick_total["input"], quick_total["compute"]) < 0.1, quick_total
+    # The same steps (32 each, the first 4 start-up's): the share measured against the task without the sleep.
+    quick_steps = quick_total["input"] + quick_total["compute"]
+    slow_steps = slow_total["input"] + slow_total["compute"]
+    expected = (slow_steps - quick_steps) / slow_steps
+    measured = input_share(slow_total["input"], slow_total["compute"])
+    assert abs(measured - expected) <= 0.05, (measured, expected, quick_total, slow_total)
+    assert 0.3 <= measured <= 0.5, (measured, slow_total)
+    said = re.findall(r"^.*waited on the input pipeline.*$", slow.log(0), re.M)
+    assert len(said) == 1 and said[0].startswith("hpc-train: input: the training steps of epoch "), said
+    assert "waited on the input pipeline" not in quick.log(0)
+    # Once trained, a rank leaves at once (issue 48): the allocation is held idle for seconds, not for TensorFlow's
+    # teardown (7 s a rank on a loaded machine).
+    assert quick_total["idle"] < 5.0 and slow_total["idle"] < 5.0, (quick_total, slow_total)
 
 
 MISTAKES = {

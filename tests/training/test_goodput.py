@@ -140,3 +140,24 @@ def test_a_process_that_stopped_training_but_holds_its_allocation_says_so() -> N
                      "not ended: a teardown or a peer it waits for); its time counts as idle in the ledger"]
     held_after_training(lines.append, after=30).cancel()  # cancelled (the process ended first): nothing said
     assert len(lines) == 1
+
+
+def test_a_later_fit_of_the_same_callback_cancels_the_held_line_of_the_one_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from hpc_train.training import goodput
+
+    timers: list[threading.Timer] = []
+    lines: list[str] = []
+    made = goodput.held_after_training
+    monkeypatch.setattr(goodput, "held_after_training", lambda say: timers.append(made(say, after=30)) or timers[-1])
+    callback = goodput.Goodput(tmp_path, attempt=1, say=lines.append)
+    trained = model(2)
+    trained.fit(dataset(), epochs=1, steps_per_epoch=2, verbose=0, callbacks=[callback])  # the trainer's stretch 1
+    assert len(timers) == 1 and not timers[0].finished.is_set()  # a job's chief: the line is due
+    trained.fit(dataset(), epochs=1, steps_per_epoch=2, verbose=0, callbacks=[callback])  # training goes on
+    timers[0].join(10)
+    assert timers[0].finished.is_set() and not timers[0].is_alive()  # cancelled by the second fit's start
+    assert len(timers) == 2 and not timers[1].finished.is_set() and lines == []
+    timers[1].cancel()

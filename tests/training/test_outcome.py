@@ -150,3 +150,19 @@ def test_a_process_ended_at_once_leaves_its_run_stopped_not_running(tmp_path: Pa
     state = read_state(tmp_path)
     assert state["state"] == "stopped" and state["signal"] == "SIGTERM" and state["checkpoint"] is None
     assert state["reason"].startswith("stopping at once (SIGTERM again)")
+
+
+@pytest.mark.parametrize("environ, code, out", [
+    ({"HPC_TRAIN_RUN_DIR": "/runs/job-1"}, 7, "trained"),  # a job's rank: gone at once, its words written first
+    ({}, 0, "trained; the end as usual"),  # by hand: Python's own end (atexit runs)
+])
+def test_a_jobs_rank_leaves_at_once_when_done_and_a_run_by_hand_ends_as_usual(environ: dict, code: int,
+                                                                                out: str) -> None:
+    import subprocess
+    import sys
+
+    program = ("import atexit, sys; from hpc_train.training.outcome import leave_when_done; "
+               "atexit.register(lambda: print('; the end as usual', end='')); print('trained', end=''); "
+               f"sys.exit(leave_when_done(7 if {environ!r} else 0, {environ!r}))")
+    ended = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert (ended.returncode, ended.stdout) == (code, out), ended.stderr
