@@ -13,7 +13,7 @@ ON_CLUSTERS_OF_THEIR_OWN = ("tests/test_demo.py", "tests/e2e/test_accounting.py"
                             "tests/e2e/test_site_firewall.py")
 # These run on the second session cluster, beside the first's (about half of the session cluster's time).
 ON_THE_SECOND_CLUSTER = ("tests/e2e/test_trainer_jobs.py", "tests/e2e/test_hangs.py",
-                         "tests/e2e/test_tutorial_scripts.py")
+                         "tests/e2e/test_tutorial_scripts.py", "tests/e2e/test_data_service.py")
 
 
 def on_a_local_cluster(nodeid: str) -> bool:

@@ -10,18 +10,16 @@ workers finish them. The exact order of the batches, and so an exact resume, is 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 
 from hpc_train.data_service.client import distribute
 from hpc_train.data_service.environment import ServiceEnv
 from hpc_train.training.keras import tf
+from hpc_train.version import PREFIX
 
+_SAID: set[str] = set()
 Stream = Callable[["tf.distribute.InputContext", int], "tf.data.Dataset"]
-
-
-def served(env: Mapping[str, str] | None = None) -> bool:
-    """Whether this rank's job has a data service."""
-    return ServiceEnv.from_environ(os.environ if env is None else env) is not None
 
 
 def training_stream(stream: Stream, context: tf.distribute.InputContext, batches_done: int,
@@ -29,8 +27,13 @@ def training_stream(stream: Stream, context: tf.distribute.InputContext, batches
     """`stream(context, batches_done)` (this pipeline's endless stream after what it read), or, with a data
     service, the whole stream read through it."""
     env = os.environ if env is None else env
-    if not served(env):
+    service = ServiceEnv.from_environ(env)
+    if service is None:
         return stream(context, batches_done)
+    if service.job_name not in _SAID:  # once a process: where its input comes from, in its log
+        _SAID.add(service.job_name)
+        print(f"{PREFIX}: training input through the data service at {service.address} (job {service.job_name}, "
+              f"{service.mode}: example order not exact)", file=sys.stderr, flush=True)
     whole = tf.distribute.InputContext(1, 0, context.num_replicas_in_sync)
     dataset = distribute(stream(whole, batches_done * context.num_input_pipelines), env)
     # Said out loud, as the stream itself does: endless (the service's dataset is of unknown length).
