@@ -29,11 +29,30 @@ def data_service_request(args: argparse.Namespace):  # -> DataService | None
     said = [getattr(args, name, None) for name in ("data_workers", "data_partition", "data_cpus", "data_service")]
     service = from_settings(*said,
                             getattr(args, "config", None) or "the YAML")
+    if service is not None and service.partition is not None:
+        refuse_partition(service)
     if service is not None and getattr(args, "local", False):
         raise DataServiceError(f"--data-workers {service.workers} with --local: the data service runs as Slurm steps "
                                "beside the ranks; drop --local (hpc-train cluster up gives a local Slurm), or "
                                "--data-workers")
     return service
+
+
+def refuse_partition(service) -> None:  # service: DataService
+    """--data-partition P: one line when P does not exist (where Slurm answers), else one line that data workers on
+    a partition of their own are not built yet (docs/data_service.md#not-yet)."""
+    import os
+
+    from hpc_train.login.partitions import read_partitions
+    from hpc_train.login.preflight import data_partition_problems
+    from hpc_train.slurm.client import SlurmClient
+    from hpc_train.spec.data_service import DataServiceError
+
+    slurm = SlurmClient.local(os.environ)
+    problems = data_partition_problems(service, read_partitions(slurm)) if slurm.available("scontrol") else []
+    raise DataServiceError(problems[0] if problems else
+                           f"--data-partition {service.partition}: data workers on a partition of their own are not "
+                           "built yet; leave --data-partition out and they run beside the ranks, on the job's nodes")
 
 
 def check_service_ports(spec) -> None:  # spec: JobRequest

@@ -68,8 +68,6 @@ def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
     problems = []
     for group in spec.groups:
         problems += group_problems(spec, group, _partitions(group, env))
-    if not problems and spec.data_service is not None and spec.data_service.partition is not None:
-        problems = data_partition_problems(spec.data_service, _partitions(Group(1), env))
     if not problems and spec.dependency:
         problems = unknown_jobs(spec.dependency, SlurmClient.local(env))
     if not problems:
@@ -138,7 +136,7 @@ def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:
            "the partitions and their nodes)"
 
 
-def data_partition_problems(service: DataService, partitions: list[Partition]) -> list[str]:
+def data_partition_problems(service: DataService, partitions: list[Partition]) -> list[str]:  # (cli's, at once)
     """The data workers' partition (`--data-partition P`) checked against the cluster's (pure): one line when it
     does not exist (none known: nothing to judge by)."""
     if not partitions or service.partition is None:

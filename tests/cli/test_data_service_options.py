@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from hpc_train.injob.jobline import parse
 from tests.cli.running import run_main
+from tests.fake_slurm import FakeSlurm
+from tests.login.test_preflight import NODES, PARTITIONS
 
 
 def test_render_carries_the_service_to_the_job_body(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,16 +58,24 @@ def test_submit_refuses_the_service_with_local(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_a_hostile_partition_never_reaches_a_shell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A partition's name is checked before it could reach the script; the rendered job line runs in a real shell
-    as the words it was given."""
+    """A partition's name is checked before anything could reach a script: nothing is written, nothing runs."""
     output = tmp_path / "job.sbatch"
     code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--data-workers", "1",
                              "--data-partition", "cpu'; touch pwned; echo '"], capsys)
-    assert code == 2 and "--data-partition" in err and not output.exists()
-    code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--data-workers", "1",
-                             "--data-partition", "cpu"], capsys)
-    assert code == 0, err
-    line = output.read_text()
-    words = line[line.index("--data-workers"):].split(" -- ", 1)[0].replace("\\\n", " ")
-    echoed = subprocess.run(["bash", "-c", f"printf '%s\\n' {words}"], capture_output=True, text=True, cwd=tmp_path)
-    assert echoed.stdout.split()[:6] == ["--data-workers", "1", "--data-cpus", "1", "--data-partition", "cpu"]
+    assert code == 2 and "--data-partition" in err and len(err.strip().splitlines()) == 1, err
+    assert not output.exists() and not list(tmp_path.rglob("pwned"))
+
+
+def test_a_data_partition_that_does_not_exist_is_named_and_one_that_does_is_not_yet_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = FakeSlurm(tmp_path / "fake", {"scontrol show partition": PARTITIONS, "scontrol show node": NODES})
+    for name, value in fake.install(tmp_path / "bin").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    output = tmp_path / "job.sbatch"
+    args = ["render", "--nodes", "1", "-o", str(output), "--data-workers", "1", "--data-partition"]
+    code, _, err = run_main([*args, "cpus"], capsys)
+    assert code == 2 and "--data-partition cpus: no such partition here; choose one of debug, gpu" in err, err
+    code, _, err = run_main([*args, "debug"], capsys)
+    assert code == 2 and "--data-partition debug: data workers on a partition of their own are not built yet" in err
+    assert len(err.strip().splitlines()) == 1 and not output.exists()
