@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 
 from hpc_train.version import PREFIX
 
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
 
 def worker_port(ports: Sequence[int], env: Mapping[str, str]) -> int:
     """This worker's port: the one at its place in the step (SLURM_PROCID; 0 outside a step) (pure)."""
@@ -40,7 +42,7 @@ def serve_dispatcher(port: int, work_dir: str) -> None:
         port=port, work_dir=work_dir, fault_tolerant_mode=True))
     print(f"{PREFIX}: data service dispatcher on {host_name(os.environ)}:{port}, journal in {work_dir}",
           file=sys.stderr, flush=True)
-    server.join()
+    until_told_to_stop(server)
 
 
 def serve_worker(dispatcher: str, port: int) -> None:
@@ -50,7 +52,16 @@ def serve_worker(dispatcher: str, port: int) -> None:
     server = tf.data.experimental.service.WorkerServer(tf.data.experimental.service.WorkerConfig(
         dispatcher_address=dispatcher.removeprefix("grpc://"), worker_address=f"{host}:{port}", port=port))
     print(f"{PREFIX}: data service worker on {host}:{port}, dispatcher {dispatcher}", file=sys.stderr, flush=True)
-    server.join()
+    until_told_to_stop(server)
+
+
+def until_told_to_stop(server: object) -> None:
+    """Serve (TensorFlow's threads) until SIGTERM or SIGINT, then end at once, exit 0: an end asked for (srun's
+    SIGTERM after the step, the job's end) is the service's normal end, and srun then has no failed task to report.
+    The signals were blocked before TensorFlow started its threads (main), so that this thread alone takes them."""
+    signal.sigwait(STOP_SIGNALS)
+    print(f"{PREFIX}: data service {type(server).__name__} stopped", file=sys.stderr, flush=True)
+    os._exit(0)  # (the servers keep no state to save: the dispatcher's journal is written as it goes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,10 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker.add_argument("--dispatcher", required=True, help="grpc://HOST:PORT")
     worker.add_argument("--ports", required=True, help="every worker's port, comma-separated, by SLURM_PROCID")
     args = parser.parse_args(argv)
-    # A SIGTERM (srun's, the job's end) ends the process at once, by the default action: the servers hold no state
-    # to save here (the dispatcher's journal is written as it goes), and join() blocks in TensorFlow's C++, where a
-    # Python handler would never run.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Blocked in every thread from here (TensorFlow's inherit the mask), taken by until_told_to_stop: a Python
+    # handler would never run while the main thread waits in TensorFlow's C++.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     if args.role == "dispatcher":
         serve_dispatcher(args.port, args.work_dir)
     else:

@@ -88,7 +88,7 @@ def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, hos
     service = body.data_service
     run_dir = body.run_dir.resolve()
     logs = run_dir / "logs"
-    common = ["--overlap", "--kill-on-bad-exit=0", "--open-mode=append"]
+    common = ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append"]
     dispatcher = [*common, "--nodes=1", "--ntasks=1", f"--nodelist={host}", f"--output={logs}/data-dispatcher.out",
                   python, "-m", SERVERS, "dispatcher", "--port", str(ports.dispatcher),
                   "--work-dir", str(run_dir / WORK_DIR)]
@@ -112,15 +112,13 @@ def reachable(host: str, port: int, seconds: float, alive: Any) -> bool:
 
 
 def stop(steps: Sequence[Any]) -> None:
-    """End the service's steps: SIGTERM to each srun (passed on to its tasks), a second one (srun then ends the
-    step at once), SIGKILL to srun after a grace."""
+    """End the service's steps: SIGTERM to each srun, which passes it on to its tasks (they exit 0: servers.py);
+    SIGKILL to an srun still there after a grace (the job's end reaps what is left of its step)."""
     import signal
 
     for process in steps:
-        for signum in (signal.SIGTERM, signal.SIGTERM):
-            if process.poll() is None:
-                process.send_signal(signum)
-                time.sleep(0.2)  # (srun reads a second TERM within a second of the first as "end now")
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE
     for process in steps:
         try:
