@@ -5,8 +5,8 @@ tolerant mode, its journal in the run folder's data_service/, which the next att
 N workers one more `srun --overlap` step spread over the job's nodes (`--cpus-per-task C`). `--overlap` lets them
 share the nodes with the ranks' own step. Their ports are the top of the job's port window (data_service/endpoints.py).
 Once the dispatcher takes connections, every rank gets its address, the attempt's job name and the processing
-mode in its environment (data_service/environment.py); after the step both steps are ended (srun's SIGTERM, then a
-second one: srun ends its tasks at once), and the job's end ends whatever is left of them.
+mode in its environment (data_service/environment.py); after the step both steps are ended (the run folder's stop
+file, STOP_FILE: the servers exit 0), and the job's end ends whatever is left of them.
 
 A service that does not start costs the job nothing but its speed: one warning line, and the ranks read their
 input themselves, in its exact order.
@@ -35,6 +35,7 @@ from hpc_train.version import PREFIX
 SERVERS = "hpc_train.data_service.servers"
 START_TIMEOUT = 180.0  # seconds for the dispatcher to take connections (TensorFlow's import included)
 STOP_GRACE = 10.0
+STOP_FILE = "data_service.stop"  # in the run folder: the servers end once it is there (servers.py)
 
 
 def start_words(body: JobBody) -> str:
@@ -89,13 +90,14 @@ def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, hos
     run_dir = body.run_dir.resolve()
     logs = run_dir / "logs"
     common = ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append"]
+    stop = ["--stop-file", str(run_dir / STOP_FILE)]
     dispatcher = [*common, "--nodes=1", "--ntasks=1", f"--nodelist={host}", f"--output={logs}/data-dispatcher.out",
                   python, "-m", SERVERS, "dispatcher", "--port", str(ports.dispatcher),
-                  "--work-dir", str(run_dir / WORK_DIR)]
+                  "--work-dir", str(run_dir / WORK_DIR), *stop]
     workers = [*common, f"--nodes={worker_nodes(service, env)}", f"--ntasks={service.workers}",
                f"--cpus-per-task={service.cpus}", "--distribution=cyclic", f"--output={logs}/data-worker-%t.out",
                python, "-m", SERVERS, "worker", "--dispatcher", address(host, ports.dispatcher),
-               "--ports", ",".join(map(str, ports.workers))]
+               "--ports", ",".join(map(str, ports.workers)), *stop]
     return dispatcher, workers
 
 
@@ -111,14 +113,13 @@ def reachable(host: str, port: int, seconds: float, alive: Any) -> bool:
     return False
 
 
-def stop(steps: Sequence[Any]) -> None:
-    """End the service's steps: SIGTERM to each srun, which passes it on to its tasks (they exit 0: servers.py);
-    SIGKILL to an srun still there after a grace (the job's end reaps what is left of its step)."""
-    import signal
-
-    for process in steps:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+def stop(steps: Sequence[Any], stop_file: Path) -> None:
+    """End the service's steps: the stop file written, which the servers look for (they exit 0, and srun with them:
+    srun passes few signals on, and a TERM would make it cancel the step and report killed tasks); SIGKILL to an
+    srun still there after a grace (the job's end reaps what is left of its step)."""
+    if not steps:
+        return
+    stop_file.touch()
     deadline = time.monotonic() + STOP_GRACE
     for process in steps:
         try:
@@ -145,11 +146,13 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
         yield dict(env)
         return
     steps: list[Any] = []
+    stop_file = body.run_dir / STOP_FILE
+    stop_file.unlink(missing_ok=True)  # (a previous attempt's)
     try:
         ready = start(body, env, attempt, steps)
         yield {**env, **ready.environ()} if ready else dict(env)
     finally:
-        stop(steps)
+        stop(steps, stop_file)
 
 
 def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any]) -> ServiceEnv | None:

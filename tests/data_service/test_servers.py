@@ -34,7 +34,7 @@ def test_a_dataset_goes_through_the_service_each_element_once(tmp_path: Path) ->
     dispatcher = subprocess.Popen([*servers, "dispatcher", "--port", str(base), "--work-dir",
                                    str(tmp_path / "journal")], env=env, stderr=logs[0])
     worker = subprocess.Popen([*servers, "worker", "--dispatcher", address("localhost", base), "--ports",
-                               str(base + 1)], env=env, stderr=logs[1])
+                               str(base + 1), "--stop-file", str(tmp_path / "stop")], env=env, stderr=logs[1])
     try:
         service = ServiceEnv(address("localhost", base), "test-job")
         one = distribute(tf.data.Dataset.range(100), service.environ())
@@ -49,9 +49,13 @@ def test_a_dataset_goes_through_the_service_each_element_once(tmp_path: Path) ->
         assert sorted(seen) == list(range(100))  # each element read once, by one of the two
         assert (tmp_path / "journal").is_dir() and any((tmp_path / "journal").iterdir())
         assert distribute(tf.data.Dataset.range(3), {}) is not None  # no service: the dataset as it was
+        for warning in (signal.SIGUSR1, signal.SIGUSR2):  # Slurm's time-limit warnings: not the service's end
+            worker.send_signal(warning)
+        after = ServiceEnv(service.address, "test-job-after-warnings").environ()
+        assert sorted(int(value) for value in distribute(tf.data.Dataset.range(5), after)) == list(range(5))
     finally:
-        for process in (worker, dispatcher):
-            process.send_signal(signal.SIGTERM)
+        (tmp_path / "stop").touch()  # (the body's, after the step)
+        dispatcher.send_signal(signal.SIGTERM)  # (the job's end)
         codes = [process.wait(timeout=30) for process in (worker, dispatcher)]
         for log in logs:
             log.close()

@@ -63,6 +63,10 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
     assert all(f"training input through the data service at {address.group(1)}" in rank for rank in ranks)
     workers = [(folder / "logs" / f"data-worker-{index}.out").read_text() for index in range(2)]
     assert all(f"dispatcher {address.group(1)}" in worker for worker in workers), workers
+    # Ended by the body after the step (its stop file: exit 0), not killed: no failed task in the job's log.
+    dispatcher = (folder / "logs" / "data-dispatcher.out").read_text()
+    assert "DispatchServer stopped" in dispatcher and all("WorkerServer stopped" in worker for worker in workers)
+    assert "srun: error" not in text, text[-3000:]
     # The dispatcher's journal, in the run folder, holds the job the ranks shared.
     journal = b"".join(path.read_bytes() for path in (folder / "data_service").rglob("*") if path.is_file())
     assert re.search(rb"hpc-train-" + job_id.encode() + rb"-attempt1-\d+", journal)

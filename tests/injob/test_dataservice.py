@@ -28,12 +28,13 @@ def test_the_steps_overlap_the_ranks_and_listen_at_the_top_of_the_window(tmp_pat
     assert ports.dispatcher == window.stop - 1 and ports.workers == (window.stop - 2, window.stop - 3)
     dispatcher, workers = server_steps(job, JOB, ports, batch_host(JOB), "/venv/bin/python")
     assert dispatcher[0] == "--overlap" and "--nodelist=node1" in dispatcher and "--ntasks=1" in dispatcher
-    assert dispatcher[-4:] == ["--port", str(ports.dispatcher), "--work-dir", str((tmp_path / "run").resolve()
-                                                                                  / "data_service")]
+    run = (tmp_path / "run").resolve()
+    stop = ["--stop-file", str(run / "data_service.stop")]
+    assert dispatcher[-6:] == ["--port", str(ports.dispatcher), "--work-dir", str(run / "data_service"), *stop]
     assert "--overlap" in workers and "--ntasks=2" in workers and "--nodes=2" in workers
     assert "--cpus-per-task=2" in workers
-    assert workers[-4:] == ["--dispatcher", f"grpc://node1:{ports.dispatcher}", "--ports",
-                            f"{ports.workers[0]},{ports.workers[1]}"]
+    assert workers[-6:] == ["--dispatcher", f"grpc://node1:{ports.dispatcher}", "--ports",
+                            f"{ports.workers[0]},{ports.workers[1]}", *stop]
 
 
 def test_the_workers_spread_over_as_many_nodes_as_the_job_has() -> None:
