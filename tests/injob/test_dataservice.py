@@ -83,3 +83,12 @@ def test_a_dispatcher_that_never_listens_is_one_warning(tmp_path: Path, monkeypa
     assert len(started) == 1 and started[0].poll() is not None
     err = capsys.readouterr().err
     assert "did not start" in err and "read their input themselves" in err
+
+
+def test_the_bodys_start_line_says_the_trade(tmp_path: Path) -> None:
+    from hpc_train.injob.body import start_line
+
+    line = start_line(body(tmp_path), {**JOB, "SLURM_JOB_NUM_NODES": "2"})
+    assert line.startswith("hpc-train: job 5151 on node[1-2], 2 tasks; input through the tf.data service: 2 data "
+                           "worker(s) of 2 CPU(s) beside the ranks (example order not exact); logs and results in ")
+    assert "tf.data" not in start_line(JobBody(tmp_path / "run", nodes=2), JOB)
