@@ -31,6 +31,10 @@ def data_service_request(args: argparse.Namespace):  # -> DataService | None
                             getattr(args, "config", None) or "the YAML")
     if service is not None and service.partition is not None:
         refuse_partition(service)
+    if service is not None and getattr(args, "pack", None):
+        raise DataServiceError(f"--data-workers {service.workers} with --pack: a packed sweep's trials run as steps of "
+                               "their own, without the job body's data service; drop --pack (a sweep's elements each "
+                               "get one), or --data-workers")
     if service is not None and getattr(args, "local", False):
         raise DataServiceError(f"--data-workers {service.workers} with --local: the data service runs as Slurm steps "
                                "beside the ranks; drop --local (hpc-train cluster up gives a local Slurm), or "

@@ -101,16 +101,24 @@ def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, hos
     return dispatcher, workers
 
 
-def reachable(host: str, port: int, seconds: float, alive: Any) -> bool:
-    """Whether host:port takes a connection within `seconds`, tried while `alive()` (the dispatcher's srun runs)."""
+def reachable(hosts: Sequence[str], port: int, seconds: float, alive: Any) -> bool:
+    """Whether `port` takes a connection on one of `hosts` within `seconds`, tried while `alive()` (its srun runs)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and alive():
-        try:
-            with socket.create_connection((host, port), timeout=2.0):
-                return True
-        except OSError:
-            time.sleep(0.5)  # (polling a port that is not open yet: nothing to wait on but the port itself)
+        for host in hosts:
+            try:
+                with socket.create_connection((host, port), timeout=2.0):
+                    return True
+            except OSError:
+                pass
+        time.sleep(0.5)  # (polling a port that is not open yet: nothing to wait on but the port itself)
     return False
+
+
+def job_nodes(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The job's nodes (where srun may have put a data worker)."""
+    nodes = env.get("SLURM_JOB_NODELIST", "")
+    return expand_nodelist("SLURM_JOB_NODELIST", nodes) if nodes else (batch_host(env),)
 
 
 def stop(steps: Sequence[Any], stop_file: Path) -> None:
@@ -167,11 +175,18 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any])
     dispatcher, workers = server_steps(body, env, ports, host, sys.executable)
     slurm = SlurmClient.local(env)
     steps.append(slurm.start_step(dispatcher))
-    if not reachable(host, ports.dispatcher, START_TIMEOUT, lambda: steps[0].poll() is None):
+    if not reachable([host], ports.dispatcher, START_TIMEOUT, lambda: steps[0].poll() is None):
         _say(f"warning: the data service's dispatcher did not start on {host}:{ports.dispatcher} (its log: "
              f"{body.run_dir / 'logs' / 'data-dispatcher.out'}); the ranks read their input themselves")
         return None
     steps.append(slurm.start_step(workers))
+    # Every worker listening before the ranks start: ranks given a service without workers would wait on it for ever.
+    waiting = [port for port in ports.workers
+               if not reachable(job_nodes(env), port, START_TIMEOUT, lambda: steps[1].poll() is None)]
+    if waiting:
+        _say(f"warning: the data service's workers did not all start (none on port(s) {','.join(map(str, waiting))}; "
+             f"their logs: {body.run_dir / 'logs'}/data-worker-*.out); the ranks read their input themselves")
+        return None
     service = ServiceEnv(address(host, ports.dispatcher), job_name(env.get("SLURM_JOB_ID", "local"), attempt,
                                                                    os.getpid()))
     _say(f"data service at {service.address} (journal in {Path(body.run_dir) / WORK_DIR}), "

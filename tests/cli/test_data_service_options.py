@@ -42,6 +42,7 @@ def test_the_yaml_job_section_asks_for_the_service(tmp_path: Path, capsys: pytes
     (["--data-workers", "0"], "--data-workers 0: must be a whole number of 1 or more"),
     (["--data-cpus", "2"], "--data-cpus applies to a job's data service: add --data-workers N"),
     (["--data-workers", "7"], "--data-workers 7: the job's port window"),
+    (["--data-workers", "1", "--pack", "--sweep", "seed=1,2"], "--data-workers 1 with --pack"),
 ])
 def test_what_cannot_be_served_is_one_line(args: list[str], said: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:

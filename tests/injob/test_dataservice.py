@@ -92,3 +92,34 @@ def test_the_bodys_start_line_says_the_trade(tmp_path: Path) -> None:
     assert line.startswith("hpc-train: job 5151 on node[1-2], 2 tasks; input through the tf.data service: 2 data "
                            "worker(s) of 2 CPU(s) beside the ranks (example order not exact); logs and results in ")
     assert "tf.data" not in start_line(JobBody(tmp_path / "run", nodes=2), JOB)
+
+
+def test_workers_that_never_listen_leave_the_ranks_their_own_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The dispatcher listens (a socket of this test's), the workers' srun ends at once: no service for the ranks,
+    one warning, both steps ended after."""
+    import socket
+    import subprocess
+
+    from hpc_train.injob import dataservice
+    from hpc_train.slurm.client import SlurmClient
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    silent = socket.socket()  # bound, never listening: a port no worker took, and no one else can
+    silent.bind(("127.0.0.1", 0))
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start_step(self: SlurmClient, arguments: list[str]) -> subprocess.Popen[bytes]:
+        started.append(subprocess.Popen(["sleep", "60"] if "dispatcher" in arguments else ["false"]))
+        return started[-1]
+
+    monkeypatch.setattr(SlurmClient, "start_step", start_step)
+    monkeypatch.setattr(dataservice, "batch_host", lambda env: "127.0.0.1")
+    monkeypatch.setattr(dataservice, "job_nodes", lambda env: ("127.0.0.1",))
+    monkeypatch.setattr(dataservice, "plan_ports", lambda body, env: dataservice.ServicePorts(
+        listening.getsockname()[1], (silent.getsockname()[1],)))
+    monkeypatch.setattr(dataservice, "STOP_GRACE", 0.5)
+    with listening, silent, serving_data(body(tmp_path, workers=1), JOB, 1, under_slurm=True) as env:
+        assert "HPC_TRAIN_DATA_SERVICE" not in env
+    assert len(started) == 2 and all(process.poll() is not None for process in started)
+    assert "workers did not all start" in capsys.readouterr().err
