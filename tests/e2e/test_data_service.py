@@ -43,8 +43,8 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
                                                                              tmp_path: Path) -> None:
     env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
     submitted = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--name", "served", "--data-workers", "2",
-                                "--set", f"data_dir={shared_mnist()}", "--set", "epochs=2", "--set",
-                                "train_images=4000"], cwd=tmp_path, env=env, capture_output=True, text=True)
+                                "--set", f"data_dir={shared_mnist()}", "--set", "epochs=5", "--set",
+                                "train_images=8000"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.splitlines()[0].strip()
     folder = tmp_path / "runs" / f"served-{job_id}"
@@ -53,10 +53,11 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
         return "".join(path.read_text(errors="replace")
                        for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
 
-    # Warned after its first epoch, as `--signal=B:USR1@...` would near the time limit: it saves and requeues.
+    # Warned after its first epoch (four more to go: seconds, enough to be warned in), as `--signal=B:USR1@...` would
+    # near the time limit: it saves and requeues.
     deadline = time.monotonic() + 300
-    while "epoch 1/2" not in logs() and time.monotonic() < deadline:
-        time.sleep(1)
+    while "epoch 1/5" not in logs() and time.monotonic() < deadline:
+        time.sleep(0.2)
     subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], env=env, check=True)
     assert wait_for_end(job_id, env, logs) == ("COMPLETED", "0:0"), logs()[-4000:]
     text = logs()
