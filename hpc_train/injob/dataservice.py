@@ -157,7 +157,13 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
     stop_file = body.run_dir / STOP_FILE
     stop_file.unlink(missing_ok=True)  # (a previous attempt's)
     try:
-        ready = start(body, env, attempt, steps)
+        try:
+            ready = start(body, env, attempt, steps)
+        except Exception as error:  # noqa: BLE001 - a bug or a Slurm that refuses: the job goes on without it
+            _say(f"warning: no data service ({type(error).__name__}: {error}); the ranks read their input themselves")
+            ready = None
+        if ready is None:
+            stop(steps, stop_file)  # (what did start: not left running beside ranks that do not use it)
         yield {**env, **ready.environ()} if ready else dict(env)
     finally:
         stop(steps, stop_file)

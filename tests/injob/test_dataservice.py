@@ -123,3 +123,16 @@ def test_workers_that_never_listen_leave_the_ranks_their_own_input(tmp_path: Pat
         assert "HPC_TRAIN_DATA_SERVICE" not in env
     assert len(started) == 2 and all(process.poll() is not None for process in started)
     assert "workers did not all start" in capsys.readouterr().err
+
+
+def test_a_step_that_cannot_start_at_all_is_one_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.slurm.client import SlurmClient
+
+    def start_step(self: SlurmClient, arguments: list[str]) -> None:
+        raise FileNotFoundError("srun")
+
+    monkeypatch.setattr(SlurmClient, "start_step", start_step)
+    with serving_data(body(tmp_path), JOB, 1, under_slurm=True) as env:
+        assert "HPC_TRAIN_DATA_SERVICE" not in env
+    assert "warning: no data service (FileNotFoundError: srun)" in capsys.readouterr().err
