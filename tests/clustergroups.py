@@ -14,7 +14,7 @@ ON_CLUSTERS_OF_THEIR_OWN = ("tests/test_demo.py", "tests/e2e/test_accounting.py"
                             "tests/e2e/test_local_cluster.py", "tests/e2e/test_separate_hosts.py",
                             "tests/e2e/test_site_firewall.py")
 # These run on the second session cluster, beside the first's (a module is the unit: its cluster is the module's).
-ON_THE_SECOND_CLUSTER = ("tests/e2e/test_trainer_jobs.py", "tests/e2e/test_hangs.py")
+ON_THE_SECOND_CLUSTER = ("tests/e2e/test_trainer_jobs.py", "tests/e2e/test_hangs.py", "tests/e2e/test_data_service.py")
 # These on a third one.
 ON_THE_THIRD_CLUSTER = ("tests/e2e/test_task_modules.py", "tests/e2e/test_tutorial_scripts.py")
 

@@ -21,8 +21,8 @@ MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
 # "below" means the same for every pair of folders. Entry points (cli, train, demo, __main__) may import anything;
 # so may the package root, which is the public face alone (test_the_package_root_is_its_public_face_alone).
 # The rest sit in these layers, lowest first: what every side reads, what a job is (spec), the rank's start-up,
-# images, Slurm, a site, the run folders, tracking, the run loop, tasks, the job around the ranks, the login side,
-# a login node over ssh, the local cluster, the checks of a setup, the benchmarks.
+# images, Slurm, a site, the run folders, tracking, the data service, the run loop, tasks, the job around the ranks,
+# the login side, a login node over ssh, the local cluster, the checks of a setup, the benchmarks.
 LAYERS = [
     ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources", "hpc_train.version"),
     ("hpc_train.spec",),
@@ -33,6 +33,7 @@ LAYERS = [
     ("hpc_train.runs",),
     ("hpc_train.utilization",),
     ("hpc_train.tracking",),
+    ("hpc_train.data_service",),
     ("hpc_train.training",),
     ("hpc_train.tasks",),
     ("hpc_train.injob",),

@@ -79,6 +79,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-parallel", type=int, default=None, metavar="K",
                         help="at most K elements of a sweep run at once (Slurm's --array=...%%K)")
     add_pack_arguments(parser)
+    from hpc_train.cli.dataserviceoptions import add_data_service_arguments
+
+    add_data_service_arguments(parser)
     parser.add_argument("--task", default=None, metavar="FILE.py|MODULE",
                         help="what to train: a task module (as hpc-train train --task); default: the built-in MNIST")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
@@ -134,6 +137,7 @@ def pack_request(args: argparse.Namespace):  # -> Pack | None
 def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
     """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
     render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
+    from hpc_train.cli.dataserviceoptions import check_service_ports, data_service_request
     from hpc_train.cli.trackingoptions import check_tracking, tracking_from_here, tracking_overrides
     from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config
     from hpc_train.config import replace as replace_config
@@ -170,8 +174,10 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
                     container_runtime=args.container_runtime, hold=getattr(args, "hold", False),
                     signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
                     retry_exit_codes=exit_codes(args.retry_exit_codes), pack=pack_request(args),
+                    data_service=data_service_request(args),
                     **slurm_options(args))
     spec = parameter_servers_request(args, group, job_wide)
+    check_service_ports(spec)
     if not getattr(args, "command", None):  # the trainer's: the same global batch at every size of a range (request.py)
         note = global_batch_note(spec, train.batch_size, train.global_batch)
         if note:

@@ -35,6 +35,8 @@ from typing import Any
 from hpc_train.bootstrap.tmpdir import task_epilog
 from hpc_train.errors import HpcTrainError, report
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
+from hpc_train.injob.dataservice import serving_data
+from hpc_train.injob.dataservice import start_words as service_words
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.ledgered import after_the_attempt, components_of, ledgered_step
@@ -68,7 +70,8 @@ def start_line(body: JobBody, env: Mapping[str, str]) -> str:
     sized = attempt_size(body.node_range, body.tasks_per_node, env)
     nodes, tasks = nodes_and_tasks(with_step_tasks(env, sized, body.tasks_per_node),
                                    (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
-    return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks{start_words(sized)}; "
+    return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks{start_words(sized)}"
+            f"{service_words(body)}; "
             f"logs and results in {body.run_dir}")
 
 
@@ -330,8 +333,9 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
             after_the_attempt(body.run_dir, env)
             return settle_trial(body.run_dir, ended, ended == 0)  # 0: moved off a failed node, requeued
         with ledgered_step(body.run_dir, env, attempt_here[1], nodes_held(body, env), body.gpus_per_node,
-                           body.command, attempt_here[3]):  # the goodput ledger's (ledgered.py)
-            code = watched_step(body, rank_command, attempt.env)
+                           body.command, attempt_here[3]), \
+                serving_data(body, attempt.env, attempt_here[1], under_slurm(env)) as step_env:  # (dataservice.py)
+            code = watched_step(body, rank_command, step_env)
         final = requeued_for_a_rank(body, code)  # (the chief that asked exits 0, as one that requeued itself)
         final = epilogue(body, code, env) if final != 0 else 0
         # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.

@@ -12,11 +12,12 @@ from pathlib import Path
 
 from hpc_train.container.runtime import Container, choose_runtime
 from hpc_train.injob.epilogue import QuietParser
+from hpc_train.spec.data_service import DataService
 
 USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
          "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
          "[--hang-minutes M] [--node-range MIN-MAX] [--track mlflow [--tracking-uri URI] [--experiment NAME]] "
-         "[--trainer] "
+         "[--trainer] [--data-workers N [--data-cpus C] [--data-partition P]] "
          "[--container IMAGE [--container-runtime R]] -- COMMAND ...")
 
 
@@ -42,6 +43,7 @@ class JobBody:
     gpus_per_node: int = 0  # the mock launcher's (--local): its GPUs bound as Slurm would; srun takes the job's
     num_ps: int = 1  # (which ranks compute, and get GPUs, under parameter_server)
     container: Container | None = None  # every rank runs in this image (docs/containers.md); the body stays out
+    data_service: DataService | None = None  # a tf.data service started beside the step (injob/dataservice.py)
 
 
 
@@ -75,6 +77,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--node-range")
     parser.add_argument("--gpus-per-node", type=int, default=0)  # (the mock launcher's: `bash job.sbatch`)
     parser.add_argument("--num-ps", type=int, default=1)
+    parser.add_argument("--data-workers", type=int, default=None)
+    parser.add_argument("--data-cpus", type=int, default=1)
+    parser.add_argument("--data-partition")
     return parser
 
 
@@ -98,7 +103,8 @@ def script_line(program: str, run_dir: str, body: JobBody, rank_command: str, ou
                *(("--node-range", body.node_range) if body.node_range else ()),
                # Without Slurm (`bash job.sbatch`) the mock launcher binds the GPUs as Slurm would: it needs them.
                *(("--gpus-per-node", str(body.gpus_per_node)) if body.gpus_per_node else ()),
-               *(("--num-ps", str(body.num_ps)) if body.num_ps != 1 else ())]
+               *(("--num-ps", str(body.num_ps)) if body.num_ps != 1 else ()),
+               *(body.data_service.job_line_options() if body.data_service else ())]
     logs = "".join(f" --{name} {word}" for name, word in (("output", output), ("error", error)) if word)
     return f"exec {program} job --run-dir {run_dir} {shlex.join(options)}{logs} -- \\\n  {rank_command}"
 
@@ -123,7 +129,9 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
                    args.tracking_uri or said["tracking_uri"], args.experiment or said["experiment"],
                    node_range=args.node_range, gpus_per_node=args.gpus_per_node, num_ps=args.num_ps,
                    container=choose_runtime(args.container, args.container_runtime, Path(args.container).is_dir())
-                   if args.container else None)
+                   if args.container else None,
+                   data_service=DataService(args.data_workers, args.data_partition, args.data_cpus)
+                   if args.data_workers is not None else None)
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
 
 

@@ -20,7 +20,8 @@ JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterog
                        "{trial_nodes: M} / {trial_cpus: C} (--pack)",
                "container": "the image every rank runs in (--container IMAGE)",
                "container_runtime": "apptainer, pyxis or charliecloud (--container-runtime)",
-               "nodes": "the nodes, N or a range MIN-MAX (--nodes)"}
+               "nodes": "the nodes, N or a range MIN-MAX (--nodes)",
+               "data_service": "the tf.data service: {workers: N, partition: P, cpus: C} (--data-workers N)"}
 PACK_KEYS = ("trial_gpus", "trial_nodes", "trial_cpus")
 
 
@@ -38,6 +39,8 @@ def read_job_section(path: str | Path | None) -> dict[str, Any]:
         raise ConfigError(f"{path}: job: ps_partition {partition!r}: a partition's name, e.g. cpu")
     if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
         raise ConfigError(f"{path}: job: ps_nodes {nodes!r}: a whole number of 1 or more")
+    if section.get("data_service") is not None and not isinstance(section["data_service"], Mapping):
+        raise ConfigError(f"{path}: job: data_service {section['data_service']!r}: {JOB_SECTION['data_service']}")
     for key in ("container", "container_runtime"):
         if section.get(key) is not None and (not isinstance(section[key], str) or not section[key].strip()):
             raise ConfigError(f"{path}: job: {key} {section[key]!r}: {JOB_SECTION[key]}")

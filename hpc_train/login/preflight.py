@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from hpc_train.container.runtime import image_problem
 from hpc_train.slurm.client import SlurmClient, last_words
+from hpc_train.spec.data_service import DataService
 from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
 from hpc_train.login.request import Group, JobRequest, JobSpecError, time_minutes
 from hpc_train.login.sbatchoptions import dependency_jobs
@@ -133,6 +134,18 @@ def test_only(spec: JobRequest, env: Mapping[str, str]) -> str | None:
                                                                                           f"{result.returncode}"))
     return f"Slurm would not run this request ({reason}): {' '.join(options)}; ask for less (sinfo shows " \
            "the partitions and their nodes)"
+
+
+def data_partition_problems(service: DataService, partitions: list[Partition]) -> list[str]:  # (cli's, at once)
+    """The data workers' partition (`--data-partition P`) checked against the cluster's (pure): one line when it
+    does not exist (none known: nothing to judge by)."""
+    if not partitions or service.partition is None:
+        return []
+    found = find_partition(partitions, service.partition)
+    if found is None:
+        return [f"--data-partition {service.partition}: no such partition here; choose one of "
+                f"{', '.join(partition.name for partition in partitions)}"]
+    return []
 
 
 def _partitions(group: Group, env: Mapping[str, str]) -> list[Partition]:

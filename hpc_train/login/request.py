@@ -22,6 +22,7 @@ from hpc_train.container.runtime import RUNTIMES, Container, choose_runtime
 from hpc_train.errors import HpcTrainError
 from hpc_train.login.packing import Pack, PackError, Share, share_of
 from hpc_train.slurm.noderange import NodeRange
+from hpc_train.spec.data_service import DataService
 from hpc_train.login.sbatchoptions import dependency_problem, options_problem
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
@@ -166,6 +167,7 @@ class JobRequest:
     sbatch: tuple[tuple[str, str | None], ...] = ()
     # A packed sweep (submit --pack): one job whose body runs the trials as steps, each on this share of it.
     pack: Pack | None = None
+    data_service: DataService | None = None  # TensorFlow's data service run with the job (spec/data_service.py)
 
     def __post_init__(self) -> None:
         if not self.groups:

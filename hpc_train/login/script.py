@@ -156,7 +156,8 @@ def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | Non
                    tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
                    track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment,
                    gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=spec.image(),
-                   node_range=str(spec.groups[-1].node_range) if spec.ranged else None)
+                   node_range=str(spec.groups[-1].node_range) if spec.ranged else None,
+                   data_service=spec.data_service)
 
 
 def config_lines(config: TrainConfig) -> str:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpc_train.training.keras import keras, tf
+from hpc_train.training.served import training_stream
 from hpc_train.training.usertask import TaskError, TaskModule
 
 DatasetFn = Callable[["tf.distribute.InputContext | None"], tf.data.Dataset]
@@ -137,14 +138,17 @@ def _steps(task: TaskModule, config: Any, pipelines: Pipelines, function: str, s
 def training_fn(task: TaskModule, config: Any, batches_done: int) -> DatasetFn:
     """Each pipeline's endless stream of training batches, after the `batches_done` it had read."""
 
-    def make(context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-        context = context or tf.distribute.InputContext()
+    def stream(context: tf.distribute.InputContext, skipped: int) -> tf.data.Dataset:
         if task.accepts("train_dataset", "skip_batches"):
-            return _dataset(task, "train_dataset", config, context, skip_batches=batches_done)
-        dataset = _dataset(task, "train_dataset", config, context).repeat().skip(batches_done)
+            return _dataset(task, "train_dataset", config, context, skip_batches=skipped)
+        dataset = _dataset(task, "train_dataset", config, context).repeat().skip(skipped)
         # Said out loud: with a stream of unknown length, MultiWorkerMirrored would check with every
         # worker before each step whether some ran out of data (a cross-worker all-reduce per step).
         return dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+
+    def make(context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+        # Through the job's data service when it has one (served.py), else this pipeline's own stream.
+        return training_stream(stream, context or tf.distribute.InputContext(), batches_done)
 
     return make
 

@@ -1,0 +1,70 @@
+"""The options of a job's tf.data service (--data-workers, --data-partition, --data-cpus) for submit and render:
+parsed with the YAML's `job: {data_service: ...}`, and checked before anything is queued (spec/data_service.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_data_service_arguments(parser: argparse.ArgumentParser) -> None:
+    """--data-workers, --data-partition, --data-cpus (and the YAML's job: data_service:, read into the same)."""
+    parser.add_argument("--data-workers", default=None, metavar="N",
+                        help="run the input pipeline on TensorFlow's data service: a dispatcher and N data workers "
+                             "started with the job, their ports in the job's window; trades the exact order of "
+                             "examples for CPUs off the ranks' (docs/data_service.md; YAML: job: {data_service: "
+                             "{workers: N}})")
+    parser.add_argument("--data-partition", default=None, metavar="P",
+                        help="--data-workers: on CPU nodes of partition P (default: beside the ranks, on the job's "
+                             "own nodes)")
+    parser.add_argument("--data-cpus", default=None, metavar="C", help="--data-workers: CPUs of each data worker "
+                        "(default 1)")
+    parser.set_defaults(data_service=None)  # the YAML's job: data_service: mapping (cli/joboptions.with_job_section)
+
+
+def data_service_request(args: argparse.Namespace):  # -> DataService | None
+    """The data service the options and the YAML ask for; one line for a value that cannot be, or one that cannot
+    run where the job runs."""
+    from hpc_train.spec.data_service import DataServiceError, from_settings
+
+    said = [getattr(args, name, None) for name in ("data_workers", "data_partition", "data_cpus", "data_service")]
+    service = from_settings(*said,
+                            getattr(args, "config", None) or "the YAML")
+    if service is not None and service.partition is not None:
+        refuse_partition(service)
+    if service is not None and getattr(args, "pack", None):
+        raise DataServiceError(f"--data-workers {service.workers} with --pack: a packed sweep's trials run as steps of "
+                               "their own, without the job body's data service; drop --pack (a sweep's elements each "
+                               "get one), or --data-workers")
+    if service is not None and getattr(args, "local", False):
+        raise DataServiceError(f"--data-workers {service.workers} with --local: the data service runs as Slurm steps "
+                               "beside the ranks; drop --local (hpc-train cluster up gives a local Slurm), or "
+                               "--data-workers")
+    return service
+
+
+def refuse_partition(service) -> None:  # service: DataService
+    """--data-partition P: one line when P does not exist (where Slurm answers), else one line that data workers on
+    a partition of their own are not built yet (docs/data_service.md#not-yet)."""
+    import os
+
+    from hpc_train.login.partitions import read_partitions
+    from hpc_train.login.preflight import data_partition_problems
+    from hpc_train.slurm.client import SlurmClient
+    from hpc_train.spec.data_service import DataServiceError
+
+    slurm = SlurmClient.local(os.environ)
+    problems = data_partition_problems(service, read_partitions(slurm)) if slurm.available("scontrol") else []
+    raise DataServiceError(problems[0] if problems else
+                           f"--data-partition {service.partition}: data workers on a partition of their own are not "
+                           "built yet; leave --data-partition out and they run beside the ranks, on the job's nodes")
+
+
+def check_service_ports(spec) -> None:  # spec: JobRequest
+    """A data service whose dispatcher and workers the job's port window cannot hold above its ranks, in one line
+    (data_service/endpoints.py: the window the ranks' ports come from, without a job id: its size alone)."""
+    if spec.data_service is None:
+        return
+    from hpc_train.data_service.endpoints import service_ports, window
+
+    tasks = spec.num_tasks
+    service_ports(window(None, tasks, tasks, port_base=16384), tasks, spec.data_service.workers)

@@ -1,0 +1,92 @@
+"""A job's tf.data service, as values (pure): how many data workers, where they run, how many CPUs each.
+
+`submit --data-workers N [--data-partition P] [--data-cpus C]`, or the YAML's `job: {data_service: {workers: N,
+partition: P, cpus: C}}`, asks for TensorFlow's data service beside the job's ranks: a dispatcher and N workers
+that run the input pipeline off the ranks' own CPUs (docs/data_service.md). The login side builds a DataService,
+the job line carries it (`hpc-train job --data-workers N ...`), the job body starts the processes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hpc_train.errors import HpcTrainError
+
+# Keys of the YAML's `job: {data_service: {...}}` and what each is (the flag that says it on the command line).
+YAML_KEYS = {"workers": "the data workers, 1 or more (--data-workers N)",
+             "partition": "the CPU partition they run on, as a component of a heterogeneous job (--data-partition P)",
+             "cpus": "CPUs of each data worker, 1 or more (--data-cpus C)"}
+_PARTITION = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class DataServiceError(HpcTrainError):
+    """A data service that cannot be: one line, naming the value and the fix."""
+
+
+@dataclass(frozen=True)
+class DataService:
+    """The job's data service: a dispatcher and `workers` workers of `cpus` CPUs each, on the job's own nodes
+    (`partition` None), else on nodes of `partition`."""
+
+    workers: int
+    partition: str | None = None
+    cpus: int = 1
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--data-workers", self.workers), ("--data-cpus", self.cpus)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DataServiceError(f"{flag} {value!r}: must be a whole number of 1 or more (no data service: "
+                                       "leave --data-workers out)")
+        if self.partition is not None and not _PARTITION.match(self.partition):
+            raise DataServiceError(f"--data-partition {self.partition!r}: one partition's name, e.g. cpu")
+
+    @property
+    def processes(self) -> int:
+        """The service's processes: its dispatcher and its workers (each takes a port of the job's window)."""
+        return 1 + self.workers
+
+    def job_line_options(self) -> list[str]:
+        """The job line's words for it (injob/jobline.py reads them back)."""
+        return ["--data-workers", str(self.workers), "--data-cpus", str(self.cpus),
+                *(("--data-partition", self.partition) if self.partition else ())]
+
+    def words(self) -> str:
+        """The service in words, for the start line and the script's header."""
+        where = f"on partition {self.partition}" if self.partition else "beside the ranks"
+        return f"tf.data service: {self.workers} data worker(s) of {self.cpus} CPU(s) {where}"
+
+
+def whole_number(flag: str, value: Any) -> int:
+    """`value` as a whole number (text from a flag, or the YAML's); one line naming `flag` when it is not."""
+    if isinstance(value, bool):
+        raise DataServiceError(f"{flag} {value!r}: must be a whole number of 1 or more")
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise DataServiceError(f"{flag} {value!r}: must be a whole number of 1 or more") from None
+
+
+def from_settings(workers: Any, partition: str | None, cpus: Any, section: Mapping[str, Any] | None,
+                  source: str = "the YAML") -> DataService | None:
+    """The service the flags ask for, else the YAML's `data_service:` mapping (a flag given wins over its key);
+    None when neither names workers. One line for a flag or key without workers, or a value that is wrong."""
+    section = dict(section or {})
+    unknown = sorted(set(section) - set(YAML_KEYS))
+    if unknown:
+        raise DataServiceError(f"{source}: job: data_service: {unknown[0]!r} is not one of its keys; known: "
+                               + "; ".join(f"{key} ({what})" for key, what in YAML_KEYS.items()))
+    workers = workers if workers is not None else section.get("workers")
+    partition = partition if partition is not None else section.get("partition")
+    cpus = cpus if cpus is not None else section.get("cpus")
+    if workers is None:
+        given = [flag for flag, value in (("--data-partition", partition), ("--data-cpus", cpus)) if value is not None]
+        if given:
+            raise DataServiceError(f"{given[0]} applies to a job's data service: add --data-workers N")
+        return None
+    if partition is not None and not isinstance(partition, str):
+        raise DataServiceError(f"--data-partition {partition!r}: one partition's name, e.g. cpu")
+    return DataService(whole_number("--data-workers", workers), partition,
+                       1 if cpus is None else whole_number("--data-cpus", cpus))

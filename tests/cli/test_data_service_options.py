@@ -1,0 +1,82 @@
+"""--data-workers and its company on render and submit: rendered into the job line, or refused in one line."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from hpc_train.injob.jobline import parse
+from tests.cli.running import run_main
+from tests.fake_slurm import FakeSlurm
+from tests.login.test_preflight import NODES, PARTITIONS
+
+
+def test_render_carries_the_service_to_the_job_body(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "job.sbatch"
+    code, _, err = run_main(["render", "--nodes", "2", "--data-workers", "2", "--data-cpus", "1", "-o",
+                             str(output)], capsys)
+    assert code == 0, err
+    script = output.read_text()
+    line = script[script.index("job --run-dir"):].replace("\\\n", " ")
+    words = shlex.split(line.split(" -- ", 1)[0])
+    assert words[words.index("--data-workers") + 1] == "2"
+    body, _ = parse([*words[1:], "--", "true"], {}, 0.0)
+    assert body.data_service is not None and body.data_service.workers == 2
+
+
+def test_the_yaml_job_section_asks_for_the_service(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text("epochs: 1\njob:\n  data_service: {workers: 3, cpus: 2}\n")
+    output = tmp_path / "job.sbatch"
+    code, _, err = run_main(["render", "--nodes", "2", "--config", str(config), "-o", str(output)], capsys)
+    assert code == 0, err
+    assert "--data-workers 3 --data-cpus 2" in output.read_text()
+    config.write_text("job:\n  data_service: 3\n")
+    code, _, err = run_main(["render", "--nodes", "2", "--config", str(config), "-o", str(output)], capsys)
+    assert code == 2 and "job: data_service 3" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--data-workers", "0"], "--data-workers 0: must be a whole number of 1 or more"),
+    (["--data-cpus", "2"], "--data-cpus applies to a job's data service: add --data-workers N"),
+    (["--data-workers", "7"], "--data-workers 7: the job's port window"),
+    (["--data-workers", "1", "--pack", "--sweep", "seed=1,2"], "--data-workers 1 with --pack"),
+])
+def test_what_cannot_be_served_is_one_line(args: list[str], said: str, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "job.sbatch"
+    code, _, err = run_main(["render", "--nodes", "2", "-o", str(output), *args], capsys)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not output.exists()
+
+
+def test_submit_refuses_the_service_with_local(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(["submit", "--nodes", "1", "--local", "--data-workers", "1", "--output-dir",
+                             str(tmp_path)], capsys)
+    assert code == 2 and "--data-workers 1 with --local" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_hostile_partition_never_reaches_a_shell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A partition's name is checked before anything could reach a script: nothing is written, nothing runs."""
+    output = tmp_path / "job.sbatch"
+    code, _, err = run_main(["render", "--nodes", "1", "-o", str(output), "--data-workers", "1",
+                             "--data-partition", "cpu'; touch pwned; echo '"], capsys)
+    assert code == 2 and "--data-partition" in err and len(err.strip().splitlines()) == 1, err
+    assert not output.exists() and not list(tmp_path.rglob("pwned"))
+
+
+def test_a_data_partition_that_does_not_exist_is_named_and_one_that_does_is_not_yet_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = FakeSlurm(tmp_path / "fake", {"scontrol show partition": PARTITIONS, "scontrol show node": NODES})
+    for name, value in fake.install(tmp_path / "bin").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    output = tmp_path / "job.sbatch"
+    args = ["render", "--nodes", "1", "-o", str(output), "--data-workers", "1", "--data-partition"]
+    code, _, err = run_main([*args, "cpus"], capsys)
+    assert code == 2 and "--data-partition cpus: no such partition here; choose one of debug, gpu" in err, err
+    code, _, err = run_main([*args, "debug"], capsys)
+    assert code == 2 and "--data-partition debug: data workers on a partition of their own are not built yet" in err
+    assert len(err.strip().splitlines()) == 1 and not output.exists()

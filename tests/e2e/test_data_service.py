@@ -1,0 +1,91 @@
+"""End to end on a real Slurm: a 2-node multiworker MNIST job trains through TensorFlow's data service (a
+dispatcher and two data workers started by the job body beside the ranks, docs/data_service.md), is warned as near
+its time limit, requeues itself, trains on with a service restored from its journal to COMPLETED, and leaves none of
+the service's processes behind. One short job: the suite's time is shared."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hpc_train.localslurm import control
+from hpc_train.localslurm.spec import LocalCluster
+from tests.e2e.jobs import wait_for_end
+from tests.fake_slurm import without_slurm
+from tests.mnist_data import shared_mnist
+
+pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
+ROOT = Path(__file__).resolve().parents[2]
+SERVERS = b"hpc_train.data_service.servers"
+
+
+def service_processes(run_dir: Path, address: str) -> list[int]:
+    """The pids of this job's data service processes on this host (the local cluster's nodes are all here), srun's
+    included: a dispatcher or worker whose command line names the job's journal or its dispatcher's address."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = cmdline.read_bytes()
+        except OSError:
+            continue  # it ended meanwhile
+        if SERVERS in words and (str(run_dir.resolve()).encode() in words or address.encode() in words):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(cluster: LocalCluster,
+                                                                             tmp_path: Path) -> None:
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--name", "served", "--data-workers", "2",
+                                "--set", f"data_dir={shared_mnist()}", "--set", "epochs=5", "--set",
+                                "train_images=8000"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.splitlines()[0].strip()
+    folder = tmp_path / "runs" / f"served-{job_id}"
+
+    def logs() -> str:
+        return "".join(path.read_text(errors="replace")
+                       for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
+
+    # Warned after its first epoch (four more to go: seconds, enough to be warned in), as `--signal=B:USR1@...` would
+    # near the time limit: it saves and requeues.
+    deadline = time.monotonic() + 300
+    while "epoch 1/5" not in logs() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], env=env, check=True)
+    assert wait_for_end(job_id, env, logs) == ("COMPLETED", "0:0"), logs()[-4000:]
+    text = logs()
+    assert f"hpc-train: job {job_id} (restart 1) on node[1-2]" in text, text[-3000:]
+    dispatcher = (folder / "logs" / "data-dispatcher.out").read_text()
+    assert "Restored from journal" in dispatcher, dispatcher[-3000:]  # the second attempt's dispatcher
+    # The start line says the trade; the body says where the service listens; every rank reads through it.
+    assert re.search(rf"hpc-train: job {job_id} on node\[1-2\], 2 tasks; input through the tf.data service: 2 data "
+                     r"worker\(s\) of 1 CPU\(s\) beside the ranks \(example order not exact\)", text), text[-3000:]
+    address = re.search(r"data service at (grpc://node1:(\d+)) \(journal in", text)
+    assert address, text[-3000:]
+    ranks = [(folder / "logs" / f"rank-{rank}.out").read_text() for rank in range(2)]
+    for attempt in (1, 2):  # each attempt's ranks share a job of the service of their own
+        assert all(re.search(rf"training input through the data service at {address.group(1)} \(job hpc-train-"
+                             rf"{job_id}-attempt{attempt}-\d+", rank) for rank in ranks), ranks[0][-3000:]
+    workers = [(folder / "logs" / f"data-worker-{index}.out").read_text() for index in range(2)]
+    assert all(f"dispatcher {address.group(1)}" in worker for worker in workers), workers
+    # The last attempt's service ended by the body after the step (its stop file: exit 0), not killed.
+    assert dispatcher.rstrip().endswith("DispatchServer stopped") and all(
+        worker.rstrip().endswith("WorkerServer stopped") for worker in workers), workers
+    # The dispatcher's journal, in the run folder, holds the job the ranks shared.
+    journal = b"".join(path.read_bytes() for path in (folder / "data_service").rglob("*") if path.is_file())
+    assert re.search(rb"hpc-train-" + job_id.encode() + rb"-attempt1-\d+", journal)
+    assert json.loads((folder / "metrics.json").read_text())["world_size"] == 2
+    assert [row["attempt"] for row in json.loads((folder / "ledger.json").read_text())["attempts"]] == [1, 2]
+    # The service ended with the job: no dispatcher or worker of it left on this host (Slurm reaps a step's
+    # processes as the job ends; waited for, bounded).
+    deadline = time.monotonic() + 30
+    while service_processes(folder, address.group(1)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not service_processes(folder, address.group(1))

@@ -1,0 +1,138 @@
+"""The job's data service around the step: its srun steps, their ports, the start line's words; and a service that
+cannot start costs the job only its speed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpc_train.bootstrap.ports import derived_window
+from hpc_train.injob.dataservice import (batch_host, plan_ports, server_steps, serving_data, start_words,
+                                        step_tasks, worker_nodes)
+from hpc_train.injob.jobline import JobBody
+from hpc_train.spec.data_service import DataService
+
+JOB = {"SLURM_JOB_ID": "5151", "SLURM_NTASKS": "2", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[1-2]",
+       "SLURMD_NODENAME": "node1"}
+
+
+def body(tmp_path: Path, workers: int = 2) -> JobBody:
+    return JobBody(tmp_path / "run", nodes=2, tasks_per_node=1, data_service=DataService(workers, cpus=2))
+
+
+def test_the_steps_overlap_the_ranks_and_listen_at_the_top_of_the_window(tmp_path: Path) -> None:
+    job = body(tmp_path)
+    ports = plan_ports(job, JOB)
+    window = derived_window(5151, 2, 1)
+    assert ports.dispatcher == window.stop - 1 and ports.workers == (window.stop - 2, window.stop - 3)
+    dispatcher, workers = server_steps(job, JOB, ports, batch_host(JOB), "/venv/bin/python")
+    assert dispatcher[0] == "--overlap" and "--nodelist=node1" in dispatcher and "--ntasks=1" in dispatcher
+    run = (tmp_path / "run").resolve()
+    stop = ["--stop-file", str(run / "data_service.stop")]
+    assert dispatcher[-6:] == ["--port", str(ports.dispatcher), "--work-dir", str(run / "data_service"), *stop]
+    assert "--overlap" in workers and "--ntasks=2" in workers and "--nodes=2" in workers
+    assert "--cpus-per-task=2" in workers
+    assert workers[-6:] == ["--dispatcher", f"grpc://node1:{ports.dispatcher}", "--ports",
+                            f"{ports.workers[0]},{ports.workers[1]}", *stop]
+
+
+def test_the_workers_spread_over_as_many_nodes_as_the_job_has() -> None:
+    assert worker_nodes(DataService(5), JOB) == 2
+    assert worker_nodes(DataService(1), JOB) == 1
+
+
+def test_the_step_counts_its_ranks_as_the_bootstrap_does(tmp_path: Path) -> None:
+    assert step_tasks(body(tmp_path), JOB) == 2
+    assert step_tasks(body(tmp_path), {"SLURM_HET_SIZE": "2", "SLURM_NTASKS_HET_GROUP_0": "2",
+                                       "SLURM_NTASKS_HET_GROUP_1": "3"}) == 5
+    assert step_tasks(body(tmp_path), {}) == 2
+
+
+def test_the_start_line_says_the_trade(tmp_path: Path) -> None:
+    assert start_words(JobBody(tmp_path)) == ""
+    words = start_words(body(tmp_path))
+    assert "2 data worker(s)" in words and "example order not exact" in words
+
+
+def test_without_slurm_the_ranks_read_their_own_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with serving_data(body(tmp_path), {"A": "1"}, 1, under_slurm=False) as env:
+        assert env == {"A": "1"}
+    assert "runs as Slurm steps" in capsys.readouterr().err
+
+
+def test_a_dispatcher_that_never_listens_is_one_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """srun's step ends at once (the dispatcher could not start): the ranks go on without the service, and the
+    steps started are ended after the step."""
+    import subprocess
+
+    from hpc_train.injob import dataservice
+    from hpc_train.slurm.client import SlurmClient
+
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start_step(self: SlurmClient, arguments: list[str]) -> subprocess.Popen[bytes]:
+        started.append(subprocess.Popen(["false"]))
+        return started[-1]
+
+    monkeypatch.setattr(SlurmClient, "start_step", start_step)
+    monkeypatch.setattr(dataservice, "batch_host", lambda env: "127.0.0.1")
+    with serving_data(body(tmp_path), JOB, 1, under_slurm=True) as env:
+        assert "HPC_TRAIN_DATA_SERVICE" not in env
+    assert len(started) == 1 and started[0].poll() is not None
+    err = capsys.readouterr().err
+    assert "did not start" in err and "read their input themselves" in err
+
+
+def test_the_bodys_start_line_says_the_trade(tmp_path: Path) -> None:
+    from hpc_train.injob.body import start_line
+
+    line = start_line(body(tmp_path), {**JOB, "SLURM_JOB_NUM_NODES": "2"})
+    assert line.startswith("hpc-train: job 5151 on node[1-2], 2 tasks; input through the tf.data service: 2 data "
+                           "worker(s) of 2 CPU(s) beside the ranks (example order not exact); logs and results in ")
+    assert "tf.data" not in start_line(JobBody(tmp_path / "run", nodes=2), JOB)
+
+
+def test_workers_that_never_listen_leave_the_ranks_their_own_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The dispatcher listens (a socket of this test's), the workers' srun ends at once: no service for the ranks,
+    one warning, both steps ended after."""
+    import socket
+    import subprocess
+
+    from hpc_train.injob import dataservice
+    from hpc_train.slurm.client import SlurmClient
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    silent = socket.socket()  # bound, never listening: a port no worker took, and no one else can
+    silent.bind(("127.0.0.1", 0))
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start_step(self: SlurmClient, arguments: list[str]) -> subprocess.Popen[bytes]:
+        started.append(subprocess.Popen(["sleep", "60"] if "dispatcher" in arguments else ["false"]))
+        return started[-1]
+
+    monkeypatch.setattr(SlurmClient, "start_step", start_step)
+    monkeypatch.setattr(dataservice, "batch_host", lambda env: "127.0.0.1")
+    monkeypatch.setattr(dataservice, "job_nodes", lambda env: ("127.0.0.1",))
+    monkeypatch.setattr(dataservice, "plan_ports", lambda body, env: dataservice.ServicePorts(
+        listening.getsockname()[1], (silent.getsockname()[1],)))
+    monkeypatch.setattr(dataservice, "STOP_GRACE", 0.5)
+    with listening, silent, serving_data(body(tmp_path, workers=1), JOB, 1, under_slurm=True) as env:
+        assert "HPC_TRAIN_DATA_SERVICE" not in env
+    assert len(started) == 2 and all(process.poll() is not None for process in started)
+    assert "workers did not all start" in capsys.readouterr().err
+
+
+def test_a_step_that_cannot_start_at_all_is_one_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.slurm.client import SlurmClient
+
+    def start_step(self: SlurmClient, arguments: list[str]) -> None:
+        raise FileNotFoundError("srun")
+
+    monkeypatch.setattr(SlurmClient, "start_step", start_step)
+    with serving_data(body(tmp_path), JOB, 1, under_slurm=True) as env:
+        assert "HPC_TRAIN_DATA_SERVICE" not in env
+    assert "warning: no data service (FileNotFoundError: srun)" in capsys.readouterr().err
