@@ -59,7 +59,8 @@ class JobCall:
         folder = self.folder(os.environ["SLURM_JOB_ID"])
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         write_text_atomically(folder / "config.yaml", self.config)  # (submit writes the same, after sbatch)
-        code = run_job(replace(self.body, run_dir=folder, output=str(folder / RANK_LOG_PATTERN)),
+        # (srun's %j: the rank logs' pattern as every script of hpc-train's writes it)
+        code = run_job(replace(self.body, run_dir=folder, output=str(self.folder("%j") / RANK_LOG_PATTERN)),
                        self.rank_command(folder), os.environ)
         if code != 0:
             raise JobEnded(code)

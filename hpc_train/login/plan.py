@@ -67,16 +67,6 @@ class JobPlan:
         return self.home if self.home is not None else self.activates or sys.prefix
 
     @property
-    def program(self) -> str:
-        """How the script starts hpc-train (shell text): the activated environment's, else this very Python."""
-        return "hpc-train" if self.home is not None else f"{shlex.quote(sys.executable)} -m hpc_train"
-
-    @property
-    def rank_program(self) -> str:
-        """How each rank starts hpc-train: as the script does, its output unbuffered when it is this Python."""
-        return "hpc-train" if self.home is not None else f"{shlex.quote(sys.executable)} -u -m hpc_train"
-
-    @property
     def runs_dir(self) -> str:
         """The runs folder in the script: as given, or absolute when the job starts in its snapshot (elsewhere)."""
         return str(self.runs.absolute() if self.code is not None else self.runs)
@@ -89,11 +79,9 @@ class JobPlan:
         if self.kind == "pack":
             assert self.sweep is not None
             return render_pack(self.request, self.train, self.home_text, self.sweep, runs_dir=self.runs_dir,
-                               command=self.command, max_parallel=self.max_parallel, program=self.program,
-                               code=self.code)
+                               command=self.command, max_parallel=self.max_parallel, code=self.code)
         return render_script(self.request, self.train, self.home_text, runs_dir=self.runs_dir, command=self.command,
-                             sweep=self.sweep, max_parallel=self.max_parallel, program=self.program,
-                             rank_program=self.rank_program, code=self.code)
+                             sweep=self.sweep, max_parallel=self.max_parallel, code=self.code)
 
     def batch_log(self) -> str | None:
         """Where submit puts the batch script's log (sbatch --output on its command line, over the script's): a

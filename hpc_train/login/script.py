@@ -92,17 +92,16 @@ def job_config(spec: JobRequest, train: TrainConfig) -> TrainConfig:
 def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str = "runs",
                   template: Path | None = None, command: Sequence[str] | None = None,
                   sweep: Sweep | None = None, max_parallel: int | None = None, batch_log: str | None = None,
-                  program: str = "hpc-train", code: JobCode | None = None, rank_program: str | None = None) -> str:
+                  program: str = "hpc-train", code: JobCode | None = None) -> str:
     """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
     `command`: the user's own command for every task, instead of the trainer; `sweep`: one job array, an element
     per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
     running at once. `batch_log`: the batch script's log (sbatch --output), where the default, in the directory
     sbatch runs in, will not do. `program`: how the job starts hpc-train (shell text): the activated environment's
     `hpc-train`, or `PYTHON -m hpc_train` for submit's own Python (with a container, the body runs each rank's in
-    the image: injob/contained.py); `rank_program`: how each rank starts it (default: as the body). `code`:
+    the image: injob/contained.py). `code`:
     the snapshot the job runs in (code_lines)."""
     config = job_config(spec, train)
-    rank_program = rank_program or program
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
                                       "output": "slurm-%x-%A_%a.out"}
     array |= {"output": batch_log} if batch_log else {}
@@ -119,10 +118,9 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
         # Without Slurm (bash THIS_FILE) the job runs here, on the mock launcher, in a folder named as jobline's.
         run_folder='"${SLURM_JOB_NAME:-$job_name}-${SLURM_JOB_ID:-local-$(date +%Y%m%d-%H%M%S)}"' if sweep is None else
         '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
-        config_block=(config_lines(config) if sweep is None
-                      else sweep_lines(spec, config, sweep, command, rank_program)),
+        config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command, program),
         job_line="\n".join(code_lines(code)) + "\n" * bool(code) + script_line(program, '"$run_dir"', job_body(spec, config, command), (
-            task_command(spec, config, command, rank_program)
+            task_command(spec, config, command, program)
             if sweep is None or not command else '"${element_command[@]}"'),
             output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
     )
