@@ -68,7 +68,9 @@ def executor_for(plan: JobPlan) -> Any:
     # leaves --time out (the partition's default applies, not submitit's 5 minutes).
     time = asked.pop("time", None)
     executor.update_parameters(
-        time=time_minutes(str(time)) if time else None, use_srun=False, setup=[*setup, *code_lines(plan.code)] or None,
+        time=time_minutes(str(time)) if time else None, use_srun=False,
+        # The batch log holds the job body's lines, as every job's: submitit's own INFO lines left out.
+        setup=[*setup, "export SUBMITIT_LOG_LEVEL=WARNING", *code_lines(plan.code)],
         additional_parameters={name.replace("-", "_"): value for name, value in asked.items()})
     return executor
 
