@@ -39,7 +39,8 @@ from hpc_train.runs.state import write_text_atomically
 def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
                   command: Sequence[str] | None = None, code: JobCode | None = None) -> Any:
     """A submitit SlurmExecutor for the request (see executor_for)."""
-    return executor_for(JobPlan(spec, train, home=home, runs=runs, command=tuple(command) if command else None, code=code))
+    return executor_for(JobPlan(spec, train, home=home, runs=runs, command=tuple(command) if command else None,
+                                code=code))
 
 
 def executor_for(plan: JobPlan) -> Any:
@@ -102,7 +103,8 @@ def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Seq
     `command`: the user's own command for every rank (under the bootstrap) instead of the trainer;
     `home`: the environment the job activates; `code`: the snapshot it runs (see executor_for).
     """
-    return submit_plan(JobPlan(spec, train, home=home, runs=runs, command=tuple(command) if command else None, code=code))
+    return submit_plan(JobPlan(spec, train, home=home, runs=runs, command=tuple(command) if command else None,
+                               code=code))
 
 
 def submit_plan(plan: JobPlan) -> JobRecord:

@@ -103,7 +103,8 @@ def test_submitits_script_asks_for_the_range_without_tasks_per_node() -> None:
     script = executor._make_submission_file_text("echo", "uid")  # noqa: SLF001 - submitit's text, as sbatch reads it
     assert "#SBATCH --nodes=2-4\n" in script and "#SBATCH --mincpus=2\n" in script, script
     assert "#SBATCH --ntasks-per-node" not in script
-    assert job_call(JobPlan(JobSpec(nodes=4, min_nodes=2, cpu_tasks_per_node=2), TrainConfig())).body.node_range == "2-4"
+    ranged = JobPlan(JobSpec(nodes=4, min_nodes=2, cpu_tasks_per_node=2), TrainConfig())
+    assert job_call(ranged).body.node_range == "2-4"  # (the body sizes each attempt: injob/sizing.py)
     assert executor._num_tasks() == 1  # noqa: SLF001 - the job body, once (use_srun=False): one result, the job's
     fixed = make_executor(JobSpec(nodes=2), TrainConfig())._make_submission_file_text("echo", "uid")  # noqa: SLF001
     assert "#SBATCH --nodes=2\n" in fixed and "#SBATCH --ntasks-per-node=1\n" in fixed

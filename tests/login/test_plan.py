@@ -55,7 +55,7 @@ def test_the_warning_is_usr1_in_every_script() -> None:
     assert plan.resources()["signal"] == "USR1@90"
     from hpc_train.login.submission import executor_for
 
-    submitted = executor_for(plan)._make_submission_file_text("CMD", "uid")  # noqa: SLF001 - submitit's, as sbatch reads it
+    submitted = executor_for(plan)._make_submission_file_text("CMD", "uid")  # noqa: SLF001 - as sbatch reads it
     assert "#SBATCH --signal=USR1@90\n" in submitted and "USR2" not in submitted
 
 
