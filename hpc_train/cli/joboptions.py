@@ -369,6 +369,16 @@ def _check_task_file(task: str) -> None:
                             "module name the nodes can import")
 
 
+def job_plan(args: argparse.Namespace, spec, train, home: str, sweep, runs: Path = Path("runs"), code=None):
+    """The job's plan (login/plan.py) from what job_request and sweep_request made of the options: render's and
+    submit's alike, so that both print the same script."""
+    from hpc_train.login.plan import JobPlan
+
+    return JobPlan(spec, train, home=args.home, activates=home, runs=runs,
+                   command=tuple(args.command) if args.command else None, code=code, sweep=sweep,
+                   max_parallel=args.max_parallel if sweep is not None else None)
+
+
 def default_home() -> str:
     """The checkout hpc-train runs from; installed from a wheel, the Python environment it is installed in."""
     import sys

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_request
+from hpc_train.cli.joboptions import add_job_arguments, job_plan, job_request, sweep_request
 
 
 
@@ -29,17 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hpc_train.login.script import render_script
-
     spec, train, home = job_request(args)
     sweep = sweep_request(args, train)
     _warn_of_image(spec)
-    if spec.pack is not None and sweep is not None:
-        from hpc_train.login.packscript import render_pack
-
-        script = render_pack(spec, train, home, sweep, command=args.command, max_parallel=args.max_parallel)
-    else:
-        script = render_script(spec, train, home, command=args.command, sweep=sweep, max_parallel=args.max_parallel)
+    plan = job_plan(args, spec, train, home, sweep)  # the plan submit --dry-run prints too, byte for byte
+    script = plan.script()
     if sweep is not None and spec.pack is not None:
         from hpc_train.login.packscript import pack_summary
         from hpc_train.spec.sweep import table

@@ -50,11 +50,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hpc_train.cli.joboptions import add_job_arguments, job_request, sweep_request
+from hpc_train.cli.joboptions import add_job_arguments, job_plan, job_request, sweep_request
 
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
-    from hpc_train.config import TrainConfig
+    from hpc_train.login.plan import JobPlan
     from hpc_train.login.request import JobRequest
     from hpc_train.runs.snapshot import JobCode
     from hpc_train.spec.sweep import Sweep
@@ -187,14 +187,18 @@ def run(args: argparse.Namespace) -> int:
         train = settings_in_snapshot(train, code)
     if unchecked:  # (a dry run past every refusal: one line, then what it shows)
         print(unchecked, file=sys.stderr)
-    if sweep is not None:
-        return _submit_sweep(args, spec, train, sweep, home, code, runs)
-    if args.dry_run:
-        print(submit.submission_script(spec, train, runs, home=args.home, command=args.command, code=code), end="")
+    plan = job_plan(args, spec, train, home, sweep, runs, code)
+    if args.dry_run:  # render's script, byte for byte (login/plan.py), and which way submit would send it
+        print(f"hpc-train submit: dry run: {plan.how()}", file=sys.stderr)
+        if sweep is not None:
+            print(sweep_heading(plan))
+        print(plan.script(), end="")
         return 0
     if args.local:
         return submit.run_locally(spec, train, runs, command=args.command, code=code)
-    record = submit.submit(spec, train, runs, command=args.command, home=args.home, code=code)
+    if sweep is not None:
+        return _submit_sweep(plan)
+    record = submit.submit_plan(plan)
     shape = (f"up to {record.tasks} tasks on {spec.groups[-1].node_range}" if spec.ranged  # each attempt: its own
              else f"{record.tasks} tasks on {record.nodes}")
     _say_submitted(record.job_id, f"hpc-train submit: job {record.job_id} ({shape} nodes, {record.what}); folder "
@@ -202,31 +206,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _submit_sweep(args: argparse.Namespace, spec: JobRequest, train: TrainConfig, sweep: Sweep, home: str,
-                  code: JobCode | None, runs: Path) -> int:
-    """One sbatch: a job array, or with --pack one job whose trials run inside it; --dry-run shows the elements
-    (or trials) and the script instead."""
+def sweep_heading(plan: JobPlan) -> str:
+    """A sweep's elements (or a pack's trials), as a table under one line (a dry run's and submit's)."""
+    from hpc_train.login.packscript import pack_summary
+    from hpc_train.spec.sweep import table
+
+    spec, sweep = plan.request, plan.sweep
+    assert sweep is not None
+    heading = (pack_summary(spec, sweep, plan.max_parallel) if plan.kind == "pack"
+               else f"a sweep of {len(sweep)} elements{random_seed(sweep)}, each a job of {spec.nodes} node(s)")
+    return "\n".join([f"hpc-train submit: {heading}:", *(f"  {row}" for row in table(sweep))])
+
+
+def _submit_sweep(plan: JobPlan) -> int:
+    """One sbatch: a job array, or with --pack one job whose trials run inside it."""
     import sys
 
     from hpc_train.login import submission as submit
-    from hpc_train.login.packscript import pack_summary, render_pack
-    from hpc_train.spec.sweep import table
 
-    packed = spec.pack is not None
-    heading = (pack_summary(spec, sweep, args.max_parallel) if packed
-               else f"a sweep of {len(sweep)} elements{random_seed(sweep)}, each a job of {spec.nodes} node(s)")
-    shown = "\n".join([f"hpc-train submit: {heading}:", *(f"  {row}" for row in table(sweep))])
-    if args.dry_run:
-        print(shown)
-        print(render_pack(spec, train, home, sweep, runs_dir=str(runs.absolute()), command=args.command,
-                          max_parallel=args.max_parallel, code=code) if packed else
-              submit.sweep_script(spec, train, sweep, args.max_parallel, home, runs, args.command, code), end="")
-        return 0
-    record = (submit.submit_pack if packed else submit.submit_sweep)(spec, train, sweep, args.max_parallel, home,
-                                                                    runs, args.command, code)
-    print(shown, file=sys.stderr)  # once submitted: a refusal stays one line
-    what = f"packed sweep {record.job_id} ({len(sweep)} trials" if packed else \
-        f"sweep {record.job_id} ({len(sweep)} elements"
+    packed = plan.kind == "pack"
+    record = (submit.submit_pack if packed else submit.submit_sweep)(plan)
+    print(sweep_heading(plan), file=sys.stderr)  # once submitted: a refusal stays one line
+    count = len(plan.sweep or ())
+    what = f"packed sweep {record.job_id} ({count} trials" if packed else f"sweep {record.job_id} ({count} elements"
     _say_submitted(record.job_id, f"hpc-train submit: {what}, runs/{record.name}-{record.job_id}_I/); follow it "
                    f"with: hpc-train status {record.job_id}")
     return 0

@@ -5,6 +5,6 @@
 `failures` says why a step failed (pure) and `retry` whether and where to retry it (the one rule for a run
 stopped by the time-limit warning, `requeue`, sits in runs/: the trainer uses it too); `supervisor` runs a user's
 command as a rank, under the bootstrap; `mock_srun` runs a step's ranks on this machine without Slurm (--local,
-`hpc-train launch`); `entrypoints` is the callable submitit pickles (the body runs the ranks instead). Nothing
+`hpc-train launch`); `entrypoints` is the callable submitit pickles: the job body itself, run once. Nothing
 here imports TensorFlow at import time.
 """

@@ -7,9 +7,10 @@ command's exit:
 
 - Slurm's time-limit warning reaches the command as SIGUSR1 (`--command-signal
   USR1`, the default), whichever signal the job asked for. Slurm signals every
-  process of a rank, the command included: the job scripts and `render` ask
-  for USR1, which so reaches it directly; `submit` (submitit) asks for USR2,
-  which the command is started ignoring and which is passed on to it as USR1.
+  process of a rank, the command included: every script hpc-train writes, and
+  `submit`'s through submitit, asks for USR1, which so reaches it directly; a
+  job asking for USR2 (a script of a user's own) has it passed on as USR1, the
+  command being started ignoring USR2.
   With `--command-signal TERM` the command is started ignoring both, and the
   warning is passed on as SIGTERM, which TensorFlow's own
   PreemptionCheckpointHandler watches. SIGTERM (preemption, `scontrol requeue`,

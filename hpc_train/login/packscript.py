@@ -30,7 +30,8 @@ def render_pack(spec: JobRequest, train: TrainConfig, home: str, sweep: Sweep, r
 
     config = job_config(spec, train)
     first = {**pack_directives(spec), **({"output": batch_log} if batch_log else {}),
-             **({"signal": f"B:USR1@{spec.signal_seconds}"} if spec.signal_seconds else {})}
+             **({"signal": f"B:USR1@{spec.signal_seconds}"} if spec.signal_seconds else {}),
+             **({"hold": True} if spec.hold else {})}
     return Template(resource("templates/job.sbatch").read_text()).substitute(
         summary=f"{pack_summary(spec, sweep, max_parallel)}, {spec.strategy}",
         directives="\n".join(directive_lines(spec, first)), home=shlex.quote(home), runs_dir=shlex.quote(runs_dir),

@@ -105,8 +105,8 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
     array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
                                       "output": "slurm-%x-%A_%a.out"}
     array |= {"output": batch_log} if batch_log else {}
-    # A held job (submit --hold) starts after scontrol release; render's scripts are for people, who hold by hand.
-    lines = directive_lines(spec, {**array, **({"hold": True} if spec.hold and spec.heterogeneous else {})})
+    # A held job (submit --hold) starts after scontrol release (render has no --hold: people hold by hand).
+    lines = directive_lines(spec, {**array, **({"hold": True} if spec.hold else {})})
     from hpc_train.resources import resource
 
     return Template((template or resource("templates/job.sbatch")).read_text()).substitute(

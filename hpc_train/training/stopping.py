@@ -1,7 +1,7 @@
 """Stop requests: the signals that ask a run to checkpoint and stop, noted and acted on later.
 
-Slurm sends the job's warning signal (`--signal=USR1@120`; submitit asks for
-USR2) some time before the time limit, and SIGTERM when it preempts, requeues,
+Slurm sends the job's warning signal (`--signal=USR1@120`, every job hpc-train
+submits; USR2 is taken alike) some time before the time limit, and SIGTERM when it preempts, requeues,
 cancels or times out a job. The handlers only note the request: a handler runs
 between two Python bytecodes of the main thread, where saving (or even
 printing) is unsafe. The trainer looks at the note at its next step boundary.

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.localslurm import control
+from hpc_train.login.plan import asked, differences
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
 from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, rank_pid, wait_for_end
@@ -336,11 +337,18 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
                                                                                   tmp_path: Path) -> None:
     name = "x'; touch PWNED #"
     env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
-    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--ntasks-per-node", "2", "--name", name,
-                                "--set", f"data_dir={shared_mnist()}", "--set", "epochs=1", "--set",
-                                "train_images=2000"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    options = ["--nodes", "2", "--ntasks-per-node", "2", "--name", name, "--set", f"data_dir={shared_mnist()}",
+               "--set", "epochs=1", "--set", "train_images=2000"]
+    submitted = subprocess.run(["hpc-train", "submit", *options], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert submitted.returncode == 0, submitted.stderr
     job = Job(submitted.stdout.splitlines()[0], tmp_path, env)
+    # (issue 45) What Slurm received through submitit asks the resources of the script a dry run (and render) shows.
+    received = subprocess.run(["scontrol", "write", "batch_script", job.id, "-"], env=env, capture_output=True,
+                              text=True)
+    shown = subprocess.run(["hpc-train", "submit", *options, "--dry-run"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True)
+    assert received.returncode == 0 and shown.returncode == 0, received.stderr + shown.stderr
+    assert differences(asked(shown.stdout), asked(received.stdout)) == {} and "srun" not in received.stdout
     folder = tmp_path / "runs" / f"{name}-{job.id}"
     # The batch script's log (submitit's JOBID_0_log.out/.err), then each rank's (logs/rank-N.out: every job's layout).
     logs = "".join(path.read_text() for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])

@@ -215,4 +215,9 @@ def test_submit_runs_a_heterogeneous_job_with_its_own_python_as_a_plain_submit_d
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout == "77\n", result.stderr
     [script] = fake.scripts()
-    assert f"exec {shlex.quote(sys.executable)} -m hpc_train job " in script and "#SBATCH hetjob" in script
+    # The plan's script, render's (login/plan.py): it activates the environment `python -m hpc_train` runs from
+    # (here, the checkout's env/activate.sh), whose hpc-train runs the body.
+    from hpc_train.cli.joboptions import default_home
+
+    assert "exec hpc-train job " in script and "#SBATCH hetjob" in script
+    assert f"export HPC_TRAIN_HOME={shlex.quote(default_home())}\n" in script

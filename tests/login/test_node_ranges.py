@@ -104,13 +104,16 @@ def test_a_range_fits_a_partition_by_its_min() -> None:
 
 
 def test_submitits_script_asks_for_the_range_without_tasks_per_node() -> None:
-    from hpc_train.login.submission import make_executor
+    from hpc_train.login.plan import JobPlan
+    from hpc_train.login.submission import job_call, make_executor
 
     executor = make_executor(JobSpec(nodes=4, min_nodes=2, cpu_tasks_per_node=2), TrainConfig())
     script = executor._make_submission_file_text("echo", "uid")  # noqa: SLF001 - submitit's text, as sbatch reads it
     assert "#SBATCH --nodes=2-4\n" in script and "#SBATCH --mincpus=2\n" in script, script
-    assert "#SBATCH --ntasks-per-node" not in script and "--node-range 2-4" in script
-    assert executor._num_tasks() == 4  # noqa: SLF001 - MAX nodes: submitit counts its tasks with a number
+    assert "#SBATCH --ntasks-per-node" not in script
+    ranged = JobPlan(JobSpec(nodes=4, min_nodes=2, cpu_tasks_per_node=2), TrainConfig())
+    assert job_call(ranged).body.node_range == "2-4"  # (the body sizes each attempt: injob/sizing.py)
+    assert executor._num_tasks() == 1  # noqa: SLF001 - the job body, once (use_srun=False): one result, the job's
     fixed = make_executor(JobSpec(nodes=2), TrainConfig())._make_submission_file_text("echo", "uid")  # noqa: SLF001
     assert "#SBATCH --nodes=2\n" in fixed and "#SBATCH --ntasks-per-node=1\n" in fixed
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.login.request import time_minutes
+from hpc_train.login.plan import asked, differences
 from tests.fake_nvidia import install_nvidia_smi
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 
@@ -63,10 +64,10 @@ def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
                        "img/tf 2.sif", "--dry-run", cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --ntasks-per-node=1" in result.stdout and "#SBATCH --gpus-per-node=4" in result.stdout
-    # The job body runs the ranks (submitit's srun line never runs), each in the image (injob/contained.py).
-    assert f"exec {shlex.quote(sys.executable)} -m hpc_train job " in result.stdout
+    # The job body runs the ranks, each in the image (injob/contained.py): render's script, byte for byte.
+    assert "exec hpc-train job " in result.stdout
     assert f" --container {shlex.quote(str(image))} --container-runtime apptainer " in result.stdout
-    assert f"\n  {shlex.quote(sys.executable)} -u -m hpc_train train --config" in result.stdout
+    assert "\n  hpc-train train --config" in result.stdout
     assert "--strategy multiworker" in result.stdout  # a dead task ends the step (tests/injob/test_body.py)
     assert "epochs: 5\n" in result.stdout  # the training settings, as render shows them
     assert result.stdout.count("#SBATCH --open-mode=append\n") == 1
@@ -82,7 +83,9 @@ def test_dry_run_shows_what_submit_submits(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert sorted(path.name for path in (here / "runs").iterdir()) == ["mine"] and not fake.scripts()
     assert hpc_train(*args, cwd=here, fake=fake).returncode == 0
-    assert fake.scripts() == [shown.stdout]
+    # submitit's script (its job runs the body once, login/plan.py) asks what the script shown asks.
+    [submitted] = fake.scripts()
+    assert differences(asked(shown.stdout), asked(submitted)) == {} and asked(submitted)["nodes"] == "2"
 
 
 def test_a_dry_run_refuses_what_submit_refuses_with_the_same_line(tmp_path: Path) -> None:
@@ -267,14 +270,15 @@ def test_a_parameter_server_job_whose_chief_finished_ends_completed_despite_a_de
     result = hpc_train("submit", "--nodes", "2", "--ntasks-per-node", "2", "--strategy", "parameter_server",
                        "--name", name, cwd=tmp_path, fake=fake)
     assert result.returncode == 0, result.stderr
-    run = tmp_path / "runs" / f"{name}-42"
-    run.mkdir(parents=True)
+    run = tmp_path / "runs" / f"{name}-4242"  # (the id sbatch answered: submitit's pickle is named for it)
+    run.mkdir(parents=True, exist_ok=True)
     if finished:
         (run / "state.json").write_text('{\n  "state": "finished"\n}\n')
     [script] = fake.scripts()
     (tmp_path / "submitted.sh").write_text(script)
     job = subprocess.run(["bash", str(tmp_path / "submitted.sh")], cwd=tmp_path, capture_output=True, text=True,
-                         env={**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"], "SLURM_JOB_ID": "42"})
+                         env={**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"],
+                              "SLURM_JOB_ID": "4242"})
     assert job.returncode == expected, job.stderr
     assert ("a task of the step failed (exit 137), but the chief finished training" in job.stderr) == (
         finished and code != 0)
@@ -287,9 +291,12 @@ def test_home_is_what_the_submitted_job_activates_or_is_refused_in_one_line(tmp_
     (venv / "bin" / "activate").write_text("# a virtual environment's\n")
     shown = hpc_train("submit", "--nodes", "2", "--home", str(venv), "--dry-run", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert f"source {shlex.quote(str(venv / 'bin' / 'activate'))}\n" in shown.stdout
-    assert "\nexec python3 -m hpc_train job " in shown.stdout  # the activated Python: the body's, and the ranks'
-    assert "\n  python3 -u -m hpc_train train --config" in shown.stdout
+    assert f"export HPC_TRAIN_HOME={shlex.quote(str(venv))}\n" in shown.stdout  # render's script activates it
+    fake = mock_slurm(tmp_path / "fake")
+    assert hpc_train("submit", "--nodes", "2", "--home", str(venv), cwd=tmp_path, fake=fake).returncode == 0
+    [submitted] = fake.scripts()
+    assert f"source {shlex.quote(str(venv / 'bin' / 'activate'))}\n" in submitted
+    assert "\npython3 -u -m submitit.core._submit " in submitted  # the activated Python: the body's, and the ranks'
     missing = hpc_train("submit", "--nodes", "2", "--home", str(tmp_path / "nothing"), "--dry-run", cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert f"--home {tmp_path / 'nothing'}: neither" in missing.stderr

@@ -1,0 +1,133 @@
+"""A job's plan: what one submit or render makes of the options, and the one writer of the script a person reads.
+
+Every job kind (a single job, a node range, a container, a sweep's array, a packed sweep, a heterogeneous job, a
+remote's snapshot) is one JobPlan. `script()` is the text `render` prints and `submit --dry-run` prints: the same
+bytes for the same options. `submitter` says which way `submit` sends it: submitit, for the kinds it can express (its
+pickled callable is the job body itself, run once on the batch host: injob/entrypoints.py), else the script itself
+through the Slurm client (a sweep's array, a pack, a heterogeneous job, a job without a time-limit warning). Whichever
+way, Slurm is asked the plan's `resources()` (`asked` reads them back from a script: the tests compare the two).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpc_train.config import TrainConfig
+from hpc_train.login.request import JobRequest, time_minutes
+from hpc_train.runs.folders import ELEMENT_BATCH_LOG
+from hpc_train.runs.snapshot import JobCode
+from hpc_train.spec.sweep import Sweep
+
+# What a script asks of Slurm that a job's run depends on: compared between the plan and what Slurm received.
+RESOURCES = ("nodes", "ntasks", "ntasks-per-node", "mincpus", "cpus-per-task", "gpus-per-node", "gres", "mem",
+             "constraint", "exclusive", "time", "partition", "account", "qos", "array", "signal", "requeue",
+             "dependency", "no-kill")
+
+SUBMITIT = "submitit"
+SBATCH = "sbatch"
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """One job as submit and render see it: the request, its settings, where its folders go, what runs."""
+
+    request: JobRequest
+    train: TrainConfig
+    home: str | None = None  # --home: the environment the job activates and runs hpc-train from
+    activates: str | None = None  # what the script activates without --home (the checkout or environment here)
+    runs: Path = Path("runs")  # the runs folder, as given (relative to where the job is submitted from)
+    command: tuple[str, ...] | None = None  # a user's command for every rank, instead of the trainer
+    code: JobCode | None = None  # the snapshot every attempt runs; None: the code on disk
+    sweep: Sweep | None = None
+    max_parallel: int | None = None
+
+    @property
+    def kind(self) -> str:
+        """The job's kind, in a word (docs/architecture.md: which way each is submitted, and why)."""
+        if self.request.heterogeneous:
+            return "heterogeneous"
+        if self.sweep is not None:
+            return "pack" if self.request.pack is not None else "sweep"
+        return "range" if self.request.ranged else "container" if self.request.image() else "single"
+
+    @property
+    def submitter(self) -> str:
+        """submitit where it can say the job (one group, one job, a warning before the time limit: submitit always
+        asks for one); else the script itself, through the Slurm client."""
+        expressible = self.kind in ("single", "range", "container") and self.request.signal_seconds > 0
+        return SUBMITIT if expressible else SBATCH
+
+    @property
+    def home_text(self) -> str:
+        """What the script activates: --home, else the checkout or environment hpc-train runs from here."""
+        return self.home if self.home is not None else self.activates or sys.prefix
+
+    @property
+    def runs_dir(self) -> str:
+        """The runs folder in the script: as given, or absolute when the job starts in its snapshot (elsewhere)."""
+        return str(self.runs.absolute() if self.code is not None else self.runs)
+
+    def script(self) -> str:
+        """The script a person reads: render's, a dry run's, and for a job the Slurm client submits, Slurm's."""
+        from hpc_train.login.packscript import render_pack
+        from hpc_train.login.script import render_script
+
+        if self.kind == "pack":
+            assert self.sweep is not None
+            return render_pack(self.request, self.train, self.home_text, self.sweep, runs_dir=self.runs_dir,
+                               command=self.command, max_parallel=self.max_parallel, code=self.code)
+        return render_script(self.request, self.train, self.home_text, runs_dir=self.runs_dir, command=self.command,
+                             sweep=self.sweep, max_parallel=self.max_parallel, code=self.code)
+
+    def batch_log(self) -> str | None:
+        """Where submit puts the batch script's log (sbatch --output on its command line, over the script's): a
+        sweep's element's and a pack's in its own run folder, which submit makes while the job is held."""
+        if self.kind == "sweep":
+            return str(self.runs.absolute() / ELEMENT_BATCH_LOG)
+        if self.kind == "pack":
+            return str(self.runs.absolute() / "%x-%j" / "slurm-%x-%j.out")
+        return None
+
+    def sbatch_options(self) -> tuple[str, ...]:
+        """What submit adds on sbatch's command line: held (released once the folders are there), the batch log."""
+        log = self.batch_log()
+        return ("--hold", *((f"--output={log}",) if log else ()))
+
+    def how(self) -> str:
+        """One line: which way submit sends this job, and what runs it."""
+        if self.submitter == SUBMITIT:
+            return ("submitted through submitit: its job runs the job body once on the batch host, with these "
+                    "#SBATCH options")
+        why = {"heterogeneous": "a heterogeneous job", "sweep": "a job array", "pack": "a packed sweep"}.get(
+            self.kind, "a job without a time-limit warning")
+        return f"submitted as this script through sbatch ({why})"
+
+    def resources(self) -> dict[str, str]:
+        """What the job asks of Slurm (its first group's: RESOURCES), as `asked` reads a script."""
+        return asked(self.script())
+
+
+def asked(script: str) -> dict[str, str]:
+    """A script's first group's RESOURCES from its #SBATCH lines (a flag: "", a time: in minutes; pure)."""
+    found: dict[str, str] = {}
+    for line in script.splitlines():
+        if line.strip() == "#SBATCH hetjob":
+            break
+        if not line.startswith("#SBATCH --"):
+            continue
+        name, _, value = line[len("#SBATCH --"):].partition("=")
+        if name in RESOURCES:
+            found[name] = " ".join(shlex.split(value)) if value else ""
+    if "time" in found:
+        found["time"] = str(time_minutes(found["time"]))
+    return found
+
+
+def differences(plan: Mapping[str, str], received: Mapping[str, str]) -> dict[str, tuple[str | None, str | None]]:
+    """Each resource the two ask differently: (the plan's, the other's)."""
+    return {name: (plan.get(name), received.get(name)) for name in sorted({*plan, *received})
+            if plan.get(name) != received.get(name)}

@@ -1,0 +1,90 @@
+"""login/plan.py: one plan per job, one writer. `render` and `submit --dry-run` print the same script for the same
+options, every kind; what submitit is given asks Slurm the plan's resources; the dry run says which way it goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpc_train.config import TrainConfig
+from hpc_train.login.plan import SBATCH, SUBMITIT, JobPlan, asked, differences
+from hpc_train.login.request import JobSpec
+from tests.cli.running import run_main
+
+KINDS = {
+    "single": ["--nodes", "2", "--gpus-per-node", "2", "--time", "1:30:00"],
+    "range": ["--nodes", "2-4"],
+    "command": ["--nodes", "2", "--signal-seconds", "300", "--", "python", "train.py", "--lr", "a b"],
+    "container": ["--nodes", "2", "--container", "image.sif"],
+    "sweep": ["--nodes", "1", "--sweep", "seed=1,2", "--max-parallel", "1"],
+    "pack": ["--nodes", "2", "--gpus-per-node", "2", "--pack", "--sweep", "seed=1,2,3"],
+    "heterogeneous": ["--strategy", "parameter_server", "--nodes", "2", "--partition", "gpu", "--ps-partition",
+                      "cpu"],
+    "no warning": ["--nodes", "1", "--signal-seconds", "0"],
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_render_and_a_dry_run_print_the_same_script(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no Slurm here: nothing asked of one
+    (tmp_path / "image.sif").touch()
+    options, command = KINDS[kind], []
+    if "--" in options:
+        options, command = options[:options.index("--")], options[options.index("--"):]
+    code, rendered, err = run_main(["render", *options, *command], capsys)
+    assert code == 0, err
+    code, shown, err = run_main(["submit", *options, "--dry-run", "--no-snapshot", *command], capsys)
+    assert code == 0, err
+    script = shown[shown.index("#!/bin/bash"):]  # (a sweep's elements first, as a table)
+    assert script == rendered
+    # Before it, a sweep's heading and its table (a row per element); nothing before any other.
+    assert shown[:shown.index("#!/bin/bash")].count("\n") == {"sweep": 2 + 2, "pack": 2 + 3}.get(kind, 0)
+    way = "submitted through submitit" if kind in ("single", "range", "command", "container") else \
+        "submitted as this script through sbatch"
+    assert f"hpc-train submit: dry run: {way}" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_warning_is_usr1_in_every_script() -> None:
+    """The job body and the trainer handle USR1 and USR2 alike; a user's command is told USR1 directly only when
+    Slurm sends USR1 (injob/supervisor.py): every script asks USR1, submitit's too (not its USR2)."""
+    plan = JobPlan(JobSpec(nodes=2, signal_seconds=90), TrainConfig())
+    assert plan.resources()["signal"] == "USR1@90"
+    from hpc_train.login.submission import executor_for
+
+    submitted = executor_for(plan)._make_submission_file_text("CMD", "uid")  # noqa: SLF001 - as sbatch reads it
+    assert "#SBATCH --signal=USR1@90\n" in submitted and "USR2" not in submitted
+
+
+@pytest.mark.parametrize("spec", [
+    JobSpec(nodes=2, gpus_per_node=2, time="1-00:00:00", partition="gpu", account="a b"),
+    JobSpec(nodes=4, min_nodes=2, cpu_tasks_per_node=2, cpus_per_task=3, exclusive=True),
+    JobSpec(nodes=1, hold=True, dependency="afterok:12", sbatch=(("exclude", "node3"),), mem="8G"),
+], ids=["gpus", "range", "held"])
+def test_submitit_asks_the_plans_resources_and_runs_the_body_once(spec: JobSpec) -> None:
+    from hpc_train.login.submission import executor_for
+
+    plan = JobPlan(spec, TrainConfig())
+    assert plan.submitter == SUBMITIT
+    executor = executor_for(plan)
+    submitted = executor._make_submission_file_text("CMD", "uid")  # noqa: SLF001 - submitit's, as sbatch reads it
+    assert differences(plan.resources(), asked(submitted)) == {}
+    assert ("#SBATCH --hold\n" in submitted) == spec.hold
+    # use_srun=False: submitit's command runs once, in the batch shell; no srun line, no line that never runs.
+    assert "srun" not in submitted and submitted.rstrip().endswith("CMD")
+    assert submitted.count("#SBATCH --open-mode=append\n") == 1
+
+
+def test_what_submitit_cannot_say_goes_as_the_script() -> None:
+    assert JobPlan(JobSpec(nodes=1, signal_seconds=0), TrainConfig()).submitter == SBATCH
+    assert JobPlan(JobSpec(nodes=1), TrainConfig()).sbatch_options() == ("--hold",)
+
+
+def test_asked_reads_a_scripts_first_group_and_its_time_in_minutes() -> None:
+    script = ("#!/bin/bash\n#SBATCH --time=2:00:00\n#SBATCH --requeue\n#SBATCH --account='a b'\n"
+              "#SBATCH --output=x\n#SBATCH hetjob\n#SBATCH --nodes=3\n")
+    assert asked(script) == {"time": "120", "requeue": "", "account": "a b"}
+    assert differences({"nodes": "2"}, {"nodes": "2-4"}) == {"nodes": ("2", "2-4")}
