@@ -180,5 +180,13 @@ def test_a_submitted_jobs_script_carries_the_absolute_store(tmp_path: Path, how:
     given = ["--track", "mlflow", "--tracking-uri", "sqlite:///x.db"] if how == "flag" else ["--config", "c.yaml"]
     done = hpc_train("submit", "--nodes", "1", "--name", "t", *given, "--", "true", cwd=tmp_path, fake=fake)
     assert done.returncode == 0, done.stderr
-    [script] = fake.scripts()
-    assert f"--tracking-uri sqlite:///{tmp_path}/x.db" in script, script
+    # submitit runs the job body it pickled (injob/entrypoints.py: JobCall): its body and settings carry the store.
+    import submitit
+
+    [pickled] = (tmp_path / "runs").glob("t-*/*_submitted.pkl")
+    call = submitit.helpers.DelayedSubmission.load(pickled).function
+    assert call.body.tracking_uri == f"sqlite:///{tmp_path}/x.db", call.body
+    assert f"tracking_uri: sqlite:///{tmp_path}/x.db" in call.config
+    shown = hpc_train("submit", "--nodes", "1", "--name", "t", *given, "--dry-run", "--", "true", cwd=tmp_path,
+                      fake=fake)
+    assert f"--tracking-uri sqlite:///{tmp_path}/x.db" in shown.stdout, shown.stdout  # the script a person reads
