@@ -17,8 +17,13 @@ from tests.training.runs import EPOCH_LINE, digest, finish, metrics, start
 pytestmark = pytest.mark.tensorflow
 
 
-def test_one_process_reaches_97_percent(tmp_path: Path) -> None:
-    [(code, out, err)] = finish([start(tmp_path, "epochs=8")])
+def test_one_process_reaches_97_percent_and_as_a_sweeps_element_writes_its_values_for_tensorboards_hparams_view(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An element of a sweep over learning_rate that drew the default: the very run a plain one is, plus its values
+    # for TensorBoard (one run for both: a TensorFlow start less).
+    monkeypatch.setenv("HPC_TRAIN_SWEEP_LEARNING_RATE", "0.001")
+    monkeypatch.setenv("HPC_TRAIN_TRIAL", "1")
+    [(code, out, err)] = finish([start(tmp_path, "epochs=8", "learning_rate=0.001")])
     assert code == 0, err[-3000:]
     assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == list(range(1, 9))
     assert "batch 64 per replica, 64 global" in out
@@ -32,6 +37,13 @@ def test_one_process_reaches_97_percent(tmp_path: Path) -> None:
     assert "training: first steps done" in out
     assert (tmp_path / "model.keras").is_file() and (tmp_path / "checkpoints" / "ckpt-1000.index").is_file()
     assert any((tmp_path / "tensorboard" / "train").iterdir())
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    plugin = events.PluginTagToContent("hparams")
+    [content] = plugin.values()
+    assert b"learning_rate" in content and os.path.isdir(tmp_path / "tensorboard" / "validation")
 
 
 @pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_mnist_2node_forms_one_cluster_and_learns")
@@ -110,25 +122,3 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path
     assert f"resuming after epoch 1 (step 31) from {tmp_path / 'checkpoints' / 'ckpt-31'}" in out
     assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [2, 3]  # no epoch skipped
     assert [epoch["epoch"] for epoch in metrics(tmp_path)["epochs"]] == [1, 2, 3]
-
-
-def test_an_element_of_a_sweep_writes_its_values_for_tensorboards_hparams_view(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
-    from tests.fake_slurm import without_slurm
-    from tests.mnist_data import shared_mnist
-
-    env = {**without_slurm(), "HPC_TRAIN_SWEEP_LEARNING_RATE": "0.003", "HPC_TRAIN_TRIAL": "1"}
-    result = subprocess.run([sys.executable, "-m", "hpc_train.train", "--data-dir", str(shared_mnist()), "--output-dir",
-                             str(tmp_path), "--set", "epochs=1", "--set", "train_images=512", "--set",
-                             "learning_rate=0.003"], env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
-    events.Reload()
-    plugin = events.PluginTagToContent("hparams")
-    [content] = plugin.values()
-    assert b"learning_rate" in content and os.path.isdir(tmp_path / "tensorboard" / "validation")
