@@ -58,7 +58,10 @@ def executor_for(plan: JobPlan) -> Any:
     if plan.home is not None:
         setup = [f"source {shlex.quote(str(activation_script(plan.home)))}"]
         python = "python3"  # the activated environment's
-    executor = submitit.SlurmExecutor(folder=str(plan.runs / f"{plan.request.name}-%j"), python=python)
+    # `exec`: the batch shell becomes the job body, as in every script of hpc-train's, so that a signal to the
+    # batch shell (`--signal=B:USR1@...`, `scancel --batch`) reaches the body, which passes it on to its step;
+    # bash would die of it otherwise (submitit's command line is the script's last).
+    executor = submitit.SlurmExecutor(folder=str(plan.runs / f"{plan.request.name}-%j"), python=f"exec {python}")
     asked = directives(plan.request)  # (submitit writes one group's #SBATCH lines: a heterogeneous job is not its)
     for own in ("output", "open-mode"):  # submitit's: its batch log in its folder (runs/NAME-JOBID/JOBID_0_log.out),
         asked.pop(own)  # appended to (a requeued job keeps every attempt's)

@@ -76,6 +76,9 @@ def test_submitit_asks_the_plans_resources_and_runs_the_body_once(spec: JobSpec)
     # use_srun=False: submitit's command runs once, in the batch shell; no srun line, no line that never runs.
     assert "srun" not in submitted and submitted.rstrip().endswith("CMD")
     assert submitted.count("#SBATCH --open-mode=append\n") == 1
+    # The batch shell becomes the body (exec), so that a signal to it (`--signal=B:...`, `scancel --batch`)
+    # reaches the body: bash would die of a USR1 itself.
+    assert executor._submitit_command_str.startswith("exec ")  # noqa: SLF001 - submitit's command line
 
 
 def test_what_submitit_cannot_say_goes_as_the_script() -> None:

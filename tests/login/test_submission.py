@@ -296,7 +296,7 @@ def test_home_is_what_the_submitted_job_activates_or_is_refused_in_one_line(tmp_
     assert hpc_train("submit", "--nodes", "2", "--home", str(venv), cwd=tmp_path, fake=fake).returncode == 0
     [submitted] = fake.scripts()
     assert f"source {shlex.quote(str(venv / 'bin' / 'activate'))}\n" in submitted
-    assert "\npython3 -u -m submitit.core._submit " in submitted  # the activated Python: the body's, and the ranks'
+    assert "\nexec python3 -u -m submitit.core._submit " in submitted  # the activated Python: the body's, and the ranks'
     missing = hpc_train("submit", "--nodes", "2", "--home", str(tmp_path / "nothing"), "--dry-run", cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert f"--home {tmp_path / 'nothing'}: neither" in missing.stderr
