@@ -59,7 +59,7 @@ from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
 from hpc_train.runs.stacks import answer_requests
 from hpc_train.injob.pyspy import allow_parent_to_trace, answer_for
-from hpc_train.runs.requeue import requeue_stopped
+from hpc_train.runs.requeue import RequeueOutcome, requeue_stopped
 from hpc_train.bootstrap import stderr_filter
 from hpc_train.utilization.sampler import join_node
 
@@ -190,10 +190,13 @@ def exit_code(returncode: int) -> int:
 
 def _requeue(job: CommandJob, env: Mapping[str, str], code: int) -> None:
     run_dir = Path(env["HPC_TRAIN_RUN_DIR"]) if env.get("HPC_TRAIN_RUN_DIR") else None
-    outcome = requeue_stopped(env, job.max_requeues, run_dir)
+    def asking(outcome: RequeueOutcome) -> None:
+        _say(f"the command stopped to go on later (exit {code}); {outcome.asking()}: it runs the command again")
+
+    outcome = requeue_stopped(env, job.max_requeues, run_dir, before=asking)
     if outcome.requeued:
-        _say(f"the command stopped to go on later (exit {code}); {outcome.says()}: it runs the command again")
-    elif outcome.problem is None:
+        return
+    if outcome.problem is None:
         _say(f"the command stopped to go on later (exit {code}); {outcome.says()}")
     else:
         _say(f"{outcome.says()}; resubmit the job to go on")

@@ -48,6 +48,10 @@ class RequeueOutcome:
     def requeued(self) -> bool:
         return self.job_id is not None and self.problem is None
 
+    def asking(self) -> str:
+        """'requeueing job 42 (requeue 1 of at most 5)': said before Slurm is asked, as its yes ends the run."""
+        return f"requeueing job {self.job_id} ({self.reason})"
+
     def says(self) -> str:
         """'requeued job 42 (requeue 1 of at most 5)', 'not requeued: WHY', or 'scontrol requeue 42 failed (...)'."""
         if self.requeued:
@@ -91,17 +95,19 @@ def requeue(job_id: str, timeout: float = 60.0) -> str | None:
 
 def requeue_stopped(environ: Mapping[str, str], max_requeues: int, run_dir: Path | None,
                     global_step: int | None = None,
-                    before: Callable[[str], None] = lambda job_id: None) -> RequeueOutcome:
+                    before: Callable[[RequeueOutcome], None] = lambda asking: None) -> RequeueOutcome:
     """Requeue the job of a run stopped by the time-limit warning, if it may be; record it in the run's history.
 
     Earlier requeues count as the run folder's history says (`run_dir`), else as SLURM_RESTART_COUNT does.
-    `before(job_id)` runs once the requeue is decided, before Slurm is asked (which ends this run of the job).
+    `before(asking)` runs once the requeue is decided, before Slurm is asked: Slurm's yes ends this run of the job
+    (SIGTERM, SIGKILL KillWait seconds later) at once, so what a rank says of it is said there (`asking.asking()`),
+    and only a refusal after.
     """
     done = attempts.requeues_done(attempts.history(run_dir)) if run_dir is not None else None
     plan = plan_requeue(environ, max_requeues, done)
     if plan.job_id is None:
         return RequeueOutcome(None, plan.reason)
-    before(plan.job_id)
+    before(RequeueOutcome(plan.job_id, plan.reason))
     # In an image there is no scontrol: the job body, outside it, requeues the job once this rank has exited.
     problem = ask_the_body(run_dir, plan.job_id) if environ.get(IN_CONTAINER) else requeue(plan.job_id)
     if problem is not None:

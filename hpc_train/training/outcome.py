@@ -28,12 +28,12 @@ from hpc_train.exitcodes import EXIT_LOST_PEER, EXIT_STOPPED
 from hpc_train.runs import attempts
 from hpc_train.runs.goodput import add_to_measures
 from hpc_train.runs.metrics import metrics_path
-from hpc_train.runs.requeue import requeue_stopped
+from hpc_train.runs.requeue import RequeueOutcome, requeue_stopped
 from hpc_train.runs.state import write_state
 from hpc_train.training.lines import Say, log
 from hpc_train.training.paths import RunPaths
 from hpc_train.training.progress import Progress
-from hpc_train.training.rank import RankInfo, lost_peers
+from hpc_train.training.rank import RankInfo, closed_peers, lost_peers
 from hpc_train.training.rendezvous import PeersMissing, wait_for_departures
 from hpc_train.training.stopping import StopKind, StopSignals
 from hpc_train.training.usertask import TaskError, TaskModule, UserCodeError, final_metrics
@@ -76,10 +76,13 @@ def noting_failures(output_dir: str | Path, rank: RankInfo) -> Iterator[None]:
         raise
 
 
-def lost_contact(error: Exception, rank: RankInfo, paths: RunPaths) -> LostContact:
-    """One line for a rank that died under us: who, and how to go on (a traceback says neither)."""
+def lost_contact(error: Exception, rank: RankInfo, paths: RunPaths,
+                 probe: Callable[[RankInfo], list[str]] = closed_peers) -> LostContact:
+    """One line for a rank that died under us: who, and how to go on (a traceback says neither).
+
+    Who: the peers whose port is closed now (`probe`), else those TensorFlow's message names."""
     message = str(error)
-    peers = lost_peers(message, rank)
+    peers = probe(rank) or lost_peers(message, rank)
     who = ", ".join(peers) if peers else "another task of the job"
     detail = next((line.strip() for line in message.splitlines() if "UNAVAILABLE" in line or "aborted" in line),
                   message.strip().splitlines()[0] if message.strip() else type(error).__name__)
@@ -107,13 +110,13 @@ def stopped(stop: Any, config: TrainConfig, progress: Progress, paths: RunPaths,
             "there")
         return EXIT_STOPPED
 
-    def leaving(job_id: str) -> None:
+    def leaving(asking: RequeueOutcome) -> None:
         write_state(paths.output, "requeued", **details)
         let_workers_leave(rank)
+        say(f"stopped {progress.describe()} and saved {stop.checkpoint}; {asking.asking()}: it resumes from there")
 
     outcome = requeue_stopped(os.environ, config.max_requeues, paths.output, progress.global_step, leaving)
     if outcome.requeued:
-        say(f"stopped {progress.describe()} and saved {stop.checkpoint}; {outcome.says()}: it resumes from there")
         return 0
     why_not = outcome.reason if outcome.problem is None else f"{outcome.says()}; resubmit it to resume"
     write_state(paths.output, "stopped", **details, not_requeued=why_not)

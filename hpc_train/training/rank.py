@@ -13,6 +13,7 @@ import os
 import re
 import socket
 from collections.abc import MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from hpc_train.bootstrap import BootstrapOptions
@@ -72,6 +73,31 @@ def lost_peers(message: str, rank: RankInfo) -> list[str]:
     peers = [peer for peer in dict.fromkeys(named) if peer != (rank.type, rank.index)
              and peer[1] < len(rank.cluster.get(peer[0], ()))]
     return [f"{role} {index} at {rank.cluster[role][index]}" for role, index in peers]
+
+
+def closed_peers(rank: RankInfo, timeout: float = 2.0) -> list[str]:
+    """The other ranks whose server no longer takes a connection, as "ps 0 at node2:20001": a rank that died has
+    its port closed (refused), a node that is gone does not answer (`timeout`). TensorFlow's error names the peer it
+    lost only sometimes: a parameter server's death may reach the chief as a worker's failed step. A frozen rank's
+    port still takes connections (the kernel answers for it): its peers are found in the error message instead."""
+    others = [(role, index, address) for role, addresses in rank.cluster.items()
+              for index, address in enumerate(addresses) if (role, index) != (rank.type, rank.index)]
+    if not others:
+        return []
+    with ThreadPoolExecutor(max_workers=min(32, len(others))) as pool:
+        closed = list(pool.map(lambda peer: _refuses(peer[2], timeout), others))
+    return [f"{role} {index} at {address}" for (role, index, address), gone in zip(others, closed) if gone]
+
+
+def _refuses(address: str, timeout: float) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return False
+    except (ConnectionRefusedError, TimeoutError, socket.timeout):
+        return True
+    except (OSError, ValueError):  # a name that does not resolve, a network error: no sign either way
+        return False
 
 
 def _numeric(address: str) -> str:

@@ -136,7 +136,7 @@ def test_a_warned_command_that_exits_75_is_requeued_and_runs_again(cluster: Loca
     subprocess.run(["scancel", "--signal=USR2", job.id], env=job.env, check=True)  # what submitit asks Slurm for
     assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")
     assert "resumed" in job.log(0) and "resumed" in job.log(1)
-    assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it runs the command again", job.log(0, "err"))
+    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\): it runs the command again", job.log(0, "err"))
 
 
 @pytest.mark.tensorflow
@@ -152,5 +152,5 @@ def test_the_plain_example_script_is_warned_requeued_and_resumes(cluster: LocalC
     log = job.log(0)
     stopped = int(re.search(r"warned: saved after epoch (\d+); exiting 75", log).group(1))
     assert f"resuming after epoch {stopped}" in log and "done: final loss" in log
-    assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\)", job.log(0, "err"))
+    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\)", job.log(0, "err"))
     assert (job.folder / "checkpoints" / "ckpt-6.index").is_file()

@@ -98,7 +98,7 @@ def test_a_two_node_mnist_job_runs_in_the_image_and_a_warned_one_requeues_and_re
     assert warned.wait(TIMEOUT) == ("COMPLETED", "0:0"), warned.log(0, "err")[-3000:]
     log = warned.log(0) + warned.log(0, "err")
     # (the chief in the image has no scontrol: the job body, outside, requeued the job for it)
-    assert re.search(r"requeued job \d+ \(requeue 1 of at most \d+\)", log), log[-3000:]
+    assert re.search(r"requeueing job \d+ \(requeue 1 of at most \d+\)", log), log[-3000:]
     assert re.search(r"hpc-train: resuming (in|after) epoch", log), log[-3000:]
     assert [epoch["epoch"] for epoch in warned.metrics()["epochs"]] == list(range(1, EPOCHS + 1))
     assert warned.digest() == whole.digest()  # resumed exactly: the weights of the run never stopped

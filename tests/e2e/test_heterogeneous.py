@@ -214,7 +214,7 @@ def test_a_warned_heterogeneous_job_checkpoints_requeues_itself_and_resumes(env:
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
     assert wait_for_end(job, env, lambda: log.read_text()) == ("COMPLETED", "0:0"), log.read_text()[-3000:]
     said = log.read_text() + chief.read_text()
-    assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it resumes from there", said), said[-3000:]
+    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\): it resumes from there", said), said[-3000:]
     assert re.search(rf"^hpc-train: job {job} \(restart 1\) on hcpu\d \+ hgpu\d, 2\+2 tasks", said, re.M)
     metrics = json.loads((tmp_path / "runs" / f"warned-{job}" / "metrics.json").read_text())
     assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2, 3, 4]

@@ -102,7 +102,7 @@ def test_a_trainer_grid_runs_every_element_and_one_requeued_mid_epoch_resumes_ex
     values = [(json.loads((run / "metrics.json").read_text())["config"]["learning_rate"],) for run in runs]
     assert values == [(0.002,), (0.001,), (0.002,), (0.001,)]
     digests = [re.findall(r"finished; weights digest (\w+)", (run / "logs" / "rank-0.out").read_text()) for run in runs]
-    assert "requeued job" in log.read_text() and digests[2] == digests[0] and digests[1] != digests[0], digests
+    assert "requeueing job" in log.read_text() and digests[2] == digests[0] and digests[1] != digests[0], digests
 
 
 @pytest.mark.tensorflow

@@ -89,7 +89,7 @@ def test_a_requeued_user_task_resumes_to_the_weights_of_an_uninterrupted_run(clu
     assert whole.wait() == ("COMPLETED", "0:0"), whole.log(0, "err")[-3000:]
     assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
     log = job.log(0) + job.log(0, "err")
-    assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\)", log), log[-3000:]
+    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\)", log), log[-3000:]
     # Mostly mid-epoch ("in epoch 2 after step S of 128"); a warning met while epoch 1 was still being closed
     # is saved at its end. Mid-epoch exactness on its own: tests/training/test_user_tasks.py.
     assert re.search(r"resuming (in epoch \d+ after step \d+ of 128|after epoch \d+) \(step \d+\)", log), log[-3000:]

@@ -216,7 +216,7 @@ def test_a_warned_job_checkpoints_requeues_itself_and_resumes(cluster: LocalClus
     # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on.
     subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)
     assert_resumed_as_if_never_stopped(job, uninterrupted)
-    assert re.search(r"requeued job \d+ \(requeue 1 of at most 5\): it resumes from there", job.log())
+    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\): it resumes from there", job.log())
     assert "Terminated" not in job.log() and "Killed" not in job.log()  # the tasks had left before the requeue
     ledger = assert_ledger_adds_up(job, attempts=2)  # the requeue keeps the first attempt; it saved: nothing lost
     assert ledger["total"]["lost"] == 0 and ledger["requeued"] > 0

@@ -52,7 +52,7 @@ def test_preemption_checkpoint_handler_is_warned_saves_exits_42_is_requeued_and_
     starts = [int(step) for step in re.findall(r"^starting at step (\d+)$", job.log(0), re.M)]
     assert starts[0] == 0 and len(starts) == 2 and 30 <= starts[1] < 300, job.log(0)  # resumed where it saved
     assert "done at step 300" in job.log(0)
-    assert re.search(r"the command stopped to go on later \(exit 42\); requeued job \d+", job.log(0, "err"))
+    assert re.search(r"the command stopped to go on later \(exit 42\); requeueing job \d+", job.log(0, "err"))
 
 
 def test_backup_and_restore_goes_on_after_scontrol_requeue(jobs: dict[str, SubmittedJob]) -> None:

@@ -101,7 +101,7 @@ def test_a_warning_reaches_the_command_as_usr1_and_exit_75_requeues_the_job_once
     assert job.returncode == 75, err
     assert Path(f"{note}.0").read_text() == Path(f"{note}.1").read_text() == "SIGUSR1"
     [call] = scontrol_lines(tmp_path)  # rank 0 alone asks
-    assert call.startswith("scontrol requeue ") and "requeued job" in err and "(requeue 1 of at most 2)" in err
+    assert call.startswith("scontrol requeue ") and "requeueing job" in err and "(requeue 1 of at most 2)" in err
 
 
 @pytest.mark.parametrize("warning", [signal.SIGUSR1, signal.SIGUSR2])
@@ -114,7 +114,7 @@ def test_with_command_signal_term_the_warning_is_a_sigterm_and_exit_42_requeues(
     assert job.returncode == 42, err
     assert Path(f"{note}.0").read_text() == Path(f"{note}.1").read_text() == "SIGTERM"
     [call] = scontrol_lines(tmp_path)
-    assert call.startswith("scontrol requeue ") and "the command stopped to go on later (exit 42); requeued job" in err
+    assert call.startswith("scontrol requeue ") and "the command stopped to go on later (exit 42); requeueing job" in err
 
 
 def test_sigterm_reaches_the_command_as_it_is_and_nothing_is_requeued(tmp_path: Path) -> None:

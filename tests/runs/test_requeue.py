@@ -63,9 +63,11 @@ def test_a_stopped_run_requeues_its_job_and_records_it_in_its_history(tmp_path: 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     before: list[str] = []
-    outcome = requeue_stopped({"SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": "2"}, 5, run_dir, 120, before.append)
+    outcome = requeue_stopped({"SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": "2"}, 5, run_dir, 120,
+                              lambda asking: before.extend([asking.asking(), *fake.lines()]))
     assert outcome.requeued and outcome.says() == "requeued job 42 (requeue 1 of at most 5)"
-    assert before == ["42"] and fake.lines() == ["scontrol requeue 42"]
+    # What the rank says of it, it says before Slurm is asked (whose yes ends the rank).
+    assert before == ["requeueing job 42 (requeue 1 of at most 5)"] and fake.lines() == ["scontrol requeue 42"]
     [entry] = attempts.history(run_dir)
     assert (entry["action"], entry["attempt"], entry["checkpoint_step"]) == ("requeued", 3, 120)
     # The history counts the requeues, not SLURM_RESTART_COUNT: the next one is the second.
@@ -77,7 +79,7 @@ def test_without_a_run_folder_every_restart_counts_and_nothing_is_recorded(tmp_p
     from hpc_train.runs.requeue import requeue_stopped
 
     fake = fake_scontrol(tmp_path, Reply(), monkeypatch)
-    before: list[str] = []
+    before: list[object] = []
     outcome = requeue_stopped({"SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": "2"}, 2, None, before=before.append)
     assert not outcome.requeued and outcome.problem is None and before == []
     assert outcome.says() == ("not requeued: job 42 has been requeued 2 time(s), max_requeues is 2: resubmit it to "
@@ -93,7 +95,7 @@ def test_a_requeue_slurm_refuses_says_so_and_records_nothing(tmp_path: Path, mon
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     before: list[str] = []
-    outcome = requeue_stopped({"SLURM_JOB_ID": "42"}, 5, run_dir, 10, before.append)
+    outcome = requeue_stopped({"SLURM_JOB_ID": "42"}, 5, run_dir, 10, lambda asking: before.append(asking.job_id))
     assert not outcome.requeued and before == ["42"]
     assert outcome.says() == "scontrol requeue 42 failed (scontrol: error: disabled)"
     assert attempts.history(run_dir) == []

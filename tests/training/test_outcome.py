@@ -68,10 +68,19 @@ def test_each_failure_leaves_its_note_and_goes_on(error: Exception, kind: str, t
 def test_a_lost_peer_is_named_with_its_node_and_how_to_go_on(tmp_path: Path) -> None:
     rank = RankInfo("worker", 0, TWO_WORKERS)
     error = RuntimeError("UNAVAILABLE: failed to connect to all addresses; node2:20001\nmore detail")
-    lost = outcome.lost_contact(error, rank, RunPaths(tmp_path, rank))
+    lost = outcome.lost_contact(error, rank, RunPaths(tmp_path, rank), probe=lambda rank: [])
     assert str(lost).startswith("lost contact with worker 1 at node2:20001 (UNAVAILABLE: failed to connect")
     assert f"resume from the last checkpoint in {tmp_path / 'checkpoints'}" in str(lost)
     assert (lost.lost, lost.hosts, lost.exit_code) == ("worker 1", ("node2",), outcome.LostContact.exit_code)
+
+
+def test_the_peer_whose_port_is_closed_is_named_over_the_one_tensorflows_message_names(tmp_path: Path) -> None:
+    # A parameter server's death may reach the chief as worker 1's failed step: the closed port says who it was.
+    rank = RankInfo("chief", 0, {"chief": ["node1:20000"], "ps": ["node1:20001"], "worker": ["node2:20002"]})
+    error = RuntimeError("UNAVAILABLE: Graph execution error: [/job:worker/replica:0/task:0]")
+    lost = outcome.lost_contact(error, rank, RunPaths(tmp_path, rank), probe=lambda rank: ["ps 0 at node1:20001"])
+    assert str(lost).startswith("lost contact with ps 0 at node1:20001 (UNAVAILABLE: Graph execution error")
+    assert (lost.lost, lost.hosts) == ("ps 0", ("node1",))
 
 
 def test_a_stop_is_recorded_and_the_job_not_requeued(tmp_path: Path, said: list[str]) -> None:
@@ -96,7 +105,7 @@ def test_a_warned_chief_requeues_its_job_and_records_it(tmp_path: Path, said: li
     assert code == 0 and read_state(run_dir)["state"] == "requeued"
     assert fake.lines() == ["scontrol requeue 42"]
     assert [entry["action"] for entry in attempts.history(run_dir)] == ["requeued"]
-    assert said == ["stopped after epoch 1 (step 30) and saved ckpt-30; requeued job 42 (requeue 1 of at most 5): "
+    assert said == ["stopped after epoch 1 (step 30) and saved ckpt-30; requeueing job 42 (requeue 1 of at most 5): "
                     "it resumes from there"]
 
 

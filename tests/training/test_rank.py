@@ -8,7 +8,7 @@ import pytest
 
 from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
-from hpc_train.training.rank import SINGLE, RankInfo, lost_peers, parse_tf_config, prepare_rank
+from hpc_train.training.rank import SINGLE, RankInfo, closed_peers, lost_peers, parse_tf_config, prepare_rank
 from tests.fake_slurm import step_env
 
 MULTI = TrainConfig(strategy="multiworker")
@@ -85,3 +85,16 @@ PS_CLUSTER = {"chief": ["node1:20000"], "ps": ["node1:20001"], "worker": ["node2
 ])
 def test_lost_peers_are_named_from_tensorflows_error(rank: RankInfo, message: str, named: list[str]) -> None:
     assert lost_peers(message, rank) == named
+
+
+def test_a_peer_whose_port_is_closed_is_the_one_lost_and_a_listening_one_is_not() -> None:
+    import socket
+
+    with socket.socket() as listening, socket.socket() as closed:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: a connection is refused, as a dead rank's is
+        cluster = {"chief": ["127.0.0.1:1"], "ps": [f"127.0.0.1:{closed.getsockname()[1]}"],
+                   "worker": [f"127.0.0.1:{listening.getsockname()[1]}", "no-such-host.invalid:20001"]}
+        me = RankInfo("chief", 0, cluster)  # its own address (a closed port here) is never a lost peer
+        assert closed_peers(me) == [f"ps 0 at {cluster['ps'][0]}"]
