@@ -255,41 +255,62 @@ def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster
     assert left_in_tmp(job) == []  # neither attempt's ranks left a file in TMPDIR (issue 46)
 
 
-def test_mnist_ps_every_task_exits_and_only_workers_see_gpus(cluster: LocalCluster, tmp_path: Path) -> None:
-    # The script's GPU line on: Slurm gives each node 2 GPUs (GRES); the workers split theirs, chief and ps get none.
-    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=1",
-                 "--set", "train_images=2000")
-    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
-    lines = job.task_lines()
-    assert re.fullmatch(r"rank 0 is chief 0 at node\d+:\d+, GPUs: none", lines[0])
-    assert re.fullmatch(r"rank 1 is ps 0 at node\d+:\d+, GPUs: none", lines[1])
-    assert {lines[2].split("GPUs: ")[1], lines[3].split("GPUs: ")[1]} == {"0", "1"}  # one each, disjoint
-    for role in ("[ps 0]", "[worker 0]", "[worker 1]"):
-        assert f"{role} the chief at " in job.log() and "has finished; exiting" in job.log()
-    # The workers compute: each says once that TensorFlow cannot use its GPU; chief and ps have none to say it of.
-    notes = re.findall(r"\[(\w+ \d)\] bound to GPU [01] by Slurm; TensorFlow sees no GPU: CPU", job.log())
-    assert sorted(notes) == ["worker 0", "worker 1"], job.log()[-3000:]
+HOSTILE_NAME = "x'; touch PWNED #"
 
 
-def test_two_jobs_sharing_nodes_do_not_collide_on_ports(cluster: LocalCluster, tmp_path: Path) -> None:
-    jobs = [submit(cluster, tmp_path, "mnist_2node.sh", "--set", "epochs=1", "--set", "train_images=2000",
-                   sbatch=("-w", "node[1-2]"))
-            for _ in range(2)]
+@dataclass(frozen=True)
+class SideBySide:
+    """Three short jobs run at once: two on node[1-2] together (one of them a rendered script with hostile values,
+    submitted with plain sbatch), one on node[9-10] with its GPU line on; each test reads its own. One wait for
+    three jobs, and one job fewer than a pair of its own for the port test."""
+
+    rendered: Job
+    beside: Job
+    on_9_and_10: Job
+    overlapped: bool
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def side_by_side(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> SideBySide:
+    folder = tmp_path_factory.mktemp("side by side")
+    short = ("--set", "epochs=1", "--set", "train_images=2000")
+    data = folder / "data 'dir' $(touch PWNED)"
+    data.symlink_to(shared_mnist())
+    env = {**without_slurm(), **control.slurm_env(cluster)}
+    script = folder / "job.sbatch"
+    subprocess.run(["hpc-train", "render", "--nodes", "2", "--name", HOSTILE_NAME, "--home", str(ROOT), "--output",
+                    str(script), "--set", f"data_dir={data}", *short],
+                   env={**env, "PATH": f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"}, check=True, capture_output=True)
+    job_id = subprocess.run(["sbatch", "--parsable", "-w", "node[1-2]", str(script)], cwd=folder, env=env,
+                            capture_output=True, text=True, check=True).stdout.strip()
+    rendered = Job(job_id, folder, env)
+    beside = submit(cluster, folder, "mnist_2node.sh", *short, sbatch=("-w", "node[1-2]"))
+    on_9_and_10 = submit(cluster, folder, with_gpu_lines_on("mnist_2node.sh", folder), *short,
+                         sbatch=("-w", "node[9-10]"))
+    jobs = (rendered, beside, on_9_and_10)
     overlapped = False
     while not all(job.state()[0] in FINAL_STATES for job in jobs):
-        overlapped |= all(job.state()[0] == "RUNNING" for job in jobs)
+        overlapped |= all(job.state()[0] == "RUNNING" for job in (rendered, beside))
         time.sleep(0.5)
+    return SideBySide(rendered, beside, on_9_and_10, overlapped, folder)
+
+
+def test_two_jobs_sharing_nodes_do_not_collide_on_ports(side_by_side: SideBySide) -> None:
+    jobs = (side_by_side.rendered, side_by_side.beside)
     for job in jobs:
         assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
-    assert overlapped, "the two jobs never ran at the same time"
-    ports = [{line.split(":")[1].split(",")[0] for line in job.task_lines().values()} for job in jobs]
-    assert len(ports[0]) == 2 and not ports[0] & ports[1]
+    assert side_by_side.overlapped, "the two jobs never ran at the same time"
+    rank_logs = side_by_side.folder / "runs" / f"{HOSTILE_NAME}-{side_by_side.rendered.id}" / "logs"
+    rendered = set(re.findall(r"rank \d is worker \d at node\d+:(\d+)", "".join(
+        path.read_text() for path in rank_logs.glob("rank-*.out"))))
+    beside = {line.split(":")[1].split(",")[0] for line in side_by_side.beside.task_lines().values()}
+    assert len(rendered) == 2 and len(beside) == 2 and not rendered & beside, (rendered, beside)
 
 
-def test_nodes_9_and_10_keep_slurms_rank_order(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_nodes_9_and_10_keep_slurms_rank_order(side_by_side: SideBySide) -> None:
     # With the script's GPU line on (one GPU per node, through Slurm's GRES).
-    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_2node.sh", tmp_path), "--set", "epochs=1",
-                 "--set", "train_images=2000", sbatch=("-w", "node[9-10]"))
+    job = side_by_side.on_9_and_10
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     lines = job.task_lines()
     assert lines[0].startswith("rank 0 is worker 0 at node9:") and lines[1].startswith("rank 1 is worker 1 at node10:")
@@ -297,24 +318,9 @@ def test_nodes_9_and_10_keep_slurms_rank_order(cluster: LocalCluster, tmp_path: 
     assert job.log().count("bound to GPU 0 by Slurm; TensorFlow sees no GPU: CPU") == 2
 
 
-def test_up_twice_starts_nothing_new(cluster: LocalCluster) -> None:
-    before = control.status(cluster)
-    control.up(cluster)
-    assert control.status(cluster) == before and all(before.values())
-
-
-def test_a_rendered_script_with_hostile_values_runs_and_creates_no_file(cluster: LocalCluster, tmp_path: Path) -> None:
-    name = "x'; touch PWNED #"
-    data = tmp_path / "data 'dir' $(touch PWNED)"
-    data.symlink_to(shared_mnist())
-    env = {**without_slurm(), **control.slurm_env(cluster)}
-    script = tmp_path / "job.sbatch"
-    subprocess.run(["hpc-train", "render", "--nodes", "2", "--name", name, "--home", str(ROOT), "--output",
-                    str(script), "--set", f"data_dir={data}", "--set", "epochs=1", "--set", "train_images=2000"],
-                   env={**env, "PATH": f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"}, check=True, capture_output=True)
-    job_id = subprocess.run(["sbatch", "--parsable", str(script)], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, check=True).stdout.strip()
-    job = Job(job_id, tmp_path, env)
+def test_a_rendered_script_with_hostile_values_runs_and_creates_no_file(side_by_side: SideBySide) -> None:
+    job, name, tmp_path, env = side_by_side.rendered, HOSTILE_NAME, side_by_side.folder, side_by_side.rendered.env
+    job_id, script = job.id, side_by_side.folder / "job.sbatch"
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     assert not list(tmp_path.rglob("PWNED")) and not Path("PWNED").exists()
     run_dir = tmp_path / "runs" / f"{name}-{job_id}"
@@ -331,6 +337,12 @@ def test_a_rendered_script_with_hostile_values_runs_and_creates_no_file(cluster:
     status = subprocess.run(["hpc-train", "status", job_id], cwd=tmp_path, capture_output=True, text=True,
                             env={**env, "PATH": f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"})
     assert status.returncode == 0 and f"job {job_id} ({name}): completed" in status.stdout, status.stdout + status.stderr
+
+
+def test_up_twice_starts_nothing_new(cluster: LocalCluster) -> None:
+    before = control.status(cluster)
+    control.up(cluster)
+    assert control.status(cluster) == before and all(before.values())
 
 
 def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effects(cluster: LocalCluster,
@@ -456,9 +468,18 @@ def test_a_node_lost_under_a_job_costs_a_restart_elsewhere(cluster: LocalCluster
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=env, capture_output=True)
 
 
-def test_a_parameter_server_job_outlives_a_lost_worker(cluster: LocalCluster, tmp_path: Path) -> None:
-    job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=3")
+def test_a_parameter_server_job_outlives_a_lost_worker_and_only_its_workers_see_gpus(cluster: LocalCluster,
+                                                                                     tmp_path: Path) -> None:
+    # The script's GPU line on: Slurm gives each node 2 GPUs (GRES); the workers split theirs, chief and ps get none.
+    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=3")
     job.wait_for_log("epoch 1/3")
+    lines = job.task_lines()
+    assert re.fullmatch(r"rank 0 is chief 0 at node\d+:\d+, GPUs: none", lines[0])
+    assert re.fullmatch(r"rank 1 is ps 0 at node\d+:\d+, GPUs: none", lines[1])
+    assert {lines[2].split("GPUs: ")[1], lines[3].split("GPUs: ")[1]} == {"0", "1"}  # one each, disjoint
+    # The workers compute: each says once that TensorFlow cannot use its GPU; chief and ps have none to say it of.
+    notes = re.findall(r"\[(\w+ \d)\] bound to GPU [01] by Slurm; TensorFlow sees no GPU: CPU", job.log())
+    assert sorted(notes) == ["worker 0", "worker 1"], job.log()[-3000:]
     kill_rank(job, 3)  # worker 1
     state, _ = job.wait()
     log = job.log()
@@ -483,3 +504,7 @@ def test_a_lost_parameter_server_is_retried_and_the_job_completes(cluster: Local
     assert re.search(r"hpc-train: attempt 2 of 4: retried after node\d+ task 1 was killed; node\d+ excluded", log)
     assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3, 4]
     assert job.run_state()["state"] == "finished" and job.metrics()["totals"]["final_val_accuracy"] >= 0.9
+    # Every task of the retry leaves once the chief has finished (the servers wait for it, then exit by themselves).
+    retry = log.rsplit("(restart 1)", 1)[1]
+    for role in ("[ps 0]", "[worker 0]", "[worker 1]"):
+        assert re.search(rf"{re.escape(role)} the chief at node\d+:\d+ has finished; exiting", retry), retry[-3000:]

@@ -117,7 +117,8 @@ def test_a_warned_parameter_server_job_saves_on_the_chief_and_resumes_with_a_wor
     assert [epoch["epoch"] for epoch in finished["epochs"]] == [1, 2] and finished["steps_per_epoch"] == 30
 
 
-@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_a_parameter_server_job_outlives_a_lost_worker")
+@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::"
+                       "test_a_parameter_server_job_outlives_a_lost_worker_and_only_its_workers_see_gpus")
 def test_a_parameter_server_job_finishes_without_a_lost_worker(tmp_path: Path) -> None:
     _, tasks = ps_job(tmp_path, "epochs=3", "train_images=4000")
     tasks[0].wait_for("epoch 1/3")
