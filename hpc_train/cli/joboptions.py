@@ -105,7 +105,7 @@ def add_container_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_pack_arguments(parser: argparse.ArgumentParser) -> None:
-    """--pack and its trial share (login/packing.py)."""
+    """--pack and its trial share (spec/pack.py)."""
     parser.add_argument("--pack", action="store_true", default=None,
                         help="a sweep as ONE job of --nodes N: its trials run inside it as separate steps, each on "
                              "its own share, the next started as one ends (YAML: job: {pack: true})")
@@ -120,7 +120,7 @@ def add_pack_arguments(parser: argparse.ArgumentParser) -> None:
 
 def pack_request(args: argparse.Namespace):  # -> Pack | None
     """The trial share --pack asks for; one line for --trial-* without --pack."""
-    from hpc_train.login.packing import Pack, PackError
+    from hpc_train.spec.pack import Pack, PackError
 
     shares = [f"--{name.replace('_', '-')}" for name in ("trial_gpus", "trial_nodes", "trial_cpus")
               if getattr(args, name, None) is not None]
@@ -142,7 +142,7 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config
     from hpc_train.config import replace as replace_config
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.request import Group, fixed_global_batch, global_batch_note, project_name
+    from hpc_train.spec.request import Group, fixed_global_batch, global_batch_note, project_name
 
     if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
         raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
@@ -201,7 +201,7 @@ def node_range(args: argparse.Namespace):  # -> NodeRange
     """--nodes (or the YAML's job: nodes:) as a range; one line when it is missing or wrong, or when --local's
     range cannot start on this machine's CPUs."""
     from hpc_train.errors import HpcTrainError
-    from hpc_train.slurm.noderange import parse_nodes
+    from hpc_train.spec.noderange import parse_nodes
 
     if args.nodes is None:
         raise HpcTrainError("--nodes N (or MIN-MAX) is required: how many nodes the job runs on (or job: nodes: in "
@@ -219,7 +219,7 @@ def with_job_section(args: argparse.Namespace) -> None:
     """The YAML's job: section into the options a flag left unset: --after or --dependency given, neither of the
     YAML's; --sbatch's options after the YAML's, replacing one of the same name."""
     from hpc_train.login.jobsection import read_job_section
-    from hpc_train.login.sbatchoptions import parse
+    from hpc_train.spec.sbatchoptions import parse
 
     section = read_job_section(args.config)
     if args.after is not None or args.dependency is not None:
@@ -234,8 +234,8 @@ def with_job_section(args: argparse.Namespace) -> None:
 def slurm_options(args: argparse.Namespace) -> dict:
     """--after or --dependency, and --sbatch, as the request's dependency and sbatch options; one line for what
     is not Slurm's syntax, or for them with --local (no Slurm there to wait or to read them)."""
-    from hpc_train.login.request import JobSpecError
-    from hpc_train.login.sbatchoptions import after_dependency, after_problem, combined_problem, parse
+    from hpc_train.spec.request import JobSpecError
+    from hpc_train.spec.sbatchoptions import after_dependency, after_problem, combined_problem, parse
 
     given = [name for name, value in (("--after", args.after), ("--dependency", args.dependency),
                                       ("--sbatch", args.sbatch)) if value]
@@ -253,7 +253,7 @@ def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict): 
     """The job of one group; with --ps-partition, the heterogeneous one (chief and ps on that partition, `group`
     the workers). One line for what does not fit."""
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.request import PS_PARTITION_WITHOUT_PS, JobRequest
+    from hpc_train.spec.request import PS_PARTITION_WITHOUT_PS, JobRequest
 
     if args.ps_partition is None:
         if args.ps_nodes is not None:
@@ -273,7 +273,7 @@ def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
     from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
-    from hpc_train.login.search import check_space
+    from hpc_train.spec.search import check_space
     from hpc_train.spec.sweep import JOB_KEYS, check, substitute
 
     section = read_sweep(args.config)
@@ -315,7 +315,7 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
     keys of its own (any key: the command names it as {KEY} or reads HPC_TRAIN_SWEEP_<KEY>); a trainer's, its
     settings only."""
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login import search
+    from hpc_train.spec import search
     from hpc_train.spec.sweep import Sweep, from_yaml, grid, grid_axes
 
     own_keys = bool(args.command)
@@ -350,7 +350,7 @@ def exit_codes(text: str | None) -> tuple[int, ...]:
     """--retry-exit-codes 3,17 as (3, 17); one line for what is not a list of exit codes."""
     if text is None:
         return ()
-    from hpc_train.login.request import JobSpecError
+    from hpc_train.spec.request import JobSpecError
 
     parts = [part.strip() for part in text.split(",")]
     if not all(part.isdigit() for part in parts):

@@ -62,8 +62,9 @@ def _warn_of_image(spec) -> None:  # (JobRequest)
     import os
 
     from hpc_train.container.runtime import image_problem
+    from hpc_train.login.script import job_image
 
-    container = spec.image()
+    container = job_image(spec)
     problem = container and image_problem(container, os.path.exists(container.image))
     if problem:
         print(f"hpc-train render: warning: {problem} (submit refuses it here; the script is written for where the "

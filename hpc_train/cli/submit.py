@@ -55,7 +55,7 @@ from hpc_train.cli.joboptions import add_job_arguments, job_plan, job_request, s
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.login.plan import JobPlan
-    from hpc_train.login.request import JobRequest
+    from hpc_train.spec.request import JobRequest
     from hpc_train.runs.snapshot import JobCode
     from hpc_train.spec.sweep import Sweep
 
@@ -92,7 +92,7 @@ def _check_snapshot_options(args: argparse.Namespace) -> None:
     if args.no_snapshot or args.snapshot_exclude:
         raise HpcTrainError("--in-snapshot runs a snapshot already stored: drop --no-snapshot and --snapshot-exclude")
     if args.name is None:
-        from hpc_train.login.request import project_name
+        from hpc_train.spec.request import project_name
         from hpc_train.runs.snapshot import stored_snapshot, taken_of
 
         args.name = project_name(taken_of(stored_snapshot(Path.cwd())))
@@ -120,7 +120,7 @@ def _preflight(spec: JobRequest, dry_run: bool) -> str | None:
 
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.preflight import check_request
-    from hpc_train.login.request import JobSpecError
+    from hpc_train.spec.request import JobSpecError
 
     try:
         check_request(spec, os.environ)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_train.config import TrainConfig
-from hpc_train.login.request import JobRequest, time_minutes
+from hpc_train.login.script import job_image
+from hpc_train.spec.request import JobRequest, time_minutes
 from hpc_train.runs.folders import ELEMENT_BATCH_LOG
 from hpc_train.runs.snapshot import JobCode
 from hpc_train.spec.sweep import Sweep
@@ -52,7 +53,7 @@ class JobPlan:
             return "heterogeneous"
         if self.sweep is not None:
             return "pack" if self.request.pack is not None else "sweep"
-        return "range" if self.request.ranged else "container" if self.request.image() else "single"
+        return "range" if self.request.ranged else "container" if job_image(self.request) else "single"
 
     @property
     def submitter(self) -> str:

@@ -19,8 +19,9 @@ from hpc_train.container.runtime import image_problem
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.spec.data_service import DataService
 from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
-from hpc_train.login.request import Group, JobRequest, JobSpecError, time_minutes
-from hpc_train.login.sbatchoptions import dependency_jobs
+from hpc_train.login.script import job_image
+from hpc_train.spec.request import Group, JobRequest, JobSpecError, time_minutes
+from hpc_train.spec.sbatchoptions import dependency_jobs
 
 
 def limit_problems(spec: JobRequest, partition: Partition, group: Group | None = None) -> list[str]:
@@ -83,7 +84,7 @@ def check_image(spec: JobRequest, here: bool = False) -> None:
     ranks run `here` (submit --local: no srun), in one line, before anything is stored or queued."""
     import os
 
-    container = spec.image()  # (an image no runtime is known for: its one line)
+    container = job_image(spec)  # (an image no runtime is known for: its one line)
     if container is None:
         return
     problem = image_problem(container, os.path.exists(container.image))

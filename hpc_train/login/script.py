@@ -17,9 +17,10 @@ from string import Template
 import yaml
 
 from hpc_train.config import TrainConfig, to_dict
+from hpc_train.container.runtime import Container, choose_runtime
 from hpc_train.errors import HpcTrainError
-from hpc_train.injob.jobline import JobBody, script_line
-from hpc_train.login.request import Group, JobRequest
+from hpc_train.spec.jobline import JobBody, script_line
+from hpc_train.spec.request import Group, JobRequest
 from hpc_train.runs.folders import RANK_LOG_PATTERN
 from hpc_train.runs.snapshot import SNAPSHOTS, JobCode
 from hpc_train.spec.sweep import Sweep
@@ -82,6 +83,14 @@ def activation_script(home: str) -> Path:
     raise HpcTrainError(f"--home {home}: neither {folder / 'env' / 'activate.sh'} (a checkout of hpc-train, after "
                         f"env/setup.sh) nor {folder / 'bin' / 'activate'} (a virtual environment) is there; give the "
                         "project root or the environment the job should use")
+
+
+def job_image(request: JobRequest) -> Container | None:
+    """The container every rank runs in, its runtime chosen from the image unless named (a folder here reads as a
+    sandbox: the one look at the disk, which the request itself, pure, does not take); None: none."""
+    if request.container is None:
+        return None
+    return choose_runtime(request.container, request.container_runtime, Path(request.container).is_dir())
 
 
 def job_config(spec: JobRequest, train: TrainConfig) -> TrainConfig:
@@ -155,7 +164,7 @@ def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | Non
     return JobBody(Path("."), spec.strategy, spec.nodes, per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
                    track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment,
-                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=spec.image(),
+                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=job_image(spec),
                    node_range=str(spec.groups[-1].node_range) if spec.ranged else None,
                    data_service=spec.data_service)
 

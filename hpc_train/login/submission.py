@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -28,8 +28,9 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.entrypoints import JobCall
 from hpc_train.login.plan import SUBMITIT, JobPlan
-from hpc_train.login.request import JobRequest, time_minutes
+from hpc_train.spec.request import JobRequest, time_minutes
 from hpc_train.login.script import activation_script, code_lines, directives, job_body, job_config
+from hpc_train.spec.jobline import words
 from hpc_train.runs.folders import RUNS, JobRecord, element_records, run_folder
 from hpc_train.runs.provenance import write_provenance
 from hpc_train.runs.snapshot import JobCode
@@ -258,15 +259,13 @@ def check_local_gpus(spec: JobRequest) -> None:
 
 
 def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
-                code: JobCode | None = None) -> int:
-    """The same job, run here by the same job body as a batch script's (its start line, its epilogue's verdict),
-    its ranks started on this machine by the mock launcher (in the snapshot, `code`, as a batch script's)."""
-    from hpc_train.injob.body import run_job
+                code: JobCode | None = None) -> NoReturn:
+    """The same job, run here by the same job body as a batch script's: this process becomes the script's last line,
+    `hpc-train job ...` (its start line, its epilogue's verdict, its exit code the job's), the ranks started on this
+    machine by the mock launcher (in the snapshot, `code`, as a batch script's)."""
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
-    from hpc_train.login.script import job_body
 
     config = job_config(spec, train)
-    body = job_body(spec, config, command)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = run_folder(runs, spec.name, job_id)
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
@@ -279,11 +278,14 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
         task_command = [sys.executable, "-m", "hpc_train", *supervised_arguments(job)]
     else:
         task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
+    line = [sys.executable, "-m", "hpc_train", "job", "--run-dir", str(folder),
+            *words(job_body(spec, config, command)), "--", *task_command]
     # Here, even inside a Slurm allocation: without Slurm's variables the body starts the mock launcher, not srun.
     here = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
-    with chdir(code.snapshot.workdir if code else Path.cwd()):
-        return run_job(replace(body, run_dir=folder), task_command,
-                       {**here, **(code.environment() if code else {})})
+    os.chdir(code.snapshot.workdir if code else Path.cwd())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, line, {**here, **(code.environment() if code else {})})
 
 
 def provenance(code: JobCode | None) -> tuple[dict, str]:

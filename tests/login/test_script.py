@@ -17,7 +17,7 @@ import yaml
 import hpc_train
 from hpc_train.config import TrainConfig
 from hpc_train.login.script import render_script
-from hpc_train.login.request import JobSpec
+from hpc_train.spec.request import JobSpec
 from tests.fake_slurm import FakeSlurm, Reply, waiting_srun
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -199,7 +199,7 @@ def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(
 
 def test_a_job_of_two_groups_gets_a_block_of_directives_each() -> None:
     """A heterogeneous job (a later issue): the job's own options in the first block, `#SBATCH hetjob` between."""
-    from hpc_train.login.request import Group, JobRequest
+    from hpc_train.spec.request import Group, JobRequest
 
     request = JobRequest((Group(nodes=1, cpu_tasks_per_node=2, partition="cpu", roles=("chief", "ps")),
                           Group(nodes=2, gpus_per_node=4, partition="gpu", roles=("worker",))),
