@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     spec, train, home = job_request(args)
-    sweep = sweep_request(args, train)
+    sweep = sweep_request(args, train, spec)
     _warn_of_image(spec)
     plan = job_plan(args, spec, train, home, sweep)  # the plan submit --dry-run prints too, byte for byte
     script = plan.script()

@@ -80,22 +80,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--in-snapshot", action="store_true", help=argparse.SUPPRESS)  # (submit --remote's)
 
 
-def _check_snapshot_options(args: argparse.Namespace) -> None:
-    """One line for snapshot options that contradict each other; --in-snapshot's job named after the folder the
-    snapshot was taken of (not "files", its copy's)."""
+def _check_snapshot_options(args: argparse.Namespace) -> str | None:
+    """One line for snapshot options that contradict each other; the project folder that names the job when --name
+    does not: --in-snapshot's, the folder the snapshot was taken of (not "files", its copy's); None: this one."""
     from hpc_train.errors import HpcTrainError
 
     if args.snapshot_limit_mb <= 0:
         raise HpcTrainError(f"--snapshot-limit-mb {args.snapshot_limit_mb:g}: must be more than 0")
     if not args.in_snapshot:
-        return
+        return None
     if args.no_snapshot or args.snapshot_exclude:
         raise HpcTrainError("--in-snapshot runs a snapshot already stored: drop --no-snapshot and --snapshot-exclude")
-    if args.name is None:
-        from hpc_train.spec.request import project_name
-        from hpc_train.runs.snapshot import stored_snapshot, taken_of
+    from hpc_train.runs.snapshot import stored_snapshot, taken_of
+    from hpc_train.spec.request import project_name
 
-        args.name = project_name(taken_of(stored_snapshot(Path.cwd())))
+    return project_name(taken_of(stored_snapshot(Path.cwd())))
 
 
 def _check_request(args: argparse.Namespace, is_sweep: bool) -> None:
@@ -167,9 +166,9 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.login import submission as submit
     from hpc_train.utilization.settings import Sampling
 
-    _check_snapshot_options(args)
-    spec, train, home = job_request(args)
-    sweep = sweep_request(args, train)
+    here = _check_snapshot_options(args)
+    spec, train, home = job_request(args, here)
+    sweep = sweep_request(args, train, spec)
     _check_request(args, sweep is not None)  # before the snapshot is stored: a refused submit leaves none
     Sampling.from_environment(os.environ)  # likewise: the job's utilization settings, which every rank reads
     if args.local:
