@@ -274,7 +274,10 @@ def job_plan(args: argparse.Namespace, spec, train, home: str, sweep, runs: Path
     """The job's plan (login/plan.py) from what job_request and sweep_request made of the options: render's and
     submit's alike, so that both print the same script."""
     from hpc_train.login.plan import JobPlan
+    from hpc_train.login.snapshot_settings import settings_in_snapshot
 
+    if code is not None:  # the settings as the job reads them, in its snapshot
+        train = settings_in_snapshot(train, code)
     return JobPlan(spec, train, home=args.home, activates=home, runs=runs,
                    command=tuple(args.command) if args.command else None, code=code, sweep=sweep,
                    max_parallel=args.max_parallel if sweep is not None else None)

@@ -11,10 +11,11 @@ from dataclasses import asdict
 from typing import Any
 
 from hpc_train.config import TrainConfig
+from hpc_train.login.script import code_lines, config_lines, job_config, job_image, search_spec
+from hpc_train.runs.snapshot import JobCode
+from hpc_train.spec.directives import directive_lines
 from hpc_train.spec.pack import job_tasks_per_node, shares_in
 from hpc_train.spec.request import JobRequest
-from hpc_train.login.script import code_lines, config_lines, directive_lines, job_config, job_image, search_spec
-from hpc_train.runs.snapshot import JobCode
 from hpc_train.spec.sweep import Sweep
 
 

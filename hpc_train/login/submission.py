@@ -28,13 +28,14 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.entrypoints import JobCall
 from hpc_train.login.plan import SUBMITIT, JobPlan
-from hpc_train.spec.request import JobRequest, time_minutes
-from hpc_train.login.script import activation_script, code_lines, directives, job_body, job_config
-from hpc_train.spec.jobline import words
+from hpc_train.login.script import activation_script, code_lines, job_body, job_config
 from hpc_train.runs.folders import RUNS, JobRecord, element_records, run_folder
 from hpc_train.runs.provenance import write_provenance
 from hpc_train.runs.snapshot import JobCode
 from hpc_train.runs.state import write_text_atomically
+from hpc_train.spec.directives import directives
+from hpc_train.spec.jobline import words
+from hpc_train.spec.request import JobRequest, time_minutes
 
 
 def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
@@ -248,26 +249,16 @@ def chdir(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
-def check_local_gpus(spec: JobRequest) -> None:
-    """--local: more GPUs than this machine has, refused in one line before a snapshot or a run folder is stored
-    (the launcher would refuse it too, once the job had started)."""
-    from hpc_train.injob.mock_srun import Step, gpu_environments, machine_gpus
-
-    group = spec.groups[0]  # (as the job body's mock step: every node as the first group's)
-    gpu_environments(Step.make(spec.nodes, group.tasks_per_node, job_id=0, gpus_per_node=group.gpus_per_node,
-                               strategy=spec.strategy, num_ps=spec.num_ps), machine_gpus(os.environ))
-
-
-def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
-                code: JobCode | None = None) -> NoReturn:
+def run_locally(plan: JobPlan) -> NoReturn:
     """The same job, run here by the same job body as a batch script's: this process becomes the script's last line,
     `hpc-train job ...` (its start line, its epilogue's verdict, its exit code the job's), the ranks started on this
     machine by the mock launcher (in the snapshot, `code`, as a batch script's)."""
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
 
-    config = job_config(spec, train)
+    spec, command, code = plan.request, plan.command, plan.code
+    config = job_config(spec, plan.train)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder = run_folder(runs, spec.name, job_id)
+    folder = run_folder(plan.runs, spec.name, job_id)
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
                        list(command) if command else None)
     folder = folder.absolute()  # (the ranks may start elsewhere: in the snapshot)

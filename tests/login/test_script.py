@@ -114,7 +114,7 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
     ("mnist_1node_mirrored.sh", JobSpec(nodes=1, name="mnist-mirrored", cpus_per_task=2, time="00:30:00")),
 ])
 def test_the_hand_written_scripts_ask_what_render_would(script: str, spec: JobSpec) -> None:
-    from hpc_train.login.script import directives
+    from hpc_train.spec.directives import directives
 
     text = (Path(__file__).resolve().parents[2] / "slurm" / script).read_text()
     active = dict(line.removeprefix("#SBATCH --").partition("=")[::2] for line in text.splitlines()

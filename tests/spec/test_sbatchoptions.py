@@ -10,7 +10,7 @@ import pytest
 from hpc_train.spec.request import Group, JobRequest, JobSpec, JobSpecError
 from hpc_train.spec.sbatchoptions import (after_dependency, after_problem, combined_problem, dependency_problem,
                                            parse)
-from hpc_train.login.script import directive_lines
+from hpc_train.spec.directives import directive_lines
 from tests.fake_slurm import FakeSlurm, Reply
 
 PARTITION = {"scontrol show node": "", "scontrol show partition": "PartitionName=debug Default=YES TotalNodes=4\n"}
