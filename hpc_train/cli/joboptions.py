@@ -125,18 +125,18 @@ def job_request(args: argparse.Namespace, here: str | None = None):  # -> tuple[
     cannot be (HpcTrainError)."""
     from hpc_train.cli.dataserviceoptions import check_service_ports, refuse_partition
     from hpc_train.login.jobsection import read_job_section
-    from hpc_train.spec.options import JobOptions, refuse_command_options, request_of, with_section
+    from hpc_train.spec.options import given, refuse_command_options, request_of, with_section
     from hpc_train.spec.request import project_name
 
-    given = JobOptions.of(vars(args))
-    refuse_command_options(given)
+    options = given(vars(args))
+    refuse_command_options(options)
     train = job_settings(args)
-    options = with_section(given, read_job_section(args.config), train.strategy, train.num_ps)
-    spec = request_of(options, here or project_name(Path.cwd()), image_path(options.container), os.cpu_count() or 1)
+    options = with_section(options, read_job_section(args.config), train.strategy, train.num_ps)
+    spec = request_of(options, here or project_name(Path.cwd()), image_path(options["container"]), os.cpu_count() or 1)
     if spec.data_service is not None and spec.data_service.partition is not None:
         refuse_partition(spec.data_service)
     check_service_ports(spec)
-    train = with_global_batch(spec, train, bool(options.command))
+    train = with_global_batch(spec, train, bool(options["command"]))
     _check_task_file(train.task)
     return spec, train, args.home or default_home()
 
