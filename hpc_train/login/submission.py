@@ -1,5 +1,5 @@
 """Submit a job's plan (login/plan.py): through submitit's Slurm executor, or its script through the Slurm client;
-or run it here with the mock launcher.
+or run it here (`run_locally`: this process becomes the script's job line, whose body starts the mock launcher).
 
 `executor_for` turns a plan into a submitit executor (nothing submitted) whose callable is the job body itself
 (injob/entrypoints.py: `use_srun=False`, run once on the batch host), asking Slurm the plan's #SBATCH options;

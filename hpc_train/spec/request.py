@@ -142,7 +142,7 @@ WORKER = "worker"
 @dataclass(frozen=True)
 class JobRequest:
     """A whole job request: its groups of nodes, and what holds for the whole job. Built once from the options
-    and the YAML (cli/joboptions.py) and read by every path: submit, render, sweeps, --local, preflight, dry-run."""
+    and the YAML (spec/options.py) and read by every path: submit, render, sweeps, --local, preflight, dry-run."""
 
     groups: tuple[Group, ...]
     strategy: Literal["multiworker", "parameter_server"] = "multiworker"
