@@ -1,4 +1,6 @@
-"""The job options `hpc-train render` and `hpc-train submit` share, and the request they make."""
+"""The job options `hpc-train render` and `hpc-train submit` share: parsed, then handed over with what this machine says
+(the YAML, the image's path, the CPUs, the project folder, Slurm's word on a partition) to spec/options.py, which
+builds the request once; the sweep and the plan (login/plan.py) made of them."""
 
 from __future__ import annotations
 
