@@ -20,14 +20,15 @@ MEASURING = {"hpc_train.bench.submit": {"sbatch"}}
 # Lower layers never import higher ones (lazy imports included), and each folder is one layer of its own, so that
 # "below" means the same for every pair of folders. Entry points (cli, train, demo, __main__) may import anything;
 # so may the package root, which is the public face alone (test_the_package_root_is_its_public_face_alone).
-# The rest sit in these layers, lowest first: what every side reads, what a job is (spec), the rank's start-up,
-# images, Slurm, a site, the run folders, tracking, the data service, the run loop, tasks, the job around the ranks,
-# the login side, a login node over ssh, the local cluster, the checks of a setup, the benchmarks.
+# The rest sit in these layers, lowest first: what every side reads, the rank's start-up, images, what a job is (spec:
+# pure, its image's runtimes read from images), Slurm, a site, the run folders, tracking, the data service, the run
+# loop, tasks, the job around the ranks, the login side, a login node over ssh, the local cluster, the checks of a
+# setup, the benchmarks.
 LAYERS = [
     ("hpc_train.errors", "hpc_train.exitcodes", "hpc_train.config", "hpc_train.resources", "hpc_train.version"),
-    ("hpc_train.spec",),
     ("hpc_train.bootstrap",),
     ("hpc_train.container",),
+    ("hpc_train.spec",),
     ("hpc_train.slurm",),
     ("hpc_train.site",),
     ("hpc_train.runs",),

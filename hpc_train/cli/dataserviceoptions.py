@@ -1,5 +1,6 @@
 """The options of a job's tf.data service (--data-workers, --data-partition, --data-cpus) for submit and render:
-parsed with the YAML's `job: {data_service: ...}`, and checked before anything is queued (spec/data_service.py)."""
+parsed, read with the YAML's `job: {data_service: ...}` into the request (spec/options.py), and checked where this
+machine must answer (the partition, Slurm's word; the port window) before anything is queued."""
 
 from __future__ import annotations
 
@@ -18,28 +19,7 @@ def add_data_service_arguments(parser: argparse.ArgumentParser) -> None:
                              "own nodes)")
     parser.add_argument("--data-cpus", default=None, metavar="C", help="--data-workers: CPUs of each data worker "
                         "(default 1)")
-    parser.set_defaults(data_service=None)  # the YAML's job: data_service: mapping (cli/joboptions.with_job_section)
-
-
-def data_service_request(args: argparse.Namespace):  # -> DataService | None
-    """The data service the options and the YAML ask for; one line for a value that cannot be, or one that cannot
-    run where the job runs."""
-    from hpc_train.spec.data_service import DataServiceError, from_settings
-
-    said = [getattr(args, name, None) for name in ("data_workers", "data_partition", "data_cpus", "data_service")]
-    service = from_settings(*said,
-                            getattr(args, "config", None) or "the YAML")
-    if service is not None and service.partition is not None:
-        refuse_partition(service)
-    if service is not None and getattr(args, "pack", None):
-        raise DataServiceError(f"--data-workers {service.workers} with --pack: a packed sweep's trials run as steps of "
-                               "their own, without the job body's data service; drop --pack (a sweep's elements each "
-                               "get one), or --data-workers")
-    if service is not None and getattr(args, "local", False):
-        raise DataServiceError(f"--data-workers {service.workers} with --local: the data service runs as Slurm steps "
-                               "beside the ranks; drop --local (hpc-train cluster up gives a local Slurm), or "
-                               "--data-workers")
-    return service
+    parser.set_defaults(data_service=None)  # the YAML's job: data_service: mapping (spec/options.with_section)
 
 
 def refuse_partition(service) -> None:  # service: DataService

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from hpc_train.config import load_config
     from hpc_train.errors import HpcTrainError
     from hpc_train.login.script import render_script
-    from hpc_train.login.request import JobRequest, project_name
+    from hpc_train.spec.request import JobRequest, project_name
     from hpc_train.resources import resource
 
     folder = Path(args.directory)

@@ -1,4 +1,6 @@
-"""The job options `hpc-train render` and `hpc-train submit` share, and the request they make."""
+"""The job options `hpc-train render` and `hpc-train submit` share: parsed, then handed over with what this machine says
+(the YAML, the image's path, the CPUs, the project folder, Slurm's word on a partition) to spec/options.py, which
+builds the request once; the sweep and the plan (login/plan.py) made of them."""
 
 from __future__ import annotations
 
@@ -105,7 +107,7 @@ def add_container_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_pack_arguments(parser: argparse.ArgumentParser) -> None:
-    """--pack and its trial share (login/packing.py)."""
+    """--pack and its trial share (spec/pack.py)."""
     parser.add_argument("--pack", action="store_true", default=None,
                         help="a sweep as ONE job of --nodes N: its trials run inside it as separate steps, each on "
                              "its own share, the next started as one ends (YAML: job: {pack: true})")
@@ -118,38 +120,35 @@ def add_pack_arguments(parser: argparse.ArgumentParser) -> None:
                              "on a node")
 
 
-def pack_request(args: argparse.Namespace):  # -> Pack | None
-    """The trial share --pack asks for; one line for --trial-* without --pack."""
-    from hpc_train.login.packing import Pack, PackError
+def job_request(args: argparse.Namespace, here: str | None = None):  # -> tuple[JobRequest, TrainConfig, str]
+    """The options handed over, once, as (JobRequest, TrainConfig, home): the one request every path reads (submit,
+    render, sweeps, --local, preflight, dry-run), built by spec/options.py of what this machine says (the YAML, the
+    image, the CPUs, the project folder: `here`, else this directory's name, names the job); one line for what
+    cannot be (HpcTrainError)."""
+    from hpc_train.cli.dataserviceoptions import check_service_ports, refuse_partition
+    from hpc_train.login.jobsection import read_job_section
+    from hpc_train.spec.options import given, refuse_command_options, request_of, with_section
+    from hpc_train.spec.request import project_name
 
-    shares = [f"--{name.replace('_', '-')}" for name in ("trial_gpus", "trial_nodes", "trial_cpus")
-              if getattr(args, name, None) is not None]
-    if not getattr(args, "pack", None):
-        if shares:
-            raise PackError(f"{shares[0]} applies to a packed sweep: add --pack (and a --sweep)")
-        return None
-    if getattr(args, "local", False):
-        raise PackError("--pack with --local: a packed sweep runs its trials as Slurm steps in one allocation; "
-                        "drop --local (hpc-train cluster up gives a local Slurm)")
-    return Pack(args.trial_gpus, args.trial_nodes, args.trial_cpus)
+    options = given(vars(args))
+    refuse_command_options(options)
+    train = job_settings(args)
+    options = with_section(options, read_job_section(args.config), train.strategy, train.num_ps)
+    spec = request_of(options, here or project_name(Path.cwd()), image_path(options["container"]), os.cpu_count() or 1)
+    if spec.data_service is not None and spec.data_service.partition is not None:
+        refuse_partition(spec.data_service)
+    check_service_ports(spec)
+    train = with_global_batch(spec, train, bool(options["command"]))
+    _check_task_file(train.task)
+    return spec, train, args.home or default_home()
 
 
-def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, str]
-    """Validate the options into (JobRequest, TrainConfig, home): the one request every path reads (submit,
-    render, sweeps, --local, preflight, dry-run); raises HpcTrainError with one line."""
-    from hpc_train.cli.dataserviceoptions import check_service_ports, data_service_request
+def job_settings(args: argparse.Namespace):  # -> TrainConfig
+    """The training settings: the YAML, then --set and the flags that are settings (--task, --max-retries,
+    --prune, --hang-minutes, the tracking flags); tracking checked."""
     from hpc_train.cli.trackingoptions import check_tracking, tracking_from_here, tracking_overrides
-    from hpc_train.config import JOB_STRATEGIES, data_dir_default, load_config
-    from hpc_train.config import replace as replace_config
-    from hpc_train.errors import HpcTrainError
-    from hpc_train.login.request import Group, fixed_global_batch, global_batch_note, project_name
+    from hpc_train.config import data_dir_default, load_config
 
-    if (args.keras, args.command_signal) != ("auto", "USR1") and not args.command:
-        raise HpcTrainError("--keras and --command-signal apply to your own command after --; the trainer always "
-                            "uses tf-keras and checkpoints on USR1")
-    if args.retry_exit_codes is not None and not args.command:
-        raise HpcTrainError("--retry-exit-codes applies to your own command after --; the trainer's failures "
-                            "worth a retry are known to it")
     retries = [f"max_retries={args.max_retries}"] if args.max_retries is not None else []
     retries += [f"prune={args.prune}"] if args.prune is not None else []
     retries += [f"hang_minutes={args.hang_minutes:g}"] if args.hang_minutes is not None else []
@@ -159,33 +158,20 @@ def job_request(args: argparse.Namespace):  # -> tuple[JobRequest, TrainConfig, 
     train = tracking_from_here(train)
     check_tracking(train, getattr(args, "subcommand", "") == "submit"  # (--local: the job says it, at once)
                    and not getattr(args, "dry_run", False) and not getattr(args, "local", False))
-    # One rule for what the job is: a flag given wins, else the YAML (its strategy and num_ps, its job: section).
-    if args.strategy is None:
-        args.strategy = train.strategy if train.strategy in JOB_STRATEGIES else JOB_STRATEGIES[0]
-    if args.num_ps is None:
-        args.num_ps = train.num_ps
-    with_job_section(args)
-    nodes = node_range(args)
-    group = Group(nodes.most, args.gpus_per_node, args.one_task_per_node, args.ntasks_per_node, args.partition,
-                  args.constraint, args.mem, args.cpus_per_task, args.exclusive, args.gres,
-                  min_nodes=None if nodes.fixed else nodes.least)
-    job_wide = dict(name=args.name if args.name is not None else project_name(Path.cwd()), account=args.account,
-                    qos=args.qos, time=args.time, container=image_path(args.container),
-                    container_runtime=args.container_runtime, hold=getattr(args, "hold", False),
-                    signal_seconds=args.signal_seconds, keras=args.keras, command_signal=args.command_signal,
-                    retry_exit_codes=exit_codes(args.retry_exit_codes), pack=pack_request(args),
-                    data_service=data_service_request(args),
-                    **slurm_options(args))
-    spec = parameter_servers_request(args, group, job_wide)
-    check_service_ports(spec)
-    if not getattr(args, "command", None):  # the trainer's: the same global batch at every size of a range (request.py)
-        note = global_batch_note(spec, train.batch_size, train.global_batch)
-        if note:
-            print(f"hpc-train: note: {note}", file=sys.stderr)
-        train = replace_config(train, global_batch=fixed_global_batch(spec, train.batch_size, train.global_batch))
-    _check_task_file(train.task)
-    home = args.home or default_home()
-    return spec, train, home
+    return train
+
+
+def with_global_batch(spec, train, command: bool):  # (JobRequest, TrainConfig, bool) -> TrainConfig
+    """The trainer's: the same global batch at every size of a range (spec/request.py), said when it is rounded."""
+    from hpc_train.config import replace as replace_config
+    from hpc_train.spec.request import fixed_global_batch, global_batch_note
+
+    if command:
+        return train
+    note = global_batch_note(spec, train.batch_size, train.global_batch)
+    if note:
+        print(f"hpc-train: note: {note}", file=sys.stderr)
+    return replace_config(train, global_batch=fixed_global_batch(spec, train.batch_size, train.global_batch))
 
 
 def image_path(image: str | None) -> str | None:
@@ -197,96 +183,26 @@ def image_path(image: str | None) -> str | None:
         str(Path(image).expanduser().absolute())
 
 
-def node_range(args: argparse.Namespace):  # -> NodeRange
-    """--nodes (or the YAML's job: nodes:) as a range; one line when it is missing or wrong, or when --local's
-    range cannot start on this machine's CPUs."""
-    from hpc_train.errors import HpcTrainError
-    from hpc_train.slurm.noderange import parse_nodes
-
-    if args.nodes is None:
-        raise HpcTrainError("--nodes N (or MIN-MAX) is required: how many nodes the job runs on (or job: nodes: in "
-                            "the YAML)")
-    nodes = parse_nodes(args.nodes)
-    cpus = os.cpu_count() or 1
-    per_node = args.gpus_per_node and (1 if args.one_task_per_node else args.gpus_per_node) or args.ntasks_per_node
-    if getattr(args, "local", False) and not nodes.fixed and nodes.least * per_node > cpus:
-        raise HpcTrainError(f"--nodes {nodes} with --local: every node runs here, and this machine's {cpus} CPU(s) "
-                            f"cannot hold MIN {nodes.least} node(s) of {per_node} task(s); lower MIN, or drop --local")
-    return nodes
-
-
-def with_job_section(args: argparse.Namespace) -> None:
-    """The YAML's job: section into the options a flag left unset: --after or --dependency given, neither of the
-    YAML's; --sbatch's options after the YAML's, replacing one of the same name."""
-    from hpc_train.login.jobsection import read_job_section
-    from hpc_train.login.sbatchoptions import parse
-
-    section = read_job_section(args.config)
-    if args.after is not None or args.dependency is not None:
-        section = {key: value for key, value in section.items() if key not in ("after", "dependency")}
-    given = {parse(text)[0] for text in args.sbatch}
-    args.sbatch = [text for text in section.pop("sbatch", []) if parse(text)[0] not in given] + args.sbatch
-    for key, value in section.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-
-
-def slurm_options(args: argparse.Namespace) -> dict:
-    """--after or --dependency, and --sbatch, as the request's dependency and sbatch options; one line for what
-    is not Slurm's syntax, or for them with --local (no Slurm there to wait or to read them)."""
-    from hpc_train.login.request import JobSpecError
-    from hpc_train.login.sbatchoptions import after_dependency, after_problem, combined_problem, parse
-
-    given = [name for name, value in (("--after", args.after), ("--dependency", args.dependency),
-                                      ("--sbatch", args.sbatch)) if value]
-    if given and getattr(args, "local", False):
-        raise JobSpecError(f"{given[0]} with --local: the job runs here at once, without Slurm to wait for another "
-                           f"job or read sbatch's options; drop {given[0]}, or --local")
-    problem = combined_problem(args.after, args.dependency) or (args.after is not None and after_problem(args.after))
-    if problem:
-        raise JobSpecError(problem)
-    dependency = after_dependency(args.after) if args.after is not None else args.dependency
-    return dict(dependency=dependency, sbatch=tuple(parse(text) for text in args.sbatch))
-
-
-def parameter_servers_request(args: argparse.Namespace, group, job_wide: dict):  # -> JobRequest
-    """The job of one group; with --ps-partition, the heterogeneous one (chief and ps on that partition, `group`
-    the workers). One line for what does not fit."""
-    from hpc_train.errors import HpcTrainError
-    from hpc_train.login.request import PS_PARTITION_WITHOUT_PS, JobRequest
-
-    if args.ps_partition is None:
-        if args.ps_nodes is not None:
-            raise HpcTrainError("--ps-nodes applies with --ps-partition (the chief and ps on CPU nodes); add it")
-        return JobRequest((group,), strategy=args.strategy, num_ps=args.num_ps, **job_wide)
-    if args.strategy != "parameter_server":
-        raise HpcTrainError(PS_PARTITION_WITHOUT_PS)
-    if getattr(args, "local", False):
-        raise HpcTrainError("--ps-partition with --local: a heterogeneous job runs under Slurm; drop --local "
-                            "(hpc-train cluster up --partition cpu:node[1-2]:0 --partition gpu:node[3-4]:2 gives one)")
-    return JobRequest.parameter_servers(group, args.ps_partition, 1 if args.ps_nodes is None else args.ps_nodes,
-                                        args.num_ps, **job_wide)
-
-
-def sweep_request(args: argparse.Namespace, train):  # -> Sweep | None
-    """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked; None for one job."""
+def sweep_request(args: argparse.Namespace, train, spec):  # (Namespace, TrainConfig, JobRequest) -> Sweep | None
+    """The sweep the options ask for (--sweep, or the YAML's sweep:), every element checked, for the job `spec`
+    (job_request's); None for one job."""
     from hpc_train.config import read_sweep
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
-    from hpc_train.login.search import check_space
+    from hpc_train.spec.search import check_space
     from hpc_train.spec.sweep import JOB_KEYS, check, substitute
 
     section = read_sweep(args.config)
     if args.sweep and section is not None:
         raise HpcTrainError(f"--sweep and the sweep: section of {args.config}: give one of them")
     if not args.sweep and section is None:
-        given = [name for name, unset in (("--pack", not getattr(args, "pack", None)), ("--max-parallel",
+        given = [name for name, unset in (("--pack", spec.pack is None), ("--max-parallel",
                  args.max_parallel is None), ("--prune", train.prune == "none"), ("--search", args.search is None),
                  ("--trials", args.trials is None)) if not unset]
         if given:
             raise HpcTrainError(f"{given[0]} applies to a sweep: add --sweep KEY=V1,V2,... (or KEY=LOW:HIGH)")
         return None
-    if args.ps_partition is not None:
+    if spec.heterogeneous:
         raise HpcTrainError("--ps-partition with a sweep: Slurm has no job arrays of heterogeneous jobs; submit "
                             "each element as a job of its own, or drop --ps-partition")
     sweep = sweep_of(args, section)
@@ -315,7 +231,7 @@ def sweep_of(args: argparse.Namespace, section):  # -> Sweep
     keys of its own (any key: the command names it as {KEY} or reads HPC_TRAIN_SWEEP_<KEY>); a trainer's, its
     settings only."""
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login import search
+    from hpc_train.spec import search
     from hpc_train.spec.sweep import Sweep, from_yaml, grid, grid_axes
 
     own_keys = bool(args.command)
@@ -346,19 +262,6 @@ def _check_sampler_installed(sampler: str) -> None:
                             "the environment the jobs run), or use --search tpe")
 
 
-def exit_codes(text: str | None) -> tuple[int, ...]:
-    """--retry-exit-codes 3,17 as (3, 17); one line for what is not a list of exit codes."""
-    if text is None:
-        return ()
-    from hpc_train.login.request import JobSpecError
-
-    parts = [part.strip() for part in text.split(",")]
-    if not all(part.isdigit() for part in parts):
-        raise JobSpecError(f"--retry-exit-codes {text!r}: expected exit codes from 1 to 255, comma-separated "
-                           "(e.g. 3,17)")
-    return tuple(int(part) for part in parts)
-
-
 def _check_task_file(task: str) -> None:
     """A task FILE.py that is not there is refused now, not after the job waited in the queue."""
     from hpc_train.errors import HpcTrainError
@@ -373,7 +276,10 @@ def job_plan(args: argparse.Namespace, spec, train, home: str, sweep, runs: Path
     """The job's plan (login/plan.py) from what job_request and sweep_request made of the options: render's and
     submit's alike, so that both print the same script."""
     from hpc_train.login.plan import JobPlan
+    from hpc_train.login.snapshot_settings import settings_in_snapshot
 
+    if code is not None:  # the settings as the job reads them, in its snapshot
+        train = settings_in_snapshot(train, code)
     return JobPlan(spec, train, home=args.home, activates=home, runs=runs,
                    command=tuple(args.command) if args.command else None, code=code, sweep=sweep,
                    max_parallel=args.max_parallel if sweep is not None else None)

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     spec, train, home = job_request(args)
-    sweep = sweep_request(args, train)
+    sweep = sweep_request(args, train, spec)
     _warn_of_image(spec)
     plan = job_plan(args, spec, train, home, sweep)  # the plan submit --dry-run prints too, byte for byte
     script = plan.script()
@@ -62,8 +62,9 @@ def _warn_of_image(spec) -> None:  # (JobRequest)
     import os
 
     from hpc_train.container.runtime import image_problem
+    from hpc_train.login.script import job_image
 
-    container = spec.image()
+    container = job_image(spec)
     problem = container and image_problem(container, os.path.exists(container.image))
     if problem:
         print(f"hpc-train render: warning: {problem} (submit refuses it here; the script is written for where the "

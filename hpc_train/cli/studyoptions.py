@@ -27,7 +27,7 @@ def with_study(args: argparse.Namespace, sweep, train):  # (Namespace, Sweep, Tr
     import dataclasses
 
     from hpc_train.errors import HpcTrainError
-    from hpc_train.login.search import checked_seed, checked_study_name, drawn_seed
+    from hpc_train.spec.search import checked_seed, checked_study_name, drawn_seed
 
     search = sweep.search
     given = [flag for flag, value in (("--study-storage", args.study_storage), ("--study-name", args.study_name))

@@ -55,7 +55,6 @@ from hpc_train.cli.joboptions import add_job_arguments, job_plan, job_request, s
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.login.plan import JobPlan
-    from hpc_train.login.request import JobRequest
     from hpc_train.runs.snapshot import JobCode
     from hpc_train.spec.sweep import Sweep
 
@@ -80,22 +79,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--in-snapshot", action="store_true", help=argparse.SUPPRESS)  # (submit --remote's)
 
 
-def _check_snapshot_options(args: argparse.Namespace) -> None:
-    """One line for snapshot options that contradict each other; --in-snapshot's job named after the folder the
-    snapshot was taken of (not "files", its copy's)."""
+def _check_snapshot_options(args: argparse.Namespace) -> str | None:
+    """One line for snapshot options that contradict each other; the project folder that names the job when --name
+    does not: --in-snapshot's, the folder the snapshot was taken of (not "files", its copy's); None: this one."""
     from hpc_train.errors import HpcTrainError
 
     if args.snapshot_limit_mb <= 0:
         raise HpcTrainError(f"--snapshot-limit-mb {args.snapshot_limit_mb:g}: must be more than 0")
     if not args.in_snapshot:
-        return
+        return None
     if args.no_snapshot or args.snapshot_exclude:
         raise HpcTrainError("--in-snapshot runs a snapshot already stored: drop --no-snapshot and --snapshot-exclude")
-    if args.name is None:
-        from hpc_train.login.request import project_name
-        from hpc_train.runs.snapshot import stored_snapshot, taken_of
+    from hpc_train.runs.snapshot import stored_snapshot, taken_of
+    from hpc_train.spec.request import project_name
 
-        args.name = project_name(taken_of(stored_snapshot(Path.cwd())))
+    return project_name(taken_of(stored_snapshot(Path.cwd())))
 
 
 def _check_request(args: argparse.Namespace, is_sweep: bool) -> None:
@@ -111,26 +109,6 @@ def _check_request(args: argparse.Namespace, is_sweep: bool) -> None:
         from hpc_train.login.script import activation_script
 
         activation_script(args.home)  # one that activates nothing is refused now, not in the job's log
-
-
-def _preflight(spec: JobRequest, dry_run: bool) -> str | None:
-    """What submit refuses of the request (the partition's limits, `sbatch --test-only`), refused by a dry run in
-    the same line; where Slurm itself does not answer, a dry run shows the script: the warning line to say then."""
-    import os
-
-    from hpc_train.errors import HpcTrainError
-    from hpc_train.login.preflight import check_request
-    from hpc_train.login.request import JobSpecError
-
-    try:
-        check_request(spec, os.environ)
-    except JobSpecError:
-        raise
-    except HpcTrainError as error:
-        if not dry_run:
-            raise
-        return f"hpc-train submit: warning: Slurm's checks not run ({error})"
-    return None
 
 
 def job_code(args: argparse.Namespace) -> tuple[JobCode | None, Path]:
@@ -165,29 +143,21 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from hpc_train.login import submission as submit
+    from hpc_train.login.preflight import before_submit
     from hpc_train.utilization.settings import Sampling
 
-    _check_snapshot_options(args)
-    spec, train, home = job_request(args)
-    sweep = sweep_request(args, train)
+    here = _check_snapshot_options(args)
+    spec, train, home = job_request(args, here)
+    sweep = sweep_request(args, train, spec)
     _check_request(args, sweep is not None)  # before the snapshot is stored: a refused submit leaves none
     Sampling.from_environment(os.environ)  # likewise: the job's utilization settings, which every rank reads
-    if args.local:
-        submit.check_local_gpus(spec)  # likewise: more GPUs than this machine has
-    if args.local or args.dry_run:  # (submit's preflight checks it with the rest)
-        from hpc_train.login.preflight import check_image
-
-        check_image(spec, here=args.local)
-    # What Slurm would refuse, likewise (a dry run's too; its word that Slurm does not answer waits for the script).
-    unchecked = _preflight(spec, args.dry_run) if not args.local and shutil.which("sbatch") else None
+    # Likewise: what this machine or Slurm would refuse (a dry run's too; its word that Slurm does not answer waits
+    # for the script).
+    unchecked = before_submit(spec, os.environ, args.local, args.dry_run, shutil.which("sbatch") is not None)
     code, runs = job_code(args)
-    if code is not None:
-        from hpc_train.login.snapshot_settings import settings_in_snapshot
-
-        train = settings_in_snapshot(train, code)
+    plan = job_plan(args, spec, train, home, sweep, runs, code)
     if unchecked:  # (a dry run past every refusal: one line, then what it shows)
         print(unchecked, file=sys.stderr)
-    plan = job_plan(args, spec, train, home, sweep, runs, code)
     if args.dry_run:  # render's script, byte for byte (login/plan.py), and which way submit would send it
         print(f"hpc-train submit: dry run: {plan.how()}", file=sys.stderr)
         if sweep is not None:
@@ -195,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         print(plan.script(), end="")
         return 0
     if args.local:
-        return submit.run_locally(spec, train, runs, command=args.command, code=code)
+        submit.run_locally(plan)  # (this process becomes the job's body: it does not return)
     if sweep is not None:
         return _submit_sweep(plan)
     record = submit.submit_plan(plan)

@@ -32,7 +32,8 @@ from hpc_train.runs.requeue import restart_count
 from hpc_train.runs.secret import PRIVATE_FOLDER
 from hpc_train.runs.state import STATE_FILE, read_state, write_json_atomically
 from hpc_train.slurm.client import SlurmClient
-from hpc_train.slurm.noderange import attempt_nodes, nodes_needed, size_words
+from hpc_train.slurm.noderange import attempt_nodes, nodes_needed
+from hpc_train.spec.noderange import size_words
 from hpc_train.version import PREFIX
 
 # The prologue's "requeued itself": Slurm restarted the job on the node that failed; the script ends quietly.

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from hpc_train.slurm.noderange import RANGE_VARIABLE, SIZE_VARIABLE, NodeRange, local_size, parse_nodes, size_words
+from hpc_train.slurm.noderange import RANGE_VARIABLE, SIZE_VARIABLE
+from hpc_train.spec.noderange import NodeRange, local_size, parse_nodes, size_words
 
 
 def attempt_size(node_range: str | None, tasks_per_node: int, env: Mapping[str, str],

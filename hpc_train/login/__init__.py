@@ -1,8 +1,9 @@
-"""The login side of a job: what it asks for, and how it is submitted.
+"""The login side of a job: how it is checked, written and submitted.
 
-`request` is the job request (validated before anything reaches Slurm); `preflight` and `partitions` check it
-can run; `script` renders templates/job.sbatch; `submission` submits (submitit, or one sbatch for a sweep's
-array; --local runs the ranks here through injob/mock_srun.py); `snapshot_settings` reads a job's settings as
-its code snapshot (runs/snapshot.py) holds them. A sweep's elements are spec/sweep.py's. Nothing here imports
+What the job is (its request, node range, pack's share, sweep, job line) is spec/'s, pure. Here: `jobsection` reads
+the YAML's `job:` section; `preflight` and `partitions` check the request can run; `plan` is one job of any kind,
+`script` and `packscript` write its script (templates/job.sbatch); `submission` submits it (submitit, or its script
+through the Slurm client; --local: this process becomes the job line, the ranks started by injob/mock_srun.py);
+`snapshot_settings` reads a job's settings as its code snapshot (runs/snapshot.py) holds them. Nothing here imports
 TensorFlow.
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.config import JOB_KEY, ConfigError, read_yaml
-from hpc_train.login.sbatchoptions import after_problem, dependency_problem, option_problem
+from hpc_train.spec.sbatchoptions import after_problem, dependency_problem, option_problem
 
 JOB_SECTION = {"ps_partition": "the partition the chief and ps run on, a heterogeneous job (--ps-partition)",
                "ps_nodes": "the nodes the chief and ps share, with ps_partition (--ps-nodes, default 1)",

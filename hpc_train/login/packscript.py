@@ -11,10 +11,11 @@ from dataclasses import asdict
 from typing import Any
 
 from hpc_train.config import TrainConfig
-from hpc_train.login.packing import job_tasks_per_node, shares_in
-from hpc_train.login.request import JobRequest
-from hpc_train.login.script import code_lines, config_lines, directive_lines, job_config, search_spec
+from hpc_train.login.script import code_lines, config_lines, job_config, job_image, search_spec
 from hpc_train.runs.snapshot import JobCode
+from hpc_train.spec.directives import directive_lines
+from hpc_train.spec.pack import job_tasks_per_node, shares_in
+from hpc_train.spec.request import JobRequest
 from hpc_train.spec.sweep import Sweep
 
 
@@ -53,7 +54,7 @@ def pack_plan(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequ
             "max_retries": config.max_retries, "retry_exit_codes": list(spec.retry_exit_codes),
             "max_parallel": max_parallel, "share": asdict(share),
             "hang_minutes": config.hang_minutes, "track": config.track, "tracking_uri": config.tracking_uri,
-            "experiment": config.experiment, "container": asdict(image) if (image := spec.image()) else None,
+            "experiment": config.experiment, "container": asdict(image) if (image := job_image(spec)) else None,
             "pack": spec.pack.as_json()}
 
 

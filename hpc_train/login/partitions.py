@@ -16,7 +16,7 @@ import hostlist
 from hpc_train.errors import HpcTrainError
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.slurm.client import fields as slurm_fields
-from hpc_train.login.request import time_minutes
+from hpc_train.spec.request import time_minutes
 
 _GPUS = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d+)")
 _UNLIMITED = ("UNLIMITED", "INFINITE", "NONE")

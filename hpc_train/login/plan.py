@@ -5,27 +5,23 @@ remote's snapshot) is one JobPlan. `script()` is the text `render` prints and `s
 bytes for the same options. `submitter` says which way `submit` sends it: submitit, for the kinds it can express (its
 pickled callable is the job body itself, run once on the batch host: injob/entrypoints.py), else the script itself
 through the Slurm client (a sweep's array, a pack, a heterogeneous job, a job without a time-limit warning). Whichever
-way, Slurm is asked the plan's `resources()` (`asked` reads them back from a script: the tests compare the two).
+way, Slurm is asked the plan's `resources()` (spec/directives.py's `asked` reads them back from a script: the tests
+compare the two).
 """
 
 from __future__ import annotations
 
-import shlex
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_train.config import TrainConfig
-from hpc_train.login.request import JobRequest, time_minutes
+from hpc_train.login.script import job_image
 from hpc_train.runs.folders import ELEMENT_BATCH_LOG
 from hpc_train.runs.snapshot import JobCode
+from hpc_train.spec.directives import asked
+from hpc_train.spec.request import JobRequest
 from hpc_train.spec.sweep import Sweep
-
-# What a script asks of Slurm that a job's run depends on: compared between the plan and what Slurm received.
-RESOURCES = ("nodes", "ntasks", "ntasks-per-node", "mincpus", "cpus-per-task", "gpus-per-node", "gres", "mem",
-             "constraint", "exclusive", "time", "partition", "account", "qos", "array", "signal", "requeue",
-             "dependency", "no-kill")
 
 SUBMITIT = "submitit"
 SBATCH = "sbatch"
@@ -52,7 +48,7 @@ class JobPlan:
             return "heterogeneous"
         if self.sweep is not None:
             return "pack" if self.request.pack is not None else "sweep"
-        return "range" if self.request.ranged else "container" if self.request.image() else "single"
+        return "range" if self.request.ranged else "container" if job_image(self.request) else "single"
 
     @property
     def submitter(self) -> str:
@@ -109,25 +105,3 @@ class JobPlan:
     def resources(self) -> dict[str, str]:
         """What the job asks of Slurm (its first group's: RESOURCES), as `asked` reads a script."""
         return asked(self.script())
-
-
-def asked(script: str) -> dict[str, str]:
-    """A script's first group's RESOURCES from its #SBATCH lines (a flag: "", a time: in minutes; pure)."""
-    found: dict[str, str] = {}
-    for line in script.splitlines():
-        if line.strip() == "#SBATCH hetjob":
-            break
-        if not line.startswith("#SBATCH --"):
-            continue
-        name, _, value = line[len("#SBATCH --"):].partition("=")
-        if name in RESOURCES:
-            found[name] = " ".join(shlex.split(value)) if value else ""
-    if "time" in found:
-        found["time"] = str(time_minutes(found["time"]))
-    return found
-
-
-def differences(plan: Mapping[str, str], received: Mapping[str, str]) -> dict[str, tuple[str | None, str | None]]:
-    """Each resource the two ask differently: (the plan's, the other's)."""
-    return {name: (plan.get(name), received.get(name)) for name in sorted({*plan, *received})
-            if plan.get(name) != received.get(name)}

@@ -16,11 +16,13 @@ import re
 from collections.abc import Mapping
 
 from hpc_train.container.runtime import image_problem
+from hpc_train.errors import HpcTrainError
+from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
+from hpc_train.login.script import job_image
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.spec.data_service import DataService
-from hpc_train.login.partitions import Partition, find_partition, format_minutes, read_partitions
-from hpc_train.login.request import Group, JobRequest, JobSpecError, time_minutes
-from hpc_train.login.sbatchoptions import dependency_jobs
+from hpc_train.spec.request import Group, JobRequest, JobSpecError, time_minutes
+from hpc_train.spec.sbatchoptions import dependency_jobs
 
 
 def limit_problems(spec: JobRequest, partition: Partition, group: Group | None = None) -> list[str]:
@@ -78,12 +80,43 @@ def check_request(spec: JobRequest, env: Mapping[str, str]) -> None:
     _PASSED.add(spec)
 
 
+def before_submit(spec: JobRequest, env: Mapping[str, str], local: bool, dry_run: bool, slurm_here: bool) -> str | None:
+    """What submit checks before a snapshot or a run folder is stored: --local's GPUs and image (this machine's), a
+    dry run's image, and what Slurm would refuse (`slurm_here`: its commands are on PATH), a dry run's too, each in
+    one line. Where Slurm itself does not answer, a dry run goes on: the warning line to say once its script shows."""
+    if local:
+        check_local_gpus(spec, env)
+    if local or dry_run:  # (check_request checks it with the rest)
+        check_image(spec, here=local)
+    if local or not slurm_here:
+        return None
+    try:
+        check_request(spec, env)
+    except JobSpecError:
+        raise
+    except HpcTrainError as error:
+        if not dry_run:
+            raise
+        return f"hpc-train submit: warning: Slurm's checks not run ({error})"
+    return None
+
+
+def check_local_gpus(spec: JobRequest, env: Mapping[str, str]) -> None:
+    """--local: more GPUs than this machine has, refused in one line before a snapshot or a run folder is stored
+    (the launcher would refuse it too, once the job had started)."""
+    from hpc_train.injob.mock_srun import Step, gpu_environments, machine_gpus
+
+    group = spec.groups[0]  # (as the job body's mock step: every node as the first group's)
+    gpu_environments(Step.make(spec.nodes, group.tasks_per_node, job_id=0, gpus_per_node=group.gpus_per_node,
+                               strategy=spec.strategy, num_ps=spec.num_ps), machine_gpus(env))
+
+
 def check_image(spec: JobRequest, here: bool = False) -> None:
     """A container's image that is not there (a file or folder; a registry's name is Pyxis's to pull), or Pyxis for
     ranks run `here` (submit --local: no srun), in one line, before anything is stored or queued."""
     import os
 
-    container = spec.image()  # (an image no runtime is known for: its one line)
+    container = job_image(spec)  # (an image no runtime is known for: its one line)
     if container is None:
         return
     problem = image_problem(container, os.path.exists(container.image))
@@ -115,7 +148,7 @@ def unknown_jobs(dependency: str, slurm: SlurmClient) -> list[str]:
 def test_only_options(spec: JobRequest) -> list[str]:
     """sbatch's options of the request, as `sbatch --test-only` takes them (a group's after another's, `:` between
     them, as sbatch takes a heterogeneous job; pure): asked here, or of each remote (submit --remote a,b)."""
-    from hpc_train.login.script import directives
+    from hpc_train.spec.directives import directives
 
     asked = [[*([":"] if index else []), *_options({name: value for name, value in directives(spec, group).items()
                                                     if name not in ("job-name", "output", "open-mode", "requeue",

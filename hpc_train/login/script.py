@@ -17,59 +17,15 @@ from string import Template
 import yaml
 
 from hpc_train.config import TrainConfig, to_dict
+from hpc_train.container.runtime import Container, choose_runtime
 from hpc_train.errors import HpcTrainError
-from hpc_train.injob.jobline import JobBody, script_line
-from hpc_train.login.request import Group, JobRequest
 from hpc_train.runs.folders import RANK_LOG_PATTERN
 from hpc_train.runs.snapshot import SNAPSHOTS, JobCode
+from hpc_train.spec.directives import directive_lines
+from hpc_train.spec.jobline import JobBody, script_line
+from hpc_train.spec.request import Group, JobRequest
 from hpc_train.spec.sweep import Sweep
 
-
-
-def directives(request: JobRequest, group: Group | None = None) -> dict[str, str | int | bool]:
-    """One group's #SBATCH options (default: the first), name -> value (True: a bare flag); unset ones left out.
-    The first group's also hold the job's own (name, account, time, dependency, log, requeue, warning)."""
-    group = group or request.groups[0]
-    values: dict[str, str | int | bool | None] = {
-        "nodes": str(group.node_range), "gpus-per-node": group.gpus_per_node or None,
-        # The chief and ps need not fill their nodes evenly: their count in all (Slurm spreads them, block).
-        **({"ntasks": group.ntasks} if group.ntasks is not None else tasks_per_node(group)),
-        "cpus-per-task": group.cpus_per_task, "partition": group.partition, "mem": group.mem,
-        "constraint": group.constraint, "gres": group.gres, "exclusive": group.exclusive or None,
-        # --sbatch's: in every group, so that the whole job has them (a node excluded, a reservation, ...).
-        **{name: True if value is None else value for name, value in request.sbatch},
-    }
-    if group is request.groups[0]:
-        values |= {
-            "job-name": request.name, "account": request.account, "qos": request.qos, "time": request.time,
-            "dependency": request.dependency,
-            "output": "slurm-%x-%j.out",
-            # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
-            "open-mode": "append", "requeue": True,
-            "signal": f"USR1@{request.signal_seconds}" if request.signal_seconds else None,
-        }
-    return {name: value for name, value in sorted(values.items()) if value is not None}
-
-
-def tasks_per_node(group: Group) -> dict[str, int]:
-    """A group's tasks on each node. A range leaves --ntasks-per-node out, which would make Slurm 22.05 give it MIN
-    nodes even when more are free: each node is asked for the CPUs of its tasks (--mincpus), and the job body
-    starts the step with as many tasks per node on the nodes the attempt got (injob/body.py)."""
-    if not group.ranged:
-        return {"ntasks-per-node": group.tasks_per_node}
-    cpus = group.tasks_per_node * (group.cpus_per_task or 1)
-    return {"mincpus": cpus} if cpus > 1 else {}
-
-
-def directive_lines(request: JobRequest, first: Mapping[str, str | int | bool] | None = None) -> list[str]:
-    """Every group's #SBATCH lines, a `#SBATCH hetjob` between two groups; `first`: options added to the first's."""
-    lines: list[str] = []
-    for index, group in enumerate(request.groups):
-        wanted = {**directives(request, group), **(first or {} if index == 0 else {})}
-        lines += ["#SBATCH hetjob"] if index else []
-        lines += [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
-                  for name, value in sorted(wanted.items())]
-    return lines
 
 
 def activation_script(home: str) -> Path:
@@ -82,6 +38,14 @@ def activation_script(home: str) -> Path:
     raise HpcTrainError(f"--home {home}: neither {folder / 'env' / 'activate.sh'} (a checkout of hpc-train, after "
                         f"env/setup.sh) nor {folder / 'bin' / 'activate'} (a virtual environment) is there; give the "
                         "project root or the environment the job should use")
+
+
+def job_image(request: JobRequest) -> Container | None:
+    """The container every rank runs in, its runtime chosen from the image unless named (a folder here reads as a
+    sandbox: the one look at the disk, which the request itself, pure, does not take); None: none."""
+    if request.container is None:
+        return None
+    return choose_runtime(request.container, request.container_runtime, Path(request.container).is_dir())
 
 
 def job_config(spec: JobRequest, train: TrainConfig) -> TrainConfig:
@@ -155,7 +119,7 @@ def job_body(spec: JobRequest, config: TrainConfig, command: Sequence[str] | Non
     return JobBody(Path("."), spec.strategy, spec.nodes, per_node, config.max_retries,
                    tuple(spec.retry_exit_codes), bool(command), hang_minutes=config.hang_minutes,
                    track=config.track, tracking_uri=config.tracking_uri, experiment=config.experiment,
-                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=spec.image(),
+                   gpus_per_node=spec.groups[0].gpus_per_node, num_ps=spec.num_ps, container=job_image(spec),
                    node_range=str(spec.groups[-1].node_range) if spec.ranged else None,
                    data_service=spec.data_service)
 

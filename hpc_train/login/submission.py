@@ -1,5 +1,5 @@
 """Submit a job's plan (login/plan.py): through submitit's Slurm executor, or its script through the Slurm client;
-or run it here with the mock launcher.
+or run it here (`run_locally`: this process becomes the script's job line, whose body starts the mock launcher).
 
 `executor_for` turns a plan into a submitit executor (nothing submitted) whose callable is the job body itself
 (injob/entrypoints.py: `use_srun=False`, run once on the batch host), asking Slurm the plan's #SBATCH options;
@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -28,12 +28,14 @@ from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.entrypoints import JobCall
 from hpc_train.login.plan import SUBMITIT, JobPlan
-from hpc_train.login.request import JobRequest, time_minutes
-from hpc_train.login.script import activation_script, code_lines, directives, job_body, job_config
+from hpc_train.login.script import activation_script, code_lines, job_body, job_config
 from hpc_train.runs.folders import RUNS, JobRecord, element_records, run_folder
 from hpc_train.runs.provenance import write_provenance
 from hpc_train.runs.snapshot import JobCode
 from hpc_train.runs.state import write_text_atomically
+from hpc_train.spec.directives import directives
+from hpc_train.spec.jobline import words
+from hpc_train.spec.request import JobRequest, time_minutes
 
 
 def make_executor(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, home: str | None = None,
@@ -247,28 +249,16 @@ def chdir(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
-def check_local_gpus(spec: JobRequest) -> None:
-    """--local: more GPUs than this machine has, refused in one line before a snapshot or a run folder is stored
-    (the launcher would refuse it too, once the job had started)."""
-    from hpc_train.injob.mock_srun import Step, gpu_environments, machine_gpus
-
-    group = spec.groups[0]  # (as the job body's mock step: every node as the first group's)
-    gpu_environments(Step.make(spec.nodes, group.tasks_per_node, job_id=0, gpus_per_node=group.gpus_per_node,
-                               strategy=spec.strategy, num_ps=spec.num_ps), machine_gpus(os.environ))
-
-
-def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Sequence[str] | None = None,
-                code: JobCode | None = None) -> int:
-    """The same job, run here by the same job body as a batch script's (its start line, its epilogue's verdict),
-    its ranks started on this machine by the mock launcher (in the snapshot, `code`, as a batch script's)."""
-    from hpc_train.injob.body import run_job
+def run_locally(plan: JobPlan) -> NoReturn:
+    """The same job, run here by the same job body as a batch script's: this process becomes the script's last line,
+    `hpc-train job ...` (its start line, its epilogue's verdict, its exit code the job's), the ranks started on this
+    machine by the mock launcher (in the snapshot, `code`, as a batch script's)."""
     from hpc_train.injob.supervisor import CommandJob, supervised_arguments
-    from hpc_train.login.script import job_body
 
-    config = job_config(spec, train)
-    body = job_body(spec, config, command)
+    spec, command, code = plan.request, plan.command, plan.code
+    config = job_config(spec, plan.train)
     job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder = run_folder(runs, spec.name, job_id)
+    folder = run_folder(plan.runs, spec.name, job_id)
     record = JobRecord(job_id, spec.name, str(folder), spec.nodes, spec.num_tasks, spec.strategy, time.time(),
                        list(command) if command else None)
     folder = folder.absolute()  # (the ranks may start elsewhere: in the snapshot)
@@ -279,11 +269,14 @@ def run_locally(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command
         task_command = [sys.executable, "-m", "hpc_train", *supervised_arguments(job)]
     else:
         task_command = [sys.executable, "-m", "hpc_train.train", "--config", str(folder / "config.yaml")]
+    line = [sys.executable, "-m", "hpc_train", "job", "--run-dir", str(folder),
+            *words(job_body(spec, config, command)), "--", *task_command]
     # Here, even inside a Slurm allocation: without Slurm's variables the body starts the mock launcher, not srun.
     here = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
-    with chdir(code.snapshot.workdir if code else Path.cwd()):
-        return run_job(replace(body, run_dir=folder), task_command,
-                       {**here, **(code.environment() if code else {})})
+    os.chdir(code.snapshot.workdir if code else Path.cwd())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, line, {**here, **(code.environment() if code else {})})
 
 
 def provenance(code: JobCode | None) -> tuple[dict, str]:

@@ -1,59 +1,17 @@
-"""A job's nodes as a range, `--nodes MIN-MAX`: each attempt runs on as many nodes as Slurm gives it, from MIN to
-MAX (pure; read at submit, in the job body and by the retry rule).
-
-The job body tells every rank the range and the attempt's size in the environment (RANGE_VARIABLE, SIZE_VARIABLE):
-the trainer learns its size from the strategy; a user's command can read them (docs/jobs.md, "Node ranges").
+"""A job's node range as the job body tells it to the ranks (RANGE_VARIABLE, SIZE_VARIABLE) and reads it back: the
+trainer learns its size from the strategy; a user's command can read them (docs/jobs.md, "Node ranges"). What a
+range is: spec/noderange.py (pure).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from hpc_train.errors import HpcTrainError
+from hpc_train.spec.noderange import NodeRange, parse_nodes, size_words
 
 RANGE_VARIABLE = "HPC_TRAIN_NODE_RANGE"  # "2-4": the range the job asked for
 SIZE_VARIABLE = "HPC_TRAIN_NODES"  # "3": the nodes this attempt runs on
-_RANGE = re.compile(r"^\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?$")
-
-
-@dataclass(frozen=True)
-class NodeRange:
-    """From `least` to `most` nodes (both included); one number when they are the same."""
-
-    least: int
-    most: int
-
-    def __str__(self) -> str:
-        return str(self.most) if self.least == self.most else f"{self.least}-{self.most}"
-
-    @property
-    def fixed(self) -> bool:
-        return self.least == self.most
-
-    def sizes(self) -> range:
-        return range(self.least, self.most + 1)
-
-
-def parse_nodes(text: object, option: str = "--nodes") -> NodeRange:
-    """`4` or `2-4` as a NodeRange; one line for anything else (MIN > MAX, MIN < 1, not numbers)."""
-    match = _RANGE.match(str(text)) if not isinstance(text, bool) else None
-    if match is None:
-        raise HpcTrainError(f"{option} {text!r}: expected a number of nodes (4) or a range MIN-MAX (2-4)")
-    least = int(match.group(1))
-    most = int(match.group(2)) if match.group(2) is not None else least
-    if least < 1:
-        raise HpcTrainError(f"{option} {text}: a job needs at least 1 node; ask for 1 or more")
-    if least > most:
-        raise HpcTrainError(f"{option} {text}: MIN {least} is more than MAX {most}; write the range as "
-                            f"{most}-{least}")
-    return NodeRange(least, most)
-
-
-def size_words(size: int, nodes: NodeRange) -> str:
-    """How the start line, status and list say an attempt's size: `on 3 of 2-4 nodes`."""
-    return f"on {size} of {nodes} nodes"
 
 
 def attempt_nodes(env: Mapping[str, str]) -> tuple[int, NodeRange] | None:
@@ -81,8 +39,3 @@ def nodes_needed(env: Mapping[str, str], nodes_now: int) -> int:
         return nodes_now
     size, nodes = found
     return max(1, nodes_now - size + nodes.least)
-
-
-def local_size(nodes: NodeRange, tasks_per_node: int, cpus: int) -> int:
-    """The size of a --local run (every node a share of this machine): as many as its CPUs hold, MIN to MAX."""
-    return max(nodes.least, min(nodes.most, cpus // max(1, tasks_per_node)))

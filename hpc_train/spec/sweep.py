@@ -53,7 +53,7 @@ class SweepError(ConfigError):
 class Sweep:
     keys: tuple[str, ...]
     elements: tuple[dict[str, Any], ...]
-    # An adaptive search (login/search.py's Search): each element asks the sweep's study for its values when it
+    # An adaptive search (spec/search.py's Search): each element asks the sweep's study for its values when it
     # starts, so `elements` are empty until then.
     search: Any = None
     # The study's RDB URL (--study-storage); None: study.journal in the sweep's folder.

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.localslurm import control
-from hpc_train.login.plan import asked, differences
+from hpc_train.spec.directives import asked, differences
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
 from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, rank_pid, wait_for_end

@@ -12,7 +12,7 @@ import pytest
 from hpc_train.config import TrainConfig
 from hpc_train.injob.entrypoints import JobEnded
 from hpc_train.login.plan import JobPlan
-from hpc_train.login.request import JobSpec
+from hpc_train.spec.request import JobSpec
 from hpc_train.login.submission import job_call
 
 

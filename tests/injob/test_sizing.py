@@ -6,9 +6,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from hpc_train.injob.body import JobBody, parse, srun_arguments, start_line
-from hpc_train.injob.jobline import script_line
+from hpc_train.spec.jobline import script_line
 from hpc_train.injob.sizing import attempt_size, rank_environment, step_size_arguments, with_step_tasks
-from hpc_train.slurm.noderange import NodeRange
+from hpc_train.spec.noderange import NodeRange
 
 SLURM = {"SLURM_JOB_ID": "12", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[9-10]"}
 

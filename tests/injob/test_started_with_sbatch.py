@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from hpc_train.config import TrainConfig
-from hpc_train.login.request import JobSpec
+from hpc_train.spec.request import JobSpec
 from hpc_train.login.script import render_script
 from hpc_train.spec.sweep import grid, grid_axes
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm

@@ -21,7 +21,7 @@ import pytest
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.supervisor import REQUEUE_GRACE_SECONDS, CommandJob, exit_code, supervised_arguments
 from hpc_train.login.script import render_script
-from hpc_train.login.request import JobSpec
+from hpc_train.spec.request import JobSpec
 from hpc_train.config import TrainConfig
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 

@@ -167,7 +167,8 @@ def test_a_command_that_keeps_beating_is_left_alone(tmp_path: Path, monkeypatch:
 def test_hang_minutes_reaches_the_body_through_the_script_line(tmp_path: Path) -> None:
     import shlex
 
-    from hpc_train.injob.jobline import parse, script_line
+    from hpc_train.injob.jobline import parse
+    from hpc_train.spec.jobline import script_line
 
     line = script_line("hpc-train", "runs/x", JobBody(Path("."), hang_minutes=1.5), "python t.py")
     words = shlex.split(line.replace("\\\n", " "))[3:]

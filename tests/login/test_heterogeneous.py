@@ -11,7 +11,7 @@ from hpc_train.config import TrainConfig
 from hpc_train.injob.body import JobBody, srun_arguments, start_line
 from hpc_train.login.preflight import limit_problems
 from hpc_train.login.partitions import parse_partitions
-from hpc_train.login.request import Group, JobRequest, JobSpecError
+from hpc_train.spec.request import Group, JobRequest, JobSpecError
 from hpc_train.login.script import render_script
 from hpc_train.runs.folders import JobRecord, rank_log
 from tests.cli.running import run_main

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from hpc_train.login.partitions import Partition
 from hpc_train.login.preflight import limit_problems
-from hpc_train.login.request import Group, JobRequest, JobSpec, JobSpecError, fixed_global_batch, global_batch_note
-from hpc_train.login.script import directive_lines, job_body, tasks_per_node
+from hpc_train.spec.request import Group, JobRequest, JobSpec, JobSpecError, fixed_global_batch, global_batch_note
+from hpc_train.login.script import job_body
+from hpc_train.spec.directives import directive_lines, tasks_per_node
 from hpc_train.config import TrainConfig
 
 

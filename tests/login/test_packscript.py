@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hpc_train.config import TrainConfig
-from hpc_train.login.packing import Pack, PackError, Share, job_tasks_per_node, share_of, shares_in
-from hpc_train.login.request import JobSpec
+from hpc_train.spec.pack import Pack, PackError, Share, job_tasks_per_node, share_of, shares_in
+from hpc_train.spec.request import JobSpec
 from hpc_train.login.packscript import render_pack
 from hpc_train.spec.sweep import grid
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from hpc_train.config import TrainConfig
-from hpc_train.login.plan import SBATCH, SUBMITIT, JobPlan, asked, differences
-from hpc_train.login.request import JobSpec
+from hpc_train.login.plan import SBATCH, SUBMITIT, JobPlan
+from hpc_train.spec.directives import asked, differences
+from hpc_train.spec.request import JobSpec
 from tests.cli.running import run_main
 
 KINDS = {

@@ -9,7 +9,7 @@ import pytest
 from hpc_train.slurm.pending import reason_in_words
 from hpc_train.login.partitions import Partition, node_gpus, parse_partitions
 from hpc_train.login.preflight import limit_problems
-from hpc_train.login.request import JobSpec, JobSpecError
+from hpc_train.spec.request import JobSpec, JobSpecError
 from tests.fake_slurm import FakeSlurm, Reply
 
 PARTITIONS = (

@@ -17,7 +17,7 @@ import yaml
 import hpc_train
 from hpc_train.config import TrainConfig
 from hpc_train.login.script import render_script
-from hpc_train.login.request import JobSpec
+from hpc_train.spec.request import JobSpec
 from tests.fake_slurm import FakeSlurm, Reply, waiting_srun
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -114,7 +114,7 @@ def test_hostile_values_create_no_file_in_a_real_shell(hostile: str, tmp_path: P
     ("mnist_1node_mirrored.sh", JobSpec(nodes=1, name="mnist-mirrored", cpus_per_task=2, time="00:30:00")),
 ])
 def test_the_hand_written_scripts_ask_what_render_would(script: str, spec: JobSpec) -> None:
-    from hpc_train.login.script import directives
+    from hpc_train.spec.directives import directives
 
     text = (Path(__file__).resolve().parents[2] / "slurm" / script).read_text()
     active = dict(line.removeprefix("#SBATCH --").partition("=")[::2] for line in text.splitlines()
@@ -199,7 +199,7 @@ def test_each_element_of_a_rendered_sweep_runs_its_own_values_in_its_own_folder(
 
 def test_a_job_of_two_groups_gets_a_block_of_directives_each() -> None:
     """A heterogeneous job (a later issue): the job's own options in the first block, `#SBATCH hetjob` between."""
-    from hpc_train.login.request import Group, JobRequest
+    from hpc_train.spec.request import Group, JobRequest
 
     request = JobRequest((Group(nodes=1, cpu_tasks_per_node=2, partition="cpu", roles=("chief", "ps")),
                           Group(nodes=2, gpus_per_node=4, partition="gpu", roles=("worker",))),

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.login.request import time_minutes
-from hpc_train.login.plan import asked, differences
+from hpc_train.spec.request import time_minutes
+from hpc_train.spec.directives import asked, differences
 from tests.fake_nvidia import install_nvidia_smi
 from tests.fake_slurm import FakeSlurm, Reply, without_slurm
 

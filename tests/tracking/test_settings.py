@@ -14,7 +14,7 @@ import pytest
 from hpc_train.config import TrainConfig
 from hpc_train.exitcodes import EXIT_STOPPED
 from hpc_train.injob.body import parse
-from hpc_train.login.request import JobSpec
+from hpc_train.spec.request import JobSpec
 from hpc_train.login.script import render_script
 from hpc_train.tracking.settings import (TrackSettings, absolute_uri, artifact_root, epochs_to_log, final_status,
                                          params_of, resolve, status_from_folder, tags_of, ui_hint)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.config import ConfigError, TrainConfig
-from hpc_train.login.search import Choice, Range, check_space, from_options, from_yaml
+from hpc_train.spec.search import Choice, Range, check_space, from_options, from_yaml
 from hpc_train.spec.sweep import SweepError
 from tests.cli.running import run_main
 
@@ -254,7 +254,7 @@ def test_a_searchs_seed_is_drawn_at_render_unless_given_and_shown_and_recorded(
 
 
 def test_seed_and_study_name_are_read_and_checked_pure() -> None:
-    from hpc_train.login.search import checked_seed, checked_study_name, drawn_seed
+    from hpc_train.spec.search import checked_seed, checked_study_name, drawn_seed
 
     search = from_yaml({"trials": 2, "seed": 4, "study_name": "lr search", "space": {"learning_rate": "0.1:0.2"}})
     assert (search.seed, search.study, drawn_seed(search).seed) == (4, "lr search", 4)

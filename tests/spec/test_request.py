@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpc_train.login.request import Group, JobRequest, JobSpecError
+from hpc_train.spec.request import Group, JobRequest, JobSpecError
 
 one_group = JobRequest.one_group
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.login.request import Group, JobRequest, JobSpec, JobSpecError
-from hpc_train.login.sbatchoptions import (after_dependency, after_problem, combined_problem, dependency_problem,
+from hpc_train.spec.request import Group, JobRequest, JobSpec, JobSpecError
+from hpc_train.spec.sbatchoptions import (after_dependency, after_problem, combined_problem, dependency_problem,
                                            parse)
-from hpc_train.login.script import directive_lines
+from hpc_train.spec.directives import directive_lines
 from tests.fake_slurm import FakeSlurm, Reply
 
 PARTITION = {"scontrol show node": "", "scontrol show partition": "PartitionName=debug Default=YES TotalNodes=4\n"}
@@ -129,7 +129,7 @@ def test_preflight_asks_sbatch_test_only_with_them_and_says_its_refusal_in_one_l
 @pytest.mark.parametrize("spec, jobs", [("afterany:12", ["12"]), ("after:12+5:13_2,afterok:12?x", ["12", "13_2"]),
                                         ("singleton", [])])
 def test_the_jobs_a_dependency_names(spec: str, jobs: list[str]) -> None:
-    from hpc_train.login.sbatchoptions import dependency_jobs
+    from hpc_train.spec.sbatchoptions import dependency_jobs
 
     assert dependency_jobs(spec) == jobs
 

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hpc_train.config import COMMAND_SIGNALS, JOB_STRATEGIES, KERAS_CHOICES
-from hpc_train.container.runtime import RUNTIMES, Container, choose_runtime
+from hpc_train.container.runtime import RUNTIMES
 from hpc_train.errors import HpcTrainError
-from hpc_train.login.packing import Pack, PackError, Share, share_of
-from hpc_train.slurm.noderange import NodeRange
 from hpc_train.spec.data_service import DataService
-from hpc_train.login.sbatchoptions import dependency_problem, options_problem
+from hpc_train.spec.noderange import NodeRange
+from hpc_train.spec.pack import Pack, PackError, Share, share_of
+from hpc_train.spec.sbatchoptions import dependency_problem, options_problem
 
 # The forms sbatch --time takes: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?|(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?)$")
@@ -142,7 +142,7 @@ WORKER = "worker"
 @dataclass(frozen=True)
 class JobRequest:
     """A whole job request: its groups of nodes, and what holds for the whole job. Built once from the options
-    and the YAML (cli/joboptions.py) and read by every path: submit, render, sweeps, --local, preflight, dry-run."""
+    and the YAML (spec/options.py) and read by every path: submit, render, sweeps, --local, preflight, dry-run."""
 
     groups: tuple[Group, ...]
     strategy: Literal["multiworker", "parameter_server"] = "multiworker"
@@ -225,12 +225,6 @@ class JobRequest:
         servers = Group(ps_nodes, partition=ps_partition, roles=("chief", "ps"), ntasks=1 + num_ps)
         return cls((servers, replace(workers, roles=(WORKER,))), strategy="parameter_server", num_ps=num_ps,
                    **job_wide)
-
-    def image(self) -> Container | None:
-        """The container every rank runs in, its runtime chosen from the image unless named; None: none."""
-        if self.container is None:
-            return None
-        return choose_runtime(self.container, self.container_runtime, Path(self.container).is_dir())
 
     @property
     def heterogeneous(self) -> bool:
