@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.bootstrap.nodelist import expand_nodelist
+from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
@@ -64,8 +65,14 @@ def plan_ports(body: JobBody, env: Mapping[str, str]) -> ServicePorts:
     base = env.get("HPC_TRAIN_PORT_BASE", "")
     tasks = step_tasks(body, env)
     ports = window(int(job_id) if job_id.isdigit() else None, tasks, body.tasks_per_node,
-                   int(base) if base.isdigit() else None)
-    return service_ports(ports, tasks, body.data_service.workers)
+                   int(base) if base.isdigit() else None, above=body.data_service.processes)
+    return service_ports(ports, tasks, body.data_service.workers, body.tasks_per_node)
+
+
+def window_environ(body: JobBody) -> dict[str, str]:
+    """What the ranks need to compute the job's window as the body and the site kit do (pure): the service's ports
+    above theirs. Set whether or not the service starts: the window is the job's, not the attempt's."""
+    return {SERVICE_PORTS: str(body.data_service.processes)} if body.data_service is not None else {}
 
 
 def batch_host(env: Mapping[str, str]) -> str:
@@ -153,6 +160,7 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
              "their input themselves")
         yield dict(env)
         return
+    env = {**env, **window_environ(body)}
     steps: list[Any] = []
     stop_file = body.run_dir / STOP_FILE
     stop_file.unlink(missing_ok=True)  # (a previous attempt's)

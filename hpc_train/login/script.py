@@ -17,6 +17,7 @@ from string import Template
 import yaml
 
 from hpc_train.config import TrainConfig, to_dict
+from hpc_train.bootstrap.ports import service_comment
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.jobline import JobBody, script_line
 from hpc_train.login.request import Group, JobRequest
@@ -47,8 +48,19 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
             # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
             "open-mode": "append", "requeue": True,
             "signal": f"USR1@{request.signal_seconds}" if request.signal_seconds else None,
+            "comment": job_comment(request),
         }
     return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def job_comment(request: JobRequest) -> str | None:
+    """The job's Slurm comment: --sbatch comment=...'s, after the word that tells the site kit's firewall the ports
+    of the job's data service above its ranks' (bootstrap.ports.service_comment: the window grows by them), first
+    so that `scontrol show job -o` shows it whole."""
+    given = dict(request.sbatch).get("comment")
+    if request.data_service is None:
+        return given
+    return " ".join(filter(None, [service_comment(request.data_service.processes), given]))
 
 
 def tasks_per_node(group: Group) -> dict[str, int]:
