@@ -28,6 +28,7 @@ from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
+from hpc_train.injob.serviceguard import WorkerGuard
 from hpc_train.injob.sizing import attempt_size
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.spec.data_service import DataService
@@ -162,6 +163,7 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
         return
     env = {**env, **window_environ(body)}
     steps: list[Any] = []
+    guard: WorkerGuard | None = None
     stop_file = body.run_dir / STOP_FILE
     stop_file.unlink(missing_ok=True)  # (a previous attempt's)
     try:
@@ -172,9 +174,19 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
             ready = None
         if ready is None:
             stop(steps, stop_file)  # (what did start: not left running beside ranks that do not use it)
+        else:  # a workers' step that ends while the ranks run is started again (serviceguard.py)
+            guard = WorkerGuard(steps, 1, lambda: workers_again(body, env), _say).start()
         yield {**env, **ready.environ()} if ready else dict(env)
     finally:
+        if guard is not None:
+            guard.stop()
         stop(steps, stop_file)
+
+
+def workers_again(body: JobBody, env: Mapping[str, str]) -> Any:
+    """A new srun of the workers' step, as the first (the guard's restart): the same ports, the same logs."""
+    _, workers = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable)
+    return SlurmClient.local(env).start_step(workers)
 
 
 def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any]) -> ServiceEnv | None:
