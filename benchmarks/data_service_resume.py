@@ -22,6 +22,8 @@ from collections import Counter
 
 import tensorflow as tf
 
+from hpc_train.data_service.environment import skip_per_worker
+
 RANKS = 2
 
 
@@ -55,7 +57,8 @@ def without_service(examples: int, batch: int, stop: int) -> list[list[int]]:
                         (total - stop) * RANKS)
 
 
-def with_service(examples: int, batch: int, stop: int, address: str, run: int) -> list[list[int]]:
+def with_service(examples: int, batch: int, stop: int, address: str, run: int, workers: int,
+                 shared: bool) -> list[list[int]]:
     total = examples // batch // RANKS
 
     def through(dataset: tf.data.Dataset, job: str) -> list:
@@ -63,9 +66,10 @@ def with_service(examples: int, batch: int, stop: int, address: str, run: int) -
             "distributed_epoch", address, job_name=job))) for _ in range(RANKS)]
 
     first = read(through(stream(examples, batch), f"run{run}-attempt1"), stop * RANKS)
-    # The next attempt: the whole stream after the batches the job had read in all (stop per rank, RANKS ranks).
-    return first + read(through(stream(examples, batch).skip(stop * RANKS), f"run{run}-attempt2"),
-                        (total - stop) * RANKS)
+    # The next attempt: the whole stream after the batches the job had read in all (stop per rank, RANKS ranks), as
+    # training/served.py skips them: each data worker its share (`shared`), or, as before, the whole on each.
+    skip = skip_per_worker(stop * RANKS, workers) if shared else stop * RANKS
+    return first + read(through(stream(examples, batch).skip(skip), f"run{run}-attempt2"), (total - stop) * RANKS)
 
 
 def measures(batches: list[list[int]], examples: int, batch: int) -> tuple[int, int, float]:
@@ -89,10 +93,13 @@ def main(argv: list[str]) -> None:
     dispatcher = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig(port=0))
     servers = [tf.data.experimental.service.WorkerServer(tf.data.experimental.service.WorkerConfig(
         dispatcher_address=dispatcher.target.split("://")[1])) for _ in range(workers)]
-    for run in range(runs):
-        served = measures(with_service(examples, batch, stop, dispatcher.target, run), examples, batch)
-        print(f"with the service, run {run + 1}: read twice {served[0]} ({served[0] / examples:.2%}), never read "
-              f"{served[1]} ({served[1] / examples:.2%}), batches out of stream order {served[2]:.0%}")
+    for shared in (False, True):
+        how = "each worker skips its share" if shared else "each worker skips the whole (before)"
+        for run in range(runs):
+            served = measures(with_service(examples, batch, stop, dispatcher.target, 2 * run + shared, workers,
+                                           shared), examples, batch)
+            print(f"with the service, {how}, run {run + 1}: read twice {served[0]} ({served[0] / examples:.2%}), "
+                  f"never read {served[1]} ({served[1] / examples:.2%}), batches out of stream order {served[2]:.0%}")
     del servers
 
 

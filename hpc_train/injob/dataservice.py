@@ -223,7 +223,7 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any])
              f"their logs: {body.run_dir / 'logs'}/data-worker-*.out); the ranks read their input themselves")
         return None
     service = ServiceEnv(address(host, ports.dispatcher), job_name(env.get("SLURM_JOB_ID", "local"), attempt,
-                                                                   os.getpid()))
+                                                                   os.getpid()), workers=body.data_service.workers)
     _say(f"data service at {service.address} (journal in {Path(body.run_dir) / WORK_DIR}), "
          f"{body.data_service.workers} worker(s) on ports {','.join(map(str, ports.workers))}")
     note_service(body.run_dir, state="running", attempt=attempt, address=service.address, workers=list(ports.workers),
