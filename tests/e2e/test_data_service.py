@@ -82,6 +82,10 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
     # whose step runs on, and training goes on (the body starts the workers' step again only when it ends).
     wait_for_text(logs, "training: first steps done")
     kill_data_worker(job_id, 1, cluster)
+    # status lists the service's processes and their state: both steps still run (the workers' with one task left).
+    status = subprocess.run(["hpc-train", "status", job_id], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert re.search(r"data service: dispatcher grpc://node1:\d+ running \(step \d+\.\d+\); 2 data worker\(s\) on "
+                     r"port\(s\) \d+,\d+ running \(step", status.stdout), status.stdout + status.stderr
     # Warned after its first epoch (four more to go: seconds, enough to be warned in), as `--signal=B:USR1@...` would
     # near the time limit: it saves and requeues.
     wait_for_text(logs, "epoch 1/5")
@@ -113,6 +117,8 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
     journal = b"".join(path.read_bytes() for path in (folder / "data_service").rglob("*") if path.is_file())
     assert re.search(rb"hpc-train-" + job_id.encode() + rb"-attempt1-\d+", journal)
     assert "started again" not in text, text[-3000:]  # two workers: the one left took the lost one's share
+    status = subprocess.run(["hpc-train", "status", job_id], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "  data service: stopped after the ranks' step" in status.stdout.splitlines(), status.stdout
     assert json.loads((folder / "metrics.json").read_text())["world_size"] == 2
     assert [row["attempt"] for row in json.loads((folder / "ledger.json").read_text())["attempts"]] == [1, 2]
     # The service ended with the job: no dispatcher or worker of it left on this host (Slurm reaps a step's
