@@ -29,8 +29,8 @@ from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
 from hpc_train.injob.serviceguard import WorkerGuard
-from hpc_train.runs.servicerecord import DISPATCHER_STEP, WORKERS_STEP, note_service, read_service
 from hpc_train.injob.sizing import attempt_size
+from hpc_train.runs.servicerecord import DISPATCHER_STEP, WORKERS_STEP, note_service, read_service
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.spec.data_service import DataService
 from hpc_train.version import PREFIX

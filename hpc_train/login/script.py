@@ -16,8 +16,8 @@ from string import Template
 
 import yaml
 
-from hpc_train.config import TrainConfig, to_dict
 from hpc_train.bootstrap.ports import service_comment
+from hpc_train.config import TrainConfig, to_dict
 from hpc_train.errors import HpcTrainError
 from hpc_train.injob.jobline import JobBody, script_line
 from hpc_train.login.request import Group, JobRequest
