@@ -120,7 +120,8 @@ def compute_layout(env: Mapping[str, str], options: BootstrapOptions = Bootstrap
     _check_own_place(step, node_of_rank[step.rank], local_of_rank[step.rank])
     roles, role_notes = _roles(step, options)
     ports = assign_ports(local_of_rank, job_id=step.job_id, reserved=step.reserved_ports,
-                         port_base=options.port_base if options.port_base is not None else step.port_base)
+                         port_base=options.port_base if options.port_base is not None else step.port_base,
+                         above=step.service_ports)
     computing = {role: uses_gpus(role, options.strategy) for role in ROLE_ORDER}
     devices, device_notes = assign_devices(step.nodes, node_of_rank, [computing[role] for role in roles.types],
                                            step.gpus)

@@ -14,6 +14,13 @@ The rule, in order of precedence:
    get disjoint windows, and two jobs sharing a node meet only if their ids
    differ by a multiple of 16384 / W (2,048 for jobs of up to 8 tasks).
 
+A job that runs services beside its ranks (the job body's tf.data service: a dispatcher and its data workers) takes
+their ports from the top of the same window, which then holds the ranks' offsets **and** those ports: W is the
+smallest power of two, at least 8, that holds both (a 16-rank job with a dispatcher and two workers: 32). Everyone
+who computes the window must count them alike: the job body (which starts the services), the ranks (told by
+``HPC_TRAIN_SERVICE_PORTS``, bootstrap/slurm_env.py) and the site kit's firewall (told by the job's Slurm comment,
+``service_comment``, which the rendered script carries).
+
 The offset of a task is its **rank** whenever the window can hold every task of
 the step, so ports differ across the whole job; that keeps a one-machine test
 cluster (several slurmd "nodes" sharing one network stack) safe. (A local cluster
@@ -26,6 +33,7 @@ its node, which is still distinct on every host.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -37,6 +45,10 @@ MIN_WINDOW = 8
 # Derived windows stay small so that jobs sharing a node rarely meet.
 MAX_JOB_WIDE_WINDOW = 256
 HIGHEST_PORT = 65535
+# The job's Slurm comment's word that says how many ports its window holds above the ranks' (the site kit reads it
+# with `scontrol show job`: the prolog has no other way to learn what the job body will start).
+COMMENT_WORD = "hpc-train-service-ports"
+_COMMENT = re.compile(rf"(?:^|[\s,;]){COMMENT_WORD}=(\d+)(?:$|[\s,;])")
 
 
 class PortPlan(NamedTuple):
@@ -45,8 +57,9 @@ class PortPlan(NamedTuple):
 
 
 def assign_ports(local_index: Sequence[int], *, job_id: int | None,
-                 reserved: Sequence[int] = (), port_base: int | None = None) -> PortPlan:
-    """Give every rank a port by the module's rule; `local_index` is per rank."""
+                 reserved: Sequence[int] = (), port_base: int | None = None, above: int = 0) -> PortPlan:
+    """Give every rank a port by the module's rule; `local_index` is per rank; `above`: the ports the job's window
+    holds above the ranks' for its services (which moves a derived window: it grows)."""
     if port_base is not None:
         return _from_base(local_index, port_base)
     if reserved:
@@ -54,7 +67,7 @@ def assign_ports(local_index: Sequence[int], *, job_id: int | None,
     if job_id is None:
         raise SlurmEnvError("SLURM_JOB_ID", None, "hpc-train derives the job's ports from it",
                             "run the command inside a Slurm job, or pass --port-base")
-    return _from_job_id(local_index, job_id)
+    return _from_job_id(local_index, job_id, above)
 
 
 def _offsets(local_index: Sequence[int], capacity: int) -> Sequence[int] | None:
@@ -84,20 +97,50 @@ def _from_reserved(local_index: Sequence[int], reserved: Sequence[int]) -> PortP
     return PortPlan(tuple(reserved[offset] for offset in offsets), "SLURM_STEP_RESV_PORTS")
 
 
-def derived_window(job_id: int, tasks: int, tasks_per_node: int) -> range:
-    """The ports a job's step of `tasks` tasks (at most `tasks_per_node` on one node) takes by the job-id rule
-    (pure): the bootstrap's ports and the site kit's firewall (hpc_train/site) both ask this one function."""
-    needed = tasks if tasks <= MAX_JOB_WIDE_WINDOW else tasks_per_node
-    window = max(MIN_WINDOW, _next_power_of_two(needed))
+def rank_offsets(tasks: int, tasks_per_node: int) -> int:
+    """How many offsets a derived window gives the ranks (pure): one per rank of the job, or, past
+    MAX_JOB_WIDE_WINDOW ranks, one per task of the fullest node."""
+    return tasks if tasks <= MAX_JOB_WIDE_WINDOW else tasks_per_node
+
+
+def window_size(offsets: int, above: int = 0) -> int:
+    """A window's size (pure): the smallest power of two, at least MIN_WINDOW, that holds the ranks' `offsets` and
+    the `above` ports of the job's services."""
+    return max(MIN_WINDOW, _next_power_of_two(offsets + max(0, above)))
+
+
+def derived_window(job_id: int, tasks: int, tasks_per_node: int, above: int = 0) -> range:
+    """The ports a job's step of `tasks` tasks (at most `tasks_per_node` on one node) takes by the job-id rule,
+    with `above` more ports for the job's services at its top (pure): the bootstrap's ports, the job body's data
+    service and the site kit's firewall (hpc_train/site) all ask this one function."""
+    needed = rank_offsets(tasks, tasks_per_node)
+    window = window_size(needed, above)
     if window > DERIVED_RANGE_SIZE:
-        raise HpcTrainError(f"{needed} tasks on one node need more than {DERIVED_RANGE_SIZE} ports; "
-                            "pass --port-base or use srun --resv-ports")
+        raise HpcTrainError(f"{needed} tasks on one node and {above} service port(s) need more than "
+                            f"{DERIVED_RANGE_SIZE} ports; pass --port-base or use srun --resv-ports")
     start = DERIVED_RANGE_START + (job_id % (DERIVED_RANGE_SIZE // window)) * window
     return range(start, start + window)
 
 
-def _from_job_id(local_index: Sequence[int], job_id: int) -> PortPlan:
-    window = derived_window(job_id, len(local_index), max(local_index) + 1)
+def base_window(port_base: int, tasks: int, above: int = 0) -> range:
+    """The window from `port_base` (--port-base, a packed trial's HPC_TRAIN_PORT_BASE): the ranks' offsets and the
+    `above` service ports from the base up (pure)."""
+    return range(port_base, port_base + window_size(tasks, above))
+
+
+def service_comment(above: int) -> str:
+    """The job's Slurm comment's word for `above` service ports (the site kit's firewall reads it back)."""
+    return f"{COMMENT_WORD}={above}"
+
+
+def ports_above(comment: str | None) -> int:
+    """The service ports a job's Slurm comment says its window holds above the ranks' (0 when it says none)."""
+    found = _COMMENT.search(comment or "")
+    return int(found.group(1)) if found else 0
+
+
+def _from_job_id(local_index: Sequence[int], job_id: int, above: int = 0) -> PortPlan:
+    window = derived_window(job_id, len(local_index), max(local_index) + 1, above)
     offsets = range(len(local_index)) if len(local_index) <= MAX_JOB_WIDE_WINDOW else local_index
     return PortPlan(tuple(window.start + offset for offset in offsets),
                     f"SLURM_JOB_ID={job_id}: window {window.start}-{window.stop - 1}")

@@ -33,6 +33,9 @@ STEP = StepVariables("SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_
                      "SLURM_STEP_NUM_NODES")
 # A packed trial's first port, which its scheduler sets (ports.trial_port_base).
 PORT_BASE = "HPC_TRAIN_PORT_BASE"
+# The ports the job's window holds above the ranks' for its services (the job body's data service sets it in the
+# step: ports.derived_window grows by them, as the body's and the site kit's windows do).
+SERVICE_PORTS = "HPC_TRAIN_SERVICE_PORTS"
 JOB = StepVariables("SLURM_JOB_NODELIST", "SLURM_NTASKS", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NUM_NODES")
 
 
@@ -56,6 +59,8 @@ class SlurmStep:
     component_nodes: tuple[int, ...] = ()
     # A packed trial's ports (HPC_TRAIN_PORT_BASE, set by its scheduler: apart from its neighbours'); None: the rule.
     port_base: int | None = None
+    # The ports of the job's services at the top of its window (SERVICE_PORTS); 0: none.
+    service_ports: int = 0
 
     @property
     def num_tasks(self) -> int:
@@ -93,6 +98,7 @@ def read_slurm_step(env: Mapping[str, str]) -> SlurmStep:
         note=note,
         component_nodes=component_node_counts(env, nodes) if source is STEP else (),
         port_base=optional_count(env, PORT_BASE),
+        service_ports=optional_count(env, SERVICE_PORTS) or 0,
     )
 
 

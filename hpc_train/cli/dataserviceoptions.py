@@ -41,10 +41,13 @@ def refuse_partition(service) -> None:  # service: DataService
 
 def check_service_ports(spec) -> None:  # spec: JobRequest
     """A data service whose dispatcher and workers the job's port window cannot hold above its ranks, in one line
-    (data_service/endpoints.py: the window the ranks' ports come from, without a job id: its size alone)."""
+    (data_service/endpoints.py: the window, grown by the service's ports, without a job id: its size alone; past
+    the derived range's 16,384 ports)."""
     if spec.data_service is None:
         return
-    from hpc_train.data_service.endpoints import service_ports, window
+    from hpc_train.bootstrap.ports import derived_window
+    from hpc_train.data_service.endpoints import service_ports
 
-    tasks = spec.num_tasks
-    service_ports(window(None, tasks, tasks, port_base=16384), tasks, spec.data_service.workers)
+    tasks, per_node = spec.num_tasks, max(group.tasks_per_node for group in spec.groups)
+    service_ports(derived_window(0, tasks, per_node, spec.data_service.processes), tasks, spec.data_service.workers,
+                  per_node)

@@ -1,6 +1,7 @@
 """Check a cluster before you wait in its queue: Slurm, accounting, GPUs, and a tiny 2-node step.
 
-    hpc-train doctor [--partition P] [--data-dir DIR] [--nodes 2] [--ps-partition CPU_PARTITION] [--container IMAGE]
+    hpc-train doctor [--partition P] [--data-dir DIR] [--nodes 2] [--ps-partition CPU_PARTITION] [--data-partition P]
+                     [--container IMAGE]
 
 One line per check, with the fix when it fails; exit 0 only when all pass.
 The step (one task per node) imports TensorFlow on each node and compares its
@@ -23,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ps-partition", default=None, metavar="P",
                         help="also check the partition a parameter-server job's chief and ps go to (submit "
                              "--ps-partition: one heterogeneous job)")
+    parser.add_argument("--data-partition", default=None, metavar="P",
+                        help="also check the partition a job's tf.data service workers would go to (submit "
+                             "--data-partition)")
     parser.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes in the test step (default 2)")
     from hpc_train.cli.joboptions import add_container_arguments
 
@@ -35,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from hpc_train.doctor.checks import Check, accounting, ps_partition, slurm_partition
+    from hpc_train.doctor.checks import Check, accounting, data_partition, ps_partition, slurm_partition
     from hpc_train.errors import HpcTrainError
     from hpc_train.slurm.client import SlurmClient
 
@@ -53,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
                 for partition in partitions)]
     if args.ps_partition is not None:
         checks.append(ps_partition(slurm, args.ps_partition, slurm.config_value("AccountingStorageTRES")))
+    if args.data_partition is not None:
+        checks.append(data_partition(slurm, args.data_partition))
     for check in checks:
         print(check.line(), flush=True)
     container = image(args)

@@ -9,6 +9,7 @@ more, from its run folder (how it ended, its nodes, its attempts and their time)
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
@@ -51,9 +52,18 @@ def slurm_view(record: JobRecord, slurm: SlurmClient, run: RunFiles) -> SlurmVie
                      ended=state.split()[0].upper() in FINAL_STATES, partition=partition)
 
 
+def data_service_lines(record: JobRecord, seen: SlurmView, slurm: SlurmClient) -> list[str]:
+    """The job's tf.data service, each of its processes and its state (runs/servicerecord.py); none without one."""
+    from hpc_train.runs.servicerecord import read_service, service_lines
+
+    service = read_service(Path(record.folder))
+    if not service:
+        return []
+    return service_lines(service, None if seen.ended else slurm.running_steps(record.job_id, timeout=10))
+
+
 def run(args: argparse.Namespace) -> int:
     import os
-    from pathlib import Path
 
     from hpc_train.config import DEFAULT_MAX_RETRIES
     from hpc_train.runs import goodput, views
@@ -76,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
         lines = views.sweep_lines(record, [views.read_run(folder) for folder in element_folders(record)], states)
     else:
         run_files = views.read_run(Path(record.folder))
-        lines = views.job_lines(record, slurm_view(record, slurm, run_files), run_files, views.chief_log(record),
-                                DEFAULT_MAX_RETRIES)
+        seen = slurm_view(record, slurm, run_files)
+        lines = views.job_lines(record, seen, run_files, views.chief_log(record), DEFAULT_MAX_RETRIES)
+        lines += data_service_lines(record, seen, slurm)
     lines += goodput.record_lines(record)  # the goodput ledger's line (runs/goodput.py)
     if not record.is_sweep:
         lines += utilization.status_lines(Path(record.folder))  # its GPUs, busy and idle (utilization/summary.py)

@@ -23,6 +23,11 @@ from hpc_train.version import PREFIX
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 STOP_POLL = 0.5  # seconds between looks for the stop file (a shared folder: no event reaches another node)
 WARNINGS = (signal.SIGUSR1, signal.SIGUSR2)  # ignored: a warned job's ranks still read their input while they save
+# A worker lost costs the ranks a stall until the dispatcher gives its share to the others: the dispatcher gives up
+# on a worker after WORKER_TIMEOUT_MS without a heartbeat, and the workers beat every HEARTBEAT_MS (TensorFlow's own
+# defaults are minutes apart: a lost worker would hold the ranks that long).
+HEARTBEAT_MS = 1000
+WORKER_TIMEOUT_MS = 10_000
 
 
 def worker_port(ports: Sequence[int], env: Mapping[str, str]) -> int:
@@ -43,7 +48,7 @@ def serve_dispatcher(port: int, work_dir: str, stop_file: str | None = None) -> 
 
     os.makedirs(work_dir, exist_ok=True)
     server = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig(
-        port=port, work_dir=work_dir, fault_tolerant_mode=True))
+        port=port, work_dir=work_dir, fault_tolerant_mode=True, worker_timeout_ms=WORKER_TIMEOUT_MS))
     print(f"{PREFIX}: data service dispatcher on {host_name(os.environ)}:{port}, journal in {work_dir}",
           file=sys.stderr, flush=True)
     until_told_to_stop(server, stop_file)
@@ -54,7 +59,8 @@ def serve_worker(dispatcher: str, port: int, stop_file: str | None = None) -> No
 
     host = host_name(os.environ)
     server = tf.data.experimental.service.WorkerServer(tf.data.experimental.service.WorkerConfig(
-        dispatcher_address=dispatcher.removeprefix("grpc://"), worker_address=f"{host}:{port}", port=port))
+        dispatcher_address=dispatcher.removeprefix("grpc://"), worker_address=f"{host}:{port}", port=port,
+        heartbeat_interval_ms=HEARTBEAT_MS))
     print(f"{PREFIX}: data service worker on {host}:{port}, dispatcher {dispatcher}", file=sys.stderr, flush=True)
     until_told_to_stop(server, stop_file)
 

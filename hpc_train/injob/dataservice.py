@@ -24,10 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.bootstrap.nodelist import expand_nodelist
+from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
+from hpc_train.injob.serviceguard import WorkerGuard
 from hpc_train.injob.sizing import attempt_size
+from hpc_train.runs.servicerecord import DISPATCHER_STEP, WORKERS_STEP, note_service, read_service
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.spec.data_service import DataService
 from hpc_train.version import PREFIX
@@ -64,8 +67,14 @@ def plan_ports(body: JobBody, env: Mapping[str, str]) -> ServicePorts:
     base = env.get("HPC_TRAIN_PORT_BASE", "")
     tasks = step_tasks(body, env)
     ports = window(int(job_id) if job_id.isdigit() else None, tasks, body.tasks_per_node,
-                   int(base) if base.isdigit() else None)
-    return service_ports(ports, tasks, body.data_service.workers)
+                   int(base) if base.isdigit() else None, above=body.data_service.processes)
+    return service_ports(ports, tasks, body.data_service.workers, body.tasks_per_node)
+
+
+def window_environ(body: JobBody) -> dict[str, str]:
+    """What the ranks need to compute the job's window as the body and the site kit do (pure): the service's ports
+    above theirs. Set whether or not the service starts: the window is the job's, not the attempt's."""
+    return {SERVICE_PORTS: str(body.data_service.processes)} if body.data_service is not None else {}
 
 
 def batch_host(env: Mapping[str, str]) -> str:
@@ -91,10 +100,12 @@ def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, hos
     logs = run_dir / "logs"
     common = ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append"]
     stop = ["--stop-file", str(run_dir / STOP_FILE)]
-    dispatcher = [*common, "--nodes=1", "--ntasks=1", f"--nodelist={host}", f"--output={logs}/data-dispatcher.out",
+    dispatcher = [*common, f"--job-name={DISPATCHER_STEP}", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
+                  f"--output={logs}/data-dispatcher.out",
                   python, "-m", SERVERS, "dispatcher", "--port", str(ports.dispatcher),
                   "--work-dir", str(run_dir / WORK_DIR), *stop]
-    workers = [*common, f"--nodes={worker_nodes(service, env)}", f"--ntasks={service.workers}",
+    workers = [*common, f"--job-name={WORKERS_STEP}", f"--nodes={worker_nodes(service, env)}",
+               f"--ntasks={service.workers}",
                f"--cpus-per-task={service.cpus}", "--distribution=cyclic", f"--output={logs}/data-worker-%t.out",
                python, "-m", SERVERS, "worker", "--dispatcher", address(host, ports.dispatcher),
                "--ports", ",".join(map(str, ports.workers)), *stop]
@@ -153,7 +164,9 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
              "their input themselves")
         yield dict(env)
         return
+    env = {**env, **window_environ(body)}
     steps: list[Any] = []
+    guard: WorkerGuard | None = None
     stop_file = body.run_dir / STOP_FILE
     stop_file.unlink(missing_ok=True)  # (a previous attempt's)
     try:
@@ -164,9 +177,25 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
             ready = None
         if ready is None:
             stop(steps, stop_file)  # (what did start: not left running beside ranks that do not use it)
+            note_service(body.run_dir, state="not started", attempt=attempt)
+        else:  # a workers' step that ends while the ranks run is started again (serviceguard.py)
+            guard = WorkerGuard(steps, 1, lambda: workers_again(body, env), _say).start()
         yield {**env, **ready.environ()} if ready else dict(env)
     finally:
+        if guard is not None:
+            guard.stop()
         stop(steps, stop_file)
+        if guard is not None:
+            note_service(body.run_dir, state="stopped")
+
+
+def workers_again(body: JobBody, env: Mapping[str, str]) -> Any:
+    """A new srun of the workers' step, as the first (the guard's restart): the same ports, the same logs."""
+    _, workers = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable)
+    process = SlurmClient.local(env).start_step(workers)
+    restarts = read_service(body.run_dir).get("restarts", 0)
+    note_service(body.run_dir, restarts=(restarts if isinstance(restarts, int) else 0) + 1)
+    return process
 
 
 def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any]) -> ServiceEnv | None:
@@ -194,7 +223,9 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any])
              f"their logs: {body.run_dir / 'logs'}/data-worker-*.out); the ranks read their input themselves")
         return None
     service = ServiceEnv(address(host, ports.dispatcher), job_name(env.get("SLURM_JOB_ID", "local"), attempt,
-                                                                   os.getpid()))
+                                                                   os.getpid()), workers=body.data_service.workers)
     _say(f"data service at {service.address} (journal in {Path(body.run_dir) / WORK_DIR}), "
          f"{body.data_service.workers} worker(s) on ports {','.join(map(str, ports.workers))}")
+    note_service(body.run_dir, state="running", attempt=attempt, address=service.address, workers=list(ports.workers),
+                 restarts=0)
     return service

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hpc_train.bootstrap.nodelist import expand_nodelist
-from hpc_train.bootstrap.ports import derived_window
+from hpc_train.bootstrap.ports import derived_window, ports_above
 from hpc_train.errors import HpcTrainError
 
 TABLE_PREFIX = "hpc_train_job_"
@@ -52,11 +52,13 @@ def table_name(job_id: str) -> str:
     return f"{TABLE_PREFIX}{job_id}"
 
 
-def job_window(job_id: str, tasks: int | None, nodes: int) -> range:
-    """The window the job's ranks listen in. `tasks`: the job's task count (scontrol's NumTasks); unknown, one
-    task per node (hpc-train's multi-worker layout). Spread evenly, as many on a node as the bootstrap counts."""
+def job_window(job_id: str, tasks: int | None, nodes: int, comment: str | None = None) -> range:
+    """The window the job's ranks and services listen in. `tasks`: the job's task count (scontrol's NumTasks);
+    unknown, one task per node (hpc-train's multi-worker layout). Spread evenly, as many on a node as the bootstrap
+    counts. `comment`: the job's Slurm comment, whose word says the ports of its services (its data service) above
+    the ranks' (bootstrap.ports.service_comment): the window grows by them, as the body's and the ranks' do."""
     count = tasks if tasks and tasks > 0 else nodes
-    return derived_window(int(job_id), count, -(-count // max(1, nodes)))
+    return derived_window(int(job_id), count, -(-count // max(1, nodes)), ports_above(comment))
 
 
 def ruleset(job_id: str, window: range, addresses: Iterable[str]) -> str:

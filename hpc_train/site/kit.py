@@ -61,8 +61,9 @@ def _guarded(env: Mapping[str, str], log: Path | None,
 def _prolog(job: JobOnNode, nft: str, env: Mapping[str, str], say: Callable[[str], None]) -> None:
     slurm = SlurmClient.local({**env, "PATH": env.get("PATH") or DEFAULT_PATH})
     _sweep(job, nft, slurm, say)
-    tasks = slurm.show_job(job.job_id, timeout=SLURM_SECONDS).get("NumTasks", "")
-    window = job_window(job.job_id, int(tasks) if tasks.isdigit() else None, len(job.nodes))
+    shown = slurm.show_job(job.job_id, timeout=SLURM_SECONDS)
+    tasks = shown.get("NumTasks", "")
+    window = job_window(job.job_id, int(tasks) if tasks.isdigit() else None, len(job.nodes), shown.get("Comment"))
     addresses = resolve(job.nodes)
     _nft(nft, ["-f", "-"], f"load table {FAMILY} {table_name(job.job_id)}", ruleset(job.job_id, window, addresses))
     say(f"ports {window.start}-{window.stop - 1} open to {', '.join(job.nodes)} only "

@@ -153,6 +153,13 @@ class SlurmClient:
         result = self.run(["squeue", "-h", "-w", node, "-o", "%A"], timeout=timeout)
         return result.stdout.split() if result.returncode == 0 else None
 
+    def running_steps(self, job_id: str, timeout: float = 30) -> dict[str, str] | None:
+        """Step name -> step id of the job's steps running now (`squeue --steps`); None when Slurm does not answer."""
+        result = self.run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"], timeout=timeout)
+        if result.returncode != 0:
+            return None
+        return {words[1]: words[0] for line in result.stdout.splitlines() if len(words := line.split()) == 2}
+
     def queued_job_ids(self) -> list[str]:
         """The ids of every job in the queue (`squeue -o %i`); none when Slurm does not answer."""
         return self.run(["squeue", "-h", "-o", "%i"]).stdout.split()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+from hpc_train.bootstrap.ports import service_comment
 from hpc_train.spec.request import Group, JobRequest, time_minutes
 
 # What a script asks of Slurm that a job's run depends on: compared between the plan and what Slurm received.
@@ -40,8 +41,19 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
             # A requeued job (the tasks requeue it when warned) appends to its log and resumes in its folder.
             "open-mode": "append", "requeue": True,
             "signal": f"USR1@{request.signal_seconds}" if request.signal_seconds else None,
+            "comment": job_comment(request),
         }
     return {name: value for name, value in sorted(values.items()) if value is not None}
+
+
+def job_comment(request: JobRequest) -> str | None:
+    """The job's Slurm comment: --sbatch comment=...'s, after the word that tells the site kit's firewall the ports
+    of the job's data service above its ranks' (bootstrap.ports.service_comment: the window grows by them), first
+    so that `scontrol show job -o` shows it whole."""
+    given = dict(request.sbatch).get("comment")
+    if request.data_service is None:
+        return given
+    return " ".join(filter(None, [service_comment(request.data_service.processes), given]))
 
 
 def tasks_per_node(group: Group) -> dict[str, int]:

@@ -2,7 +2,8 @@
 HPC_TRAIN_DATA_SERVICE in every rank); the task module is not changed for it.
 
 Every rank builds the same dataset, the task's whole stream (one input pipeline, not its share) after the batches
-the job had read in all (each pipeline's count times the pipelines), and reads it through the service under the
+the job had read in all (each pipeline's count times the pipelines, shared out among the data workers, each of
+which skips on its own share of the source), and reads it through the service under the
 attempt's one job name: the data workers produce each batch once, and each batch goes to one rank, in the order the
 workers finish them. The exact order of the batches, and so an exact resume, is what the job trades for it.
 """
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 from hpc_train.data_service.client import distribute
-from hpc_train.data_service.environment import ServiceEnv
+from hpc_train.data_service.environment import ServiceEnv, skip_per_worker
 from hpc_train.training.keras import tf
 from hpc_train.version import PREFIX
 
@@ -35,6 +36,8 @@ def training_stream(stream: Stream, context: tf.distribute.InputContext, batches
         print(f"{PREFIX}: training input through the data service at {service.address} (job {service.job_name}, "
               f"{service.mode}: example order not exact)", file=sys.stderr, flush=True)
     whole = tf.distribute.InputContext(1, 0, context.num_replicas_in_sync)
-    dataset = distribute(stream(whole, batches_done * context.num_input_pipelines), env)
+    # Each data worker runs the stream's skip on its own share of the source: the job's batches read, shared out.
+    dataset = distribute(stream(whole, skip_per_worker(batches_done * context.num_input_pipelines, service.workers)),
+                         env)
     # Said out loud, as the stream itself does: endless (the service's dataset is of unknown length).
     return dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))

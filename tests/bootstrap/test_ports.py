@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpc_train.bootstrap.ports import assign_ports
+from hpc_train.bootstrap.ports import (assign_ports, base_window, derived_window, ports_above, rank_offsets,
+                                       service_comment)
 from hpc_train.errors import HpcTrainError, SlurmEnvError
 
 
@@ -54,3 +55,32 @@ def test_too_few_reserved_ports_name_the_variable() -> None:
 def test_no_job_id_and_no_base_says_what_to_pass() -> None:
     with pytest.raises(SlurmEnvError, match="SLURM_JOB_ID is not set.*--port-base"):
         assign_ports([0], job_id=None)
+
+
+@pytest.mark.parametrize("ranks, above, size", [(2, 3, 8), (5, 3, 8), (6, 3, 16), (8, 3, 16), (16, 3, 32),
+                                                (13, 3, 16), (16, 0, 16), (256, 2, 512)])
+def test_a_window_grows_to_hold_the_services_ports_above_the_ranks(ranks: int, above: int, size: int) -> None:
+    window = derived_window(1234, ranks, ranks, above)
+    assert len(window) == size and (window.start - 16384) % size == 0 and window.stop - 1 <= 32767
+    plan = assign_ports(list(range(ranks)), job_id=1234, above=above)
+    # The ranks take the grown window's first ports; its top `above` ports are the services', none a rank's.
+    assert plan.ports == tuple(window[:ranks]) and not set(plan.ports) & set(window[len(window) - above:])
+    assert plan.rule == f"SLURM_JOB_ID=1234: window {window.start}-{window.stop - 1}"
+
+
+def test_past_256_ranks_the_services_ports_sit_above_the_fullest_nodes_tasks() -> None:
+    window = derived_window(7, 512, 8, above=3)  # 64 nodes x 8 tasks: local indexes 0-7, then 3 ports: 16
+    assert len(window) == 16 and rank_offsets(512, 8) == 8
+    assert set(assign_ports([index % 8 for index in range(512)], job_id=7, above=3).ports) == set(window[:8])
+
+
+def test_a_port_base_window_grows_from_the_base() -> None:
+    assert base_window(20000, 2) == range(20000, 20008)
+    assert base_window(20000, 8, above=3) == range(20000, 20016)
+
+
+def test_the_jobs_comment_carries_the_services_ports_to_whoever_reads_it() -> None:
+    assert ports_above(service_comment(3)) == 3
+    assert ports_above(f"{service_comment(17)} the user's own words") == 17
+    assert ports_above("hpc-train-service-ports=x") == ports_above("my-hpc-train-service-ports=4") == 0
+    assert ports_above(None) == ports_above("") == ports_above("(null)") == 0

@@ -116,3 +116,23 @@ def test_status_sums_the_ledger_in_one_line_and_report_draws_it(work: Path, monk
     assert code == 0, err
     assert f"wrote runs/mnist-2node-1/{'ledger.png'} (the goodput ledger: where the allocation's time went)" in out
     assert (folder / "ledger.png").is_file()
+
+
+def test_status_lists_the_data_services_processes_and_their_state(
+        work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A running job with a data service (the body's data_service.json): each process and what Slurm says of its
+    step now; the dispatcher's step listed by squeue --steps, the workers' not (lost, being started again)."""
+    from hpc_train.runs.servicerecord import note_service
+
+    note_service(work / "runs" / "mnist-2node-1", state="running", attempt=1, address="grpc://pnode1:26263",
+                 workers=[26262, 26261], restarts=1)
+    fake = slurm(work, monkeypatch, "JobId=1 JobState=RUNNING NodeList=pnode[1-2] RunTime=00:01:00 Restarts=0",
+                 squeue="1.1 hpc-train-data-dispatcher\n1.0 python\n")
+    code, out, err = run_main(["status", "1"], capsys)
+    assert code == 0, err
+    assert ("  data service: dispatcher grpc://pnode1:26263 running (step 1.1); 2 data worker(s) on port(s) "
+            "26262,26261 not running, its workers started again 1 time(s)") in out.splitlines(), out
+    assert any(call.argv[:5] == ("squeue", "-h", "-s", "-j", "1") for call in fake.calls()), fake.calls()
+    note_service(work / "runs" / "mnist-2node-1", state="stopped")
+    code, out, err = run_main(["status", "1"], capsys)
+    assert "  data service: stopped after the ranks' step, its workers started again 1 time(s)" in out.splitlines()

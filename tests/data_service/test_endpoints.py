@@ -21,6 +21,19 @@ def test_the_service_takes_the_top_of_the_ranks_window_and_never_a_ranks_port() 
 
 def test_a_port_base_window_starts_at_the_base() -> None:
     assert window(None, 3, 3, port_base=20000) == range(20000, 20008)
+    assert window(None, 8, 8, port_base=20000, above=3) == range(20000, 20016)
+    with pytest.raises(HpcTrainError, match="pass a lower --port-base"):
+        window(None, 8, 8, port_base=65530, above=3)
+
+
+@pytest.mark.parametrize("ranks, workers", [(8, 2), (16, 3), (6, 7), (16, 15)])
+def test_a_window_grows_until_the_service_fits_above_the_ranks(ranks: int, workers: int) -> None:
+    """8- and 16-rank jobs (whose rank window is full) get a window twice as large, the same the ranks compute."""
+    ports = window(4242, ranks, 1, above=1 + workers)
+    assert ports == derived_window(4242, ranks, 1, 1 + workers) and len(ports) >= ranks + 1 + workers
+    served = service_ports(ports, ranks, workers)
+    ranks_ports = assign_ports([0] * ranks, job_id=4242, above=1 + workers).ports
+    assert set(ranks_ports) <= set(ports) and not {served.dispatcher, *served.workers} & set(ranks_ports)
 
 
 def test_a_window_without_room_is_one_line() -> None:

@@ -135,6 +135,22 @@ def test_the_ps_partition_is_checked_and_named_in_its_refusal(tmp_path: Path) ->
         ps_partition(slurm, "nowhere", None)
 
 
+def test_the_data_partition_is_checked_and_named_in_its_refusal(tmp_path: Path) -> None:
+    from hpc_train.doctor.checks import data_partition
+
+    slurm = FakeSlurm(tmp_path, {
+        "sinfo": "", "srun": "",
+        "scontrol show partition": "PartitionName=gpu Default=YES Nodes=g[1-2] TotalNodes=2 MaxNodes=UNLIMITED\n"
+                                   "PartitionName=cpu Default=NO Nodes=c[1-3] TotalNodes=3 MaxNodes=UNLIMITED\n",
+        "scontrol show node": "NodeName=g1 Gres=gpu:2\nNodeName=g2 Gres=gpu:2\nNodeName=c1 Gres=(null)\n"
+                              "NodeName=c2 Gres=(null)\nNodeName=c3 Gres=(null)\n"}).client()
+    check = data_partition(slurm, "cpu")
+    assert check.passed and check.line().startswith("ok") and "partition cpu: 3 nodes, CPU nodes" in check.line()
+    assert "2 GPUs each, which data workers do not use" in data_partition(slurm, "gpu").detail
+    with pytest.raises(HpcTrainError, match=r"no partition cpus here \(partitions: gpu, cpu\); pass --data-partition"):
+        data_partition(slurm, "cpus")
+
+
 def test_doctor_says_whether_every_rank_started_in_the_image_or_why_not() -> None:
     from hpc_train.container.runtime import Container
     from hpc_train.doctor.container import container_check

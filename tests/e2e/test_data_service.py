@@ -1,13 +1,20 @@
-"""End to end on a real Slurm: a 2-node multiworker MNIST job trains through TensorFlow's data service (a
-dispatcher and two data workers started by the job body beside the ranks, docs/data_service.md), is warned as near
-its time limit, requeues itself, trains on with a service restored from its journal to COMPLETED, and leaves none of
-the service's processes behind. One short job: the suite's time is shared."""
+"""End to end on a real Slurm, docs/data_service.md:
+
+- a 2-node multiworker MNIST job trains through TensorFlow's data service (a dispatcher and two data workers
+  started by the job body beside the ranks), loses a data worker mid-run (the dispatcher gives its share to the
+  other), is warned as near its time limit, requeues itself, trains on with a service restored from its journal to
+  COMPLETED;
+- a parameter-server MNIST job trains through a service of one data worker, which is killed mid-run and started
+  again by the job body, to COMPLETED;
+
+and neither leaves any of the service's processes behind. Two short jobs: the suite's time is shared."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -16,7 +23,7 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
-from tests.e2e.jobs import wait_for_end
+from tests.e2e.jobs import rank_pid, wait_for_end
 from tests.fake_slurm import without_slurm
 from tests.mnist_data import shared_mnist
 
@@ -39,6 +46,24 @@ def service_processes(run_dir: Path, address: str) -> list[int]:
     return found
 
 
+def wait_for_text(logs, text: str, seconds: float = 300) -> None:  # logs: () -> str
+    deadline = time.monotonic() + seconds
+    while text not in logs():
+        assert time.monotonic() < deadline, f"no {text!r} within {seconds} s: {logs()[-3000:]}"
+        time.sleep(0.2)
+
+
+def kill_data_worker(job_id: str, index: int, cluster: LocalCluster) -> None:
+    """SIGKILL to the job's data worker `index` (its place in the workers' step): lost, as a crash would lose it."""
+    deadline = time.monotonic() + 60
+    while (pid := rank_pid(job_id, index, lambda comm, cmdline: comm.startswith("python")
+                           and SERVERS + b"\0worker\0" in cmdline,
+                           str(cluster.conf))) is None:
+        assert time.monotonic() < deadline, f"no data worker {index} of job {job_id}"
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+
+
 def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(cluster: LocalCluster,
                                                                              tmp_path: Path) -> None:
     env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
@@ -53,11 +78,17 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
         return "".join(path.read_text(errors="replace")
                        for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
 
+    # A data worker killed once the ranks train: the dispatcher gives its share of the stream to the other worker,
+    # whose step runs on, and training goes on (the body starts the workers' step again only when it ends).
+    wait_for_text(logs, "training: first steps done")
+    kill_data_worker(job_id, 1, cluster)
+    # status lists the service's processes and their state: both steps still run (the workers' with one task left).
+    status = subprocess.run(["hpc-train", "status", job_id], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert re.search(r"data service: dispatcher grpc://node1:\d+ running \(step \d+\.\d+\); 2 data worker\(s\) on "
+                     r"port\(s\) \d+,\d+ running \(step", status.stdout), status.stdout + status.stderr
     # Warned after its first epoch (four more to go: seconds, enough to be warned in), as `--signal=B:USR1@...` would
     # near the time limit: it saves and requeues.
-    deadline = time.monotonic() + 300
-    while "epoch 1/5" not in logs() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for_text(logs, "epoch 1/5")
     subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], env=env, check=True)
     assert wait_for_end(job_id, env, logs) == ("COMPLETED", "0:0"), logs()[-4000:]
     text = logs()
@@ -85,10 +116,48 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
     # The dispatcher's journal, in the run folder, holds the job the ranks shared.
     journal = b"".join(path.read_bytes() for path in (folder / "data_service").rglob("*") if path.is_file())
     assert re.search(rb"hpc-train-" + job_id.encode() + rb"-attempt1-\d+", journal)
+    assert "started again" not in text, text[-3000:]  # two workers: the one left took the lost one's share
+    status = subprocess.run(["hpc-train", "status", job_id], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "  data service: stopped after the ranks' step" in status.stdout.splitlines(), status.stdout
     assert json.loads((folder / "metrics.json").read_text())["world_size"] == 2
     assert [row["attempt"] for row in json.loads((folder / "ledger.json").read_text())["attempts"]] == [1, 2]
     # The service ended with the job: no dispatcher or worker of it left on this host (Slurm reaps a step's
     # processes as the job ends; waited for, bounded).
+    deadline = time.monotonic() + 30
+    while service_processes(folder, address.group(1)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not service_processes(folder, address.group(1))
+
+
+def test_a_parameter_server_job_trains_through_a_lone_data_worker_started_again(cluster: LocalCluster,
+                                                                                  tmp_path: Path) -> None:
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    submitted = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--ntasks-per-node", "2", "--name", "served-ps",
+                                "--strategy", "parameter_server", "--data-workers", "1", "--set",
+                                f"data_dir={shared_mnist()}", "--set", "epochs=3", "--set", "train_images=4000"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.splitlines()[0].strip()
+    folder = tmp_path / "runs" / f"served-ps-{job_id}"
+
+    def logs() -> str:
+        return "".join(path.read_text(errors="replace")
+                       for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
+
+    wait_for_text(logs, "training: first steps done")
+    kill_data_worker(job_id, 0, cluster)
+    assert wait_for_end(job_id, env, logs) == ("COMPLETED", "0:0"), logs()[-4000:]
+    text = logs()
+    assert "data service: its workers' step ended" in text and "started again (restart 1 of at most 5)" in text, \
+        text[-3000:]
+    address = re.search(r"data service at (grpc://node1:(\d+)) \(journal in", text)
+    assert address, text[-3000:]
+    # The chief (the coordinator, which makes each worker's dataset) reads through the service.
+    assert f"training input through the data service at {address.group(1)}" in text, text[-3000:]
+    worker = (folder / "logs" / "data-worker-0.out").read_text()
+    assert worker.count(f"data service worker on ") == 2 and worker.rstrip().endswith("WorkerServer stopped"), worker
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["strategy"] == "parameter_server" and [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2, 3]
     deadline = time.monotonic() + 30
     while service_processes(folder, address.group(1)) and time.monotonic() < deadline:
         time.sleep(0.5)

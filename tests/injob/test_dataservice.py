@@ -136,3 +136,42 @@ def test_a_step_that_cannot_start_at_all_is_one_warning(tmp_path: Path, monkeypa
     with serving_data(body(tmp_path), JOB, 1, under_slurm=True) as env:
         assert "HPC_TRAIN_DATA_SERVICE" not in env
     assert "warning: no data service (FileNotFoundError: srun)" in capsys.readouterr().err
+
+
+def test_a_workers_step_that_ends_while_the_ranks_run_is_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The dispatcher and the worker listen (sockets of this test's); the workers' first srun ends during the step:
+    a second is started with the same arguments, and both steps end after the step."""
+    import socket
+    import subprocess
+    import threading
+
+    from hpc_train.injob import dataservice
+    from hpc_train.slurm.client import SlurmClient
+
+    dispatcher, worker = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    started: list[tuple[list[str], subprocess.Popen[bytes]]] = []
+    again = threading.Event()
+
+    def start_step(self: SlurmClient, arguments: list[str]) -> subprocess.Popen[bytes]:
+        first_worker = "worker" in arguments and not any("worker" in args for args, _ in started)
+        process = subprocess.Popen(["sh", "-c", "read x"] if first_worker else ["sleep", "60"], stdin=subprocess.PIPE)
+        started.append((arguments, process))
+        if "worker" in arguments and not first_worker:
+            again.set()
+        return process
+
+    monkeypatch.setattr(SlurmClient, "start_step", start_step)
+    monkeypatch.setattr(dataservice, "batch_host", lambda env: "127.0.0.1")
+    monkeypatch.setattr(dataservice, "job_nodes", lambda env: ("127.0.0.1",))
+    monkeypatch.setattr(dataservice, "plan_ports", lambda body, env: dataservice.ServicePorts(
+        dispatcher.getsockname()[1], (worker.getsockname()[1],)))
+    monkeypatch.setattr(dataservice, "STOP_GRACE", 0.5)
+    with dispatcher, worker, serving_data(body(tmp_path, workers=1), JOB, 1, under_slurm=True) as env:
+        assert env["HPC_TRAIN_DATA_SERVICE"] == f"grpc://127.0.0.1:{dispatcher.getsockname()[1]}"
+        assert env["HPC_TRAIN_SERVICE_PORTS"] == "2"
+        started[1][1].communicate(b"\n")  # the lone worker's srun ends
+        assert again.wait(30)
+    assert [args for args, _ in started][1] == [args for args, _ in started][2]
+    assert all(process.poll() is not None for _, process in started)
+    assert "its workers' step ended (exit 0) while the ranks ran; started again (restart 1" in capsys.readouterr().err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hpc_train.bootstrap.ports import assign_ports
@@ -67,3 +69,37 @@ def test_the_jobs_environment_is_read_and_refused_in_one_line() -> None:
         JobOnNode.from_environ({"SLURM_JOB_ID": "1; reboot", "SLURM_JOB_NODELIST": "a"})
     with pytest.raises(HpcTrainError, match="SLURM_NODELIST"):
         JobOnNode.from_environ({"SLURM_JOB_ID": "1"})
+
+
+@pytest.mark.parametrize("nodes, per_node, workers", [(2, 1, 2), (8, 1, 2), (4, 4, 3), (2, 8, 5), (16, 1, 1)])
+def test_the_kits_window_holds_every_port_a_served_job_uses(nodes: int, per_node: int, workers: int,
+                                                            tmp_path: Path) -> None:
+    """What the rendered script tells Slurm (its comment), the kit's window from it; the ports the job body gives
+    its data service, and each rank's, from the environment the body gives the step: all one window."""
+    from hpc_train.bootstrap import compute_layout
+    from hpc_train.injob.dataservice import plan_ports, window_environ
+    from hpc_train.injob.jobline import JobBody
+    from hpc_train.spec.directives import directives
+    from hpc_train.spec.request import JobRequest
+    from hpc_train.spec.data_service import DataService
+    from tests.fake_slurm import step_env
+
+    service = DataService(workers)
+    request = JobRequest.one_group(nodes, gpus_per_node=per_node, data_service=service)
+    comment = directives(request)["comment"]
+    tasks, job_id = nodes * per_node, 5000 + nodes * per_node
+    window = job_window(str(job_id), tasks, nodes, str(comment))
+    body = JobBody(tmp_path, nodes=nodes, tasks_per_node=per_node, data_service=service)
+    env = {"SLURM_JOB_ID": str(job_id), "SLURM_NTASKS": str(tasks), "SLURM_JOB_NUM_NODES": str(nodes),
+           "SLURM_JOB_NODELIST": f"node[1-{nodes}]", "SLURMD_NODENAME": "node1"}
+    served = plan_ports(body, env)
+    hosts = [f"node{1 + rank // per_node}" for rank in range(tasks)]
+    step = step_env(f"node[1-{nodes}]", f"{per_node}(x{nodes})", 0, hosts_by_rank=hosts, job_id=job_id,
+                    extra=window_environ(body))
+    ranks = compute_layout(step).ports
+    used = {served.dispatcher, *served.workers, *ranks}
+    assert len(used) == tasks + 1 + workers and used <= set(window), (window, sorted(used))
+    # Without the comment's word the kit guards the ranks' window alone, which misses the service's ports once the
+    # ranks fill it (the word is what keeps them one).
+    bare = job_window(str(job_id), tasks, nodes)
+    assert bare == window if len(bare) >= tasks + 1 + workers else not used <= set(bare)

@@ -23,12 +23,14 @@ needs_nft = pytest.mark.skipif(os.geteuid() != 0 or NFT is None or shutil.which(
 SITE = f"{sys.executable} -m hpc_train site firewall"
 
 
-def job_env(tmp_path: Path, job_id: str = "1234", nodes: str = "localhost", **extra: str) -> dict[str, str]:
-    """What slurmd gives its Prolog and Epilog, and fake squeue and scontrol on PATH (this node runs job 50)."""
+def job_env(tmp_path: Path, job_id: str = "1234", nodes: str = "localhost", shown: str = "NumTasks=2 NumNodes=1",
+            **extra: str) -> dict[str, str]:
+    """What slurmd gives its Prolog and Epilog, and fake squeue and scontrol on PATH (this node runs job 50;
+    `shown`: what scontrol show job says of job 1234)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "squeue").write_text("#!/bin/sh\necho 50\n")
-    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'JobId=1234 NumTasks=2 NumNodes=1'\n")
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho 'JobId=1234 {shown}'\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     return {**without_slurm(), "SLURM_JOB_ID": job_id, "SLURM_JOB_NODELIST": nodes, "SLURMD_NODENAME": "localhost",
@@ -58,6 +60,15 @@ def test_the_prolog_guards_the_window_and_the_epilog_removes_it(tmp_path: Path) 
         "hpc-train site firewall: job 1234 on localhost: ports 26256-26263 open to localhost only "
         "(table inet hpc_train_job_1234)",
         "hpc-train site firewall: job 1234 on localhost: removed table inet hpc_train_job_1234"]
+
+
+@needs_nft
+def test_a_job_with_a_data_service_gets_the_grown_window_its_comment_says(tmp_path: Path) -> None:
+    """8 ranks and a data service of 3 ports (the rendered script's comment): the window of 16 the ranks use."""
+    result = in_own_network(f"{SITE} --prolog\nnft list table inet hpc_train_job_1234", job_env(
+        tmp_path, shown="NumTasks=8 NumNodes=1 Comment=hpc-train-service-ports=3 Partition=debug"))
+    assert result.returncode == 0, result.stderr
+    assert "tcp dport 19744-19759 drop" in result.stdout, result.stdout  # 16384 + (1234 mod 1024) * 16
 
 
 @needs_nft

@@ -56,6 +56,7 @@ def test_answers_are_read_into_what_callers_need(tmp_path: Path) -> None:
         "scontrol show config": "MaxArraySize            = 1001\nMinJobAge = 300\n",
         "squeue -h -t all": "11 RUNNING\n12 COMPLETED\n99 PENDING\nnoise\n",
         "squeue -h -j": "COMPLETING\n",
+        "squeue -h -s -j 42": "42.0 python\n42.1 hpc-train-data-dispatcher\nnoise\n",
         "sinfo": "n1 idle\nn2 down*\n",
         "sacct": Reply(stderr="sacct: error: Slurm accounting storage is disabled", code=1),
     })
@@ -64,6 +65,7 @@ def test_answers_are_read_into_what_callers_need(tmp_path: Path) -> None:
     assert (slurm.config_value("MaxArraySize"), slurm.config_value("Nothing")) == ("1001", None)
     assert slurm.queued_states(["11", "12"]) == {"11": "RUNNING", "12": "COMPLETED"}  # 99 was not asked for
     assert slurm.queue_state("42") == "COMPLETING"
+    assert slurm.running_steps("42") == {"python": "42.0", "hpc-train-data-dispatcher": "42.1"}
     assert slurm.node_states() == {"n1": "idle", "n2": "down*"}
     assert slurm.accounting(["42"]) is None  # no accounting here
 

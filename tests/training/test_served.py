@@ -47,3 +47,14 @@ def test_with_a_service_every_rank_reads_the_whole_stream_after_all_that_was_rea
     seen = [int(next(stream)) for _ in range(15) for stream in streams]  # the two ranks read side by side
     assert len(set(seen)) == 30 and min(seen) >= 10  # none read twice, none of those read before
     assert "training input through the data service" in capsys.readouterr().err
+
+
+def test_each_data_worker_skips_its_share_of_what_the_job_read(service: ServiceEnv) -> None:
+    """3 workers: each runs the stream's skip on its own share of the source, so each skips a third of the 2 x 6
+    batches the job's 2 pipelines read (benchmarks/data_service_resume.py measured the whole skip run on each)."""
+    from dataclasses import replace
+
+    calls: list[tuple[int, int, int]] = []
+    training_stream(recording_stream(calls), tf.distribute.InputContext(2, 0, 2), 6,
+                    env=replace(service, workers=3, job_name="test-served-3").environ())
+    assert calls == [(1, 0, 4)]
