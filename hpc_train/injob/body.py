@@ -47,6 +47,7 @@ from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
 from hpc_train.runs.attempts import close_unended, note_tasks, record_end
 from hpc_train.runs.folders import nodes_and_tasks
+from hpc_train.runs.goodput import ATTEMPT_VARIABLE
 from hpc_train.runs.requeue import restart_count
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.version import PREFIX
@@ -323,8 +324,7 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
 
 def run_attempt(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str],
                 go_on: list[dict[str, str]] | None = None) -> int:
-    """One attempt: its start line, prologue, step, epilogue and end; its exit code. `go_on` receives the next
-    attempt's environment when it is to run in this allocation."""
+    """One attempt; its exit code. `go_on` receives the next attempt's environment when it runs in this allocation."""
     from hpc_train.runs.secret import PRIVATE_FOLDER, secret_environ
 
     body.run_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
@@ -332,8 +332,10 @@ def run_attempt(body: JobBody, rank_command: Sequence[str], environ: Mapping[str
     _quietly(lambda: record_job(body.run_dir, shape, environ, time.time()) or 0, "writing job.json", 0)
     # The run folder for a command's own checkpoints and outputs, every rank's the same absolute folder; the
     # job's secret for the check-in (its file's path, made now unless a previous attempt made it).
+    # The attempt's number for the ranks' ledger too: Slurm's restart count misses retries in an allocation (shrink.py).
     env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()), **secret_environ(body.run_dir),
-           **rank_environment(attempt_size(body.node_range, body.tasks_per_node, environ))}
+           **rank_environment(attempt_size(body.node_range, body.tasks_per_node, environ)),
+           ATTEMPT_VARIABLE: str(restart_count(environ) + 1)}
     print(start_line(body, env), file=sys.stderr, flush=True)
     sized = attempt_size(body.node_range, body.tasks_per_node, env)
     nodes, tasks = nodes_and_tasks(with_step_tasks(env, sized, body.tasks_per_node),
