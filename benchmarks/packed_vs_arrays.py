@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime
+from statistics import mean
 from pathlib import Path
 
 from hpc_train.localslurm import control
@@ -46,7 +47,7 @@ if os.environ.get("SLURM_PROCID", "0") != "0":
 start = time.time()
 time.sleep(float(sys.argv[2]))
 with open(sys.argv[1], "a") as out:
-    out.write(f"{start} {time.time()}\\n")
+    out.write(f"{start} {time.time()} {sys.argv[2]}\\n")
 """
 RUNS = (
     ("packed: one job, 2 nodes x 4 GPUs, `--pack --trial-gpus 1`",
@@ -116,24 +117,57 @@ def _when(text: str) -> float:
         return float("nan")
 
 
-def timeline(env: dict[str, str], workdir: Path, job_id: str) -> str:
+def timeline(env: dict[str, str], workdir: Path, job_id: str, results: Path, seconds: tuple[int, ...]) -> str:
     """The pack's timeline, in seconds from its job's start: each node's trials (start-end), when the node went
     back, the job's end; and sacct's records of it."""
     state = json.loads((workdir / "runs" / f"bench-{job_id}" / "pack-state.json").read_text())
     records = accounting(env, job_id)
     began = min(_when(line.split("|")[4]) for line in records)
     ended = max(_when(line.split("|")[5]) for line in records)
+    own = {int(float(line.split()[2])): tuple(map(float, line.split()[:2])) for line in results.read_text().splitlines()}
     by_node: dict[str, list[str]] = {}
+    late = []  # (the trial's own start - its step's launch, the step's end seen - the trial's own end)
     for trial in state["trials"]:
+        length = seconds[trial["index"]]
         for run in trial["runs"]:
+            start, end = own.get(length, (run["started"], run["ended"]))
+            late.append((start - run["started"], run["ended"] - end))
             for node in run["nodes"]:
-                by_node.setdefault(node, []).append(f"{run['started'] - began:.1f}-{run['ended'] - began:.1f}")
+                by_node.setdefault(node, []).append(f"{run['started'] - began:.1f}-{run['ended'] - began:.1f}"
+                                                    f" ({length} s)")
     back = {entry["node"]: entry["at"] - began for entry in state.get("released", [])}
     lines = [f"  {node}: trials {', '.join(sorted(spans, key=lambda span: float(span.split('-')[0])))}; "
              + (f"released at {back[node]:.1f}" if node in back else "held to the end")
              for node, spans in sorted(by_node.items())]
-    return "\n".join([f"pack job {job_id}: {ended - began:.0f} s from its start to its end", *lines,
-                      *(f"  sacct: {line}" for line in records)])
+    first = min(run["started"] for trial in state["trials"] for run in trial["runs"]) - began
+    return "\n".join([f"pack job {job_id}: {ended - began:.0f} s from its start to its end; its first step launched "
+                      f"at {first:.1f} s; a trial's own start {mean(a for a, _ in late):.1f} s after its step's "
+                      f"launch, the step's end seen {mean(b for _, b in late):.1f} s after the trial's own (means)",
+                      *lines, *(f"  sacct: {line}" for line in records)])
+
+
+def floor(seconds: tuple[int, ...]) -> tuple[float, float]:
+    """The pack's GPU-seconds held against the work, and its idle share, with no overhead at all: the scheduler's own
+    choices (injob/pack/core.py: where each trial goes, when a node goes back) on trials that take exactly their
+    length, 2 nodes x 4 GPUs, the batch host held to the end."""
+    from hpc_train.injob.pack import core
+
+    hosts = [f"pk{number}" for number in (1, 2)]
+    state = core.PackState.new(core.slots_of(hosts, 1, 4), len(seconds), None, 0)
+    now, ends, gone = 0.0, {}, {}
+    while True:
+        state, launched = core.starts(state, now)
+        ends.update({start.index: now + seconds[start.index] for start in launched})
+        going = core.to_release(state, hosts, hosts[0])
+        gone.update(dict.fromkeys(going, now))
+        state = core.nodes_released(state, going, now)
+        if not ends:
+            break
+        index = min(ends, key=ends.__getitem__)
+        now = ends.pop(index)
+        state = core.ended(state, index, 0, now)
+    held = sum(4 * gone.get(node, now) for node in hosts)
+    return held / sum(seconds), 1 - sum(seconds) / held
 
 
 def run(env: dict[str, str], workdir: Path, label: str, args: list[str],
@@ -152,14 +186,14 @@ def run(env: dict[str, str], workdir: Path, label: str, args: list[str],
         most_running = max(most_running, queued.count("RUNNING"))
         time.sleep(1)
     time.sleep(5)  # slurmdbd takes the last records a moment after the jobs end
-    spans = [tuple(map(float, line.split())) for line in results.read_text().splitlines()]
+    spans = [tuple(map(float, line.split()[:2])) for line in results.read_text().splitlines()]
     if len(spans) != len(seconds):
         sys.exit(f"{label}: {len(spans)} trials of {len(seconds)} recorded a result (job {job_id})")
     used = sum(end - start for start, end in spans)  # one GPU each
     gpu_seconds = accounted(env, job_id)
     wall = max(end for _, end in spans) - began
     if "--pack" in args:
-        print(timeline(env, workdir, job_id), flush=True)
+        print(timeline(env, workdir, job_id, results, seconds), flush=True)
     return label, wall, gpu_seconds / 3600, 1 - used / gpu_seconds, f"job {job_id}, at most {most_running} running"
 
 
@@ -175,6 +209,9 @@ def main() -> None:
         seconds, runs = (TENFOLD, RUNS[:2]) if "--tenfold" in sys.argv[1:] else (SECONDS, RUNS)
         rows = [run(env, workdir, label, args, seconds) for label, args in runs]
         print(f"trials: {len(seconds)} x 1 GPU, sleeping {seconds} s ({sum(seconds)} GPU-seconds of work)")
+        ratio, idle = floor(seconds)
+        print(f"the pack with no overhead at all (its scheduler's choices on exact lengths): {ratio:.3f} x the work "
+              f"held, {100 * idle:.1f}% idle")
         print("| run | wall time, submit to last result | GPU hours accounted (sacct AllocTRES) | idle GPU share | |")
         print("|---|---|---|---|---|")
         for label, wall, hours, idle, note in rows:
