@@ -144,7 +144,7 @@ def test_a_lost_node_shrinks_the_job_and_a_requeue_with_a_node_fewer_brings_it_b
                             capture_output=True, text=True).stdout
     assert ("sizes:   attempt 1 on 4 of 2-4 nodes; attempt 2 on 3 of 2-4 nodes; attempt 3 on 2 of 2-4 nodes"
             in status), status
-    assert re.search(rf"attempt 2 of 4: retried after .*; released {lost} at \d\d:\d\d:\d\d, in its allocation",
+    assert re.search(rf"history: attempt 2 of \d: retried after .*; released {lost} at \d\d:\d\d:\d\d, in its allocation",
                      status), status
     # Every attempt kept (issue 46): the retried one's end, the requeued one's (its body ended with it: closed by
     # the next), the last; each its nodes and tasks; `elapsed` the job's, not its last attempt's.
