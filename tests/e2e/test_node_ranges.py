@@ -7,6 +7,7 @@ The job is rendered (`hpc-train render`) and submitted with sbatch, as a user of
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -151,6 +152,11 @@ def test_a_lost_node_shrinks_the_job_and_a_requeue_with_a_node_fewer_brings_it_b
     ended = job.run_state()["ended"]
     assert [(entry["attempt"], entry.get("tasks")) for entry in ended] == [(1, "4"), (2, "3"), (3, "2")], ended
     assert all(entry["started"] < entry["ended"] <= later["started"] for entry, later in zip(ended, ended[1:]))
+    # The ledger holds attempt 1's 4 nodes until the node went back, attempt 2's 3 from then on (issue 48).
+    [retried] = [entry for entry in job.run_state()["attempts"] if entry.get("in_allocation")]
+    assert retried["released"] == [lost] and retried["released_at"] <= ended[0]["ended"] <= ended[1]["started"]
+    rows = json.loads((job.run_dir() / "ledger.json").read_text())["attempts"]
+    assert [(row["attempt"], row["nodes"]) for row in rows] == [(1, 4), (2, 3), (3, 2)], rows
     assert re.search(r"^  nodes:   \S+ \(2 tasks, multiworker\)", status, re.M), status
     elapsed = re.search(r"^  elapsed: (\S+) \(3 attempts\)$", status, re.M)
     assert elapsed and slurm_seconds(elapsed.group(1)) >= sum(entry["ended"] - entry["started"]
