@@ -47,6 +47,7 @@ from hpc_train.injob.tracked import tracked_attempt
 from hpc_train.injob.trial import requeues_done, settle_trial
 from hpc_train.runs.attempts import close_unended, note_tasks, record_end
 from hpc_train.runs.folders import nodes_and_tasks
+from hpc_train.runs.goodput import ATTEMPT_VARIABLE
 from hpc_train.runs.requeue import restart_count
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.version import PREFIX
@@ -156,14 +157,16 @@ def note_size_here(body: JobBody, env: Mapping[str, str]) -> int:
     return 0
 
 
-def epilogue(body: JobBody, code: int, env: Mapping[str, str]) -> int:
-    """After a failed step: the job's exit code (0 once it is requeued for a retry); the step's if it fails."""
+def epilogue(body: JobBody, code: int, env: Mapping[str, str], go_on: list[dict[str, str]] | None = None) -> int:
+    """After a failed step: the job's exit code (0 once it is requeued for a retry, or retried in its allocation:
+    `go_on` then holds the next attempt's environment, shrink.py); the step's if it fails."""
     from hpc_train.injob.epilogue import after_the_step
 
     # Ignored to the end, not only meanwhile: a retry's requeue brings Slurm's SIGTERM while this still writes.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return _quietly(lambda: after_the_step(code, body.run_dir, body.strategy, env, body.max_retries,
-                                           set(body.retry_exit_codes), body.command), "the epilogue", code)
+                                           set(body.retry_exit_codes), body.command,
+                                           None if go_on is None else go_on.append), "the epilogue", code)
 
 
 def requeued_for_a_rank(body: JobBody, code: int) -> int:
@@ -304,7 +307,24 @@ def nodes_held(body: JobBody, env: Mapping[str, str]) -> int:
 
 
 def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str]) -> int:
-    """The whole sequence (see the module's docstring); the job's exit code."""
+    """The whole sequence (see the module's docstring), once per attempt in this allocation: a node range's retry
+    goes on here on the nodes it kept (shrink.py), with the resized job's variables; the job's exit code."""
+    from hpc_train.injob.shrink import counted_restarts
+    from hpc_train.runs.attempts import history
+
+    env = environ
+    while True:
+        go_on: list[dict[str, str]] = []
+        code = run_attempt(body, rank_command, counted_restarts(env, environ, history(body.run_dir)), go_on)
+        if not go_on:
+            return code
+        env = go_on[0]
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (the epilogue ignored it to its end)
+
+
+def run_attempt(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, str],
+                go_on: list[dict[str, str]] | None = None) -> int:
+    """One attempt; its exit code. `go_on` receives the next attempt's environment when it runs in this allocation."""
     from hpc_train.runs.secret import PRIVATE_FOLDER, secret_environ
 
     body.run_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
@@ -312,8 +332,10 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     _quietly(lambda: record_job(body.run_dir, shape, environ, time.time()) or 0, "writing job.json", 0)
     # The run folder for a command's own checkpoints and outputs, every rank's the same absolute folder; the
     # job's secret for the check-in (its file's path, made now unless a previous attempt made it).
+    # The attempt's number for the ranks' ledger too: Slurm's restart count misses retries in an allocation (shrink.py).
     env = {**environ, "HPC_TRAIN_RUN_DIR": str(body.run_dir.resolve()), **secret_environ(body.run_dir),
-           **rank_environment(attempt_size(body.node_range, body.tasks_per_node, environ))}
+           **rank_environment(attempt_size(body.node_range, body.tasks_per_node, environ)),
+           ATTEMPT_VARIABLE: str(restart_count(environ) + 1)}
     print(start_line(body, env), file=sys.stderr, flush=True)
     sized = attempt_size(body.node_range, body.tasks_per_node, env)
     nodes, tasks = nodes_and_tasks(with_step_tasks(env, sized, body.tasks_per_node),
@@ -337,7 +359,7 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
                 serving_data(body, attempt.env, attempt_here[1], under_slurm(env)) as step_env:  # (dataservice.py)
             code = watched_step(body, rank_command, step_env)
         final = requeued_for_a_rank(body, code)  # (the chief that asked exits 0, as one that requeued itself)
-        final = epilogue(body, code, env) if final != 0 else 0
+        final = epilogue(body, code, env, go_on) if final != 0 else 0
         # A retry (epilogue's 0 after a failed step) or a requeue goes on in the same trial: nothing to tell yet.
         goes_on = (code != 0 and final == 0) or requeues_done(body.run_dir) > requeues
         record_end(*attempt_here, final, goes_on, finished=body.command and code == 0 and not goes_on, tasks=tasks)

@@ -17,7 +17,9 @@ epilogue itself fails. It decides:
 - otherwise, why the step failed (failures.py) and whether to retry
   (retry.py): a retried job is requeued with the nodes to blame excluded, and
   resumes from its last checkpoint; each failure goes into state.json's
-  `attempts` and the log, one line.
+  `attempts` and the log, one line. A node range's retry goes on inside its
+  allocation instead, the nodes to blame given back to Slurm (shrink.py), when
+  the body that called it can run the next attempt (`go_on`).
 """
 
 from __future__ import annotations
@@ -27,19 +29,20 @@ import os
 import re
 import sys
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
+from hpc_train.injob import shrink
 from hpc_train.injob.failures import Failure, diagnose
 from hpc_train.injob.retry import RetryPlan, component_exclusions, plan_retry, requeue_excluding, usable_and_lost
 from hpc_train.runs import attempts
 from hpc_train.runs.requeue import restart_count
 from hpc_train.runs.state import read_state
 from hpc_train.slurm.client import SlurmClient
-from hpc_train.slurm.noderange import nodes_needed
+from hpc_train.slurm.noderange import attempt_nodes, nodes_needed
 from hpc_train.version import PREFIX
 
 # How much of the end of the job log is read for srun's lines on this attempt's tasks.
@@ -101,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def after_the_step(code: int, run_dir: Path, strategy: str, env: Mapping[str, str], max_retries: int | None = None,
-                   retry_exit_codes: Collection[int] = (), command: bool = False) -> int:
-    """The job's exit code after a step that exited with `code`: 0 once it is requeued for a retry, or a
-    parameter-server job whose chief finished; else the step's code. `max_retries` None: state.json's, or 3."""
+                   retry_exit_codes: Collection[int] = (), command: bool = False,
+                   go_on: Callable[[dict[str, str]], None] | None = None) -> int:
+    """The job's exit code after a step that exited with `code`: 0 once it is requeued for a retry (or retried in
+    its allocation: `go_on` receives the environment of the next attempt), or a parameter-server job whose chief
+    finished; else the step's code. `max_retries` None: state.json's, or 3."""
     run_state = read_state(run_dir)
     code, warning = job_exit_code(code, strategy, run_state)
     if warning:
@@ -112,12 +117,14 @@ def after_the_step(code: int, run_dir: Path, strategy: str, env: Mapping[str, st
         return code
     if max_retries is None:
         max_retries = int(run_state.get("max_retries", DEFAULT_MAX_RETRIES))
-    return after_failure(code, run_dir, env, int(max_retries), set(retry_exit_codes), command)
+    return after_failure(code, run_dir, env, int(max_retries), set(retry_exit_codes), command, go_on)
 
 
 def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries: int,
-                  retry_exit_codes: set[int], command: bool) -> int:
-    """Diagnose, record, and retry or not; the job's exit code (0 once it is requeued for a retry)."""
+                  retry_exit_codes: set[int], command: bool,
+                  go_on: Callable[[dict[str, str]], None] | None = None) -> int:
+    """Diagnose, record, and retry or not; the job's exit code (0 once it is requeued for a retry, or retried in
+    its allocation: `go_on` is given the next attempt's environment)."""
     job_id = env.get("SLURM_JOB_ID", "")
     slurm = SlurmClient.local(env)
     notes = attempts.read_notes(run_dir)
@@ -147,11 +154,17 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
     used = attempts.retries_used(history)
     needed = job.get("NumNodes", "1").split("-")[0]
     excluded = [node for part in parts or [job] for node in expand_nodes(part.get("ExcNodeList", ""))]
+    excluded += [node for entry in history for node in entry.get("released") or ()]  # given back here (shrink.py)
     plan = plan_retry(failure, used, max_retries, excluded, usable if states else None,
                       nodes_needed(env, len(nodes)) if nodes else (int(needed) if needed.isdigit() else 1))
     entry = _entry(failure, plan, run_dir, job, env)
     attempt = entry["attempt"]
     total = attempts.attempts_allowed(history, max_retries)
+    if plan.retry and go_on is not None and not parts:
+        shrunk = shrink_here(run_dir, env, plan, nodes, entry, total)
+        if shrunk is not None:
+            go_on(shrunk)
+            return 0
     if plan.retry:
         targets = component_exclusions(plan.exclude, parts, expand_nodes) if parts else None
         problem = requeue_excluding(job_id, plan.exclude, slurm, targets=targets)
@@ -166,6 +179,35 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
     _say(attempts.describe(entry, attempt, total))
     _say_each_failure([*history, entry])
     return code
+
+
+def shrink_here(run_dir: Path, env: Mapping[str, str], plan: RetryPlan, nodes: list[str], entry: dict[str, Any],
+                total: int) -> dict[str, str] | None:
+    """A node range's retry inside its allocation (shrink.py): the nodes to blame given back to Slurm, the attempt
+    recorded and said; the next attempt's environment, or None when the job is to be requeued (why said here)."""
+    from hpc_train.injob.pack.release import batch_host, give_back
+
+    sized = attempt_nodes(env)
+    choice = shrink.choose(sized is not None, plan.retry, plan.exclude, nodes, batch_host(env, nodes),
+                           sized[1].least if sized else 1)
+    if choice is None or not sized:
+        return None
+    if choice.why_not:
+        _say(choice.why_not)
+        return None
+    problem, resized = give_back(env, choice.release, nodes)
+    if problem is not None:
+        _say(f"could not give {', '.join(choice.release)} back to Slurm ({problem}); the job is requeued without "
+             f"{'it' if len(choice.release) == 1 else 'them'}")
+        return None
+    kept = str(len(choice.kept))  # (what Slurm's resize script says too; the step is sized by it: sizing.py)
+    resized = {**resized, "SLURM_JOB_NUM_NODES": kept, "SLURM_NNODES": kept}
+    entry = {**entry, shrink.IN_ALLOCATION: True, "released": list(choice.release), "released_at": round(time.time(), 3)}
+    attempts.record(run_dir, entry)
+    attempts.clear_notes(run_dir)
+    _say(attempts.describe({key: value for key, value in entry.items() if key != "released"}, entry["attempt"], total))
+    _say(shrink.released_line(choice.release, entry["released_at"], entry["attempt"], len(choice.kept), str(sized[1])))
+    return resized
 
 
 def _entry(failure: Failure, plan: RetryPlan, run_dir: Path, job: dict[str, str],

@@ -25,6 +25,7 @@ from typing import Any
 
 from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
+from hpc_train.injob import shrink
 from hpc_train.injob.epilogue import QuietParser, expand_nodes, log_tail, newest_checkpoint
 from hpc_train.injob.retry import requeue_excluding, usable_and_lost
 from hpc_train.runs import attempts
@@ -131,7 +132,9 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
         attempts.record(run_dir, entry)
         history = [*history, entry]
     total = attempts.attempts_allowed(history, max_retries)
-    if history and history[-1].get("action") in RESTARTS and history[-1].get("action") != "requeued":
+    # (A retry inside the allocation was said by the epilogue a moment ago, in this process: shrink.py.)
+    if history and history[-1].get("action") in RESTARTS and history[-1].get("action") != "requeued" \
+            and not history[-1].get(shrink.IN_ALLOCATION):
         last = history[-1]
         _say(attempts.describe(last, restarts, total))
         if last.get("action") == "requeued by Slurm" and attempts.retries_used(history) > max_retries:
@@ -145,7 +148,8 @@ def before_the_step(run_dir: Path, env: Mapping[str, str], max_retries: int | No
         "number": restarts + 1, "nodes": env.get("SLURM_JOB_NODELIST", ""), "started": round(time.time(), 3)},
         **(attempts.note_size(state, restarts + 1, sized[0], str(sized[1])) if sized else {})})
     if sized:
-        _say(f"attempt {restarts + 1} {size_words(*sized)}: {_why_this_size(sized[0], sized[1].most, env)}")
+        _say(f"attempt {restarts + 1} {size_words(*sized)}: "
+             f"{_why_this_size(sized[0], sized[1].most, env, released_here(history))}")
     return 0
 
 
@@ -161,12 +165,18 @@ def size_reason(size: int, most: int, excluded: list[str], unusable: list[str], 
     return "; ".join(why) + " (Slurm gave what was free, never below MIN)"
 
 
-def _why_this_size(size: int, most: int, env: Mapping[str, str]) -> str:
+def released_here(history: list[dict[str, Any]]) -> set[str]:
+    """The nodes a retry gave back to Slurm inside an allocation (shrink.py): excluded as Slurm's ExcNodeList's are,
+    which a running job cannot change (pure)."""
+    return {node for entry in history for node in entry.get("released") or ()}
+
+
+def _why_this_size(size: int, most: int, env: Mapping[str, str], released: set[str]) -> str:
     slurm = SlurmClient.local(env)
     job = slurm.show_job(env["SLURM_JOB_ID"])
     states = slurm.node_states(job.get("Partition") or None)
     usable, _ = usable_and_lost(states)
-    excluded = sorted(set(expand_nodes(job.get("ExcNodeList", ""))) & set(states))
+    excluded = sorted((set(expand_nodes(job.get("ExcNodeList", ""))) | released) & set(states))
     unusable = sorted(set(states) - usable - set(excluded))
     return size_reason(size, most, excluded, unusable, len(usable - set(excluded)))
 

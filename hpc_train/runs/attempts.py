@@ -170,6 +170,9 @@ def describe(attempt: dict[str, Any], failed: int, total: int | None = None) -> 
                      + (f" ({redone:,} steps redone)" if isinstance(redone, int) else ""))
     if isinstance(attempt.get("seconds_lost"), (int, float)):
         parts.append(f"{attempt['seconds_lost']:.0f} s lost")
+    if attempt.get("released") and isinstance(attempt.get("released_at"), (int, float)):  # (injob/shrink.py)
+        parts.append(f"released {', '.join(attempt['released'])} at "
+                     f"{time.strftime('%H:%M:%S', time.localtime(attempt['released_at']))}, in its allocation")
     return "; ".join(parts)
 
 

@@ -1,12 +1,13 @@
 """Node ranges on a real Slurm (`--nodes 2-4`, docs/jobs.md "Node ranges"): a job starts on the 2 nodes that are
-free while another job holds the others; a job that loses a node goes on with the rest (never below MIN); a job
-requeued with a node fewer comes back smaller and resumes. Every size trains the same: one global batch of 240.
+free while another job holds the others; a job that loses a node goes on with the rest (never below MIN) in the
+same allocation, the lost node given back to Slurm; a job requeued with a node fewer comes back smaller and resumes. Every size trains the same: one global batch of 240.
 
 The job is rendered (`hpc-train render`) and submitted with sbatch, as a user of the cluster would.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from hostlist import expand_hostlist
+
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 from hpc_train.runs.views import slurm_seconds
+from hpc_train.slurm.client import fields
 from tests.e2e.jobs import job_state, wait_for_end
 from tests.e2e.test_trainer_jobs import Job, kill_rank, submit
 from tests.mnist_data import shared_mnist
@@ -112,6 +116,13 @@ def test_a_lost_node_shrinks_the_job_and_a_requeue_with_a_node_fewer_brings_it_b
     kill_rank(job, 1)  # a crash: its node is excluded, and the next attempt runs on the 3 left (MIN is 2)
     wait_until(job, lambda: "on 3 of 2-4 nodes" in job.log() and "batch 80 per replica" in chief_log(job),
                "the attempt on 3 nodes")
+    # In the same allocation (no requeue: Slurm restarted nothing), the lost node given back to Slurm at once.
+    shown = fields(subprocess.run(["scontrol", "show", "job", "-o", job.id], env=job.env, capture_output=True,
+                                  text=True, check=True).stdout)
+    assert shown["NumNodes"] == "3" and lost not in expand_hostlist(shown["NodeList"]), shown
+    assert shown["Restarts"] == "0", shown
+    assert re.search(rf"^hpc-train: released {lost} at \d\d:\d\d:\d\d, excluded after attempt 1 failed; attempt 2 "
+                     r"goes on in this allocation with 3 of 2-4 nodes$", job.log(), re.M), job.log()[-3000:]
     wait_until(job, lambda: max(job.checkpoint_steps()) > first + 2, "a checkpoint of the attempt on 3 nodes")
     # A requeue (by hand, as a preemption would) while one more node is set aside: it comes back on 2.
     others = sorted({rank_node(job, rank) for rank in range(3)} - {lost})
@@ -134,11 +145,18 @@ def test_a_lost_node_shrinks_the_job_and_a_requeue_with_a_node_fewer_brings_it_b
                             capture_output=True, text=True).stdout
     assert ("sizes:   attempt 1 on 4 of 2-4 nodes; attempt 2 on 3 of 2-4 nodes; attempt 3 on 2 of 2-4 nodes"
             in status), status
+    assert re.search(rf"history: attempt 2 of \d: retried after .*; released {lost} at \d\d:\d\d:\d\d, in its allocation",
+                     status), status
     # Every attempt kept (issue 46): the retried one's end, the requeued one's (its body ended with it: closed by
     # the next), the last; each its nodes and tasks; `elapsed` the job's, not its last attempt's.
     ended = job.run_state()["ended"]
     assert [(entry["attempt"], entry.get("tasks")) for entry in ended] == [(1, "4"), (2, "3"), (3, "2")], ended
     assert all(entry["started"] < entry["ended"] <= later["started"] for entry, later in zip(ended, ended[1:]))
+    # The ledger holds attempt 1's 4 nodes until the node went back, attempt 2's 3 from then on (issue 48).
+    [retried] = [entry for entry in job.run_state()["attempts"] if entry.get("in_allocation")]
+    assert retried["released"] == [lost] and retried["released_at"] <= ended[0]["ended"] <= ended[1]["started"]
+    rows = json.loads((job.run_dir() / "ledger.json").read_text())["attempts"]
+    assert [(row["attempt"], row["nodes"]) for row in rows] == [(1, 4), (2, 3), (3, 2)], rows
     assert re.search(r"^  nodes:   \S+ \(2 tasks, multiworker\)", status, re.M), status
     elapsed = re.search(r"^  elapsed: (\S+) \(3 attempts\)$", status, re.M)
     assert elapsed and slurm_seconds(elapsed.group(1)) >= sum(entry["ended"] - entry["started"]

@@ -217,3 +217,27 @@ def test_a_node_range_run_here_records_its_attempts_size_as_a_slurm_one_does(tmp
     fixed = JobBody(tmp_path / "fixed")
     (tmp_path / "fixed").mkdir()
     assert body.prologue(fixed, {}) is None and read_state(tmp_path / "fixed") == {}
+
+
+def test_a_retry_inside_the_allocation_runs_the_next_attempt_here_counted_as_a_restart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, str]] = []
+
+    def attempt(job: JobBody, command: list[str], env: dict[str, str], go_on: list[dict[str, str]]) -> int:
+        seen.append(dict(env))
+        if len(seen) == 1:  # the epilogue gave node2 back (shrink.py): its entry, and the resized job's variables
+            attempts.record(tmp_path, {"attempt": 1, "action": "retried", "in_allocation": True})
+            go_on.append({**env, "SLURM_JOB_NODELIST": "node[1,3]"})
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (as the epilogue leaves it)
+            return 0
+        return 3
+
+    monkeypatch.setattr(body, "run_attempt", attempt)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        assert body.run_job(JobBody(tmp_path), ["x"], {"SLURM_JOB_ID": "7", "SLURM_RESTART_COUNT": "0"}) == 3
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the next attempt can be ended again
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert [(env["SLURM_RESTART_COUNT"], env.get("SLURM_JOB_NODELIST")) for env in seen] == [
+        ("0", None), ("1", "node[1,3]")]

@@ -96,3 +96,11 @@ def test_the_log_says_why_an_attempt_of_a_range_has_its_size() -> None:
     assert size_reason(3, 4, ["node1"], [], 3) == ("node1 excluded; no other node of the partition "
                                                    "can take it (Slurm gave what was free, never below MIN)")
     assert "node2 down or drained" in size_reason(2, 4, [], ["node2"], 3)
+
+
+def test_the_nodes_a_retry_gave_back_in_its_allocation_count_as_excluded() -> None:
+    from hpc_train.injob.prologue import released_here
+
+    history = [{"action": "retried", "in_allocation": True, "released": ["node2"]}, {"action": "requeued"},
+               {"action": "retried", "excluded": ["node3"]}]
+    assert released_here(history) == {"node2"}  # (node3 is in Slurm's ExcNodeList: a requeue set it)

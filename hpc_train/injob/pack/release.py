@@ -1,4 +1,5 @@
 """Giving a packed sweep's nodes back to Slurm while it runs: its edge (which nodes go is core.to_release's choice).
+A node range's retry gives its failed node back the same way (injob/shrink.py).
 
 Slurm shrinks a running job when asked (`scontrol update JobId=J NodeList=<the nodes kept>`, SlurmClient.resize_job):
 the nodes not named leave the job at once, to the queue behind it, and the job runs on. The batch script's own
