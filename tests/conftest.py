@@ -66,6 +66,13 @@ LOCAL_CLUSTER_LOCKS = {SESSION: "/tmp/hpc-train-local-cluster-tests.lock",
 _held: dict[str, object] = {}
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("HPC_TRAIN_TEST_TIMELINE"):  # where the suite's time goes (tests/timeline.py)
+        from tests.timeline import record
+
+        record(os.environ["HPC_TRAIN_TEST_TIMELINE"], report)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     group = cluster_group(item.nodeid)
     if group is None or group in _held:

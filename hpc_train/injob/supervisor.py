@@ -63,8 +63,12 @@ from hpc_train.runs.requeue import RequeueOutcome, requeue_stopped
 from hpc_train.bootstrap import stderr_filter
 from hpc_train.utilization.sampler import join_node
 
-# How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job.
-REQUEUE_GRACE_SECONDS = 10.0
+# How long the other ranks wait, after their command stopped to go on later, for rank 0 to requeue the job: rank
+# 0's command may still be saving (a large model's checkpoint, a parallel file system, a loaded node: tens of
+# seconds), and a rank that leaves first ends the step (--kill-on-bad-exit) and kills it mid-save, the job then
+# failed instead of requeued (10 s did, on a loaded machine). The wait ends as soon as the step does (rank 0's
+# requeue or exit); beyond the warning's usual lead (USR1@120) the time limit ends the job anyway.
+REQUEUE_GRACE_SECONDS = 120.0
 WARNINGS = (signal.SIGUSR1, signal.SIGUSR2)
 # Slurm (and hpc-train launch) signal every process of a rank: these reach the command by themselves.
 REACHING_IT = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
