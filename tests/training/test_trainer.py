@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.net import free_port_block
+from tests.training.reference import SMALL, FinishedRun, small_run  # noqa: F401 - the fixture
 from tests.training.runs import EPOCH_LINE, digest, finish, metrics, start
 
 pytestmark = pytest.mark.tensorflow
@@ -87,19 +88,17 @@ def test_a_parameter_server_job_with_each_task_bound_to_one_core_trains_and_ever
     assert result["totals"]["final_val_accuracy"] >= 0.8  # it learned (the 97% run is the one-process test's)
 
 
-def test_a_second_run_resumes_after_the_last_finished_epoch(tmp_path: Path) -> None:
-    [(code, out, err)] = finish([start(tmp_path, "epochs=1", "train_images=2000")])
+def test_a_second_run_resumes_after_the_last_finished_epoch(tmp_path: Path, small_run: FinishedRun) -> None:
+    """(A run whose epochs are all done says so and trains none: tests/training/test_fit.py's second call.)"""
+    run = small_run.copy(tmp_path / "run")  # a first run of 2 epochs (the session's), here to be run again
+    first = metrics(run)["epochs"]
+    [(code, out, err)] = finish([start(run, *SMALL, "epochs=3")])
     assert code == 0, err[-3000:]
-    first = metrics(tmp_path)["epochs"]
-    [(code, out, err)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
-    assert code == 0, err[-3000:]
-    assert f"resuming after epoch 1 (step 31) from {tmp_path / 'checkpoints' / 'ckpt-31'}" in out
-    assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [2]
-    result = metrics(tmp_path)
-    assert [epoch["epoch"] for epoch in result["epochs"]] == [1, 2]
-    assert result["epochs"][0] == first[0]  # the first run's record is kept
-    [(code, out, _)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
-    assert code == 0 and "all 2 epochs are done already" in out
+    assert f"resuming after epoch 2 (step 62) from {run / 'checkpoints' / 'ckpt-62'}" in out
+    assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [3]
+    result = metrics(run)
+    assert [epoch["epoch"] for epoch in result["epochs"]] == [1, 2, 3]
+    assert result["epochs"][:2] == first  # the first run's records are kept
 
 
 def test_mirrored_and_the_deep_model_train(tmp_path: Path) -> None:
@@ -112,14 +111,13 @@ def test_mirrored_and_the_deep_model_train(tmp_path: Path) -> None:
 
 
 @pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_a_damaged_newest_checkpoint_is_skipped_on_restart")
-def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path) -> None:
-    [(code, _, err)] = finish([start(tmp_path, "epochs=2", "train_images=2000")])
-    assert code == 0, err[-3000:]
-    data = next((tmp_path / "checkpoints").glob("ckpt-62.data-*"))
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path, small_run: FinishedRun) -> None:
+    run = small_run.copy(tmp_path / "run")  # 2 epochs run through: checkpoints after each (steps 31 and 62)
+    data = next((run / "checkpoints").glob("ckpt-62.data-*"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # a half-written copy
-    [(code, out, err)] = finish([start(tmp_path, "epochs=3", "train_images=2000")])
+    [(code, out, err)] = finish([start(run, *SMALL, "epochs=3")])
     assert code == 0, err[-3000:]
-    assert f"warning: checkpoint {tmp_path / 'checkpoints' / 'ckpt-62'} is damaged" in err
-    assert f"resuming after epoch 1 (step 31) from {tmp_path / 'checkpoints' / 'ckpt-31'}" in out
+    assert f"warning: checkpoint {run / 'checkpoints' / 'ckpt-62'} is damaged" in err
+    assert f"resuming after epoch 1 (step 31) from {run / 'checkpoints' / 'ckpt-31'}" in out
     assert [int(m.group(1)) for m in EPOCH_LINE.finditer(out)] == [2, 3]  # no epoch skipped
-    assert [epoch["epoch"] for epoch in metrics(tmp_path)["epochs"]] == [1, 2, 3]
+    assert [epoch["epoch"] for epoch in metrics(run)["epochs"]] == [1, 2, 3]

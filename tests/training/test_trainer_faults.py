@@ -21,20 +21,17 @@ from hpc_train.exitcodes import EXIT_LOST_PEER
 from hpc_train.runs.attempts import PROGRESS_FILE
 from hpc_train.training.stopping import Grace
 from tests.fake_slurm import without_slurm
-from tests.training.tasks import hanging_once
+from tests.training.reference import SMALL, FinishedRun, small_run  # noqa: F401 - the fixture
 from tests.training.runs import (EPOCH_LINE, Watched, digest, finish, local_cluster, metrics, start, state,
                                  task_config)
+from tests.training.tasks import hanging_once, regression
 
 pytestmark = pytest.mark.tensorflow
-# Small runs with a step boundary every 4 steps (31 steps per epoch on one worker).
-SMALL = ("epochs=2", "train_images=2000", "steps_per_execution=4")
 EXIT_STOPPED = 75
 
 
-def test_a_warned_run_stops_mid_epoch_and_resumes_bit_for_bit(tmp_path: Path) -> None:
-    [(code, _, err)] = finish([start(tmp_path / "whole", *SMALL)])
-    assert code == 0, err[-3000:]
-    uninterrupted = digest(err)
+def test_a_warned_run_stops_mid_epoch_and_resumes_bit_for_bit(tmp_path: Path, small_run: FinishedRun) -> None:
+    uninterrupted = small_run.digest  # the same settings, never stopped (a run the session shares)
 
     run = Watched(start(tmp_path / "run", *SMALL))
     run.wait_for("hpc-train: MNIST from")  # handlers in place, training about to start
@@ -58,10 +55,16 @@ def test_a_warned_run_stops_mid_epoch_and_resumes_bit_for_bit(tmp_path: Path) ->
     assert state(tmp_path / "run")["state"] == "finished"
 
 
-def test_a_term_to_one_worker_stops_both_at_the_same_step_and_they_resume(tmp_path: Path) -> None:
+def test_a_term_to_one_worker_stops_both_at_the_same_step_and_they_resume_at_another_size(tmp_path: Path) -> None:
+    """One job for both (two TensorFlow starts less): a stop request to one worker stops both at the same step;
+    its checkpoint restores at another size with the same global batch (a node range's next attempt, docs/jobs.md
+    "Node ranges"). A user's task module: the global batch of 16 is 8 per replica on 2 and 16 on 1; an epoch is
+    128 steps at both sizes. (Resuming on the same 2 workers, their weights one model and the run's bit for bit:
+    tests/e2e/test_trainer_jobs.py's warned and damaged-checkpoint jobs, on a real Slurm.)"""
     # SIGTERM also checks that TensorFlow's own SIGTERM handler (its coordination service) was replaced.
+    settings = (f"task={regression.__file__}", "epochs=3", "steps_per_execution=4", "strategy=multiworker",
+                "global_batch=16", "batch_size=16")
     cluster = local_cluster(worker=2)
-    settings = ("strategy=multiworker", "epochs=2", "train_images=4000", "steps_per_execution=4")
     runs = [Watched(start(tmp_path, *settings, tf_config=task_config(cluster, "worker", index)))
             for index in range(2)]
     # The chief's first steps (its progress beat): a step is both workers', so worker 1 trains too, its handlers
@@ -70,17 +73,26 @@ def test_a_term_to_one_worker_stops_both_at_the_same_step_and_they_resume(tmp_pa
     runs[1].process.send_signal(signal.SIGTERM)
     (chief_code, chief_out, chief_err), (other_code, _, other_err) = [run.finish() for run in runs]
     assert (chief_code, other_code) == (EXIT_STOPPED, 0), chief_err[-2000:] + other_err[-2000:]
-    step = state(tmp_path)["global_step"]
-    assert f"[worker 1]: stopped by SIGTERM in epoch 1 after step {step} of 31" in other_err
-    assert f"[worker 0]: stopped by another task's stop request in epoch 1 after step {step} of 31" in chief_err
+    assert "batch 8 per replica, 16 global; 128 steps per epoch" in chief_out
+    stopped = state(tmp_path)
+    step = stopped["global_step"]
+    assert stopped["state"] == "stopped" and 0 < step < 3 * 128
+    # Mostly mid-epoch 1; its 128 small steps may be over before the stop request meets a step boundary.
+    where = (f"in epoch {stopped['epochs_done'] + 1} after step {stopped['step_in_epoch']} of 128 (step {step})"
+             if stopped["step_in_epoch"] else f"after epoch {stopped['epochs_done']} (step {step})")
+    assert f"[worker 1]: stopped by SIGTERM {where}" in other_err, other_err[-2000:]
+    assert f"[worker 0]: stopped by another task's stop request {where}" in chief_err
     assert "by SIGTERM and saved" not in chief_out and "running the job again resumes there" in chief_out
 
-    results = finish([start(tmp_path, *settings, tf_config=task_config(cluster, "worker", index))
-                      for index in range(2)])
-    assert [code for code, _, _ in results] == [0, 0], results[0][2][-2000:] + results[1][2][-2000:]
-    assert f"resuming in epoch 1 after step {step} of 31" in results[0][1]
-    assert digest(results[0][2]) == digest(results[1][2])
-    assert [epoch["epoch"] for epoch in metrics(tmp_path)["epochs"]] == [1, 2]
+    [(code, out, err)] = finish([start(tmp_path, *settings, tf_config=task_config(local_cluster(worker=1), "worker",
+                                                                                  0))])
+    assert code == 0, err[-3000:]
+    assert "batch 16 per replica, 16 global; 128 steps per epoch" in out
+    assert f"resuming {where}" in out, out
+    assert "another input layout" not in err  # a change of size alone is the same training
+    done = metrics(tmp_path)
+    assert [epoch["epoch"] for epoch in done["epochs"]] == [1, 2, 3] and done["workers"] == 1
+    assert done["totals"]["final_val_loss"] < 0.5 * done["epochs"][0]["loss"]
 
 
 def error_lines(stderr: str) -> list[str]:

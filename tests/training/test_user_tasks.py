@@ -1,6 +1,7 @@
 """A user's task module under the trainer, as real processes: trained, stopped, resumed, and its errors told.
 
-(On a real Slurm, on 2 nodes and under parameter_server: tests/e2e/test_task_modules.py.)
+(On a real Slurm, on 2 nodes and under parameter_server: tests/e2e/test_task_modules.py. Its checkpoint restored at
+another size: tests/training/test_trainer_faults.py, where a stop request to one worker stops both.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_slurm import without_slurm
-from tests.training.runs import Watched, digest, finish, local_cluster, metrics, start, state, task_config
+from tests.training.runs import Watched, digest, finish, metrics, start, state
 from tests.training.tasks import regression
 
 pytestmark = pytest.mark.tensorflow
@@ -24,15 +25,51 @@ TASK = regression.__file__
 SETTINGS = (f"task={TASK}", "epochs=2", "batch_size=16", "steps_per_execution=4")
 
 
-def test_a_user_task_stops_mid_epoch_and_resumes_to_the_uninterrupted_weights(tmp_path: Path) -> None:
-    [(code, out, err)] = finish([start(tmp_path / "whole", *SETTINGS)])
+def counting_task(tmp_path: Path) -> tuple[Path, Path]:
+    """The regression task, its datasets' builds written down, its final figures numpy's: (the task, the calls)."""
+    calls = tmp_path / "calls"
+    counting = tmp_path / "counting_task.py"
+    counting.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(TASK).parent)!r})
+        import regression
+
+        build_model = regression.build_model
+
+        def train_dataset(input_context, batch_size):
+            with open({str(calls)!r}, "a") as out:
+                out.write("train\\n")
+            return regression.train_dataset(input_context, batch_size)
+
+        def validation_dataset(input_context, batch_size):
+            with open({str(calls)!r}, "a") as out:
+                out.write("validation\\n")
+            return regression.validation_dataset(input_context, batch_size)
+
+        def final_metrics(model):
+            import numpy as np
+
+            return {{"final_mse": np.float32(0.25), "final_count": 3}}
+    """))
+    return counting, calls
+
+
+def test_a_user_task_stops_mid_epoch_and_resumes_to_the_uninterrupted_weights_and_start_up_builds_each_dataset_once(
+        tmp_path: Path) -> None:
+    """One uninterrupted run for both (a TensorFlow start less): the regression task wrapped to count its datasets'
+    builds and give numpy final figures (the same model, data and seed: the same weights), then the task itself
+    stopped mid-epoch and resumed to those weights."""
+    counting, calls = counting_task(tmp_path)
+    [(code, _, err)] = finish([start(tmp_path / "whole", *SETTINGS, f"task={counting}")])
     assert code == 0, err[-3000:]
     uninterrupted = digest(err)
-    assert re.search(r"^hpc-train: done: final_val_loss \d\.\d{4}, final_val_mae \d\.\d{4}; model ", out, re.M), out
+    # Start-up: train: one build counted and checked, one stream for the run's one stretch (there were three);
+    # validation: one counted, one for fit, whatever the epochs.
+    assert sorted(calls.read_text().split()) == ["train", "train", "validation", "validation"]
+    # Final figures of numpy are recorded as numbers.
+    assert state(tmp_path / "whole")["final_mse"] == 0.25
+    assert state(tmp_path / "whole")["final_count"] == 3
     whole = metrics(tmp_path / "whole")
-    assert [epoch["epoch"] for epoch in whole["epochs"]] == [1, 2] and whole["task"] == TASK
-    assert "data_dir" not in whole["config"] and whole["config"]["epochs"] == 2  # MNIST's settings are not its
-    assert whole["totals"]["final_val_loss"] < 0.5 * whole["epochs"][0]["loss"]  # it learned
 
     run = Watched(start(tmp_path / "run", *SETTINGS))
     run.wait_for("; output in")  # training is about to start
@@ -46,32 +83,12 @@ def test_a_user_task_stops_mid_epoch_and_resumes_to_the_uninterrupted_weights(tm
     assert code == 0, err[-3000:]
     assert re.search(rf"resuming (in|after) epoch \d.* \(step {stopped['global_step']}\)", out), out
     assert digest(err) == uninterrupted  # the same batches in the same order after the stop: the same model
-    assert [epoch["epoch"] for epoch in metrics(tmp_path / "run")["epochs"]] == [1, 2]
-
-
-def test_a_user_tasks_checkpoint_restores_at_another_size_with_the_same_global_batch(tmp_path: Path) -> None:
-    # A node range's next attempt (docs/jobs.md "Node ranges"): stopped on 2 workers, resumed on 1. The global
-    # batch of 16 is 8 per replica on 2 and 16 on 1; an epoch is 128 steps at both sizes.
-    settings = (*SETTINGS, "strategy=multiworker", "global_batch=16", "batch_size=16")
-    two = local_cluster(worker=2)
-    runs = [Watched(start(tmp_path, *settings, tf_config=task_config(two, "worker", index))) for index in range(2)]
-    runs[0].wait_for("; output in")
-    runs[1].process.send_signal(signal.SIGUSR1)
-    results = [run.finish() for run in runs]
-    assert [code for code, _, _ in results] == [75, 0], results[0][2][-3000:]
-    assert "batch 8 per replica, 16 global; 128 steps per epoch" in results[0][1]
-    stopped = state(tmp_path)
-    assert stopped["state"] == "stopped" and 0 < stopped["global_step"] < 256
-
-    [(code, out, err)] = finish([start(tmp_path, *settings, tf_config=task_config(local_cluster(worker=1), "worker",
-                                                                                  0))])
-    assert code == 0, err[-3000:]
-    assert "batch 16 per replica, 16 global; 128 steps per epoch" in out
-    assert re.search(rf"resuming (in|after) epoch \d.* \(step {stopped['global_step']}\)", out), out
-    assert "another input layout" not in err  # a change of size alone is the same training
-    done = metrics(tmp_path)
-    assert [epoch["epoch"] for epoch in done["epochs"]] == [1, 2] and done["workers"] == 1
-    assert done["totals"]["final_val_loss"] < 0.5 * done["epochs"][0]["loss"]
+    # Without final_metrics(), the task's final figures are its last validation's.
+    assert re.search(r"^hpc-train: done: final_val_loss \d\.\d{4}, final_val_mae \d\.\d{4}; model ", out, re.M), out
+    resumed = metrics(tmp_path / "run")
+    assert [epoch["epoch"] for epoch in resumed["epochs"]] == [1, 2] and resumed["task"] == TASK
+    assert "data_dir" not in resumed["config"] and resumed["config"]["epochs"] == 2  # MNIST's settings are not its
+    assert resumed["totals"]["final_val_loss"] < 0.5 * whole["epochs"][0]["loss"]  # it learned
 
 
 def train(tmp_path: Path, task_text: str) -> subprocess.CompletedProcess[str]:
@@ -114,7 +131,7 @@ def test_batches_of_the_wrong_size_are_refused_in_one_line(tmp_path: Path) -> No
 
 
 def test_final_figures_other_than_numbers_are_refused(tmp_path: Path) -> None:
-    """(Numpy's are recorded as numbers: test_start_up_builds_each_dataset_once_and_records_numpys_final_figures.)"""
+    """(Numpy's are recorded as numbers: test_a_user_task_stops_mid_epoch_..._and_start_up_builds_each_dataset_once.)"""
     (tmp_path / "words").mkdir()
     refused = train(tmp_path / "words", """
         def final_metrics(model):
@@ -137,42 +154,6 @@ def test_a_summary_metrics_json_cannot_hold_is_refused_before_training(tmp_path:
     assert last.startswith(f"hpc-train train: error: task {tmp_path / 'broken_task.py'}: summary() returned what "
                            "metrics.json cannot hold (Object of type object is not JSON serializable)")
     assert "epoch 1/1" not in result.stdout
-
-
-def test_start_up_builds_each_dataset_once_and_records_numpys_final_figures(tmp_path: Path) -> None:
-    """Counting an epoch's steps and checking the model's input share one build; the stream is one more. Final
-    figures of numpy are recorded as numbers. (One run for both: a TensorFlow start less.)"""
-    calls = tmp_path / "calls"
-    counting = tmp_path / "counting_task.py"
-    counting.write_text(textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {str(Path(TASK).parent)!r})
-        import regression
-
-        build_model = regression.build_model
-
-        def train_dataset(input_context, batch_size):
-            with open({str(calls)!r}, "a") as out:
-                out.write("train\\n")
-            return regression.train_dataset(input_context, batch_size)
-
-        def validation_dataset(input_context, batch_size):
-            with open({str(calls)!r}, "a") as out:
-                out.write("validation\\n")
-            return regression.validation_dataset(input_context, batch_size)
-
-        def final_metrics(model):
-            import numpy as np
-
-            return {{"final_mse": np.float32(0.25), "final_count": 3}}
-    """))
-    [(code, _, err)] = finish([start(tmp_path / "run", f"task={counting}", "epochs=2", "batch_size=64")])
-    assert code == 0, err[-3000:]
-    # train: one build counted and checked, one stream for the run's one stretch (there were three);
-    # validation: one counted, one for fit, whatever the epochs.
-    assert sorted(calls.read_text().split()) == ["train", "train", "validation", "validation"]
-    assert state(tmp_path / "run")["final_mse"] == 0.25
-    assert state(tmp_path / "run")["final_count"] == 3
 
 
 def test_a_task_writes_to_its_own_folder_and_another_models_checkpoint_is_one_line(tmp_path: Path) -> None:
