@@ -65,8 +65,10 @@ def executor_for(plan: JobPlan) -> Any:
     # bash would die of it otherwise (submitit's command line is the script's last).
     executor = submitit.SlurmExecutor(folder=str(plan.runs / f"{plan.request.name}-%j"), python=f"exec {python}")
     asked = directives(plan.request)  # (submitit writes one group's #SBATCH lines: a heterogeneous job is not its)
-    for own in ("output", "open-mode"):  # submitit's: its batch log in its folder (runs/NAME-JOBID/JOBID_0_log.out),
-        asked.pop(own)  # appended to (a requeued job keeps every attempt's)
+    # The job's own log where every job's is (runs/joblog.py), stdout and stderr in one, over submitit's
+    # JOBID_0_log.out and .err: the same folder, which submitit makes as it submits (its pickles stay there).
+    asked["output"] = plan.job_log()
+    asked.pop("open-mode")  # (submitit's own: append, a requeued job's log keeps every attempt's)
     if plan.request.hold:
         asked["hold"] = True
     # Every option as the plan's script asks it (submitit's own names, `_`, so that ours replace its: its signal
@@ -74,7 +76,7 @@ def executor_for(plan: JobPlan) -> Any:
     # leaves --time out (the partition's default applies, not submitit's 5 minutes).
     time = asked.pop("time", None)
     executor.update_parameters(
-        time=time_minutes(str(time)) if time else None, use_srun=False,
+        time=time_minutes(str(time)) if time else None, use_srun=False, stderr_to_stdout=True,
         # The batch log holds the job body's lines, as every job's: submitit's own INFO lines left out.
         setup=[*setup, "export SUBMITIT_LOG_LEVEL=WARNING", *code_lines(plan.code)],
         additional_parameters={name.replace("-", "_"): value for name, value in asked.items()})
