@@ -110,19 +110,20 @@ def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Seq
     `command`: the user's own command for every rank (under the bootstrap) instead of the trainer;
     `home`: the environment the job activates; `code`: the snapshot it runs (see executor_for).
     """
+    from hpc_train.login.preflight import check_request
+
+    check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     return submit_plan(JobPlan(spec, train, home=home, runs=runs, command=tuple(command) if command else None,
                                code=code))
 
 
 def submit_plan(plan: JobPlan) -> JobRecord:
-    """Submit one job (not a sweep): through submitit where it can say it, else its script through the client."""
+    """Submit one job (not a sweep), checked already (login/preflight.py: submit checks before it stores anything):
+    through submitit where it can say it, else its script through the client."""
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): add --local to run the job's tasks on this machine, "
                             "or start a local cluster with hpc-train cluster up")
-    from hpc_train.login.preflight import check_request
-
     spec = plan.request
-    check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     if plan.submitter != SUBMITIT:
         return _submit_rendered(plan)
     executor = executor_for(plan)
@@ -184,12 +185,10 @@ def submit_sweep(plan: JobPlan) -> JobRecord:
 
 
 def _submit_held(plan: JobPlan, text: str, what: str) -> tuple[str, Any]:
-    """The plan's script, checked and submitted held (plan.sbatch_options) through the Slurm client from a file in
-    the runs folder; its id and the client."""
-    from hpc_train.login.preflight import check_request
+    """The plan's script (checked already, login/preflight.py), submitted held (plan.sbatch_options) through the
+    Slurm client from a file in the runs folder; its id and the client."""
     from hpc_train.slurm.client import SlurmClient
 
-    check_request(plan.request, os.environ)
     plan.runs.mkdir(parents=True, exist_ok=True)
     script = plan.runs / f".{plan.request.name}-{what}-{os.getpid()}.sbatch"
     script.write_text(text)

@@ -25,11 +25,13 @@ SRUN = ('out=/dev/stdout\nwhile [[ "$1" == --* ]]; do case "$1" in --output=*) o
 TRAINER = 'echo "hpc-train: epoch 1/5  loss 0.5"\n'
 
 
-def fake_cluster(tmp_path: Path, job_id: str) -> dict[str, str]:
+def fake_cluster(tmp_path: Path, job_id: str, stdout: Path | None = None) -> dict[str, str]:
+    """A fake Slurm whose scontrol says the job runs (`stdout`: where Slurm writes its own log)."""
+    written = f" StdOut={stdout}" if stdout else ""
     fake = FakeSlurm(tmp_path / "fake", {
         "srun": Reply(shell=SRUN),
         "sacct": Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1),
-        "scontrol": f"JobId={job_id} JobState=RUNNING ExitCode=0:0 RunTime=00:00:42 NodeList=node[1-2]\n",
+        "scontrol": f"JobId={job_id} JobState=RUNNING ExitCode=0:0 RunTime=00:00:42 NodeList=node[1-2]{written}\n",
         "squeue": f"{job_id} RUNNING\n",
     })
     env = fake.install(tmp_path / "bin")
@@ -173,13 +175,7 @@ def test_a_scripts_own_log_written_where_sbatch_ran_is_linked_into_its_run_folde
     log where sbatch ran (its folder did not exist yet); the job body links it into runs/NAME-JOBID/ as it starts."""
     work = tmp_path / "work"
     written = work / "slurm-myproject-77.out"
-    fake = FakeSlurm(tmp_path / "fake", {
-        "srun": Reply(shell=SRUN),
-        "sacct": Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1),
-        "scontrol": f"JobId=77 JobState=RUNNING ExitCode=0:0 RunTime=00:00:42 NodeList=node1 StdOut={written}\n",
-        "squeue": "77 RUNNING\n"})
-    env = {**without_slurm(), "PATH": fake.install(tmp_path / "bin")["PATH"]}
-    fake_hpc_train(tmp_path / "bin", TRAINER)
+    env = fake_cluster(tmp_path, "77", stdout=written)
     script = tmp_path / "job.sbatch"
     script.write_text(render_script(JobSpec(nodes=1, name="myproject"), TrainConfig(), home=str(tmp_path)))
     work.mkdir()
