@@ -78,17 +78,33 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
     from hpc_train.resources import resource
 
     return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
-        summary=(pack_summary(spec, sweep, max_parallel) if packed and sweep is not None else
-                 " + ".join(group_summary(group) for group in spec.groups)) + f", {spec.strategy}",
+        summary=f"{job_summary(spec, sweep, max_parallel)}, {spec.strategy}",
         directives="\n".join(directive_lines(spec, first)),
         home=shlex.quote(home),
         runs_dir=shlex.quote(runs_dir),
         job_name=shlex.quote(spec.name),
         run_folder=run_folder_text(sweep, packed),
-        config_block=(config_lines(config) if sweep is None else pack_block(spec, config, sweep, command, max_parallel)
-                      if packed else sweep_lines(spec, config, sweep, command, program)),
+        config_block=settings_block(spec, config, sweep, command, max_parallel, program),
         job_line="\n".join([*code_lines(code), job_line(spec, config, command, program, sweep, packed)]),
     )
+
+
+def job_summary(spec: JobRequest, sweep: Sweep | None, max_parallel: int | None) -> str:
+    """The job in words, for the script's header: each group's nodes and tasks, or a pack's trials."""
+    if sweep is not None and spec.pack is not None:
+        return pack_summary(spec, sweep, max_parallel)
+    return " + ".join(group_summary(group) for group in spec.groups)
+
+
+def settings_block(spec: JobRequest, config: TrainConfig, sweep: Sweep | None, command: Sequence[str] | None,
+                   max_parallel: int | None, program: str) -> str:
+    """The script's lines that write the job's settings into its run folder: its config.yaml, each element's
+    (a sweep's), or the base settings and the trials' plan (a pack's)."""
+    if sweep is None:
+        return config_lines(config)
+    if spec.pack is not None:
+        return pack_block(spec, config, sweep, command, max_parallel)
+    return sweep_lines(spec, config, sweep, command, program)
 
 
 def array_directives(sweep: Sweep | None, max_parallel: int | None) -> dict[str, str]:
