@@ -14,8 +14,9 @@
                                                     # once job 1234 ends (afterany); any other sbatch option
 
 The request is checked before anything is submitted. The job's folder is
-runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
-(logs/rank-N.out), checkpoints, TensorBoard events and metrics.json.
+runs/NAME-JOBID/: the submitted script, config.yaml, job.json, the job's own log
+(slurm-NAME-JOBID.out: hpc-train logs JOBID --job), a log per rank (logs/rank-N.out), checkpoints, TensorBoard
+events and metrics.json.
 Follow it with hpc-train status, logs, cancel and list. submit prints the job
 id alone on stdout (JOB=$(hpc-train submit ...)), and what it did on stderr.
 
