@@ -4,7 +4,8 @@ last lines of each element's.
     hpc-train logs JOBID [--rank R] [--follow]
     hpc-train logs ARRAYID [--rank R]      # each element's last lines; ARRAYID_I for one element's whole log
     hpc-train logs JOBID --stacks          # every rank's Python stacks, of each attempt that hung
-    hpc-train logs JOBID --job             # the job's own log: its start, attempts, retries (docs/jobs.md)
+    hpc-train logs JOBID --job             # the job's own log: its start, attempts, retries
+                                           # (runs/NAME-JOBID/slurm-NAME-JOBID.out; docs/jobs.md)
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, default=0, metavar="R", help="default 0, the chief")
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
     parser.add_argument("--job", action="store_true", dest="job_log",
-                        help="the job's own log (its batch script's: the start, each attempt, retries), not a rank's")
+                        help="the job's own log (its batch script's: the start, each attempt, retries; "
+                             "runs/NAME-JOBID/slurm-NAME-JOBID.out), not a rank's")
     parser.add_argument("--stacks", action="store_true",
                         help="every rank's Python stacks (all threads), of each attempt the watchdog found hung")
 

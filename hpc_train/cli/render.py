@@ -34,19 +34,11 @@ def run(args: argparse.Namespace) -> int:
     _warn_of_image(spec)
     plan = job_plan(args, spec, train, home, sweep)  # the plan submit --dry-run prints too, byte for byte
     script = plan.script()
-    if sweep is not None and spec.pack is not None:
-        from hpc_train.login.packscript import pack_summary
+    if sweep is not None:
         from hpc_train.spec.sweep import table
 
-        print(f"hpc-train render: {pack_summary(spec, sweep, args.max_parallel)} "
-              f"(runs/{spec.name}-JOBID_INDEX/):", file=sys.stderr)
-        print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
-    elif sweep is not None:
-        from hpc_train.cli.submit import random_seed
-        from hpc_train.spec.sweep import table
-
-        print(f"hpc-train render: a sweep of {len(sweep)} elements{random_seed(sweep)}, each a job of {spec.nodes} "
-              f"node(s) (runs/{spec.name}-ARRAYID_INDEX/):", file=sys.stderr)
+        index = "JOBID_INDEX" if plan.kind == "pack" else "ARRAYID_INDEX"
+        print(f"hpc-train render: {plan.heading()} (runs/{spec.name}-{index}/):", file=sys.stderr)
         print("\n".join(f"  {row}" for row in table(sweep)), file=sys.stderr)
     if args.output is None:
         sys.stdout.write(script)

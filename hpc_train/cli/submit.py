@@ -14,8 +14,9 @@
                                                     # once job 1234 ends (afterany); any other sbatch option
 
 The request is checked before anything is submitted. The job's folder is
-runs/NAME-JOBID/: the submitted script, config.yaml, job.json, a log per rank
-(logs/rank-N.out), checkpoints, TensorBoard events and metrics.json.
+runs/NAME-JOBID/: the submitted script, config.yaml, job.json, the job's own log
+(slurm-NAME-JOBID.out: hpc-train logs JOBID --job), a log per rank (logs/rank-N.out), checkpoints, TensorBoard
+events and metrics.json.
 Follow it with hpc-train status, logs, cancel and list. submit prints the job
 id alone on stdout (JOB=$(hpc-train submit ...)), and what it did on stderr.
 
@@ -56,7 +57,6 @@ TYPE_CHECKING = False  # (typing itself costs start-up)
 if TYPE_CHECKING:
     from hpc_train.login.plan import JobPlan
     from hpc_train.runs.snapshot import JobCode
-    from hpc_train.spec.sweep import Sweep
 
 
 
@@ -178,14 +178,10 @@ def run(args: argparse.Namespace) -> int:
 
 def sweep_heading(plan: JobPlan) -> str:
     """A sweep's elements (or a pack's trials), as a table under one line (a dry run's and submit's)."""
-    from hpc_train.login.packscript import pack_summary
     from hpc_train.spec.sweep import table
 
-    spec, sweep = plan.request, plan.sweep
-    assert sweep is not None
-    heading = (pack_summary(spec, sweep, plan.max_parallel) if plan.kind == "pack"
-               else f"a sweep of {len(sweep)} elements{random_seed(sweep)}, each a job of {spec.nodes} node(s)")
-    return "\n".join([f"hpc-train submit: {heading}:", *(f"  {row}" for row in table(sweep))])
+    assert plan.sweep is not None
+    return "\n".join([f"hpc-train submit: {plan.heading()}:", *(f"  {row}" for row in table(plan.sweep))])
 
 
 def _submit_sweep(plan: JobPlan) -> int:
@@ -202,12 +198,6 @@ def _submit_sweep(plan: JobPlan) -> int:
     _say_submitted(record.job_id, f"hpc-train submit: {what}, runs/{record.name}-{record.job_id}_I/); follow it "
                    f"with: hpc-train status {record.job_id}")
     return 0
-
-
-def random_seed(sweep: Sweep) -> str:
-    """A random sweep's seed, as its heading shows it (the YAML's, or drawn at submit): the same one draws the
-    same elements again."""
-    return "" if sweep.seed is None else f" drawn at random (seed {sweep.seed}: the same seed draws them again)"
 
 
 def _say_submitted(job_id: str, message: str) -> None:

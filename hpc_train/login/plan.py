@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_train.config import TrainConfig
-from hpc_train.login.script import job_image
+from hpc_train.login.script import job_image, pack_summary, render_script
 from hpc_train.runs.folders import ELEMENT_BATCH_LOG
+from hpc_train.runs.joblog import BATCH_LOG
 from hpc_train.runs.snapshot import JobCode
 from hpc_train.spec.directives import asked
 from hpc_train.spec.request import JobRequest
@@ -68,25 +69,35 @@ class JobPlan:
         return str(self.runs.absolute() if self.code is not None else self.runs)
 
     def script(self) -> str:
-        """The script a person reads: render's, a dry run's, and for a job the Slurm client submits, Slurm's."""
-        from hpc_train.login.packscript import render_pack
-        from hpc_train.login.script import render_script
-
-        if self.kind == "pack":
-            assert self.sweep is not None
-            return render_pack(self.request, self.train, self.home_text, self.sweep, runs_dir=self.runs_dir,
-                               command=self.command, max_parallel=self.max_parallel, code=self.code)
+        """The script a person reads: render's, a dry run's, and for a job the Slurm client submits, Slurm's (one
+        writer for every kind: login/script.py)."""
         return render_script(self.request, self.train, self.home_text, runs_dir=self.runs_dir, command=self.command,
                              sweep=self.sweep, max_parallel=self.max_parallel, code=self.code)
 
-    def batch_log(self) -> str | None:
-        """Where submit puts the batch script's log (sbatch --output on its command line, over the script's): a
-        sweep's element's and a pack's in its own run folder, which submit makes while the job is held."""
+    def heading(self) -> str:
+        """A sweep's elements (or a pack's trials) in one line for people, as render and submit say them."""
+        spec, sweep = self.request, self.sweep
+        assert sweep is not None
+        if self.kind == "pack":
+            return pack_summary(spec, sweep, self.max_parallel)
+        drawn = "" if sweep.seed is None else \
+            f" drawn at random (seed {sweep.seed}: the same seed draws them again)"  # (the YAML's, or drawn at submit)
+        return f"a sweep of {len(sweep)} elements{drawn}, each a job of {spec.nodes} node(s)"
+
+    def job_log(self) -> str | None:
+        """Where submit puts the job's own log, as a Slurm filename pattern: in its run folder (runs/joblog.py), which
+        submit makes before the job can start: submitit's job's, a sweep's element's, a pack's. None: where sbatch
+        runs (a heterogeneous job, one without a time-limit warning), linked into the run folder as it starts."""
         if self.kind == "sweep":
             return str(self.runs.absolute() / ELEMENT_BATCH_LOG)
-        if self.kind == "pack":
-            return str(self.runs.absolute() / "%x-%j" / "slurm-%x-%j.out")
+        if self.kind == "pack" or self.submitter == SUBMITIT:
+            return str(self.runs.absolute() / BATCH_LOG)
         return None
+
+    def batch_log(self) -> str | None:
+        """The batch log submit puts on sbatch's command line (--output, over the script's) for a script it submits
+        held: a sweep's element's and a pack's, in its own run folder, which submit makes while the job is held."""
+        return self.job_log() if self.kind in ("sweep", "pack") else None
 
     def sbatch_options(self) -> tuple[str, ...]:
         """What submit adds on sbatch's command line: held (released once the folders are there), the batch log."""

@@ -55,8 +55,7 @@ def limit_problems(spec: JobRequest, partition: Partition, group: Group | None =
     return problems
 
 
-# The requests this process found Slurm would run: submit checks before storing the code snapshot, and the
-# submission itself checks again; one `sbatch --test-only` is enough.
+# The requests this process found Slurm would run: one `sbatch --test-only` is enough, however often it is asked.
 _PASSED: set[JobRequest] = set()
 
 

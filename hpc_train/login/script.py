@@ -1,4 +1,7 @@
-"""Render a job's sbatch script from templates/job.sbatch (values in, text out; the template read from disk).
+"""The one writer: a job's sbatch script, of every kind, from templates/job.sbatch (values in, text out; the template
+read from disk): a single job, a node range, a container, a heterogeneous job, a sweep's job array, and a packed sweep
+(ONE job of the request's nodes, no array, whose body `hpc-train pack` runs the trials as steps from the plan the script
+writes, pack.json).
 
 Quoting happens here, at the render boundary: every value from the user reaches
 the script through `shlex.quote`. The few raw shell pieces are the template's
@@ -10,9 +13,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from string import Template
+from typing import Any
 
 import yaml
 
@@ -23,9 +27,9 @@ from hpc_train.runs.folders import RANK_LOG_PATTERN
 from hpc_train.runs.snapshot import SNAPSHOTS, JobCode
 from hpc_train.spec.directives import directive_lines
 from hpc_train.spec.jobline import JobBody, script_line
+from hpc_train.spec.pack import job_tasks_per_node, shares_in
 from hpc_train.spec.request import Group, JobRequest
 from hpc_train.spec.sweep import Sweep
-
 
 
 def activation_script(home: str) -> Path:
@@ -57,37 +61,80 @@ def render_script(spec: JobRequest, train: TrainConfig, home: str, runs_dir: str
                   template: Path | None = None, command: Sequence[str] | None = None,
                   sweep: Sweep | None = None, max_parallel: int | None = None, batch_log: str | None = None,
                   program: str = "hpc-train", code: JobCode | None = None) -> str:
-    """The whole sbatch script. `home` is the project root whose env/activate.sh the job sources;
-    `command`: the user's own command for every task, instead of the trainer; `sweep`: one job array, an element
-    per set of values (each a whole job of `spec`: its own run folder, config, retries), at most `max_parallel`
-    running at once. `batch_log`: the batch script's log (sbatch --output), where the default, in the directory
-    sbatch runs in, will not do. `program`: how the job starts hpc-train (shell text): the activated environment's
-    `hpc-train`, or `PYTHON -m hpc_train` for submit's own Python (with a container, the body runs each rank's in
-    the image: injob/contained.py). `code`:
-    the snapshot the job runs in (code_lines)."""
+    """The whole sbatch script of any job kind, from templates/job.sbatch. `home` is the project root whose
+    env/activate.sh the job sources; `command`: the user's own command for every task, instead of the trainer;
+    `sweep`: one job array, an element per set of values (each a whole job of `spec`: its own run folder, config,
+    retries), at most `max_parallel` running at once; with the request's `pack`, ONE job instead, whose body
+    (`hpc-train pack`) runs the sweep's trials as steps, each on its share (pack_block). `batch_log`: the batch
+    script's log (sbatch --output), where the default, in the directory sbatch runs in, will not do. `program`: how
+    the job starts hpc-train (shell text): the activated environment's `hpc-train`, or `PYTHON -m hpc_train` for
+    submit's own Python (with a container, the body runs each rank's in the image: injob/contained.py). `code`: the
+    snapshot the job runs in (code_lines)."""
     config = job_config(spec, train)
-    array = {} if sweep is None else {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
-                                      "output": "slurm-%x-%A_%a.out"}
-    array |= {"output": batch_log} if batch_log else {}
+    packed = sweep is not None and spec.pack is not None
     # A held job (submit --hold) starts after scontrol release (render has no --hold: people hold by hand).
-    lines = directive_lines(spec, {**array, **({"hold": True} if spec.hold else {})})
+    first = {**(pack_directives(spec) if packed else array_directives(sweep, max_parallel)),
+             **({"output": batch_log} if batch_log else {}), **({"hold": True} if spec.hold else {})}
     from hpc_train.resources import resource
 
     return Template((template or resource("templates/job.sbatch")).read_text()).substitute(
-        summary=" + ".join(group_summary(group) for group in spec.groups) + f", {spec.strategy}",
-        directives="\n".join(lines),
+        summary=f"{job_summary(spec, sweep, max_parallel)}, {spec.strategy}",
+        directives="\n".join(directive_lines(spec, first)),
         home=shlex.quote(home),
         runs_dir=shlex.quote(runs_dir),
         job_name=shlex.quote(spec.name),
-        # Without Slurm (bash THIS_FILE) the job runs here, on the mock launcher, in a folder named as jobline's.
-        run_folder='"${SLURM_JOB_NAME:-$job_name}-${SLURM_JOB_ID:-local-$(date +%Y%m%d-%H%M%S)}"' if sweep is None else
-        '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
-        config_block=config_lines(config) if sweep is None else sweep_lines(spec, config, sweep, command, program),
-        job_line="\n".join(code_lines(code)) + "\n" * bool(code) + script_line(program, '"$run_dir"', job_body(spec, config, command), (
-            task_command(spec, config, command, program)
-            if sweep is None or not command else '"${element_command[@]}"'),
-            output=f'"$run_dir/{RANK_LOG_PATTERN}"'),
+        run_folder=run_folder_text(sweep, packed),
+        config_block=settings_block(spec, config, sweep, command, max_parallel, program),
+        job_line="\n".join([*code_lines(code), job_line(spec, config, command, program, sweep, packed)]),
     )
+
+
+def job_summary(spec: JobRequest, sweep: Sweep | None, max_parallel: int | None) -> str:
+    """The job in words, for the script's header: each group's nodes and tasks, or a pack's trials."""
+    if sweep is not None and spec.pack is not None:
+        return pack_summary(spec, sweep, max_parallel)
+    return " + ".join(group_summary(group) for group in spec.groups)
+
+
+def settings_block(spec: JobRequest, config: TrainConfig, sweep: Sweep | None, command: Sequence[str] | None,
+                   max_parallel: int | None, program: str) -> str:
+    """The script's lines that write the job's settings into its run folder: its config.yaml, each element's
+    (a sweep's), or the base settings and the trials' plan (a pack's)."""
+    if sweep is None:
+        return config_lines(config)
+    if spec.pack is not None:
+        return pack_block(spec, config, sweep, command, max_parallel)
+    return sweep_lines(spec, config, sweep, command, program)
+
+
+def array_directives(sweep: Sweep | None, max_parallel: int | None) -> dict[str, str]:
+    """A sweep's #SBATCH array (at most `max_parallel` elements at once) and each element's log; none for a job."""
+    if sweep is None:
+        return {}
+    return {"array": f"0-{len(sweep) - 1}" + (f"%{max_parallel}" if max_parallel else ""),
+            "output": "slurm-%x-%A_%a.out"}
+
+
+def run_folder_text(sweep: Sweep | None, packed: bool) -> str:
+    """The run folder's name, as the script's shell makes it from Slurm's variables."""
+    if packed:  # (a pack needs Slurm)
+        return '"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"'
+    if sweep is not None:
+        return '"${SLURM_JOB_NAME}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+    # Without Slurm (bash THIS_FILE) the job runs here, on the mock launcher, in a folder named as jobline's.
+    return '"${SLURM_JOB_NAME:-$job_name}-${SLURM_JOB_ID:-local-$(date +%Y%m%d-%H%M%S)}"'
+
+
+def job_line(spec: JobRequest, config: TrainConfig, command: Sequence[str] | None, program: str,
+             sweep: Sweep | None, packed: bool) -> str:
+    """The script's last line: the job body (`hpc-train job ...`, its ranks' command), or a pack's (`hpc-train
+    pack`, which reads its plan, pack.json)."""
+    if packed:
+        return f'exec {program} pack --run-dir "$run_dir"'
+    ranks = task_command(spec, config, command, program) if sweep is None or not command else \
+        '"${element_command[@]}"'
+    return script_line(program, '"$run_dir"', job_body(spec, config, command), ranks,
+                       output=f'"$run_dir/{RANK_LOG_PATTERN}"')
 
 
 def code_lines(code: JobCode | None) -> list[str]:
@@ -199,3 +246,52 @@ def task_command(spec: JobRequest, config: TrainConfig, command: Sequence[str] |
 
     job = CommandJob(tuple(command), spec.strategy, spec.num_ps, config.max_requeues, spec.keras, spec.command_signal)
     return f"{program} {shlex.join(supervised_arguments(job))}"
+
+
+def pack_directives(spec: JobRequest) -> dict[str, str | int | bool]:
+    """What a packed sweep's #SBATCH lines add to the group's: every share's ranks on a node, each rank's CPUs,
+    --no-kill (a node lost takes down the trials on it, not the whole allocation: Slurm's default), and Slurm's
+    warning to the batch shell (B:), which passes it on to every trial's step."""
+    share = spec.share
+    assert share is not None
+    return {"ntasks-per-node": job_tasks_per_node(share), **({"cpus-per-task": share.cpus} if share.cpus else {}),
+            "no-kill": True, **({"signal": f"B:USR1@{spec.signal_seconds}"} if spec.signal_seconds else {})}
+
+
+def pack_block(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,
+               max_parallel: int | None) -> str:
+    """A packed sweep's lines that write config.yaml and pack.json (pack_plan) into the sweep's folder
+    runs/NAME-JOBID/, each a quoted here-document, in which the shell expands nothing."""
+    import json
+
+    from hpc_train.runs.packed import PLAN
+
+    plan = json.dumps(pack_plan(spec, config, sweep, command, max_parallel), indent=1)
+    return f"{config_lines(config)}\ncat > \"$run_dir/{PLAN}\" <<'HPC_TRAIN_PACK'\n{plan}\nHPC_TRAIN_PACK"
+
+
+def pack_plan(spec: JobRequest, config: TrainConfig, sweep: Sweep, command: Sequence[str] | None,
+              max_parallel: int | None) -> dict[str, Any]:
+    """pack.json: what the pack's body (injob/pack/runner.py) needs to run every trial (runs/packed.py names it)."""
+    share = spec.share
+    assert share is not None and spec.pack is not None
+    study = sweep.search is not None or config.prune != "none"
+    return {"name": spec.name, "trials": [dict(values) for values in sweep.elements],
+            "search": search_spec(config, sweep) if study else None,
+            "command": list(command) if command else None, "strategy": spec.strategy, "num_ps": spec.num_ps,
+            "max_requeues": config.max_requeues, "keras": spec.keras, "command_signal": spec.command_signal,
+            "max_retries": config.max_retries, "retry_exit_codes": list(spec.retry_exit_codes),
+            "max_parallel": max_parallel, "share": asdict(share),
+            "hang_minutes": config.hang_minutes, "track": config.track, "tracking_uri": config.tracking_uri,
+            "experiment": config.experiment, "container": asdict(image) if (image := job_image(spec)) else None,
+            "pack": spec.pack.as_json()}
+
+
+def pack_summary(spec: JobRequest, sweep: Sweep, max_parallel: int | None) -> str:
+    """A packed sweep in one line for people: the trials, the job, how many run at once, each trial's share."""
+    share = spec.share
+    assert share is not None
+    at_once = min(shares_in(share, spec.nodes), max_parallel or len(sweep))
+    each = f"{share.nodes} node(s)" if share.nodes > 1 else f"{share.gpus} GPU(s)" if share.gpus else \
+        f"{share.cpus or 1} CPU(s)"
+    return f"a packed sweep of {len(sweep)} trials in one job of {spec.nodes} node(s), {at_once} at once ({each} each)"

@@ -65,8 +65,10 @@ def executor_for(plan: JobPlan) -> Any:
     # bash would die of it otherwise (submitit's command line is the script's last).
     executor = submitit.SlurmExecutor(folder=str(plan.runs / f"{plan.request.name}-%j"), python=f"exec {python}")
     asked = directives(plan.request)  # (submitit writes one group's #SBATCH lines: a heterogeneous job is not its)
-    for own in ("output", "open-mode"):  # submitit's: its batch log in its folder (runs/NAME-JOBID/JOBID_0_log.out),
-        asked.pop(own)  # appended to (a requeued job keeps every attempt's)
+    # The job's own log where every job's is (runs/joblog.py), stdout and stderr in one, over submitit's
+    # JOBID_0_log.out and .err: the same folder, which submitit makes as it submits (its pickles stay there).
+    asked["output"] = plan.job_log()
+    asked.pop("open-mode")  # (submitit's own: append, a requeued job's log keeps every attempt's)
     if plan.request.hold:
         asked["hold"] = True
     # Every option as the plan's script asks it (submitit's own names, `_`, so that ours replace its: its signal
@@ -74,7 +76,7 @@ def executor_for(plan: JobPlan) -> Any:
     # leaves --time out (the partition's default applies, not submitit's 5 minutes).
     time = asked.pop("time", None)
     executor.update_parameters(
-        time=time_minutes(str(time)) if time else None, use_srun=False,
+        time=time_minutes(str(time)) if time else None, use_srun=False, stderr_to_stdout=True,
         # The batch log holds the job body's lines, as every job's: submitit's own INFO lines left out.
         setup=[*setup, "export SUBMITIT_LOG_LEVEL=WARNING", *code_lines(plan.code)],
         additional_parameters={name.replace("-", "_"): value for name, value in asked.items()})
@@ -108,19 +110,20 @@ def submit(spec: JobRequest, train: TrainConfig, runs: Path = RUNS, command: Seq
     `command`: the user's own command for every rank (under the bootstrap) instead of the trainer;
     `home`: the environment the job activates; `code`: the snapshot it runs (see executor_for).
     """
+    from hpc_train.login.preflight import check_request
+
+    check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     return submit_plan(JobPlan(spec, train, home=home, runs=runs, command=tuple(command) if command else None,
                                code=code))
 
 
 def submit_plan(plan: JobPlan) -> JobRecord:
-    """Submit one job (not a sweep): through submitit where it can say it, else its script through the client."""
+    """Submit one job (not a sweep), checked already (login/preflight.py: submit checks before it stores anything):
+    through submitit where it can say it, else its script through the client."""
     if shutil.which("sbatch") is None:
         raise HpcTrainError("no Slurm here (sbatch not found): add --local to run the job's tasks on this machine, "
                             "or start a local cluster with hpc-train cluster up")
-    from hpc_train.login.preflight import check_request
-
     spec = plan.request
-    check_request(spec, os.environ)  # never submit what cannot run: a pending-for-ever job wastes a day
     if plan.submitter != SUBMITIT:
         return _submit_rendered(plan)
     executor = executor_for(plan)
@@ -182,12 +185,10 @@ def submit_sweep(plan: JobPlan) -> JobRecord:
 
 
 def _submit_held(plan: JobPlan, text: str, what: str) -> tuple[str, Any]:
-    """The plan's script, checked and submitted held (plan.sbatch_options) through the Slurm client from a file in
-    the runs folder; its id and the client."""
-    from hpc_train.login.preflight import check_request
+    """The plan's script (checked already, login/preflight.py), submitted held (plan.sbatch_options) through the
+    Slurm client from a file in the runs folder; its id and the client."""
     from hpc_train.slurm.client import SlurmClient
 
-    check_request(plan.request, os.environ)
     plan.runs.mkdir(parents=True, exist_ok=True)
     script = plan.runs / f".{plan.request.name}-{what}-{os.getpid()}.sbatch"
     script.write_text(text)

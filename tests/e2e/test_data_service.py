@@ -76,7 +76,7 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
 
     def logs() -> str:
         return "".join(path.read_text(errors="replace")
-                       for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
+                       for path in [*sorted(folder.glob("slurm-*.out")), *sorted(folder.glob("logs/*"))])
 
     # A data worker killed once the ranks train: the dispatcher gives its share of the stream to the other worker,
     # whose step runs on, and training goes on (the body starts the workers' step again only when it ends).
@@ -142,7 +142,7 @@ def test_a_parameter_server_job_trains_through_a_lone_data_worker_started_again(
 
     def logs() -> str:
         return "".join(path.read_text(errors="replace")
-                       for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
+                       for path in [*sorted(folder.glob("slurm-*.out")), *sorted(folder.glob("logs/*"))])
 
     wait_for_text(logs, "training: first steps done")
     kill_data_worker(job_id, 0, cluster)

@@ -21,6 +21,7 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
+from hpc_train.runs.joblog import job_log_path
 from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT
 from tests.fake_slurm import without_slurm
 from tests.e2e.test_trainer_jobs import ROOT, Job
@@ -66,7 +67,7 @@ def assert_idle_gpus_said(job: SubmittedJob, workdir: Path) -> None:
     """One line per node in the job's log for its GPU 1 (and its rank), none for GPU 0; every node sampled; the
     timeline drawn."""
     said = re.findall(r"^hpc-train: (node\d+) GPU (\d) \(rank (\d)\) idle for \d+ s: under 5%",
-                      (job.folder / f"{job.id}_0_log.err").read_text(), re.M)  # the job body's log
+                      job_log_path(job.folder).read_text(), re.M)  # the job body's log
     assert sorted(said) == sorted(set(said)) and {gpu for _, gpu, _ in said} == {"1"}, said
     assert len(said) == 4 and all(int(rank) % 2 == 1 for _, _, rank in said), said
     sampled = sorted(path.stem for path in (job.folder / "utilization").glob("*.jsonl"))

@@ -22,6 +22,7 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
+from hpc_train.runs.joblog import job_log_path
 from tests.fake_slurm import without_slurm
 from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, wait_for_end
 from tests.training.tasks import regression, slow_input
@@ -49,9 +50,10 @@ class SubmittedJob:
 
     def log(self, rank: int, stream: str = "out") -> str:
         """The rank's log (logs/rank-N.out: its stdout and stderr together); "err": the batch script's stderr first
-        (submitit's JOBID_0_log.err: the job body's lines and srun's), where rank 0's stderr used to be too."""
+        (the job's own log, runs/joblog.py's one place: the job body's lines and srun's), where rank 0's stderr used
+        to be too."""
         paths = [self.folder / "logs" / f"rank-{rank}.out"]
-        paths = [self.folder / f"{self.id}_0_log.err", *paths] if stream == "err" else paths
+        paths = [job_log_path(self.folder), *paths] if stream == "err" else paths
         return "".join(path.read_text(errors="replace") for path in paths if path.exists())
 
     def digest(self) -> str:

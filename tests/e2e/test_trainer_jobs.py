@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpc_train.localslurm import control
+from hpc_train.runs.joblog import job_log_path
 from hpc_train.spec.directives import asked, differences
 from hpc_train.localslurm.spec import LocalCluster
 from tests.fake_slurm import without_slurm
@@ -362,10 +363,10 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
     assert received.returncode == 0 and shown.returncode == 0, received.stderr + shown.stderr
     assert differences(asked(shown.stdout), asked(received.stdout)) == {} and "srun" not in received.stdout
     folder = tmp_path / "runs" / f"{name}-{job.id}"
-    # The batch script's log (submitit's JOBID_0_log.out/.err), then each rank's (logs/rank-N.out: every job's layout).
-    logs = "".join(path.read_text() for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
+    # The job's own log (runs/joblog.py), then each rank's (logs/rank-N.out: every job's layout).
+    logs = "".join(path.read_text() for path in [job_log_path(folder), *sorted(folder.glob("logs/*"))] if path.exists())
     assert job.wait() == ("COMPLETED", "0:0"), logs[-3000:]
-    logs = "".join(path.read_text() for path in [*sorted(folder.glob("*_log.*")), *sorted(folder.glob("logs/*"))])
+    logs = "".join(path.read_text() for path in [job_log_path(folder), *sorted(folder.glob("logs/*"))] if path.exists())
     assert sorted(path.name for path in folder.glob("logs/*")) == [f"rank-{rank}.out" for rank in range(4)]
     roles = sorted(re.findall(r"rank (\d) is worker (\d) at (node\d):\d+", logs))
     assert roles == [("0", "0", "node1"), ("1", "1", "node1"), ("2", "2", "node2"), ("3", "3", "node2")]
@@ -373,7 +374,9 @@ def test_submit_runs_on_slurm_with_the_expected_tasks_and_no_hostile_side_effect
     assert not list(tmp_path.rglob("PWNED"))
     status = subprocess.run(["hpc-train", "status", job.id], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "completed" in status.stdout and "no Slurm accounting here" in status.stdout
-    # (issue 46, 5) the job's own log, its start line, wherever submit put it (submitit's JOBID_0_log.err)
+    # (issue 46, 5) the job's own log, its start line, in its one place (runs/NAME-JOBID/slurm-NAME-JOBID.out),
+    # submitit's job too: none of submitit's own JOBID_0_log.out and .err.
+    assert job_log_path(folder).is_file() and not list(folder.glob("*_log.*")), sorted(folder.iterdir())
     own = subprocess.run(["hpc-train", "logs", job.id, "--job"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert own.returncode == 0 and f"hpc-train: job {job.id} on node[1-2], 4 tasks" in own.stdout, own.stdout
 

@@ -25,11 +25,13 @@ SRUN = ('out=/dev/stdout\nwhile [[ "$1" == --* ]]; do case "$1" in --output=*) o
 TRAINER = 'echo "hpc-train: epoch 1/5  loss 0.5"\n'
 
 
-def fake_cluster(tmp_path: Path, job_id: str) -> dict[str, str]:
+def fake_cluster(tmp_path: Path, job_id: str, stdout: Path | None = None) -> dict[str, str]:
+    """A fake Slurm whose scontrol says the job runs (`stdout`: where Slurm writes its own log)."""
+    written = f" StdOut={stdout}" if stdout else ""
     fake = FakeSlurm(tmp_path / "fake", {
         "srun": Reply(shell=SRUN),
         "sacct": Reply(stderr="sacct: error: Slurm accounting storage is disabled\n", code=1),
-        "scontrol": f"JobId={job_id} JobState=RUNNING ExitCode=0:0 RunTime=00:00:42 NodeList=node[1-2]\n",
+        "scontrol": f"JobId={job_id} JobState=RUNNING ExitCode=0:0 RunTime=00:00:42 NodeList=node[1-2]{written}\n",
         "squeue": f"{job_id} RUNNING\n",
     })
     env = fake.install(tmp_path / "bin")
@@ -166,3 +168,22 @@ def test_the_ranks_of_a_hand_written_script_are_read_from_the_batch_log_they_are
     assert hpc_train(work, env, "logs", "56").stdout == "hpc-train: epoch 1/5  loss 0.5\n"
     assert hpc_train(work, env, "logs", "56", "--rank", "1").stdout == "hpc-train: rank 1 says hi\n"
     assert "last:    hpc-train: epoch 1/5  loss 0.5" in hpc_train(work, env, "status", "56").stdout
+
+
+def test_a_scripts_own_log_written_where_sbatch_ran_is_linked_into_its_run_folder(tmp_path: Path) -> None:
+    """(issue 46, 5) one place for a job's own log, whatever submitted it: Slurm opens a hand-submitted script's
+    log where sbatch ran (its folder did not exist yet); the job body links it into runs/NAME-JOBID/ as it starts."""
+    work = tmp_path / "work"
+    written = work / "slurm-myproject-77.out"
+    env = fake_cluster(tmp_path, "77", stdout=written)
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_script(JobSpec(nodes=1, name="myproject"), TrainConfig(), home=str(tmp_path)))
+    work.mkdir()
+    written.write_text("hpc-train: job 77 on node1, 1 task\n")  # (what Slurm writes there, the batch shell's)
+    sbatch(script, work, env, {"SLURM_JOB_ID": "77", "SLURM_JOB_NAME": "myproject", "SLURM_JOB_NUM_NODES": "1",
+                               "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "node1"})
+    place = work / "runs" / "myproject-77" / "slurm-myproject-77.out"
+    assert place.is_symlink() and place.resolve() == written
+    shown = hpc_train(work, env, "logs", "77", "--job")
+    assert shown.returncode == 0 and shown.stdout.splitlines()[:2] == [
+        "==> runs/myproject-77/slurm-myproject-77.out <==", "hpc-train: job 77 on node1, 1 task"], shown.stdout

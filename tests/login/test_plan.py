@@ -10,7 +10,9 @@ import pytest
 from hpc_train.config import TrainConfig
 from hpc_train.login.plan import SBATCH, SUBMITIT, JobPlan
 from hpc_train.spec.directives import asked, differences
+from hpc_train.spec.pack import Pack
 from hpc_train.spec.request import JobSpec
+from hpc_train.spec.sweep import grid
 from tests.cli.running import run_main
 
 KINDS = {
@@ -92,3 +94,23 @@ def test_asked_reads_a_scripts_first_group_and_its_time_in_minutes() -> None:
               "#SBATCH --output=x\n#SBATCH hetjob\n#SBATCH --nodes=3\n")
     assert asked(script) == {"time": "120", "requeue": "", "account": "a b"}
     assert differences({"nodes": "2"}, {"nodes": "2-4"}) == {"nodes": ("2", "2-4")}
+
+
+@pytest.mark.parametrize("spec, sweep, log", [
+    (JobSpec(nodes=2), None, "%x-%j/slurm-%x-%j.out"),  # submitit's job
+    (JobSpec(nodes=2, pack=Pack()), grid({"seed": [1, 2]}), "%x-%j/slurm-%x-%j.out"),
+    (JobSpec(nodes=2), grid({"seed": [1, 2]}), "%x-%A_%a/slurm-%x-%A_%a.out"),  # an element's: its own folder
+], ids=["submitit", "pack", "sweep"])
+def test_a_submitted_jobs_own_log_is_in_its_run_folder_whichever_way_it_goes(spec: JobSpec, sweep: object, log: str,
+                                                                            tmp_path: Path) -> None:
+    """(issue 46, 5) one place for a job's own log: runs/NAME-JOBID/slurm-NAME-JOBID.out (runs/joblog.py), not
+    submitit's JOBID_0_log.out and .err; its stderr in the same file."""
+    plan = JobPlan(spec, TrainConfig(), runs=tmp_path / "runs", sweep=sweep)
+    assert plan.job_log() == str(tmp_path / "runs" / log)
+    if plan.submitter == SUBMITIT:
+        from hpc_train.login.submission import executor_for
+
+        submitted = executor_for(plan)._make_submission_file_text("CMD", "uid")  # noqa: SLF001 - as sbatch reads it
+        assert f"#SBATCH --output={tmp_path / 'runs' / log}\n" in submitted and "--error" not in submitted
+    else:
+        assert f"--output={tmp_path / 'runs' / log}" in plan.sbatch_options()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpc_train.runs.folders import JobRecord
-from hpc_train.runs.joblog import job_log, job_log_places
+from hpc_train.runs.joblog import job_log, job_log_path, job_log_places, link_job_log
 from tests.login.test_submission import hpc_train, mock_slurm
 
 
@@ -15,9 +15,9 @@ def record(folder: Path, job_id: str, batch_log: str | None = None) -> JobRecord
 
 def test_each_way_of_submitting_has_its_own_log_found(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    submitted = record(runs / "mnist-7", "7")  # submit: submitit's files in the run folder
-    assert job_log_places(submitted)[:3] == [runs / "mnist-7" / "7_0_log.err", runs / "mnist-7" / "7_0_log.out",
-                                             runs / "mnist-7" / "slurm-mnist-7.out"]
+    submitted = record(runs / "mnist-7", "7")  # its one place first, then submitit's own files of an older submit
+    assert job_log_places(submitted)[:3] == [runs / "mnist-7" / "slurm-mnist-7.out", runs / "mnist-7" / "7_0_log.err",
+                                             runs / "mnist-7" / "7_0_log.out"]
     element = record(runs / "mnist-8_2", "8_2")  # a sweep's element, a packed sweep: slurm-FOLDER.out there
     assert runs / "mnist-8_2" / "slurm-mnist-8_2.out" in job_log_places(element)
     rendered = record(runs / "mnist-9", "9")  # sbatch of a rendered script, slurm/*.sh: where sbatch ran
@@ -46,3 +46,21 @@ def test_logs_job_prints_a_submitted_jobs_own_lines_not_a_ranks(tmp_path: Path) 
     assert shown.stdout.splitlines()[:3] == ["==> runs/a b-4242/4242_0_log.err <==", "hpc-train: job 4242 attempt "
                                              "1 ...", "hpc-train: retrying ..."]
     assert "a rank's line" not in shown.stdout
+
+
+def test_a_log_slurm_writes_elsewhere_is_linked_into_its_one_place_and_shown_once(tmp_path: Path) -> None:
+    """(issue 46, 5) one place for a job's own log, whatever submitted it: a script given to sbatch without its
+    folder has Slurm write where sbatch ran; the job links that file into its run folder as it starts."""
+    folder = tmp_path / "runs" / "mnist-9"
+    folder.mkdir(parents=True)
+    written = tmp_path / "slurm-mnist-9.out"
+    written.write_text("hpc-train: job 9 on node1, 1 task\n")
+    assert not link_job_log(folder, None) and not link_job_log(folder, "slurm-mnist-9.out")  # (a relative one: not)
+    assert link_job_log(folder, str(written))
+    assert job_log_path(folder).read_text() == "hpc-train: job 9 on node1, 1 task\n"
+    assert job_log(record(folder, "9")) == [job_log_path(folder)]  # the link, not the file again by its old place
+    assert link_job_log(folder, str(tmp_path / "other.out")) and job_log_path(folder).resolve() == written
+    own = tmp_path / "runs" / "mnist-10"
+    own.mkdir()
+    job_log_path(own).write_text("written there by Slurm\n")  # submit's jobs: Slurm writes it there itself
+    assert link_job_log(own, str(written)) and not job_log_path(own).is_symlink()
