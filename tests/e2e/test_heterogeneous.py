@@ -188,9 +188,14 @@ def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_
     assert re.search(r"rank 0 on hcpu\d", hpc_train(tmp_path, env, "logs", job, "--rank", "0").stdout)
     hpc_train(tmp_path, env, "cancel", job)
     assert wait_for_end(job, env, lambda: "")[0] == "CANCELLED"
-    time.sleep(2)  # slurmdbd takes the components' ends a moment after
-    states = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State"], env=env,
-                            capture_output=True, text=True).stdout.splitlines()
+    # slurmdbd takes the components' ends a moment after (seconds on a loaded machine): wait for them.
+    deadline, states = time.monotonic() + 60, []
+    while time.monotonic() < deadline:
+        states = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State"], env=env,
+                                capture_output=True, text=True).stdout.splitlines()
+        if len(states) == 2 and all(not state.split("|")[1].startswith(("RUNNING", "PENDING")) for state in states):
+            break
+        time.sleep(0.5)
     assert [state.split("|")[1].split()[0] for state in states] == ["CANCELLED", "CANCELLED"], states
     from mlflow.tracking import MlflowClient
 

@@ -127,8 +127,13 @@ def test_a_lost_node_shrinks_the_job_and_a_requeue_with_a_node_fewer_brings_it_b
     # A requeue (by hand, as a preemption would) while one more node is set aside: it comes back on 2.
     others = sorted({rank_node(job, rank) for rank in range(3)} - {lost})
     job.scontrol("requeue")
-    subprocess.run(["scontrol", "update", f"JobId={job.id}", f"ExcNodeList={lost},{others[0]}"], env=job.env,
-                   check=True)
+    # Slurm may refuse the update while the requeue is still ending the attempt it shrank ("Requested node
+    # configuration is not available": its 3 nodes, not yet its 2-4 again); the requeued job waits out cred_expire.
+    deadline = time.monotonic() + 30
+    while (update := subprocess.run(["scontrol", "update", f"JobId={job.id}", f"ExcNodeList={lost},{others[0]}"],
+                                    env=job.env, capture_output=True, text=True)).returncode != 0:
+        assert time.monotonic() < deadline, update.stderr
+        time.sleep(0.2)
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     log = job.log()
     sizes = re.findall(r"hpc-train: job \d+(?: \(restart \d\))? on \S+, \d tasks, (on \d of 2-4 nodes);", log)
