@@ -1,8 +1,10 @@
 """The tests that run on a local Slurm cluster (tests/e2e and the demo's), in groups that never share a cluster:
 the session's cluster, a second and a third one like it (tests/e2e/conftest.py), and the files that bring up
 clusters of their own. Under pytest-xdist each group runs in one worker, in order, as it would alone, the groups
-side by side (tests/conftest.py); with fewer than four workers the third cluster's files run in the worker of the
-files with clusters of their own (together about as long as each of the other two). The rest share the workers."""
+side by side (tests/conftest.py); with fewer than five workers the third cluster's files run in the worker of the
+files with clusters of their own (together about as long as each of the other two), so that a fourth worker runs no
+cluster at all: it fills the time the cluster workers spend waiting on Slurm and their jobs with the other tests.
+The rest share the workers."""
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ def cluster_group(nodeid: str) -> str | None:
 
 
 def worker_group(nodeid: str, workers: int) -> str | None:
-    """The group whose worker runs the test: its own, but with fewer than 4 workers the third cluster's files join
-    the files with clusters of their own (each group must have a worker to itself)."""
+    """The group whose worker runs the test: its own, but with fewer than 5 workers the third cluster's files join
+    the files with clusters of their own (each group must have a worker to itself, and one worker is left for the
+    tests on no cluster)."""
     group = cluster_group(nodeid)
-    return OWN if group == THIRD and workers < 4 else group
+    return OWN if group == THIRD and workers < 5 else group

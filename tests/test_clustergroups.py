@@ -22,9 +22,9 @@ def test_every_named_file_exists_and_is_in_one_group() -> None:
     assert cluster_group("tests/login/test_submission.py::test_logs_list_and_cancel") is None
 
 
-def test_the_third_clusters_files_share_a_worker_with_clusters_of_their_own_below_four_workers() -> None:
+def test_the_third_clusters_files_share_a_worker_with_clusters_of_their_own_below_five_workers() -> None:
     test = f"{ON_THE_THIRD_CLUSTER[0]}::test_x"
-    assert (worker_group(test, 3), worker_group(test, 4)) == (OWN, THIRD)
+    assert (worker_group(test, 3), worker_group(test, 4), worker_group(test, 5)) == (OWN, OWN, THIRD)
     assert session_group(test) == THIRD  # its cluster stays its own, whichever worker runs it
     assert worker_group(f"{ON_THE_SECOND_CLUSTER[0]}::test_x", 3) == SECOND
     assert set(LOCAL_CLUSTER_LOCKS) == {SESSION, SECOND, THIRD, OWN}
