@@ -37,7 +37,8 @@ from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob import shrink
 from hpc_train.injob.failures import Failure, diagnose
-from hpc_train.injob.retry import RetryPlan, component_exclusions, plan_retry, requeue_excluding, usable_and_lost
+from hpc_train.injob.retry import (RetryPlan, component_exclusions, given_back, plan_retry, requeue_excluding,
+                                   usable_and_lost)
 from hpc_train.runs import attempts
 from hpc_train.runs.requeue import restart_count
 from hpc_train.runs.state import read_state
@@ -154,7 +155,7 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
     used = attempts.retries_used(history)
     needed = job.get("NumNodes", "1").split("-")[0]
     excluded = [node for part in parts or [job] for node in expand_nodes(part.get("ExcNodeList", ""))]
-    excluded += [node for entry in history for node in entry.get("released") or ()]  # given back here (shrink.py)
+    excluded += [node for node in given_back(history) if node not in excluded]  # given back here (shrink.py)
     plan = plan_retry(failure, used, max_retries, excluded, usable if states else None,
                       nodes_needed(env, len(nodes)) if nodes else (int(needed) if needed.isdigit() else 1))
     entry = _entry(failure, plan, run_dir, job, env)

@@ -11,12 +11,15 @@ process ignore the first and are done long before the second.
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.injob.failures import Failure
+from hpc_train.version import PREFIX
 
 # sinfo's short states of a node that cannot take a job now (a trailing "*": not responding).
 _UNUSABLE = ("down", "drain", "drng", "drained", "fail", "failg", "maint", "unk", "futr", "inval", "powered_down",
@@ -97,6 +100,45 @@ def requeue_excluding(job_id: str, exclude: tuple[str, ...], slurm: SlurmClient,
         if problem:
             return problem
     return None
+
+
+def given_back(history: Sequence[Mapping[str, object]]) -> list[str]:
+    """The nodes this job gave back after a failure there (a node range's shrink, shrink.py), oldest first (pure)."""
+    nodes: list[str] = []
+    for entry in history:
+        released = entry.get("released") or ()
+        nodes += [node for node in released if isinstance(node, str) and node not in nodes]  # type: ignore[union-attr]
+    return nodes
+
+
+def still_excluded(excluded: str, given: Sequence[str], expand: Callable[[str], list[str]]) -> str | None:
+    """The ExcNodeList a requeued job needs so that nodes given back after a failure stay out of its next allocation,
+    or None when it already has them (pure)."""
+    before = expand(excluded) if excluded and excluded != "(null)" else []
+    missing = [node for node in given if node not in before]
+    return ",".join([*before, *missing]) if missing else None
+
+
+def keep_given_back_out(job_id: str, given: Sequence[str], slurm: SlurmClient,
+                        expand: Callable[[str], list[str]], timeout: float = 4.0) -> str | None:
+    """After a requeue this process did not ask for itself (a rank's, near the time limit), the nodes the job gave
+    back after a failure stay excluded, as a retry's requeue keeps them (requeue_excluding): None when done or
+    nothing to do, else what went wrong. Slurm takes the update only once the job waits again."""
+    if not given:
+        return None
+    wanted = still_excluded(slurm.show_job(job_id, timeout=timeout).get("ExcNodeList", ""), given, expand)
+    return _exclude(job_id, wanted, slurm, timeout) if wanted else None
+
+
+def keep_given_back_out_of(run_dir: Path, job_id: str) -> None:
+    """keep_given_back_out for this job, from its run folder's history; a refusal is one line (the requeue stands)."""
+    from hpc_train.injob.epilogue import expand_nodes
+    from hpc_train.runs import attempts
+
+    problem = keep_given_back_out(job_id, given_back(attempts.history(run_dir)), SlurmClient.local(), expand_nodes)
+    if problem:
+        print(f"{PREFIX}: warning: {problem}; the nodes given back after failing may be allocated again",
+              file=sys.stderr, flush=True)
 
 
 def _exclude(job_id: str, wanted: str, slurm: SlurmClient, timeout: float) -> str | None:

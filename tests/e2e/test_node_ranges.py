@@ -124,9 +124,13 @@ def test_a_lost_node_shrinks_the_job_and_a_requeue_with_a_node_fewer_brings_it_b
     assert re.search(rf"^hpc-train: released {lost} at \d\d:\d\d:\d\d, excluded after attempt 1 failed; attempt 2 "
                      r"goes on in this allocation with 3 of 2-4 nodes$", job.log(), re.M), job.log()[-3000:]
     wait_until(job, lambda: max(job.checkpoint_steps()) > first + 2, "a checkpoint of the attempt on 3 nodes")
-    # A requeue (by hand, as a preemption would) while one more node is set aside: it comes back on 2.
+    # The time-limit warning: the job requeues itself, and keeps the node it gave back out of its next allocation
+    # (the job body, at Slurm's SIGTERM); one more node set aside by hand meanwhile: it comes back on 2.
     others = sorted({rank_node(job, rank) for rank in range(3)} - {lost})
-    job.scontrol("requeue")
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)
+    wait_until(job, lambda: lost in expand_hostlist(fields(subprocess.run(
+        ["scontrol", "show", "job", "-o", job.id], env=job.env, capture_output=True, text=True).stdout).get(
+        "ExcNodeList", "").replace("(null)", "")), f"{lost} excluded by the job itself")
     # Slurm may refuse the update while the requeue is still ending the attempt it shrank ("Requested node
     # configuration is not available": its 3 nodes, not yet its 2-4 again); the requeued job waits out cred_expire.
     deadline = time.monotonic() + 30

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpc_train.injob.failures import Failure
-from hpc_train.injob.retry import plan_retry, requeue_excluding, usable_and_lost
+from hpc_train.injob.epilogue import expand_nodes
+from hpc_train.injob.retry import (given_back, keep_given_back_out, plan_retry, requeue_excluding, still_excluded,
+                                   usable_and_lost)
 from tests.fake_slurm import FakeSlurm, Reply
 
 DIED = Failure("died", "node2 task 1: Killed", "node2 task 1 was killed", ("node2",))
@@ -51,3 +53,24 @@ def test_a_requeue_excluding_nodes_retries_the_update_slurm_refuses_at_first(tmp
     assert requeue_excluding("42", ("node2",), no_requeue.client()) == (
         "scontrol requeue 42 failed (Requested operation is presently disabled)")
     assert no_requeue.lines() == ["scontrol requeue 42"]
+
+
+def test_nodes_given_back_after_failing_stay_out_of_a_requeue_the_job_did_not_plan(tmp_path: Path) -> None:
+    # (issue 48) A node range gave node3 back after a failure there (shrink.py's history entry), then a rank
+    # requeued the job near its time limit: the next allocation must not take node3 again, as a retry's would not.
+    history = [{"attempt": 1, "released": ["node3"]}, {"attempt": 2}, {"attempt": 3, "released": ["node4", "node3"]}]
+    assert given_back(history) == ["node3", "node4"] and given_back([{"attempt": 1}]) == []
+    assert still_excluded("node1", ["node3", "node4"], expand_nodes) == "node1,node3,node4"
+    assert still_excluded("node[3-4]", ["node3"], expand_nodes) is None  # already out: nothing to ask
+    assert still_excluded("(null)", ["node3"], expand_nodes) == "node3"
+    shown = "JobId=42 JobState=REQUEUED ExcNodeList=node1 NodeList=node[1-2]\n"
+    refused = Reply(stderr="scontrol: error: Job is no longer pending execution\n", code=1)
+    fake = FakeSlurm(tmp_path, {"scontrol show": shown, "scontrol update": [refused, Reply()]})
+    assert keep_given_back_out("42", ["node3"], fake.client(), expand_nodes) is None
+    assert fake.lines("scontrol")[-2:] == ["scontrol update JobId=42 ExcNodeList=node1,node3"] * 2
+    nothing = FakeSlurm(tmp_path / "nothing", {})
+    assert keep_given_back_out("42", [], nothing.client(), expand_nodes) is None and nothing.lines() == []
+    never = FakeSlurm(tmp_path / "never", {"scontrol show": shown, "scontrol update": refused})
+    assert keep_given_back_out("42", ["node3"], never.client(), expand_nodes, timeout=0.3) == (
+        "requeued, but scontrol update ExcNodeList=node1,node3 failed (scontrol: error: Job is no longer pending "
+        "execution)")
