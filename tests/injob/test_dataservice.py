@@ -38,8 +38,8 @@ def test_the_steps_overlap_the_ranks_and_listen_at_the_top_of_the_window(tmp_pat
 
 
 def test_the_workers_spread_over_as_many_nodes_as_the_job_has() -> None:
-    assert worker_nodes(DataService(5), JOB) == 2
-    assert worker_nodes(DataService(1), JOB) == 1
+    assert worker_nodes(5, JOB) == 2
+    assert worker_nodes(1, JOB) == 1
 
 
 def test_the_step_counts_its_ranks_as_the_bootstrap_does(tmp_path: Path) -> None:
