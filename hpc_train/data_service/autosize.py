@@ -49,7 +49,8 @@ class Sizing:
         if not isinstance(record, Mapping):
             return cls(1, limit)
         workers, before, settled = record.get("workers"), record.get("before"), record.get("settled")
-        workers = min(workers, limit) if isinstance(workers, int) and not isinstance(workers, bool) and workers > 0 else 1
+        whole = isinstance(workers, int) and not isinstance(workers, bool) and workers > 0
+        workers = min(workers, limit) if whole else 1
         return cls(workers, limit, float(before) if isinstance(before, (int, float)) else None,
                    settled if isinstance(settled, str) else None)
 
@@ -69,7 +70,7 @@ def decide(sizing: Sizing, share: float) -> Decision:
     pending = sizing.before
     measured = f"input {percent(share)} of the last epoch" + (
         f" ({percent(pending)} before worker {sizing.workers})" if pending is not None else "")
-    helped = pending is None or pending - share >= MEANINGFUL
+    helped = pending is None or pending - share >= MEANINGFUL - 1e-9  # (0.30 - 0.27 is 0.0299... in floats)
     if share > THRESHOLD and helped and sizing.workers < sizing.limit:
         grown = replace(sizing, workers=sizing.workers + 1, before=share)
         return Decision(grown, f"data workers {sizing.workers} -> {grown.workers}: {measured}")
