@@ -7,12 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from hpc_train.data_service.environment import ServiceEnv, address
 from hpc_train.data_service.servers import worker_port
+from hpc_train.utilization.files import read_service_rows
 from tests.net import free_port_block
 
 
@@ -28,7 +30,10 @@ def test_a_dataset_goes_through_the_service_each_element_once(tmp_path: Path) ->
     from hpc_train.training.keras import tf
 
     base = free_port_block(2)
-    env = {**os.environ, "SLURMD_NODENAME": "localhost"}
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()  # (the job's run folder: each server samples its CPU use there, utilization/service.py)
+    env = {**os.environ, "SLURMD_NODENAME": "localhost", "HPC_TRAIN_RUN_DIR": str(run_dir),
+           "HPC_TRAIN_SAMPLE_SECONDS": "0.2"}
     servers = [sys.executable, "-m", "hpc_train.data_service.servers"]
     logs = [open(tmp_path / f"{name}.log", "wb") for name in ("dispatcher", "worker")]
     dispatcher = subprocess.Popen([*servers, "dispatcher", "--port", str(base), "--work-dir",
@@ -53,6 +58,10 @@ def test_a_dataset_goes_through_the_service_each_element_once(tmp_path: Path) ->
             worker.send_signal(warning)
         after = ServiceEnv(service.address, "test-job-after-warnings").environ()
         assert sorted(int(value) for value in distribute(tf.data.Dataset.range(5), after)) == list(range(5))
+        names, deadline = {f"dispatcher-localhost-{base}", f"worker-localhost-{base + 1}"}, time.monotonic() + 30
+        while {row["name"] for row in read_service_rows(run_dir)} != names and time.monotonic() < deadline:
+            time.sleep(0.05)  # (each samples itself every 0.2 s: the first lines, waited for)
+        assert {row["name"] for row in read_service_rows(run_dir)} == names
     finally:
         (tmp_path / "stop").touch()  # (the body's, after the step)
         dispatcher.send_signal(signal.SIGTERM)  # (the job's end)
