@@ -71,3 +71,29 @@ def test_a_dataset_goes_through_the_service_each_element_once(tmp_path: Path) ->
     assert codes == [0, 0]  # an end asked for: the normal end
     assert "data service worker on localhost" in (tmp_path / "worker.log").read_text()
     assert "data service DispatchServer stopped" in (tmp_path / "dispatcher.log").read_text()
+
+
+def test_a_worker_added_mid_read_takes_a_share_of_the_running_stream_each_element_once() -> None:
+    """What `--data-workers auto` counts on (injob/servicesizer.py): the dispatcher gives a worker that registers
+    while the ranks read a task of their running job (TensorFlow's servers in this process, on ports of port 0),
+    and the stream reads on, each element once."""
+    from hpc_train.data_service import distribute
+    from hpc_train.training.keras import tf
+
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    at = dispatcher.target.removeprefix("grpc://")
+    first = service.WorkerServer(service.WorkerConfig(dispatcher_address=at, heartbeat_interval_ms=200))
+    slow = tf.data.Dataset.range(400).map(  # a pipeline that takes its time: the stream runs when the worker comes
+        lambda x: tf.py_function(lambda value: (time.sleep(0.005), value)[1], [x], tf.int64))
+    stream = iter(distribute(slow, ServiceEnv(dispatcher.target, "auto-job").environ()))
+    seen = [int(next(stream)) for _ in range(100)]
+    added = service.WorkerServer(service.WorkerConfig(dispatcher_address=at, heartbeat_interval_ms=200))
+    tasks = 0
+    for value in stream:
+        seen.append(int(value))
+        tasks = max(tasks, added._num_tasks())  # (TensorFlow's own tests' look at a worker's tasks)
+    assert tasks == 1  # the added worker was given the running job's task
+    assert sorted(seen) == list(range(400))
+    for server in (added, first, dispatcher):
+        server._stop()
