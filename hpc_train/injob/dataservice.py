@@ -258,7 +258,7 @@ def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: 
         _say(f"warning: data worker {index + 1} did not start on {node}:{ports.workers[index]} (its log: "
              f"{body.run_dir / 'logs'}/data-worker-{index}.out); the service runs on with {index}")
         return False
-    guards.append(WorkerGuard(steps, at, lambda: slurm.start_step(arguments), _say).start())
+    guards.append(WorkerGuard(steps, at, lambda: counted_restart(body, slurm.start_step(arguments)), _say).start())
     note_service(body.run_dir, workers=list(ports.workers[:index + 1]))
     return True
 
@@ -266,7 +266,11 @@ def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: 
 def workers_again(body: JobBody, env: Mapping[str, str], count: int) -> Any:
     """A new srun of the workers' step, as the first (the guard's restart): the same ports, the same logs."""
     _, workers = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable, count)
-    process = SlurmClient.local(env).start_step(workers)
+    return counted_restart(body, SlurmClient.local(env).start_step(workers))
+
+
+def counted_restart(body: JobBody, process: Any) -> Any:
+    """`process`, a workers' step started again, counted in data_service.json (status says how many times)."""
     restarts = read_service(body.run_dir).get("restarts", 0)
     note_service(body.run_dir, restarts=(restarts if isinstance(restarts, int) else 0) + 1)
     return process

@@ -38,6 +38,24 @@ def test_the_steps_overlap_the_ranks_and_listen_at_the_top_of_the_window(tmp_pat
                             f"{ports.workers[0]},{ports.workers[1]}", *stop]
 
 
+def test_autos_added_worker_is_a_step_of_one_task_at_its_own_port_and_log(tmp_path: Path) -> None:
+    from hpc_train.injob.dataservice import one_worker
+
+    job = JobBody(tmp_path / "run", nodes=2, tasks_per_node=1, data_service=DataService(1, cpus=2, auto=True))
+    ports = plan_ports(job, JOB)
+    assert len(ports.workers) == 8  # the window holds the most auto may run
+    _, workers = server_steps(job, JOB, ports, "node1", "/venv/bin/python", 1)
+    assert "--ntasks=1" in workers and workers[-4:-2] == ["--ports", str(ports.workers[0])]
+    added = one_worker(job, ports, "node1", "node2", 1, "/venv/bin/python")
+    run = (tmp_path / "run").resolve()
+    assert added[:5] == ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append",
+                         "--job-name=hpc-train-data-workers"]
+    assert {"--nodes=1", "--ntasks=1", "--nodelist=node2", "--cpus-per-task=2",
+            f"--output={run}/logs/data-worker-1.out"} <= set(added)
+    assert added[-7:] == ["worker", "--dispatcher", f"grpc://node1:{ports.dispatcher}", "--ports",
+                          str(ports.workers[1]), "--stop-file", str(run / "data_service.stop")]
+
+
 def test_the_workers_spread_over_as_many_nodes_as_the_job_has() -> None:
     assert worker_nodes(5, JOB) == 2
     assert worker_nodes(1, JOB) == 1
