@@ -10,7 +10,7 @@ hands `decide` the input share of that epoch: the share of the training steps' t
 
 A worker that did not help, or the limit, settles the size for good (the next attempt starts there and adds no
 more); a share under THRESHOLD leaves the size as it is, and a later epoch over it adds again. Each change, and
-each end of growing, is one line (`Sizing.line`), the share before and after in it: the interface of the log.
+each end of growing, is one line (`Decision.line`), the share before and after in it: the interface of the log.
 """
 
 from __future__ import annotations
