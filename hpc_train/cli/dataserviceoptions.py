@@ -9,11 +9,11 @@ import argparse
 
 def add_data_service_arguments(parser: argparse.ArgumentParser) -> None:
     """--data-workers, --data-partition, --data-cpus (and the YAML's job: data_service:, read into the same)."""
-    parser.add_argument("--data-workers", default=None, metavar="N",
+    parser.add_argument("--data-workers", default=None, metavar="N|auto",
                         help="run the input pipeline on TensorFlow's data service: a dispatcher and N data workers "
                              "started with the job, their ports in the job's window; trades the exact order of "
                              "examples for CPUs off the ranks' (docs/data_service.md; YAML: job: {data_service: "
-                             "{workers: N}})")
+                             "{workers: N}}); auto: one to start, more while the ranks wait on their input")
     parser.add_argument("--data-partition", default=None, metavar="P",
                         help="--data-workers: on CPU nodes of partition P (default: beside the ranks, on the job's "
                              "own nodes)")
@@ -49,5 +49,5 @@ def check_service_ports(spec) -> None:  # spec: JobRequest
     from hpc_train.data_service.endpoints import service_ports
 
     tasks, per_node = spec.num_tasks, max(group.tasks_per_node for group in spec.groups)
-    service_ports(derived_window(0, tasks, per_node, spec.data_service.processes), tasks, spec.data_service.workers,
+    service_ports(derived_window(0, tasks, per_node, spec.data_service.processes), tasks, spec.data_service.most,
                   per_node)

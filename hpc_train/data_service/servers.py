@@ -5,6 +5,8 @@ TensorFlow server that runs until it is signalled (the job body's srun step, or 
   again (the next attempt's) finds what it had registered;
 - a worker: registers with the dispatcher and runs the pipelines it is given; its port is its own, named by
   `--ports` and its place among the step's workers (SLURM_PROCID), its host the node it runs on.
+
+Each samples its own CPU use into the run folder while it serves (utilization/service.py), for `report`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 
+from hpc_train.utilization.service import sample_service
 from hpc_train.version import PREFIX
 
 # SIGTERM: the job's end; SIGINT: by hand. (The body ends the service with its stop file instead: srun passes few
@@ -51,6 +54,7 @@ def serve_dispatcher(port: int, work_dir: str, stop_file: str | None = None) -> 
         port=port, work_dir=work_dir, fault_tolerant_mode=True, worker_timeout_ms=WORKER_TIMEOUT_MS))
     print(f"{PREFIX}: data service dispatcher on {host_name(os.environ)}:{port}, journal in {work_dir}",
           file=sys.stderr, flush=True)
+    sample_service(os.environ, "dispatcher", host_name(os.environ), port)  # its CPU use, for report
     until_told_to_stop(server, stop_file)
 
 
@@ -62,6 +66,7 @@ def serve_worker(dispatcher: str, port: int, stop_file: str | None = None) -> No
         dispatcher_address=dispatcher.removeprefix("grpc://"), worker_address=f"{host}:{port}", port=port,
         heartbeat_interval_ms=HEARTBEAT_MS))
     print(f"{PREFIX}: data service worker on {host}:{port}, dispatcher {dispatcher}", file=sys.stderr, flush=True)
+    sample_service(os.environ, "worker", host, port)
     until_told_to_stop(server, stop_file)
 
 

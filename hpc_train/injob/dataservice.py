@@ -10,6 +10,10 @@ file, STOP_FILE: the servers exit 0), and the job's end ends whatever is left of
 
 A service that does not start costs the job nothing but its speed: one warning line, and the ranks read their
 input themselves, in its exact order.
+
+`--data-workers auto`: the workers' step starts with the size data_service.json keeps (1 the first time), and a
+ServiceSizer (servicesizer.py) adds workers while the ranks run, each one more `srun --overlap` step of one task
+(`one_worker`) on the next of the job's nodes, at the next port of the window, watched by a guard of its own.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from hpc_train.bootstrap.nodelist import expand_nodelist
+from hpc_train.data_service.autosize import Sizing, worker_limit
 from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
 from hpc_train.injob.serviceguard import WorkerGuard
+from hpc_train.injob.servicesizer import ServiceSizer
 from hpc_train.injob.sizing import attempt_size
+from hpc_train.runs.goodput import ledger_on
 from hpc_train.runs.servicerecord import DISPATCHER_STEP, WORKERS_STEP, note_service, read_service
 from hpc_train.slurm.client import SlurmClient
 from hpc_train.spec.data_service import DataService
@@ -68,7 +75,7 @@ def plan_ports(body: JobBody, env: Mapping[str, str]) -> ServicePorts:
     tasks = step_tasks(body, env)
     ports = window(int(job_id) if job_id.isdigit() else None, tasks, body.tasks_per_node,
                    int(base) if base.isdigit() else None, above=body.data_service.processes)
-    return service_ports(ports, tasks, body.data_service.workers, body.tasks_per_node)
+    return service_ports(ports, tasks, body.data_service.most, body.tasks_per_node)
 
 
 def window_environ(body: JobBody) -> dict[str, str]:
@@ -85,17 +92,29 @@ def batch_host(env: Mapping[str, str]) -> str:
     return named if named and (not listed or named in listed) else (listed[0] if listed else socket.gethostname())
 
 
-def worker_nodes(service: DataService, env: Mapping[str, str]) -> int:
-    """The nodes the workers spread over: one each, as far as the job's (the first component's) nodes go (pure)."""
+def worker_nodes(workers: int, env: Mapping[str, str]) -> int:
+    """The nodes `workers` spread over: one each, as far as the job's (the first component's) nodes go (pure)."""
     count = env.get("SLURM_JOB_NUM_NODES_HET_GROUP_0") or env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
-    return max(1, min(service.workers, int(count) if count and count.isdigit() else 1))
+    return max(1, min(workers, int(count) if count and count.isdigit() else 1))
+
+
+def starting_workers(body: JobBody, env: Mapping[str, str]) -> Sizing | None:
+    """`auto`'s sizing as this attempt starts: the size an earlier attempt reached (data_service.json), within the
+    job's limit; None for a service of a fixed size."""
+    service = body.data_service
+    if service is None or not service.auto:
+        return None
+    limit = worker_limit(env, step_tasks(body, env), service.cpus, service.most)
+    return Sizing.of_record(read_service(body.run_dir).get("auto"), limit)
 
 
 def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, host: str,
-                 python: str) -> tuple[list[str], list[str]]:
-    """srun's arguments of the dispatcher's step and of the workers' step (pure)."""
+                 python: str, workers: int | None = None) -> tuple[list[str], list[str]]:
+    """srun's arguments of the dispatcher's step and of the workers' step, `workers` of them (default: the
+    service's) (pure)."""
     assert body.data_service is not None
     service = body.data_service
+    workers_count = service.workers if workers is None else workers
     run_dir = body.run_dir.resolve()
     logs = run_dir / "logs"
     common = ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append"]
@@ -104,12 +123,24 @@ def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, hos
                   f"--output={logs}/data-dispatcher.out",
                   python, "-m", SERVERS, "dispatcher", "--port", str(ports.dispatcher),
                   "--work-dir", str(run_dir / WORK_DIR), *stop]
-    workers = [*common, f"--job-name={WORKERS_STEP}", f"--nodes={worker_nodes(service, env)}",
-               f"--ntasks={service.workers}",
+    workers = [*common, f"--job-name={WORKERS_STEP}", f"--nodes={worker_nodes(workers_count, env)}",
+               f"--ntasks={workers_count}",
                f"--cpus-per-task={service.cpus}", "--distribution=cyclic", f"--output={logs}/data-worker-%t.out",
                python, "-m", SERVERS, "worker", "--dispatcher", address(host, ports.dispatcher),
-               "--ports", ",".join(map(str, ports.workers)), *stop]
+               "--ports", ",".join(map(str, ports.workers[:workers_count])), *stop]
     return dispatcher, workers
+
+
+def one_worker(body: JobBody, ports: ServicePorts, host: str, node: str, index: int, python: str) -> list[str]:
+    """srun's arguments of a step of one worker, the service's `index`th (0-based: its port, its log), on `node`:
+    `auto`'s added worker (pure)."""
+    assert body.data_service is not None
+    run_dir = body.run_dir.resolve()
+    return ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append", f"--job-name={WORKERS_STEP}",
+            "--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--cpus-per-task={body.data_service.cpus}",
+            f"--output={run_dir / 'logs'}/data-worker-{index}.out",
+            python, "-m", SERVERS, "worker", "--dispatcher", address(host, ports.dispatcher),
+            "--ports", str(ports.workers[index]), "--stop-file", str(run_dir / STOP_FILE)]
 
 
 def reachable(hosts: Sequence[str], port: int, seconds: float, alive: Any) -> bool:
@@ -166,12 +197,15 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
         return
     env = {**env, **window_environ(body)}
     steps: list[Any] = []
-    guard: WorkerGuard | None = None
+    guards: list[WorkerGuard] = []
+    sizer: ServiceSizer | None = None
     stop_file = body.run_dir / STOP_FILE
     stop_file.unlink(missing_ok=True)  # (a previous attempt's)
     try:
         try:
-            ready = start(body, env, attempt, steps)
+            sizing = starting_workers(body, env)
+            count = sizing.workers if sizing is not None else body.data_service.workers
+            ready = start(body, env, attempt, steps, count)
         except Exception as error:  # noqa: BLE001 - a bug or a Slurm that refuses: the job goes on without it
             _say(f"warning: no data service ({type(error).__name__}: {error}); the ranks read their input themselves")
             ready = None
@@ -179,27 +213,75 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
             stop(steps, stop_file)  # (what did start: not left running beside ranks that do not use it)
             note_service(body.run_dir, state="not started", attempt=attempt)
         else:  # a workers' step that ends while the ranks run is started again (serviceguard.py)
-            guard = WorkerGuard(steps, 1, lambda: workers_again(body, env), _say).start()
+            guards.append(WorkerGuard(steps, 1, lambda: workers_again(body, env, count), _say).start())
+            sizer = sizing_itself(body, env, attempt, sizing, steps, guards)
         yield {**env, **ready.environ()} if ready else dict(env)
     finally:
-        if guard is not None:
+        if sizer is not None:
+            sizer.stop()
+        for guard in guards:
             guard.stop()
         stop(steps, stop_file)
-        if guard is not None:
+        if guards:
             note_service(body.run_dir, state="stopped")
 
 
-def workers_again(body: JobBody, env: Mapping[str, str]) -> Any:
+def sizing_itself(body: JobBody, env: Mapping[str, str], attempt: int, sizing: Sizing | None, steps: list[Any],
+                  guards: list[WorkerGuard]) -> ServiceSizer | None:
+    """`auto`'s thread, started (servicesizer.py); None for a service of a fixed size, or without the ledger it
+    reads (one line)."""
+    if sizing is None:
+        return None
+    if not ledger_on(env):
+        _say(f"data workers stay at {sizing.workers}: --data-workers auto reads the ledger's input share, and "
+             "HPC_TRAIN_LEDGER turns the ledger off")
+        return None
+    return ServiceSizer(body.run_dir, attempt, sizing, lambda index: add_worker(body, env, steps, guards, index),
+                        _say).start()
+
+
+def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: list[WorkerGuard],
+               index: int) -> bool:
+    """`auto`'s added worker, the service's `index`th: its step started (appended to `steps`, a guard of its own
+    in `guards`) on the next of the job's nodes; whether it listens (one warning line when not)."""
+    ports, host, nodes = plan_ports(body, env), batch_host(env), job_nodes(env)
+    node = nodes[index % len(nodes)]
+    arguments = one_worker(body, ports, host, node, index, sys.executable)
+    slurm = SlurmClient.local(env)
+    try:
+        steps.append(slurm.start_step(arguments))
+    except Exception as error:  # noqa: BLE001 - srun refused: the service runs on with the workers it has
+        _say(f"warning: data worker {index + 1} could not be started ({type(error).__name__}: {error})")
+        return False
+    at = len(steps) - 1
+    if not reachable([node], ports.workers[index], START_TIMEOUT, lambda: steps[at].poll() is None):
+        _say(f"warning: data worker {index + 1} did not start on {node}:{ports.workers[index]} (its log: "
+             f"{body.run_dir / 'logs'}/data-worker-{index}.out); the service runs on with {index}")
+        return False
+    guards.append(WorkerGuard(steps, at, lambda: counted_restart(body, slurm.start_step(arguments)), _say).start())
+    note_service(body.run_dir, workers=list(ports.workers[:index + 1]))
+    return True
+
+
+def workers_again(body: JobBody, env: Mapping[str, str], count: int) -> Any:
     """A new srun of the workers' step, as the first (the guard's restart): the same ports, the same logs."""
-    _, workers = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable)
-    process = SlurmClient.local(env).start_step(workers)
+    _, workers = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable, count)
+    return counted_restart(body, SlurmClient.local(env).start_step(workers))
+
+
+def counted_restart(body: JobBody, process: Any) -> Any:
+    """`process`, a workers' step started again, counted in data_service.json (status says how many times)."""
     restarts = read_service(body.run_dir).get("restarts", 0)
     note_service(body.run_dir, restarts=(restarts if isinstance(restarts, int) else 0) + 1)
     return process
 
 
-def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any]) -> ServiceEnv | None:
-    """Start the dispatcher, then the workers (their sruns appended to `steps`); what the ranks read, or None."""
+def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any],
+          count: int | None = None) -> ServiceEnv | None:
+    """Start the dispatcher, then `count` workers (default: the service's; their sruns appended to `steps`); what
+    the ranks read, or None."""
+    assert body.data_service is not None
+    count = body.data_service.workers if count is None else count
     try:
         ports = plan_ports(body, env)
     except Exception as error:  # noqa: BLE001 - a window without room: the job runs without the service
@@ -207,7 +289,7 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any])
         return None
     host = batch_host(env)
     (body.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    dispatcher, workers = server_steps(body, env, ports, host, sys.executable)
+    dispatcher, workers = server_steps(body, env, ports, host, sys.executable, count)
     slurm = SlurmClient.local(env)
     steps.append(slurm.start_step(dispatcher))
     if not reachable([host], ports.dispatcher, START_TIMEOUT, lambda: steps[0].poll() is None):
@@ -215,17 +297,19 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any])
              f"{body.run_dir / 'logs' / 'data-dispatcher.out'}); the ranks read their input themselves")
         return None
     steps.append(slurm.start_step(workers))
+    running = ports.workers[:count]
     # Every worker listening before the ranks start: ranks given a service without workers would wait on it for ever.
-    waiting = [port for port in ports.workers
+    waiting = [port for port in running
                if not reachable(job_nodes(env), port, START_TIMEOUT, lambda: steps[1].poll() is None)]
     if waiting:
         _say(f"warning: the data service's workers did not all start (none on port(s) {','.join(map(str, waiting))}; "
              f"their logs: {body.run_dir / 'logs'}/data-worker-*.out); the ranks read their input themselves")
         return None
     service = ServiceEnv(address(host, ports.dispatcher), job_name(env.get("SLURM_JOB_ID", "local"), attempt,
-                                                                   os.getpid()), workers=body.data_service.workers)
+                                                                   os.getpid()), workers=count)
     _say(f"data service at {service.address} (journal in {Path(body.run_dir) / WORK_DIR}), "
-         f"{body.data_service.workers} worker(s) on ports {','.join(map(str, ports.workers))}")
-    note_service(body.run_dir, state="running", attempt=attempt, address=service.address, workers=list(ports.workers),
+         f"{count} worker(s) on ports {','.join(map(str, running))}"
+         + (f" (auto: up to {len(ports.workers)})" if body.data_service.auto else ""))
+    note_service(body.run_dir, state="running", attempt=attempt, address=service.address, workers=list(running),
                  restarts=0)
     return service

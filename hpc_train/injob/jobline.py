@@ -10,13 +10,13 @@ from pathlib import Path
 
 from hpc_train.container.runtime import choose_runtime
 from hpc_train.injob.epilogue import QuietParser
-from hpc_train.spec.data_service import DataService
+from hpc_train.spec.data_service import of_words
 from hpc_train.spec.jobline import JobBody
 
 USAGE = ("usage: hpc-train job (--run-dir DIR | --name NAME) [--nodes N] [--ntasks-per-node T] [--strategy S] "
          "[--max-retries N] [--retry-exit-codes C,...] [--command] [--output PATTERN] [--error PATTERN] "
          "[--hang-minutes M] [--node-range MIN-MAX] [--track mlflow [--tracking-uri URI] [--experiment NAME]] "
-         "[--trainer] [--data-workers N [--data-cpus C] [--data-partition P]] "
+         "[--trainer] [--data-workers N|auto [--data-cpus C] [--data-partition P]] "
          "[--container IMAGE [--container-runtime R]] -- COMMAND ...")
 
 
@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--node-range")
     parser.add_argument("--gpus-per-node", type=int, default=0)  # (the mock launcher's: `bash job.sbatch`)
     parser.add_argument("--num-ps", type=int, default=1)
-    parser.add_argument("--data-workers", type=int, default=None)
+    parser.add_argument("--data-workers", default=None)  # N, or auto
     parser.add_argument("--data-cpus", type=int, default=1)
     parser.add_argument("--data-partition")
     return parser
@@ -79,7 +79,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str], now: float) -> tuple[JobB
                    node_range=args.node_range, gpus_per_node=args.gpus_per_node, num_ps=args.num_ps,
                    container=choose_runtime(args.container, args.container_runtime, Path(args.container).is_dir())
                    if args.container else None,
-                   data_service=DataService(args.data_workers, args.data_partition, args.data_cpus)
+                   data_service=of_words(args.data_workers, args.data_partition, args.data_cpus)
                    if args.data_workers is not None else None)
     return body, [*command, "--output-dir", str(run_dir)] if args.trainer else command
 

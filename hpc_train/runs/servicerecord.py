@@ -1,8 +1,9 @@
 """The run folder's record of the job's tf.data service (`data_service.json`), and what `status` says of it.
 
 The job body writes it (injob/dataservice.py) as the service's processes change: where the dispatcher listens, the
-workers' ports, how many times the workers' step was started again (injob/serviceguard.py), and whether the
-service runs, was stopped after the step, or could not start. `status` adds what Slurm says of the service's steps
+workers' ports, how many times the workers' step was started again (injob/serviceguard.py), whether the
+service runs, was stopped after the step, or could not start, and `--data-workers auto`'s sizing (`auto`, which
+the next attempt starts from: injob/servicesizer.py). `status` adds what Slurm says of the service's steps
 now (their step names, STEP_NAMES: listed by `squeue --steps` while they run), so that a line says each process's
 state. Reading never raises.
 """
@@ -43,11 +44,11 @@ def service_lines(record: Mapping[str, Any], running: Mapping[str, str] | None) 
     if state != "running" or running is None:
         said = {"stopped": "stopped after the ranks' step", "not started": "did not start; the ranks read their input "
                 "themselves", "running": "ended with the job"}.get(state, state)
-        return [f"  data service: {said}{restarts_words(record)}"]
+        return [f"  data service: {said}{restarts_words(record)}{auto_words(record)}"]
     workers = record.get("workers", [])
     return [f"  data service: dispatcher {record.get('address', '?')} {step_state(running, DISPATCHER_STEP)}; "
             f"{len(workers)} data worker(s) on port(s) {','.join(map(str, workers))} "
-            f"{step_state(running, WORKERS_STEP)}{restarts_words(record)}"]
+            f"{step_state(running, WORKERS_STEP)}{restarts_words(record)}{auto_words(record)}"]
 
 
 def step_state(running: Mapping[str, str], name: str) -> str:
@@ -57,3 +58,14 @@ def step_state(running: Mapping[str, str], name: str) -> str:
 def restarts_words(record: Mapping[str, Any]) -> str:
     count = record.get("restarts", 0)
     return f", its workers started again {count} time(s)" if isinstance(count, int) and count > 0 else ""
+
+
+def auto_words(record: Mapping[str, Any]) -> str:
+    """`--data-workers auto`'s size and limit (data_service/autosize.py's Sizing, kept as `auto`), and why it grows no
+    more when it does not; nothing for a service of a fixed size."""
+    auto = record.get("auto")
+    if not isinstance(auto, Mapping) or not isinstance(auto.get("workers"), int):
+        return ""
+    settled = auto.get("settled")
+    return (f"; auto: {auto['workers']} worker(s) of at most {auto.get('limit', '?')}"
+            + (f", stays ({settled})" if isinstance(settled, str) else ""))

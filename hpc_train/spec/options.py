@@ -111,11 +111,11 @@ def data_service_of(options: Options) -> DataService | None:
     said = [options.get(name) for name in ("data_workers", "data_partition", "data_cpus", "data_service")]
     service = from_settings(*said, options.get("config") or "the YAML")
     if service is not None and options.get("pack"):
-        raise DataServiceError(f"--data-workers {service.workers} with --pack: a packed sweep's trials run as steps of "
+        raise DataServiceError(f"--data-workers {service.asked} with --pack: a packed sweep's trials run as steps of "
                                "their own, without the job body's data service; drop --pack (a sweep's elements each "
                                "get one), or --data-workers")
     if service is not None and options.get("local"):
-        raise DataServiceError(f"--data-workers {service.workers} with --local: the data service runs as Slurm steps "
+        raise DataServiceError(f"--data-workers {service.asked} with --local: the data service runs as Slurm steps "
                                "beside the ranks; drop --local (hpc-train cluster up gives a local Slurm), or "
                                "--data-workers")
     return service

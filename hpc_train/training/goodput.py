@@ -32,6 +32,9 @@ from hpc_train.version import PREFIX
 INPUT_SHARE_WARNING = 0.25
 INPUT_HELP = ("what helps: more parallel reads and maps (num_parallel_calls=tf.data.AUTOTUNE), prefetch, cache "
               "a dataset that fits in memory, more CPU cores per task (--cpus-per-task), data on a faster filesystem")
+# The last epochs' input shares kept in the ranks' measures (`epochs`), for the job body's `--data-workers auto`
+# (injob/servicesizer.py), which reads the newest.
+EPOCHS_KEPT = 4
 # Training done, the process still running this long after: one line saying the allocation is held.
 HELD_AFTER_SECONDS = 60.0
 
@@ -112,6 +115,8 @@ class Goodput(keras.callbacks.Callback):
         self._closed_steps = 0.0  # training windows' seconds, closed ones
         self._testing: float | None = None
         self._epoch_start: dict[str, float] = {}
+        self._epoch_began = 0.0
+        self.epochs: list[dict[str, float]] = []  # the last EPOCHS_KEPT epochs' input shares, when each began and ended
         self._warned = False
         self._held_line: threading.Timer | None = None
 
@@ -126,6 +131,7 @@ class Goodput(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch_start = self.totals()
+        self._epoch_began = time.time()
         self.trained = None  # (a later fit of the trainer's stretches trains again)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
@@ -157,6 +163,9 @@ class Goodput(keras.callbacks.Callback):
             self._warned = True
             self.say(f"hpc-train: input: the training steps of epoch {epoch + 1} waited on the input pipeline "
                      f"{share:.0%} of their time; {INPUT_HELP}")
+        self.epochs = [*self.epochs, {"epoch": epoch + 1, "input_share": round(share, 4),
+                                      "began": round(self._epoch_began, 3), "ended": round(time.time(), 3)}
+                       ][-EPOCHS_KEPT:]
         self._write(ledger=True)
         self._to_tensorboard(epoch, now, share)
 
@@ -209,6 +218,8 @@ class Goodput(keras.callbacks.Callback):
                   "trained": self.trained}
         if self.kept is not None:
             record["kept"] = self.kept
+        if self.epochs:
+            record["epochs"] = self.epochs
         note_ranks(self.run_dir, self.attempt or 1, record)
         if ledger:
             write_ledger(self.run_dir)

@@ -3,7 +3,9 @@
 - `utilization/NODE.jsonl`: a line per sample of that node (`sample_row`'s), appended while the job runs, over
   every attempt;
 - `utilization/ranks/NODE/RANK.json`: each rank's registration (its pid and the GPUs it is bound to), which the
-  node's sampler reads.
+  node's sampler reads;
+- `utilization/data_service/NAME.jsonl`: a line per sample of one of the job's data service processes, which
+  samples itself (utilization/service.py).
 """
 
 from __future__ import annotations
@@ -92,6 +94,36 @@ def append_row(run_dir: Path, node: str, row: dict[str, Any]) -> None:
                          PRIVATE_FILE)
     with os.fdopen(descriptor, "a") as out:
         out.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+
+SERVICE_FOLDER = "data_service"
+
+
+def append_service_row(run_dir: Path, name: str, row: dict[str, Any]) -> None:
+    """One sample of the data service's process `name`, one line, appended to its own file (one writer each)."""
+    descriptor = os.open(_private_folder(run_dir, SERVICE_FOLDER) / f"{name}.jsonl",
+                         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, PRIVATE_FILE)
+    with os.fdopen(descriptor, "a") as out:
+        out.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+
+def read_service_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """Every sample of the data service's processes, in time order; lines cut short or not ours skipped."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted((folder(run_dir) / SERVICE_FOLDER).glob("*.jsonl")):
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if (isinstance(row, dict) and isinstance(row.get("t"), (int, float)) and isinstance(row.get("name"), str)
+                    and isinstance(row.get("cpu"), (int, float))):
+                rows.append(row)
+    return sorted(rows, key=lambda row: row["t"])
 
 
 def parse_rows(lines: Sequence[str]) -> Iterator[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hpc_train.utilization import files, plot
+from hpc_train.utilization import files, plot, serviceplot
 from hpc_train.utilization.idle import fresh, idle_lines, states_of, summary_line
 
 
@@ -24,7 +24,11 @@ def status_lines(run_dir: Path, now: float | None = None) -> list[str]:
 
 
 def report_lines(run_dir: Path) -> list[str]:
-    """Draw the run's utilization timeline (utilization.png in its folder); the line saying so, or none."""
+    """Draw the run's utilization timeline (utilization.png in its folder) and its data service's CPU use
+    (data_service.png); a line for each picture drawn."""
     rows = files.read_rows(run_dir)
     path = Path(run_dir) / plot.PICTURE
-    return [f"wrote {path} (utilization per GPU)"] if plot.draw(rows, path) else []
+    service = Path(run_dir) / serviceplot.PICTURE
+    return ([f"wrote {path} (utilization per GPU)"] if plot.draw(rows, path) else []) + (
+        [f"wrote {service} (the data service's CPU use, per process)"]
+        if serviceplot.draw(files.read_service_rows(run_dir), service) else [])

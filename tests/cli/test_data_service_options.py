@@ -26,6 +26,26 @@ def test_render_carries_the_service_to_the_job_body(tmp_path: Path, capsys: pyte
     assert body.data_service is not None and body.data_service.workers == 2
 
 
+def test_auto_reaches_the_job_body_and_its_window_holds_the_most_workers(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """--data-workers auto (and the YAML's workers: auto): the job line says auto, the body starts with one worker,
+    and the window holds the ports of the most it may add (8: the comment tells the site kit 9)."""
+    config = tmp_path / "job.yaml"
+    for args in (["--data-workers", "auto"], ["--data-workers", "AUTO"], ["--config", str(config)]):
+        config.write_text("job:\n  data_service: {workers: auto, cpus: 2}\n")
+        output = tmp_path / "job.sbatch"
+        code, _, err = run_main(["render", "--nodes", "2", *args, "-o", str(output)], capsys)
+        assert code == 0, err
+        script = output.read_text()
+        assert "hpc-train-service-ports=9" in script
+        line = script[script.index("job --run-dir"):].replace("\\\n", " ")
+        words = shlex.split(line.split(" -- ", 1)[0])
+        assert words[words.index("--data-workers") + 1] == "auto"
+        body, _ = parse([*words[1:], "--", "true"], {}, 0.0)
+        assert body.data_service is not None and body.data_service.auto and body.data_service.workers == 1
+        assert body.data_service.processes == 9
+
+
 def test_a_sixteen_rank_job_gets_a_window_that_holds_its_service(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """16 ranks fill a window of 16: the window grows, and the script's comment tells the site kit by how much."""
@@ -50,6 +70,7 @@ def test_the_yaml_job_section_asks_for_the_service(tmp_path: Path, capsys: pytes
 
 @pytest.mark.parametrize("args, said", [
     (["--data-workers", "0"], "--data-workers 0: must be a whole number of 1 or more"),
+    (["--data-workers", "many"], "--data-workers 'many': must be a whole number of 1 or more, or auto"),
     (["--data-cpus", "2"], "--data-cpus applies to a job's data service: add --data-workers N"),
     (["--data-workers", "1", "--pack", "--sweep", "seed=1,2"], "--data-workers 1 with --pack"),
 ])
@@ -65,6 +86,9 @@ def test_submit_refuses_the_service_with_local(tmp_path: Path, capsys: pytest.Ca
     code, _, err = run_main(["submit", "--nodes", "1", "--local", "--data-workers", "1", "--output-dir",
                              str(tmp_path)], capsys)
     assert code == 2 and "--data-workers 1 with --local" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run_main(["submit", "--nodes", "1", "--local", "--data-workers", "auto", "--output-dir",
+                             str(tmp_path)], capsys)
+    assert code == 2 and "--data-workers auto with --local" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_a_hostile_partition_never_reaches_a_shell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

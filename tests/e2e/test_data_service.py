@@ -4,8 +4,10 @@
   started by the job body beside the ranks), loses a data worker mid-run (the dispatcher gives its share to the
   other), is warned as near its time limit, requeues itself, trains on with a service restored from its journal to
   COMPLETED;
-- a parameter-server MNIST job trains through a service of one data worker, which is killed mid-run and started
-  again by the job body, to COMPLETED;
+- a parameter-server MNIST job trains through a service sized by `--data-workers auto` (one worker to start; under
+  ParameterServerStrategy the ledger measures no input wait, so it stays at one, silently), which is killed mid-run
+  and started again by the job body, to COMPLETED; its service's processes sampled their CPU use, which `report`
+  draws (data_service.png);
 
 and neither leaves any of the service's processes behind. Two short jobs: the suite's time is shared."""
 
@@ -131,9 +133,10 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
 
 def test_a_parameter_server_job_trains_through_a_lone_data_worker_started_again(cluster: LocalCluster,
                                                                                   tmp_path: Path) -> None:
-    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    env = {**without_slurm(), **control.slurm_env(cluster), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
+           "HPC_TRAIN_SAMPLE_SECONDS": "2"}  # (the service's processes sample themselves: a few samples in a short job)
     submitted = subprocess.run(["hpc-train", "submit", "--nodes", "2", "--ntasks-per-node", "2", "--name", "served-ps",
-                                "--strategy", "parameter_server", "--data-workers", "1", "--set",
+                                "--strategy", "parameter_server", "--data-workers", "auto", "--set",
                                 f"data_dir={shared_mnist()}", "--set", "epochs=3", "--set", "train_images=4000"],
                                cwd=tmp_path, env=env, capture_output=True, text=True)
     assert submitted.returncode == 0, submitted.stderr
@@ -158,6 +161,15 @@ def test_a_parameter_server_job_trains_through_a_lone_data_worker_started_again(
     assert worker.count(f"data service worker on ") == 2 and worker.rstrip().endswith("WorkerServer stopped"), worker
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["strategy"] == "parameter_server" and [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2, 3]
+    assert "auto-sized data workers (1 to 8)" in text and "hpc-train: data workers" not in text, text[-3000:]
+    assert json.loads((folder / "data_service.json").read_text())["auto"]["workers"] == 1
+    sampled = {path.name.split("-")[0] for path in (folder / "utilization" / "data_service").glob("*.jsonl")}
+    assert sampled == {"dispatcher", "worker"}, sampled
+    report = subprocess.run(["hpc-train", "report", job_id], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert any(line.startswith("wrote ") and line.endswith(f"served-ps-{job_id}/data_service.png (the data service's "
+                                                         "CPU use, per process)") for line in report.stdout.splitlines()), \
+        report.stdout + report.stderr
+    assert (folder / "data_service.png").read_bytes()[:4] == b"\x89PNG"
     deadline = time.monotonic() + 30
     while service_processes(folder, address.group(1)) and time.monotonic() < deadline:
         time.sleep(0.5)

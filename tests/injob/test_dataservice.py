@@ -4,6 +4,7 @@ cannot start costs the job only its speed."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,9 +38,27 @@ def test_the_steps_overlap_the_ranks_and_listen_at_the_top_of_the_window(tmp_pat
                             f"{ports.workers[0]},{ports.workers[1]}", *stop]
 
 
+def test_autos_added_worker_is_a_step_of_one_task_at_its_own_port_and_log(tmp_path: Path) -> None:
+    from hpc_train.injob.dataservice import one_worker
+
+    job = JobBody(tmp_path / "run", nodes=2, tasks_per_node=1, data_service=DataService(1, cpus=2, auto=True))
+    ports = plan_ports(job, JOB)
+    assert len(ports.workers) == 8  # the window holds the most auto may run
+    _, workers = server_steps(job, JOB, ports, "node1", "/venv/bin/python", 1)
+    assert "--ntasks=1" in workers and workers[-4:-2] == ["--ports", str(ports.workers[0])]
+    added = one_worker(job, ports, "node1", "node2", 1, "/venv/bin/python")
+    run = (tmp_path / "run").resolve()
+    assert added[:5] == ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append",
+                         "--job-name=hpc-train-data-workers"]
+    assert {"--nodes=1", "--ntasks=1", "--nodelist=node2", "--cpus-per-task=2",
+            f"--output={run}/logs/data-worker-1.out"} <= set(added)
+    assert added[-7:] == ["worker", "--dispatcher", f"grpc://node1:{ports.dispatcher}", "--ports",
+                          str(ports.workers[1]), "--stop-file", str(run / "data_service.stop")]
+
+
 def test_the_workers_spread_over_as_many_nodes_as_the_job_has() -> None:
-    assert worker_nodes(DataService(5), JOB) == 2
-    assert worker_nodes(DataService(1), JOB) == 1
+    assert worker_nodes(5, JOB) == 2
+    assert worker_nodes(1, JOB) == 1
 
 
 def test_the_step_counts_its_ranks_as_the_bootstrap_does(tmp_path: Path) -> None:
@@ -175,3 +194,83 @@ def test_a_workers_step_that_ends_while_the_ranks_run_is_started_again(tmp_path:
     assert [args for args, _ in started][1] == [args for args, _ in started][2]
     assert all(process.poll() is not None for _, process in started)
     assert "its workers' step ended (exit 0) while the ranks ran; started again (restart 1" in capsys.readouterr().err
+
+
+def wait_for(condition: Any, seconds: float = 30.0) -> bool:
+    """Polls `condition` (a file's state another thread writes) until it holds, or `seconds` passed."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_auto_adds_a_worker_while_input_waits_and_the_next_attempt_starts_at_that_size(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        request: pytest.FixtureRequest) -> None:
+    """`--data-workers auto` in the body: one worker first; an epoch that waited 34% on its input adds a second
+    (a step of one task at the next port), the next epoch's 5% says it helped and stays; the kept size starts the
+    next attempt's workers' step with two. The job's CPUs (2 of each node's 2, beside 2 ranks) limit it to 2."""
+    import socket
+    import subprocess
+    import threading
+
+    from hpc_train.injob import dataservice, servicesizer
+    from hpc_train.runs.goodput import ranks_path
+    from hpc_train.runs.servicerecord import read_service
+    from hpc_train.runs.state import write_json_atomically
+    from hpc_train.slurm.client import SlurmClient
+
+    servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(3)]  # the dispatcher, workers 1 and 2
+    dispatcher, first, second = (server.getsockname()[1] for server in servers)
+    started: list[tuple[list[str], subprocess.Popen[bytes]]] = []
+    added = threading.Event()
+
+    def start_step(self: SlurmClient, arguments: list[str]) -> subprocess.Popen[bytes]:
+        started.append((arguments, subprocess.Popen(["sleep", "60"])))
+        if "--ntasks=1" in arguments and "worker" in arguments and "--nodelist=127.0.0.1" in arguments:
+            added.set()
+        return started[-1][1]
+
+    monkeypatch.setattr(SlurmClient, "start_step", start_step)
+    monkeypatch.setattr(dataservice, "batch_host", lambda env: "127.0.0.1")
+    monkeypatch.setattr(dataservice, "job_nodes", lambda env: ("127.0.0.1",))
+    monkeypatch.setattr(dataservice, "plan_ports", lambda body, env: dataservice.ServicePorts(dispatcher,
+                                                                                            (first, second)))
+    monkeypatch.setattr(dataservice, "STOP_GRACE", 0.5)
+    monkeypatch.setattr(servicesizer, "POLL", 0.05)
+    job = JobBody(tmp_path / "run", nodes=2, tasks_per_node=1, data_service=DataService(1, auto=True))
+    env = {**JOB, "SLURM_JOB_CPUS_PER_NODE": "2(x2)"}
+    run_dir = job.run_dir
+
+    def epoch(number: int, share: float) -> None:
+        import time
+
+        now = time.time()
+        epochs = [{"epoch": number, "input_share": share, "began": now, "ended": now + 0.001}]
+        write_json_atomically(ranks_path(run_dir, 1), {"totals": {}, "epochs": epochs})
+
+    request.addfinalizer(lambda: [server.close() for server in servers])
+    with serving_data(job, env, 1, under_slurm=True) as step_env:
+        assert step_env["HPC_TRAIN_DATA_SERVICE_WORKERS"] == "1"
+        assert started[1][0][-4:-2] == ["--ports", str(first)] and "--ntasks=1" in started[1][0]
+        epoch(1, 0.34)
+        assert added.wait(30)
+        assert started[2][0][-4:-2] == ["--ports", str(second)]
+        assert wait_for(lambda: read_service(run_dir).get("auto", {}).get("workers") == 2)
+        assert read_service(run_dir)["workers"] == [first, second]  # status's line names both
+        epoch(2, 0.05)
+        assert wait_for(lambda: read_service(run_dir)["auto"]["before"] is None)
+    err = capsys.readouterr().err
+    assert "hpc-train: data workers 1 -> 2: input 34% of the last epoch\n" in err
+    assert "hpc-train: data workers stay at 2: input 5% of the last epoch (34% before worker 2): under 10%\n" in err
+    assert err.count("hpc-train: data workers") == 2
+    assert all(process.poll() is not None for _, process in started)
+
+    with serving_data(job, {**env, "SLURM_RESTART_COUNT": "1"}, 2, under_slurm=True) as step_env:
+        assert step_env["HPC_TRAIN_DATA_SERVICE_WORKERS"] == "2"  # the size reached, from the start
+    workers_step = started[-1][0]
+    assert "--ntasks=2" in workers_step and workers_step[-4:-2] == ["--ports", f"{first},{second}"]

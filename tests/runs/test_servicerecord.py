@@ -34,3 +34,12 @@ def test_notes_add_up_and_a_folder_that_cannot_be_written_is_no_error(tmp_path: 
     (tmp_path / "file").write_text("")
     note_service(tmp_path / "file", state="stopped")  # (not a folder: nothing written, nothing raised)
     assert not (tmp_path / "file" / RECORD_FILE).exists()
+
+
+def test_auto_says_its_size_its_limit_and_why_it_stays() -> None:
+    steps = {"hpc-train-data-dispatcher": "7.1", "hpc-train-data-workers": "7.3"}
+    growing = {**RUNNING, "workers": [26262, 26261], "auto": {"workers": 2, "limit": 6, "before": 0.3, "settled": None}}
+    assert service_lines(growing, steps)[0].endswith("running (step 7.3); auto: 2 worker(s) of at most 6")
+    stays = {**growing, "auto": {**growing["auto"], "settled": "worker 2 took it down by under 3 points"}}
+    assert service_lines(stays, None) == ["  data service: ended with the job; auto: 2 worker(s) of at most 6, stays "
+                                          "(worker 2 took it down by under 3 points)"]

@@ -34,3 +34,15 @@ def test_what_cannot_be_is_refused_in_words(workers, partition, cpus, section, s
     with pytest.raises(DataServiceError) as raised:
         from_settings(workers, partition, cpus, section)
     assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_auto_starts_with_one_worker_and_holds_ports_for_the_most() -> None:
+    from hpc_train.spec.data_service import AUTO_MOST
+
+    service = from_settings("auto", None, "2", None)
+    assert service == DataService(1, None, 2, auto=True) == from_settings(None, None, None, {"workers": "Auto",
+                                                                                             "cpus": 2})
+    assert (service.most, service.processes, service.asked) == (AUTO_MOST, AUTO_MOST + 1, "auto")
+    assert service.job_line_options() == ["--data-workers", "auto", "--data-cpus", "2"]
+    assert service.words() == f"tf.data service: auto-sized data workers (1 to {AUTO_MOST}) of 2 CPU(s) beside the ranks"
+    assert DataService(3).most == 3 and DataService(3).asked == "3"

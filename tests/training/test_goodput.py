@@ -108,6 +108,10 @@ def test_validation_is_evaluation_and_a_save_is_checkpoint_and_what_a_failure_ke
     assert record["totals"]["checkpoint"] == 0.25 and record["kept"]["checkpoint"] == 0.25
     assert record["first_steps"] <= record["kept"]["time"] <= time.time()
     assert record["totals"]["compute"] > 0 and not lines  # no input line: the steps hardly waited
+    epochs = record["epochs"]  # each epoch's input share, for --data-workers auto (injob/servicesizer.py)
+    assert [epoch["epoch"] for epoch in epochs] == [1, 2]
+    assert all(0 <= epoch["input_share"] < 0.25 and epoch["began"] <= epoch["ended"] for epoch in epochs)
+    assert epochs[0]["ended"] <= epochs[1]["began"]
 
 
 def test_an_epoch_that_waits_on_its_input_over_a_quarter_of_the_time_says_so_once(tmp_path: Path) -> None:
@@ -118,6 +122,18 @@ def test_an_epoch_that_waits_on_its_input_over_a_quarter_of_the_time_says_so_onc
     model(1).fit(dataset(0.2), epochs=2, steps_per_epoch=4, verbose=0, callbacks=[goodput])
     assert len(lines) == 1 and lines[0].startswith("hpc-train: input: the training steps of epoch ")
     assert "what helps" in lines[0]
+
+
+def test_the_last_epochs_input_shares_reach_the_run_folder(tmp_path: Path) -> None:
+    """The ranks' measures keep the last EPOCHS_KEPT epochs' shares: a pipeline that sleeps more than a step shows
+    in each of them."""
+    from hpc_train.training.goodput import EPOCHS_KEPT, Goodput
+
+    model(1).fit(dataset(0.2), epochs=EPOCHS_KEPT + 1, steps_per_epoch=3, verbose=0,
+                 callbacks=[Goodput(tmp_path, say=lambda line: None)])
+    epochs = read_json_object(ranks_path(tmp_path, 1))["epochs"]
+    assert [epoch["epoch"] for epoch in epochs] == list(range(2, EPOCHS_KEPT + 2))
+    assert all(epoch["input_share"] > 0.25 for epoch in epochs[1:]), epochs  # (the first: the model's start-up)
 
 
 def test_a_users_fit_in_a_job_writes_its_measures_into_the_run_folder_from_rank_0_alone(tmp_path: Path) -> None:

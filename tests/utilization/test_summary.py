@@ -73,6 +73,22 @@ def test_report_draws_a_timeline_per_gpu(work: Path, capsys: pytest.CaptureFixtu
     assert (work / PICTURE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_report_draws_the_data_services_cpu_use_and_names_the_picture(work: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from hpc_train.utilization.serviceplot import PICTURE as SERVICE_PICTURE
+
+    code, out, _ = run_main(["report", "1"], capsys)
+    assert code == 0 and "data service" not in out and not (work / SERVICE_PICTURE).exists()
+    for index in range(3):
+        for name, cpu in (("dispatcher-node1-16391", 2.0), ("worker-node1-16390", 90.0)):
+            files.append_service_row(work, name, {"t": time.time() + index, "name": name, "role": name.split("-")[0],
+                                                  "host": "node1", "port": int(name[-5:]), "cores": 1, "cpu": cpu})
+    code, out, err = run_main(["report", "1"], capsys)
+    assert code == 0, err
+    assert f"wrote runs/mnist-2node-1/{SERVICE_PICTURE} (the data service's CPU use, per process)" in out.splitlines()
+    assert (work / SERVICE_PICTURE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_the_timeline_has_a_series_per_gpu_with_its_memory_share(tmp_path: Path) -> None:
     write_samples(tmp_path, 1000.0)
     series = gpu_series(files.read_rows(tmp_path))

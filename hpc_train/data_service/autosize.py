@@ -1,0 +1,128 @@
+"""`--data-workers auto`: how many data workers, decided epoch by epoch from the ledger's `input` share (pure).
+
+The service starts with one worker (or the size an earlier attempt reached). At each epoch's end the job body
+hands `decide` the input share of that epoch: the share of the training steps' time spent waiting on their input
+(docs/goodput.md). One more worker is added while
+
+- the share is over THRESHOLD (10%), and
+- the last worker added helped: the share fell by MEANINGFUL (3 points) or more since the epoch before it, and
+- the job's limit is not reached (`worker_limit`: the CPUs the job holds beside its ranks, at most AUTO_MOST).
+
+A worker that did not help, or the limit, settles the size for good (the next attempt starts there and adds no
+more); a share under THRESHOLD leaves the size as it is, and a later epoch over it adds again. Each change, and
+each end of growing, is one line (`Decision.line`), the share before and after in it: the interface of the log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from hpc_train.spec.data_service import AUTO_MOST
+
+THRESHOLD = 0.10  # an input share over this is worth another worker
+MEANINGFUL = 0.03  # the fall of the share (absolute) that says the last worker added helped
+_CPUS = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Where the sizing stands: the workers running, the most this job may run, the input share of the last epoch
+    before the last worker was added (None: no addition waits for its measure), and why it grows no more (None:
+    it may)."""
+
+    workers: int
+    limit: int
+    before: float | None = None
+    settled: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """As data_service.json keeps it for the next attempt."""
+        return asdict(self)
+
+    @classmethod
+    def of_record(cls, record: Any, limit: int) -> Sizing:
+        """An earlier attempt's sizing (data_service.json's `auto`), within this attempt's `limit`; one worker,
+        nothing pending, when there is none or it is not one."""
+        if not isinstance(record, Mapping):
+            return cls(1, limit)
+        workers, before, settled = record.get("workers"), record.get("before"), record.get("settled")
+        whole = isinstance(workers, int) and not isinstance(workers, bool) and workers > 0
+        workers = min(workers, limit) if whole else 1
+        return cls(workers, limit, float(before) if isinstance(before, (int, float)) else None,
+                   settled if isinstance(settled, str) else None)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an epoch's share decides: the sizing after it, and its one line (None: nothing changed, nothing said)."""
+
+    sizing: Sizing
+    line: str | None = None
+
+
+def decide(sizing: Sizing, share: float) -> Decision:
+    """The sizing after an epoch whose steps waited `share` (0 to 1) of their time on their input."""
+    if sizing.settled is not None:
+        return Decision(sizing)
+    pending = sizing.before
+    measured = f"input {percent(share)} of the last epoch" + (
+        f" ({percent(pending)} before worker {sizing.workers})" if pending is not None else "")
+    helped = pending is None or pending - share >= MEANINGFUL - 1e-9  # (0.30 - 0.27 is 0.0299... in floats)
+    if share > THRESHOLD and helped and sizing.workers < sizing.limit:
+        grown = replace(sizing, workers=sizing.workers + 1, before=share)
+        return Decision(grown, f"data workers {sizing.workers} -> {grown.workers}: {measured}")
+    if share <= THRESHOLD:
+        if pending is None:
+            return Decision(sizing)  # fed well enough, nothing added lately: nothing to say
+        why = f"under {percent(THRESHOLD)}"
+        return Decision(replace(sizing, before=None), f"data workers stay at {sizing.workers}: {measured}: {why}")
+    why = (f"worker {sizing.workers} took it down by under {MEANINGFUL * 100:.0f} points" if not helped else
+           f"{sizing.limit} is this job's most (its CPUs beside the ranks, at most {AUTO_MOST})")
+    return Decision(replace(sizing, before=None, settled=why),
+                    f"data workers stay at {sizing.workers}: {measured}: {why}")
+
+
+def percent(share: float) -> str:
+    return f"{share:.0%}"
+
+
+def job_cpus(text: str) -> int | None:
+    """The CPUs SLURM_JOB_CPUS_PER_NODE says the job holds (`4(x2),2`: 10); None when it says nothing readable."""
+    total = 0
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        found = _CPUS.match(part)
+        if found is None:
+            return None
+        total += int(found.group(1)) * int(found.group(2) or 1)
+    return total or None
+
+
+def worker_limit(env: Mapping[str, str], tasks: int, cpus_per_worker: int, most: int = AUTO_MOST) -> int:
+    """The most data workers the job can run beside its `tasks` ranks: the CPUs it holds (Slurm's
+    SLURM_JOB_CPUS_PER_NODE) less the ranks' (SLURM_CPUS_PER_TASK each, 1 by default), in workers of
+    `cpus_per_worker`; at most `most` (the ports its window holds), at least 1 (the one it starts with)."""
+    held = job_cpus(env.get("SLURM_JOB_CPUS_PER_NODE", ""))
+    if held is None:
+        return most
+    per_task = env.get("SLURM_CPUS_PER_TASK", "")
+    ranks = tasks * (int(per_task) if per_task.isdigit() else 1)
+    return max(1, min(most, (held - ranks) // max(1, cpus_per_worker)))
+
+
+def last_epoch(record: Mapping[str, Any], since: float, seen: float = 0.0) -> tuple[float, float] | None:
+    """The newest epoch in the ranks' measures (training/goodput.py's `epochs`) that began at `since` or later (a
+    worker added mid-epoch would measure half of one) and ended after `seen` (the last one decided on), as (when it
+    ended, its input share); None while there is none."""
+    epochs = record.get("epochs")
+    found = None
+    for epoch in epochs if isinstance(epochs, list) else ():
+        try:
+            share, began, ended = float(epoch["input_share"]), float(epoch["began"]), float(epoch["ended"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if began >= since and ended > seen and (found is None or ended > found[0]):
+            found = (ended, share)
+    return found
