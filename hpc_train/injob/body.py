@@ -39,7 +39,7 @@ from hpc_train.injob.dataservice import serving_data
 from hpc_train.injob.dataservice import start_words as service_words
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
-from hpc_train.injob.retry import keep_given_back_out_of
+from hpc_train.injob.onterm import ending_on_term
 from hpc_train.injob.ledgered import after_the_attempt, components_of, ledgered_step
 from hpc_train.injob.sizing import (attempt_size, het_step_arguments, rank_environment, start_words,
                                     step_size_arguments, with_step_tasks)
@@ -367,26 +367,6 @@ def run_attempt(body: JobBody, rank_command: Sequence[str], environ: Mapping[str
         after_the_attempt(body.run_dir, env)
         attempt.ended(code, final)
     return settle_trial(body.run_dir, final, goes_on)
-
-
-def ending_on_term(attempt_here: tuple[Any, ...], requeues: int, tasks: str | None = None,
-                   job_id: str | None = None) -> Callable[[int, Any], None]:
-    """A SIGTERM handler for the step's time: the attempt's end recorded (128 + the signal, the signal named; going on
-    when the job requeued itself meanwhile), then the SIGTERM ends the body as it would have, so that a job Slurm
-    forgets reads as it ended (cancelled), not `unknown`. (The epilogue, after, ignores SIGTERM: it has its own.)
-    A job that requeued itself (a rank near its time limit) keeps the nodes it gave back after a failure out of its
-    next allocation, as a retry would (retry.py)."""
-
-    def on_term(signum: int, frame: Any) -> None:
-        requeued = requeues_done(attempt_here[0]) > requeues
-        record_end(*attempt_here, 128 + signum, requeued, signal_number=signum, tasks=tasks)
-        if requeued and job_id:
-            keep_given_back_out_of(attempt_here[0], job_id)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    on_term.ends_the_body = True  # type: ignore[attr-defined]  # (as the default does: tracked.py ends the run)
-    return on_term
 
 
 def main(argv: list[str] | None = None) -> int:

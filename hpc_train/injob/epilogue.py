@@ -37,8 +37,8 @@ from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob import shrink
 from hpc_train.injob.failures import Failure, diagnose
-from hpc_train.injob.retry import (RetryPlan, component_exclusions, given_back, plan_retry, requeue_excluding,
-                                   usable_and_lost)
+from hpc_train.injob.retry import (RetryPlan, component_exclusions, expand_nodes, given_back, plan_retry,
+                                   requeue_excluding, usable_and_lost)
 from hpc_train.runs import attempts
 from hpc_train.runs.requeue import restart_count
 from hpc_train.runs.state import read_state
@@ -267,17 +267,6 @@ def log_tail(job: dict[str, str]) -> str:
         except OSError:
             continue
     return ""
-
-
-def expand_nodes(nodes: str) -> list[str]:
-    if not nodes or nodes == "(null)":
-        return []
-    import hostlist
-
-    try:
-        return list(hostlist.expand_hostlist(nodes))
-    except hostlist.BadHostlist:
-        return []
 
 
 def _say(message: str) -> None:

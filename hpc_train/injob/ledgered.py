@@ -120,7 +120,7 @@ def ledgered_step(run_dir: Path, env: Mapping[str, str], number: int, nodes: int
 
 def _ended_by(signum: int, run_dir: Path, number: int, previous: Any) -> None:
     """Slurm ends the attempt (a requeue, a cancel): its end noted in the ledger, then the signal does what it did
-    before (the body's own handler records the attempt's end in state.json: body.ending_on_term)."""
+    before (the body's own handler records the attempt's end in state.json: onterm.ending_on_term)."""
     if previous == signal.SIG_IGN:
         return  # the body ignores it (its epilogue): the attempt goes on, and has not ended
     now = round(time.time(), 3)

@@ -26,8 +26,8 @@ from typing import Any
 from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_RETRIES_SPENT
 from hpc_train.injob import shrink
-from hpc_train.injob.epilogue import QuietParser, expand_nodes, log_tail, newest_checkpoint
-from hpc_train.injob.retry import requeue_excluding, usable_and_lost
+from hpc_train.injob.epilogue import QuietParser, log_tail, newest_checkpoint
+from hpc_train.injob.retry import expand_nodes, requeue_excluding, usable_and_lost
 from hpc_train.runs import attempts
 from hpc_train.runs.requeue import restart_count
 from hpc_train.runs.secret import PRIVATE_FOLDER

@@ -132,7 +132,6 @@ def keep_given_back_out(job_id: str, given: Sequence[str], slurm: SlurmClient,
 
 def keep_given_back_out_of(run_dir: Path, job_id: str) -> None:
     """keep_given_back_out for this job, from its run folder's history; a refusal is one line (the requeue stands)."""
-    from hpc_train.injob.epilogue import expand_nodes
     from hpc_train.runs import attempts
 
     problem = keep_given_back_out(job_id, given_back(attempts.history(run_dir)), SlurmClient.local(), expand_nodes)
@@ -151,3 +150,15 @@ def _exclude(job_id: str, wanted: str, slurm: SlurmClient, timeout: float) -> st
     if result.returncode != 0:
         return f"requeued, but scontrol update ExcNodeList={wanted} failed ({last_words(result)})"
     return None
+
+
+def expand_nodes(nodes: str) -> list[str]:
+    """A Slurm node list as names; none for an empty, "(null)" or unreadable one."""
+    if not nodes or nodes == "(null)":
+        return []
+    import hostlist
+
+    try:
+        return list(hostlist.expand_hostlist(nodes))
+    except hostlist.BadHostlist:
+        return []

@@ -206,7 +206,7 @@ def record_end(run_dir: Path, attempt: int, nodes: str, started: float, exit_cod
     `signal_number`: the body was ended by it (Slurm's SIGTERM: a cancel, the time limit, a requeue)."""
     state = read_state(run_dir)
     if any(end.get("attempt") == attempt for end in ended_attempts(state)):
-        return  # recorded already: Slurm's SIGTERM after the body's own end (body.ending_on_term) leaves it be
+        return  # recorded already: Slurm's SIGTERM after the body's own end (onterm.ending_on_term) leaves it be
     entry = {"attempt": attempt, "nodes": nodes, **({"tasks": tasks} if tasks else {}), "started": round(started, 3),
              "ended": round(time.time(), 3), "exit": exit_code, "goes_on": goes_on,
              **({"signal": signal_number} if signal_number else {})}

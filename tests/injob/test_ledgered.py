@@ -80,14 +80,14 @@ def test_slurms_sigterm_during_the_step_notes_the_attempts_end_and_still_ends_th
 
 def test_a_requeued_attempts_end_reaches_state_json_though_slurms_sigterm_ends_the_body(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpc_train.injob import body
+    from hpc_train.injob import onterm
     from hpc_train.runs.attempts import ended_attempts, record, requeue_entry
     from hpc_train.runs.state import read_state
 
     killed: list[int] = []
-    monkeypatch.setattr(body.os, "kill", lambda pid, signum: killed.append(signum))  # (the body's own end)
+    monkeypatch.setattr(onterm.os, "kill", lambda pid, signum: killed.append(signum))  # (the body's own end)
     before = signal.getsignal(signal.SIGTERM)
-    on_term = body.ending_on_term((tmp_path, 1, "n[1-2]", time.time() - 5), requeues=0, tasks="4")
+    on_term = onterm.ending_on_term((tmp_path, 1, "n[1-2]", time.time() - 5), requeues=0, tasks="4")
     record(tmp_path, requeue_entry(1, 62))  # the chief requeued the job on the time-limit warning
     try:
         on_term(signal.SIGTERM, None)  # then Slurm's SIGTERM

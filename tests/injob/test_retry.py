@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpc_train.injob.failures import Failure
-from hpc_train.injob.epilogue import expand_nodes
-from hpc_train.injob.retry import (given_back, keep_given_back_out, plan_retry, requeue_excluding, still_excluded,
-                                   usable_and_lost)
+from hpc_train.injob.retry import (expand_nodes, given_back, keep_given_back_out, plan_retry, requeue_excluding,
+                                   still_excluded, usable_and_lost)
 from tests.fake_slurm import FakeSlurm, Reply
 
 DIED = Failure("died", "node2 task 1: Killed", "node2 task 1 was killed", ("node2",))

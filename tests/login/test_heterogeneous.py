@@ -129,7 +129,7 @@ def test_status_shows_each_component() -> None:
 
 
 def test_a_node_to_blame_is_excluded_in_the_component_that_ran_on_it() -> None:
-    from hpc_train.injob.epilogue import expand_nodes
+    from hpc_train.injob.retry import expand_nodes
     from hpc_train.injob.retry import component_exclusions
 
     parts = [{"JobId": "15", "NodeList": "c1", "ExcNodeList": "(null)"},
