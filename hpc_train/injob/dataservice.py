@@ -33,7 +33,7 @@ from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
-from hpc_train.injob.serviceguard import WorkerGuard
+from hpc_train.injob.serviceguard import DISPATCHER, WorkerGuard
 from hpc_train.injob.servicesizer import ServiceSizer
 from hpc_train.injob.sizing import attempt_size
 from hpc_train.runs.goodput import ledger_on
@@ -212,7 +212,8 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
         if ready is None:
             stop(steps, stop_file)  # (what did start: not left running beside ranks that do not use it)
             note_service(body.run_dir, state="not started", attempt=attempt)
-        else:  # a workers' step that ends while the ranks run is started again (serviceguard.py)
+        else:  # a dispatcher's or workers' step that ends while the ranks run is started again (serviceguard.py)
+            guards.append(WorkerGuard(steps, 0, lambda: dispatcher_again(body, env), _say, step=DISPATCHER).start())
             guards.append(WorkerGuard(steps, 1, lambda: workers_again(body, env, count), _say).start())
             sizer = sizing_itself(body, env, attempt, sizing, steps, guards)
         yield {**env, **ready.environ()} if ready else dict(env)
@@ -261,6 +262,12 @@ def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: 
     guards.append(WorkerGuard(steps, at, lambda: counted_restart(body, slurm.start_step(arguments)), _say).start())
     note_service(body.run_dir, workers=list(ports.workers[:index + 1]))
     return True
+
+
+def dispatcher_again(body: JobBody, env: Mapping[str, str]) -> Any:
+    """A new srun of the dispatcher's step, as the first: the same port, the same journal (it restores from it)."""
+    dispatcher, _ = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable)
+    return SlurmClient.local(env).start_step(dispatcher)
 
 
 def workers_again(body: JobBody, env: Mapping[str, str], count: int) -> Any:

@@ -55,13 +55,14 @@ def wait_for_text(logs, text: str, seconds: float = 300) -> None:  # logs: () ->
         time.sleep(0.2)
 
 
-def kill_data_worker(job_id: str, index: int, cluster: LocalCluster) -> None:
-    """SIGKILL to the job's data worker `index` (its place in the workers' step): lost, as a crash would lose it."""
+def kill_data_worker(job_id: str, index: int, cluster: LocalCluster, role: bytes = b"worker") -> None:
+    """SIGKILL to the job's data worker `index` (its place in the workers' step), or its dispatcher (`role`):
+    lost, as a crash would lose it."""
     deadline = time.monotonic() + 60
     while (pid := rank_pid(job_id, index, lambda comm, cmdline: comm.startswith("python")
-                           and SERVERS + b"\0worker\0" in cmdline,
+                           and SERVERS + b"\0" + role + b"\0" in cmdline,
                            str(cluster.conf))) is None:
-        assert time.monotonic() < deadline, f"no data worker {index} of job {job_id}"
+        assert time.monotonic() < deadline, f"no data {role.decode()} {index} of job {job_id}"
         time.sleep(0.2)
     os.kill(pid, signal.SIGKILL)
 
@@ -149,10 +150,15 @@ def test_a_parameter_server_job_trains_through_a_lone_data_worker_started_again(
 
     wait_for_text(logs, "training: first steps done")
     kill_data_worker(job_id, 0, cluster)
+    # Then its dispatcher: started again at its address from its journal; the worker and the chief find it there.
+    wait_for_text(logs, "started again (restart 1 of at most 5)")
+    kill_data_worker(job_id, 0, cluster, role=b"dispatcher")
     assert wait_for_end(job_id, env, logs) == ("COMPLETED", "0:0"), logs()[-4000:]
     text = logs()
     assert "data service: its workers' step ended" in text and "started again (restart 1 of at most 5)" in text, \
         text[-3000:]
+    assert re.search(r"data service: its dispatcher's step ended \(exit \d+\) while the ranks ran; started again "
+                     r"from its journal \(restart 1 of at most 5\)", text), text[-3000:]
     address = re.search(r"data service at (grpc://node1:(\d+)) \(journal in", text)
     assert address, text[-3000:]
     # The chief (the coordinator, which makes each worker's dataset) reads through the service.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import threading
 
-from hpc_train.injob.serviceguard import WorkerGuard
+from hpc_train.injob.serviceguard import DISPATCHER, WorkerGuard
 
 
 def test_a_workers_step_that_ends_is_started_again_and_replaced_in_the_steps() -> None:
@@ -82,3 +82,26 @@ def test_a_restart_srun_refuses_is_one_warning() -> None:
     finally:
         guard.stop()
     assert said == ["warning: the data service's workers could not be started again (FileNotFoundError: srun)"]
+
+
+def test_a_dispatchers_step_that_ends_is_started_again_from_its_journal() -> None:
+    again: list[subprocess.Popen[bytes]] = []
+    said: list[str] = []
+    restarted = threading.Event()
+
+    def restart() -> subprocess.Popen[bytes]:
+        again.append(subprocess.Popen(["sleep", "60"]))
+        restarted.set()
+        return again[-1]
+
+    steps = [subprocess.Popen(["true"]), "workers"]
+    guard = WorkerGuard(steps, 0, restart, said.append, poll=0.05, step=DISPATCHER).start()
+    try:
+        assert restarted.wait(30)
+    finally:
+        guard.stop()
+    assert steps[0] is again[0] and steps[1] == "workers"
+    assert said == ["data service: its dispatcher's step ended (exit 0) while the ranks ran; started again from its "
+                    "journal (restart 1 of at most 5); the ranks' input waits meanwhile"]
+    again[0].kill()
+    again[0].wait()
