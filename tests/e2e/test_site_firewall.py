@@ -5,13 +5,15 @@ One cluster for the module (wall[1-3], /tmp/hpc-train-slurm-tests-firewall, port
 a 2-node job on wall[1-2] listens on its ports; while it runs, wall3 (not in the job) cannot open a connection
 to any port of the job's window on wall1 (dropped), while wall2 can; before the prolog and after the epilog the
 same ports answer from wall3 as before; no table is left; a requeued job (its prolog again over its own table)
-still completes, and so does a 2-node MNIST job retried on other nodes (wall3 let in by the new attempt's prolog).
+still completes, and so does a 2-node MNIST job retried on other nodes (wall3 let in by the new attempt's prolog),
+whose data service's dispatcher and worker wall3 cannot reach either.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +29,7 @@ from hpc_train.site.firewall import job_window
 from tests.e2e.jobs import JOB_TIMEOUT, separate_hosts_impossible
 from tests.e2e.test_trainer_jobs import ROOT, Job, kill_rank, submit
 from tests.fake_slurm import without_slurm
+from tests.mnist_data import shared_mnist
 
 pytestmark = pytest.mark.slurm_cluster
 WALL = LocalCluster(Path("/tmp/hpc-train-slurm-tests-firewall"), nodes="wall[1-3]", cpus=2, controller_port=7137,
@@ -202,22 +205,56 @@ def test_doctor_says_the_jobs_ports_are_closed_to_the_login_node(wall: LocalClus
 
 
 @pytest.mark.tensorflow
-def test_a_2node_mnist_job_trains_guarded_and_a_retried_attempt_elsewhere_completes(wall: LocalCluster,
-                                                                                    tmp_path: Path) -> None:
-    # Epochs take a second here: enough of them that the job still trains when its rank is killed.
-    job = submit(wall, tmp_path, "mnist_2node.sh", "--set", "epochs=10", "--set", "checkpoint_minutes=0.05")
-    job.wait_for_log("epoch 1/10")
+def test_a_2node_mnist_job_trains_guarded_with_its_data_service_and_a_retried_attempt_elsewhere_completes(
+        wall: LocalCluster, tmp_path: Path) -> None:
+    # Rendered as `submit` sends it, with a data worker beside the ranks (issue 47): the service's ports are in the
+    # job's window (its Slurm comment says how many), guarded with the ranks'. Epochs take a second here: enough of
+    # them that the job still trains when its rank is killed.
+    env = {**without_slurm(), **control.slurm_env(wall), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    script = tmp_path / "guarded.sbatch"
+    subprocess.run([sys.executable, "-m", "hpc_train", "render", "--nodes", "2", "--name", "guarded",
+                    "--data-workers", "1", "-o", str(script), "--set", "epochs=10", "--set", "checkpoint_minutes=0.05",
+                    "--set", f"data_dir={shared_mnist()}"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    job = submit(wall, tmp_path, script)
     job.wait_for_a_checkpoint()  # what the retry resumes from
-    nodes = {rank: line.split(" at ")[1].split(",")[0] for rank, line in job.task_lines().items()}
+    nodes = {rank: rank_address(job, rank) for rank in (0, 1)}
     outsider = ({"wall1", "wall2", "wall3"} - {address.split(":")[0] for address in nodes.values()}).pop()
     host, port = nodes[0].split(":")
     # TensorFlow's server, from the node outside the job: dropped.
     assert probe(wall, outsider, host, range(int(port), int(port) + 1)) == {int(port): "no answer"}
+    # The data service's dispatcher and worker, from the node outside the job: dropped too; from the job's other
+    # node, the dispatcher answers (the ranks and the workers reach it).
+    service = re.search(r"data service at grpc://(\w+):(\d+) \(journal in .*\), 1 worker\(s\) on ports (\d+)",
+                        job.log())
+    assert service, job.log()[-3000:]
+    dispatcher, worker = int(service.group(2)), int(service.group(3))
+    assert probe(wall, outsider, service.group(1), range(dispatcher, dispatcher + 1)) == {dispatcher: "no answer"}
+    worker_log = (job.run_dir() / "logs" / "data-worker-0.out").read_text()
+    worker_node = re.search(r"data service worker on (\w+):", worker_log)
+    assert worker_node and probe(wall, outsider, worker_node.group(1), range(worker, worker + 1)) == {
+        worker: "no answer"}
+    inside = ({address.split(":")[0] for address in nodes.values()} - {service.group(1)}).pop()
+    assert probe(wall, inside, service.group(1), range(dispatcher, dispatcher + 1)) == {dispatcher: "accepted"}
     killed = nodes[1].split(":")[0]
     kill_rank(job, 1)  # retried without `killed`: the outsider joins, and the prolog lets it in
     assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
     assert job.run_state()["state"] == "finished" and job.run_state()["attempts"][0]["action"] == "retried"
     assert no_table_within(wall, ("wall1", "wall2", "wall3")) == {}
     again = ", ".join(sorted({host, outsider}))
-    assert f"job {job.id} on {outsider}: ports" in wall.log_file("site-firewall").read_text()
-    assert f"open to {again} only" in wall.log_file("site-firewall").read_text() and killed not in again
+    said = wall.log_file("site-firewall").read_text()
+    assert f"job {job.id} on {outsider}: ports" in said
+    assert f"open to {again} only" in said and killed not in again
+
+
+def rank_address(job: Job, rank: int) -> str:
+    """HOST:PORT of a rank of the job's newest attempt, from its own log (a rendered job's ranks log apart)."""
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while not (found := re.findall(rf"rank {rank} is \w+ \d+ at (\w+:\d+)", rank_log(job, rank))):
+        assert time.monotonic() < deadline, f"rank {rank} of job {job.id} said no address:\n{job.log()[-2000:]}"
+        time.sleep(0.3)
+    return found[-1]
+
+
+def rank_log(job: Job, rank: int) -> str:
+    path = job.run_dir() / "logs" / f"rank-{rank}.out" if job.started() else None
+    return path.read_text() if path is not None and path.exists() else ""
