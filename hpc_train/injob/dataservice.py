@@ -28,6 +28,7 @@ from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
+from hpc_train.injob.servicecomponent import het_group, service_nodes
 from hpc_train.injob.serviceguard import WorkerGuard
 from hpc_train.injob.sizing import attempt_size
 from hpc_train.runs.servicerecord import DISPATCHER_STEP, WORKERS_STEP, note_service, read_service
@@ -77,8 +78,14 @@ def window_environ(body: JobBody) -> dict[str, str]:
     return {SERVICE_PORTS: str(body.data_service.processes)} if body.data_service is not None else {}
 
 
+def dispatcher_host(env: Mapping[str, str]) -> str:
+    """The dispatcher's node: the first of the service's own component (servicecomponent.py), else the batch node."""
+    own = service_nodes(env)
+    return own[0] if own else batch_host(env)
+
+
 def batch_host(env: Mapping[str, str]) -> str:
-    """The node this job body runs on, as the job's node list names it (the dispatcher's)."""
+    """The node this job body runs on, as the job's node list names it."""
     nodes = env.get("SLURM_JOB_NODELIST", "")
     named = env.get("SLURMD_NODENAME", "")
     listed = expand_nodelist("SLURM_JOB_NODELIST", nodes) if nodes else ()
@@ -86,7 +93,10 @@ def batch_host(env: Mapping[str, str]) -> str:
 
 
 def worker_nodes(service: DataService, env: Mapping[str, str]) -> int:
-    """The nodes the workers spread over: one each, as far as the job's (the first component's) nodes go (pure)."""
+    """The nodes the workers spread over: one each, as far as the service's own component's nodes go, else the job's
+    (the first component's) (pure)."""
+    if service_nodes(env):
+        return max(1, min(service.workers, len(service_nodes(env))))
     count = env.get("SLURM_JOB_NUM_NODES_HET_GROUP_0") or env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
     return max(1, min(service.workers, int(count) if count and count.isdigit() else 1))
 
@@ -98,7 +108,7 @@ def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, hos
     service = body.data_service
     run_dir = body.run_dir.resolve()
     logs = run_dir / "logs"
-    common = ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append"]
+    common = [*het_group(env), "--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append"]
     stop = ["--stop-file", str(run_dir / STOP_FILE)]
     dispatcher = [*common, f"--job-name={DISPATCHER_STEP}", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
                   f"--output={logs}/data-dispatcher.out",
@@ -127,7 +137,9 @@ def reachable(hosts: Sequence[str], port: int, seconds: float, alive: Any) -> bo
 
 
 def job_nodes(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The job's nodes (where srun may have put a data worker)."""
+    """The nodes where srun may have put a data worker: the service's own component's, else the job's."""
+    if service_nodes(env):
+        return service_nodes(env)
     nodes = env.get("SLURM_JOB_NODELIST", "")
     return expand_nodelist("SLURM_JOB_NODELIST", nodes) if nodes else (batch_host(env),)
 
@@ -191,7 +203,7 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
 
 def workers_again(body: JobBody, env: Mapping[str, str]) -> Any:
     """A new srun of the workers' step, as the first (the guard's restart): the same ports, the same logs."""
-    _, workers = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable)
+    _, workers = server_steps(body, env, plan_ports(body, env), dispatcher_host(env), sys.executable)
     process = SlurmClient.local(env).start_step(workers)
     restarts = read_service(body.run_dir).get("restarts", 0)
     note_service(body.run_dir, restarts=(restarts if isinstance(restarts, int) else 0) + 1)
@@ -205,7 +217,7 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any])
     except Exception as error:  # noqa: BLE001 - a window without room: the job runs without the service
         _say(f"warning: no data service ({error}); the ranks read their input themselves")
         return None
-    host = batch_host(env)
+    host = dispatcher_host(env)
     (body.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     dispatcher, workers = server_steps(body, env, ports, host, sys.executable)
     slurm = SlurmClient.local(env)
@@ -227,5 +239,5 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any])
     _say(f"data service at {service.address} (journal in {Path(body.run_dir) / WORK_DIR}), "
          f"{body.data_service.workers} worker(s) on ports {','.join(map(str, ports.workers))}")
     note_service(body.run_dir, state="running", attempt=attempt, address=service.address, workers=list(ports.workers),
-                 restarts=0)
+                 restarts=0, partition=body.data_service.partition, nodes=list(job_nodes(env)))
     return service

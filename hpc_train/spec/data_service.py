@@ -44,6 +44,12 @@ class DataService:
             raise DataServiceError(f"--data-partition {self.partition!r}: one partition's name, e.g. cpu")
 
     @property
+    def component(self) -> bool:
+        """Whether the service runs on nodes of its own partition: one more component of a heterogeneous job (the
+        last one, after the ranks'), its tasks the dispatcher and the workers (spec/directives.py)."""
+        return self.partition is not None
+
+    @property
     def processes(self) -> int:
         """The service's processes: its dispatcher and its workers (each takes a port of the job's window)."""
         return 1 + self.workers
