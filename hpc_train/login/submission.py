@@ -154,9 +154,9 @@ def _submit_rendered(plan: JobPlan) -> JobRecord:
 
 def components(spec: JobRequest) -> list[dict]:
     """What a job record keeps of each group (and of the data service's own component, the last): what status
-    shows per component."""
+    shows per component (the service's nodes are Slurm's choice: None, shown as ?)."""
     service = spec.data_service
-    own = [{"partition": service.partition, "nodes": 1, "tasks": service.processes, "gpus_per_node": 0,
+    own = [{"partition": service.partition, "nodes": None, "tasks": service.processes, "gpus_per_node": 0,
             "roles": ["data service"]}] if service is not None and service.component else []
     return [{"partition": group.partition, "nodes": group.nodes, "tasks": group.num_tasks,
              "gpus_per_node": group.gpus_per_node, "roles": list(group.roles)} for group in spec.groups] + own
