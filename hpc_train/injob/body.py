@@ -39,7 +39,7 @@ from hpc_train.injob.dataservice import serving_data
 from hpc_train.injob.dataservice import start_words as service_words
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
-from hpc_train.injob.servicecomponent import ranks_view
+from hpc_train.injob.servicecomponent import ranks_view, srun_environ
 from hpc_train.injob.ledgered import after_the_attempt, components_of, ledgered_step
 from hpc_train.injob.sizing import (attempt_size, het_step_arguments, rank_environment, start_words,
                                     step_size_arguments, with_step_tasks)
@@ -271,8 +271,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
         sized = attempt_size(body.node_range, body.tasks_per_node, env)
         # Each rank's own TMPDIR removed by slurmstepd after the rank, however it ended (bootstrap/tmpdir.py).
         options = [f"--task-epilog={task_epilog(body.run_dir.resolve())}", *options]
-        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env),
-                                                                     options, sized)))
+        step.append(SlurmClient.local(srun_environ(env)).start_step(srun_arguments(body, rank_command,
+                                                                                  job_components(env), options, sized)))
         for signum in early:
             _signal(step[0].pid, signum)
         return exit_status(step[0].wait())

@@ -28,7 +28,7 @@ from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
-from hpc_train.injob.servicecomponent import het_group, service_nodes
+from hpc_train.injob.servicecomponent import het_group, service_nodes, srun_environ
 from hpc_train.injob.serviceguard import WorkerGuard
 from hpc_train.injob.sizing import attempt_size
 from hpc_train.runs.servicerecord import DISPATCHER_STEP, WORKERS_STEP, note_service, read_service
@@ -204,7 +204,7 @@ def serving_data(body: JobBody, env: Mapping[str, str], attempt: int, under_slur
 def workers_again(body: JobBody, env: Mapping[str, str]) -> Any:
     """A new srun of the workers' step, as the first (the guard's restart): the same ports, the same logs."""
     _, workers = server_steps(body, env, plan_ports(body, env), dispatcher_host(env), sys.executable)
-    process = SlurmClient.local(env).start_step(workers)
+    process = SlurmClient.local(srun_environ(env)).start_step(workers)
     restarts = read_service(body.run_dir).get("restarts", 0)
     note_service(body.run_dir, restarts=(restarts if isinstance(restarts, int) else 0) + 1)
     return process
@@ -220,7 +220,7 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any])
     host = dispatcher_host(env)
     (body.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     dispatcher, workers = server_steps(body, env, ports, host, sys.executable)
-    slurm = SlurmClient.local(env)
+    slurm = SlurmClient.local(srun_environ(env))
     steps.append(slurm.start_step(dispatcher))
     if not reachable([host], ports.dispatcher, START_TIMEOUT, lambda: steps[0].poll() is None):
         _say(f"warning: the data service's dispatcher did not start on {host}:{ports.dispatcher} (its log: "

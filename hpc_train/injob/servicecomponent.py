@@ -6,7 +6,8 @@ up`: SLURM_HET_SIZE counts it, SLURM_JOB_NODELIST_HET_GROUP_N and SLURM_NTASKS_H
 the plain SLURM_JOB_NODELIST, SLURM_NTASKS are component 0's; a plain srun runs component 0's). So the body reads
 its attempt through `ranks_view`: the job as its ranks' components alone make it (the step, the start line, the
 ports, the ledger, the retries count what they did before), with the service's component kept aside in two
-variables of its own, which injob/dataservice.py starts the service on (srun --het-group=N).
+variables of its own, which injob/dataservice.py starts the service on (srun --het-group=N). srun itself is given
+the job's SLURM_HET_SIZE (`srun_environ`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ def ranks_view(env: Mapping[str, str], service: DataService | None) -> dict[str,
         view.pop(HET_SIZE, None)
         view.pop("SLURM_PACK_SIZE", None)
     return view
+
+
+def srun_environ(env: Mapping[str, str]) -> dict[str, str]:
+    """A view's variables as srun is given them: SLURM_HET_SIZE the job's own again (its components, the service's
+    included). srun in a heterogeneous allocation without it starts nothing ("No directives to start application on
+    any available hetjob components", Slurm 22.05, a plain srun for component 0); the ranks it starts still find
+    their own components alone, the service's _HET_GROUP_N variables being gone (bootstrap/hetstep.py)."""
+    index = component_of(env)
+    return dict(env) if index is None else {**env, HET_SIZE: str(index + 1)}
 
 
 def component_of(env: Mapping[str, str]) -> int | None:

@@ -159,7 +159,9 @@ def components(spec: JobRequest) -> list[dict]:
     own = [{"partition": service.partition, "nodes": None, "tasks": service.processes, "gpus_per_node": 0,
             "roles": ["data service"]}] if service is not None and service.component else []
     return [{"partition": group.partition, "nodes": group.nodes, "tasks": group.num_tasks,
-             "gpus_per_node": group.gpus_per_node, "roles": list(group.roles)} for group in spec.groups] + own
+             "gpus_per_node": group.gpus_per_node,  # (multiworker: every rank a worker, docs/bootstrap.md)
+             "roles": list(group.roles) if spec.strategy == "parameter_server" else ["worker"]}
+            for group in spec.groups] + own
 
 
 def default_home_text() -> str:

@@ -10,7 +10,7 @@ from hpc_train.bootstrap.ports import derived_window
 from hpc_train.injob.body import job_components, start_line
 from hpc_train.injob.dataservice import dispatcher_host, job_nodes, plan_ports, server_steps, step_tasks
 from hpc_train.injob.jobline import JobBody
-from hpc_train.injob.servicecomponent import COMPONENT, NODES, component_of, ranks_view, service_nodes
+from hpc_train.injob.servicecomponent import COMPONENT, NODES, component_of, ranks_view, service_nodes, srun_environ
 from hpc_train.spec.data_service import DataService
 
 # Chief and ps on hcpu1, 4 workers on hgpu[1-2], the data service's dispatcher and worker on hcpu2.
@@ -43,6 +43,21 @@ def test_a_multiworker_job_with_its_service_apart_is_a_plain_job_to_its_ranks() 
     view = ranks_view(MW_JOB, SERVICE)
     assert "SLURM_HET_SIZE" not in view and job_components(view) == 1
     assert view["SLURM_JOB_NODELIST"] == "hgpu[1-2]" and service_nodes(view) == ("hcpu1",)
+
+
+def test_srun_is_given_the_jobs_own_component_count_and_the_ranks_still_find_theirs() -> None:
+    """A plain srun in a heterogeneous allocation whose environment has no SLURM_HET_SIZE starts nothing (Slurm 22.05:
+    "No directives to start application on any available hetjob components"): srun gets the job's count again; the
+    bootstrap, reading the same variables in each rank, finds the ranks' components alone (the service's are gone)."""
+    from hpc_train.bootstrap.hetstep import component_node_counts
+
+    for job, size in ((MW_JOB, "2"), (PS_JOB, "3")):
+        given = srun_environ(ranks_view(job, SERVICE))
+        assert given["SLURM_HET_SIZE"] == size
+    step = srun_environ(ranks_view(PS_JOB, SERVICE))
+    assert component_node_counts(step, ("hcpu1", "hgpu1", "hgpu2")) == (1, 2)
+    assert component_node_counts(srun_environ(ranks_view(MW_JOB, SERVICE)), ("hgpu1", "hgpu2")) == ()
+    assert srun_environ(MW_JOB) == MW_JOB  # (no component of its own: as it was)
 
 
 def test_without_a_component_of_its_own_nothing_changes() -> None:

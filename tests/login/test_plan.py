@@ -113,6 +113,8 @@ def test_the_data_services_component_is_the_jobs_last_in_the_script_the_test_and
         ":", "--cpus-per-task=3", "--exclude=hcpu9", "--ntasks=3", "--partition=cpu"]
     assert [part["roles"] for part in components(spec)] == [["chief", "ps"], ["worker"], ["data service"]]
     assert JobRequest.one_group(2, data_service=DataService(2)).components == 1  # (beside the ranks)
+    served = JobRequest.one_group(2, 1, partition="gpu", data_service=DataService(1, "cpu"))
+    assert [part["roles"] for part in components(served)] == [["worker"], ["data service"]]
 
 
 def test_asked_reads_a_scripts_first_group_and_its_time_in_minutes() -> None:
