@@ -126,6 +126,8 @@ def test_a_users_command_gets_the_same_cluster(env: dict[str, str], tmp_path: Pa
 @pytest.mark.parametrize("extra, said", [
     (["--ps-partition", "nowhere"], "--ps-partition nowhere: no such partition here; choose one of cpu, gpu"),
     (["--num-ps", "2", "--ps-nodes", "3"], "--ps-nodes 3: partition cpu has 2 node(s) in all"),
+    ([*SERVED[:2], "--data-partition", "nowhere"], "--data-partition nowhere: no such partition here; choose one of "
+                                                   "cpu, gpu"),
 ])
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry-run"])
 def test_what_the_cluster_cannot_give_is_refused_and_nothing_is_queued(env: dict[str, str], tmp_path: Path,
