@@ -125,7 +125,7 @@ def job_request(args: argparse.Namespace, here: str | None = None):  # -> tuple[
     render, sweeps, --local, preflight, dry-run), built by spec/options.py of what this machine says (the YAML, the
     image, the CPUs, the project folder: `here`, else this directory's name, names the job); one line for what
     cannot be (HpcTrainError)."""
-    from hpc_train.cli.dataserviceoptions import check_service_ports, refuse_partition
+    from hpc_train.cli.dataserviceoptions import check_partition, check_service_ports
     from hpc_train.login.jobsection import read_job_section
     from hpc_train.spec.options import given, refuse_command_options, request_of, with_section
     from hpc_train.spec.request import project_name
@@ -136,7 +136,7 @@ def job_request(args: argparse.Namespace, here: str | None = None):  # -> tuple[
     options = with_section(options, read_job_section(args.config), train.strategy, train.num_ps)
     spec = request_of(options, here or project_name(Path.cwd()), image_path(options["container"]), os.cpu_count() or 1)
     if spec.data_service is not None and spec.data_service.partition is not None:
-        refuse_partition(spec.data_service)
+        check_partition(spec.data_service)
     check_service_ports(spec)
     train = with_global_batch(spec, train, bool(options["command"]))
     _check_task_file(train.task)
@@ -205,6 +205,10 @@ def sweep_request(args: argparse.Namespace, train, spec):  # (Namespace, TrainCo
     if spec.heterogeneous:
         raise HpcTrainError("--ps-partition with a sweep: Slurm has no job arrays of heterogeneous jobs; submit "
                             "each element as a job of its own, or drop --ps-partition")
+    if spec.components > 1:
+        raise HpcTrainError("--data-partition with a sweep: the data service's own nodes make each element a "
+                            "heterogeneous job, and Slurm has no job arrays of those; drop --data-partition (each "
+                            "element's service runs beside its ranks), or submit the elements one by one")
     sweep = sweep_of(args, section)
     for key in sweep.keys:
         if key in JOB_KEYS:

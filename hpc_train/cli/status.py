@@ -45,9 +45,13 @@ def slurm_view(record: JobRecord, slurm: SlurmClient, run: RunFiles) -> SlurmVie
 
         waiting = reason_in_words(info["Reason"], record.job_id)
     nodes = info.get("NodeList") or (accounted.nodes if accounted else "")  # once Slurm forgot it, sacct's
-    if record.components and info:  # a heterogeneous job: scontrol says each component's nodes on a line of its own
-        nodes = " + ".join(part.get("NodeList", "?") for part in slurm.show_job_components(record.job_id))
     partition = info.get("Partition") or (accounted.partition if accounted else "")  # the one it got, once started
+    if record.components and info:  # a heterogeneous job: scontrol says each component's nodes on a line of its own
+        parts = slurm.show_job_components(record.job_id)
+        nodes = " + ".join(part.get("NodeList", "?") for part in parts)
+        # The ranks' last component's partition (the workers'), not the data service's own after it.
+        ranks = [part for part, kept in zip(parts, record.components) if kept.get("roles") != ["data service"]]
+        partition = (ranks or parts or [info])[-1].get("Partition") or partition
     return SlurmView(state, code, elapsed, requeues, source, nodes, waiting,
                      ended=state.split()[0].upper() in FINAL_STATES, partition=partition)
 

@@ -86,14 +86,14 @@ def ps_partition(slurm: SlurmClient, wanted: str, gpus_tracked: str | None) -> C
 
 def data_partition(slurm: SlurmClient, wanted: str) -> Check:
     """--data-partition: the partition a job's tf.data service workers would go to. It must exist (one line, exit 2,
-    when not: the partition submit names in its refusal), and have nodes; data workers there are not started yet
-    (docs/data_service.md#not-yet): they run beside the ranks."""
+    when not: the partition submit names in its refusal), and have nodes: a job's data service runs there as the
+    last component of a heterogeneous job (docs/data_service.md)."""
     chosen = slurm_partition(slurm, wanted, "--data-partition")
     gpus = max(chosen.node_gpus, default=0)
     kind = f"its nodes have {gpus} GPUs each, which data workers do not use" if gpus else "CPU nodes"
     return Check("data", chosen.total_nodes > 0,
-                 f"partition {chosen.name}: {chosen.total_nodes} nodes, {kind}; data workers on a partition of their "
-                 "own are not started yet (submit --data-workers runs them beside the ranks)")
+                 f"partition {chosen.name}: {chosen.total_nodes} nodes, {kind}; submit --data-workers N "
+                 f"--data-partition {chosen.name} runs a job's data service there, a component of its own")
 
 
 def step_checks(reports: Sequence[dict], nodes: int, local_tensorflow: str | None, data_dir: str | None) -> list[Check]:

@@ -40,6 +40,7 @@ from hpc_train.injob.dataservice import start_words as service_words
 from hpc_train.injob.jobline import USAGE, JobBody, parse, trainers_setting
 from hpc_train.injob.prologue import EXIT_MOVED
 from hpc_train.injob.onterm import ending_on_term
+from hpc_train.injob.servicecomponent import ranks_view, srun_environ
 from hpc_train.injob.ledgered import after_the_attempt, components_of, ledgered_step
 from hpc_train.injob.sizing import (attempt_size, het_step_arguments, rank_environment, start_words,
                                     step_size_arguments, with_step_tasks)
@@ -73,8 +74,7 @@ def start_line(body: JobBody, env: Mapping[str, str]) -> str:
     nodes, tasks = nodes_and_tasks(with_step_tasks(env, sized, body.tasks_per_node),
                                    (sized[0] if sized else body.nodes) * body.tasks_per_node, job_components(env))
     return (f"{PREFIX}: job {job_id_of(body.run_dir, env)}{again} on {nodes}, {tasks} tasks{start_words(sized)}"
-            f"{service_words(body)}; "
-            f"logs and results in {body.run_dir}")
+            f"{service_words(body)}; logs and results in {body.run_dir}")
 
 
 def srun_arguments(body: JobBody, rank_command: Sequence[str], components: int = 1,
@@ -272,8 +272,8 @@ def run_step(body: JobBody, rank_command: Sequence[str], env: Mapping[str, str],
         sized = attempt_size(body.node_range, body.tasks_per_node, env)
         # Each rank's own TMPDIR removed by slurmstepd after the rank, however it ended (bootstrap/tmpdir.py).
         options = [f"--task-epilog={task_epilog(body.run_dir.resolve())}", *options]
-        step.append(SlurmClient.local(env).start_step(srun_arguments(body, rank_command, job_components(env),
-                                                                     options, sized)))
+        step.append(SlurmClient.local(srun_environ(env)).start_step(srun_arguments(body, rank_command,
+                                                                                  job_components(env), options, sized)))
         for signum in early:
             _signal(step[0].pid, signum)
         return exit_status(step[0].wait())
@@ -313,7 +313,7 @@ def run_job(body: JobBody, rank_command: Sequence[str], environ: Mapping[str, st
     from hpc_train.injob.shrink import counted_restarts
     from hpc_train.runs.attempts import history
 
-    env = environ
+    env = ranks_view(environ, body.data_service)  # (the data service's own component aside: servicecomponent.py)
     while True:
         go_on: list[dict[str, str]] = []
         code = run_attempt(body, rank_command, counted_restarts(env, environ, history(body.run_dir)), go_on)

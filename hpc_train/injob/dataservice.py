@@ -33,6 +33,7 @@ from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
 from hpc_train.injob.jobline import JobBody
+from hpc_train.injob.servicecomponent import het_group, service_nodes, srun_environ
 from hpc_train.injob.serviceguard import DISPATCHER, WorkerGuard
 from hpc_train.injob.servicesizer import ServiceSizer
 from hpc_train.injob.sizing import attempt_size
@@ -84,8 +85,14 @@ def window_environ(body: JobBody) -> dict[str, str]:
     return {SERVICE_PORTS: str(body.data_service.processes)} if body.data_service is not None else {}
 
 
+def dispatcher_host(env: Mapping[str, str]) -> str:
+    """The dispatcher's node: the first of the service's own component (servicecomponent.py), else the batch node."""
+    own = service_nodes(env)
+    return own[0] if own else batch_host(env)
+
+
 def batch_host(env: Mapping[str, str]) -> str:
-    """The node this job body runs on, as the job's node list names it (the dispatcher's)."""
+    """The node this job body runs on, as the job's node list names it."""
     nodes = env.get("SLURM_JOB_NODELIST", "")
     named = env.get("SLURMD_NODENAME", "")
     listed = expand_nodelist("SLURM_JOB_NODELIST", nodes) if nodes else ()
@@ -93,7 +100,10 @@ def batch_host(env: Mapping[str, str]) -> str:
 
 
 def worker_nodes(workers: int, env: Mapping[str, str]) -> int:
-    """The nodes `workers` spread over: one each, as far as the job's (the first component's) nodes go (pure)."""
+    """The nodes `workers` spread over: one each, as far as the service's own component's nodes go, else the job's
+    (the first component's) (pure)."""
+    if service_nodes(env):
+        return max(1, min(workers, len(service_nodes(env))))
     count = env.get("SLURM_JOB_NUM_NODES_HET_GROUP_0") or env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
     return max(1, min(workers, int(count) if count and count.isdigit() else 1))
 
@@ -117,7 +127,7 @@ def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, hos
     workers_count = service.workers if workers is None else workers
     run_dir = body.run_dir.resolve()
     logs = run_dir / "logs"
-    common = ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append"]
+    common = [*het_group(env), "--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append"]
     stop = ["--stop-file", str(run_dir / STOP_FILE)]
     dispatcher = [*common, f"--job-name={DISPATCHER_STEP}", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
                   f"--output={logs}/data-dispatcher.out",
@@ -131,12 +141,13 @@ def server_steps(body: JobBody, env: Mapping[str, str], ports: ServicePorts, hos
     return dispatcher, workers
 
 
-def one_worker(body: JobBody, ports: ServicePorts, host: str, node: str, index: int, python: str) -> list[str]:
+def one_worker(body: JobBody, env: Mapping[str, str], ports: ServicePorts, host: str, node: str, index: int,
+               python: str) -> list[str]:
     """srun's arguments of a step of one worker, the service's `index`th (0-based: its port, its log), on `node`:
     `auto`'s added worker (pure)."""
     assert body.data_service is not None
     run_dir = body.run_dir.resolve()
-    return ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append", f"--job-name={WORKERS_STEP}",
+    return [*het_group(env), "--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append", f"--job-name={WORKERS_STEP}",
             "--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--cpus-per-task={body.data_service.cpus}",
             f"--output={run_dir / 'logs'}/data-worker-{index}.out",
             python, "-m", SERVERS, "worker", "--dispatcher", address(host, ports.dispatcher),
@@ -158,7 +169,9 @@ def reachable(hosts: Sequence[str], port: int, seconds: float, alive: Any) -> bo
 
 
 def job_nodes(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The job's nodes (where srun may have put a data worker)."""
+    """The nodes where srun may have put a data worker: the service's own component's, else the job's."""
+    if service_nodes(env):
+        return service_nodes(env)
     nodes = env.get("SLURM_JOB_NODELIST", "")
     return expand_nodelist("SLURM_JOB_NODELIST", nodes) if nodes else (batch_host(env),)
 
@@ -245,10 +258,10 @@ def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: 
                index: int) -> bool:
     """`auto`'s added worker, the service's `index`th: its step started (appended to `steps`, a guard of its own
     in `guards`) on the next of the job's nodes; whether it listens (one warning line when not)."""
-    ports, host, nodes = plan_ports(body, env), batch_host(env), job_nodes(env)
+    ports, host, nodes = plan_ports(body, env), dispatcher_host(env), job_nodes(env)
     node = nodes[index % len(nodes)]
-    arguments = one_worker(body, ports, host, node, index, sys.executable)
-    slurm = SlurmClient.local(env)
+    arguments = one_worker(body, env, ports, host, node, index, sys.executable)
+    slurm = SlurmClient.local(srun_environ(env))
     try:
         steps.append(slurm.start_step(arguments))
     except Exception as error:  # noqa: BLE001 - srun refused: the service runs on with the workers it has
@@ -266,14 +279,14 @@ def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: 
 
 def dispatcher_again(body: JobBody, env: Mapping[str, str]) -> Any:
     """A new srun of the dispatcher's step, as the first: the same port, the same journal (it restores from it)."""
-    dispatcher, _ = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable)
-    return SlurmClient.local(env).start_step(dispatcher)
+    dispatcher, _ = server_steps(body, env, plan_ports(body, env), dispatcher_host(env), sys.executable)
+    return SlurmClient.local(srun_environ(env)).start_step(dispatcher)
 
 
 def workers_again(body: JobBody, env: Mapping[str, str], count: int) -> Any:
     """A new srun of the workers' step, as the first (the guard's restart): the same ports, the same logs."""
-    _, workers = server_steps(body, env, plan_ports(body, env), batch_host(env), sys.executable, count)
-    return counted_restart(body, SlurmClient.local(env).start_step(workers))
+    _, workers = server_steps(body, env, plan_ports(body, env), dispatcher_host(env), sys.executable, count)
+    return counted_restart(body, SlurmClient.local(srun_environ(env)).start_step(workers))
 
 
 def counted_restart(body: JobBody, process: Any) -> Any:
@@ -294,10 +307,10 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any],
     except Exception as error:  # noqa: BLE001 - a window without room: the job runs without the service
         _say(f"warning: no data service ({error}); the ranks read their input themselves")
         return None
-    host = batch_host(env)
+    host = dispatcher_host(env)
     (body.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     dispatcher, workers = server_steps(body, env, ports, host, sys.executable, count)
-    slurm = SlurmClient.local(env)
+    slurm = SlurmClient.local(srun_environ(env))
     steps.append(slurm.start_step(dispatcher))
     if not reachable([host], ports.dispatcher, START_TIMEOUT, lambda: steps[0].poll() is None):
         _say(f"warning: the data service's dispatcher did not start on {host}:{ports.dispatcher} (its log: "
@@ -318,5 +331,5 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any],
          f"{count} worker(s) on ports {','.join(map(str, running))}"
          + (f" (auto: up to {len(ports.workers)})" if body.data_service.auto else ""))
     note_service(body.run_dir, state="running", attempt=attempt, address=service.address, workers=list(running),
-                 restarts=0)
+                 restarts=0, partition=body.data_service.partition, nodes=list(job_nodes(env)))
     return service

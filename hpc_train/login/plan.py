@@ -45,7 +45,7 @@ class JobPlan:
     @property
     def kind(self) -> str:
         """The job's kind, in a word (docs/architecture.md: which way each is submitted, and why)."""
-        if self.request.heterogeneous:
+        if self.request.components > 1:  # (ps on CPU nodes, or the data service's own component)
             return "heterogeneous"
         if self.sweep is not None:
             return "pack" if self.request.pack is not None else "sweep"

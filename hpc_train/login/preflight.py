@@ -147,12 +147,13 @@ def unknown_jobs(dependency: str, slurm: SlurmClient) -> list[str]:
 def test_only_options(spec: JobRequest) -> list[str]:
     """sbatch's options of the request, as `sbatch --test-only` takes them (a group's after another's, `:` between
     them, as sbatch takes a heterogeneous job; pure): asked here, or of each remote (submit --remote a,b)."""
-    from hpc_train.spec.directives import directives
+    from hpc_train.spec.directives import data_component, directives
 
-    asked = [[*([":"] if index else []), *_options({name: value for name, value in directives(spec, group).items()
+    blocks = [*(directives(spec, group) for group in spec.groups), *filter(None, [data_component(spec)])]
+    asked = [[*([":"] if index else []), *_options({name: value for name, value in block.items()
                                                     if name not in ("job-name", "output", "open-mode", "requeue",
                                                                     "signal")})]
-             for index, group in enumerate(spec.groups)]
+             for index, block in enumerate(blocks)]
     return [option for group in asked for option in group]
 
 

@@ -147,15 +147,21 @@ def _submit_rendered(plan: JobPlan) -> JobRecord:
     job_id = SlurmClient.local(os.environ).submit_text(plan.script(), cwd=os.getcwd())
     record = JobRecord(job_id, spec.name, str(run_folder(plan.runs, spec.name, job_id)), spec.nodes, spec.num_tasks,
                        spec.strategy, time.time(), list(plan.command) if plan.command else None,
-                       components=components(spec) if spec.heterogeneous else None)
+                       components=components(spec) if spec.components > 1 else None)
     _write_folder(record, job_config(spec, plan.train), plan.code)
     return record
 
 
 def components(spec: JobRequest) -> list[dict]:
-    """What a job record keeps of each group: what status shows per component."""
+    """What a job record keeps of each group (and of the data service's own component, the last): what status
+    shows per component (the service's nodes are Slurm's choice: None, shown as ?)."""
+    service = spec.data_service
+    own = [{"partition": service.partition, "nodes": None, "tasks": service.processes, "gpus_per_node": 0,
+            "roles": ["data service"]}] if service is not None and service.component else []
     return [{"partition": group.partition, "nodes": group.nodes, "tasks": group.num_tasks,
-             "gpus_per_node": group.gpus_per_node, "roles": list(group.roles)} for group in spec.groups]
+             "gpus_per_node": group.gpus_per_node,  # (multiworker: every rank a worker, docs/bootstrap.md)
+             "roles": list(group.roles) if spec.strategy == "parameter_server" else ["worker"]}
+            for group in spec.groups] + own
 
 
 def default_home_text() -> str:

@@ -203,7 +203,7 @@ def partition_words(slurm: SlurmView) -> str:
 
 def component_lines(record: JobRecord) -> list[str]:
     """A heterogeneous job's components, a line each: partition, nodes, tasks and their roles, GPUs."""
-    return [f"  part {index}:  {part.get('partition') or 'default partition'}, {part.get('nodes')} node(s), "
+    return [f"  part {index}:  {part.get('partition') or 'default partition'}, {part.get('nodes') or '?'} node(s), "
             f"{part.get('tasks')} task(s) ({', '.join(part.get('roles') or [])}), "
             f"{gpu_count(part.get('gpus_per_node'))} GPU(s) per node" for index, part in enumerate(record.components or [])]
 

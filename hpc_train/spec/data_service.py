@@ -51,11 +51,22 @@ class DataService:
                                        "leave --data-workers out)")
         if self.partition is not None and not _PARTITION.match(self.partition):
             raise DataServiceError(f"--data-partition {self.partition!r}: one partition's name, e.g. cpu")
+        if self.partition is not None and self.auto:
+            # A component's tasks are fixed at submit; auto grows the service on the job's own nodes.
+            raise DataServiceError(f"--data-workers auto with --data-partition {self.partition}: the service's "
+                                   "partition holds as many workers as asked at submit; give a number (--data-workers "
+                                   "N), or leave --data-partition out to size it on the job's own nodes")
 
     @property
     def most(self) -> int:
         """The most workers it may run: `workers`, or AUTO_MOST when it sizes itself."""
         return AUTO_MOST if self.auto else self.workers
+
+    @property
+    def component(self) -> bool:
+        """Whether the service runs on nodes of its own partition: one more component of a heterogeneous job (the
+        last one, after the ranks'), its tasks the dispatcher and the workers (spec/directives.py)."""
+        return self.partition is not None
 
     @property
     def processes(self) -> int:

@@ -56,6 +56,19 @@ def job_comment(request: JobRequest) -> str | None:
     return " ".join(filter(None, [service_comment(request.data_service.processes), given]))
 
 
+def data_component(request: JobRequest) -> dict[str, str | int | bool] | None:
+    """The #SBATCH options of the data service's own component (`--data-partition P`), the job's last: its dispatcher
+    and its N workers as N + 1 tasks of C CPUs on partition P, on as few nodes as Slurm fits them (the job body
+    starts them there as steps: injob/servicecomponent.py); None for a service beside the ranks, or none."""
+    service = request.data_service
+    if service is None or not service.component:
+        return None
+    values: dict[str, str | int | bool] = {"partition": str(service.partition), "ntasks": service.processes,
+                                           **({"cpus-per-task": service.cpus} if service.cpus > 1 else {}),
+                                           **{name: True if value is None else value for name, value in request.sbatch}}
+    return dict(sorted(values.items()))
+
+
 def tasks_per_node(group: Group) -> dict[str, int]:
     """A group's tasks on each node. A range leaves --ntasks-per-node out, which would make Slurm 22.05 give it MIN
     nodes even when more are free: each node is asked for the CPUs of its tasks (--mincpus), and the job body
@@ -67,10 +80,12 @@ def tasks_per_node(group: Group) -> dict[str, int]:
 
 
 def directive_lines(request: JobRequest, first: Mapping[str, str | int | bool] | None = None) -> list[str]:
-    """Every group's #SBATCH lines, a `#SBATCH hetjob` between two groups; `first`: options added to the first's."""
+    """Every group's #SBATCH lines, a `#SBATCH hetjob` between two groups, the data service's component last when it
+    has one; `first`: options added to the first's."""
     lines: list[str] = []
-    for index, group in enumerate(request.groups):
-        wanted = {**directives(request, group), **(first or {} if index == 0 else {})}
+    blocks = [{**directives(request, group), **(first or {} if index == 0 else {})}
+              for index, group in enumerate(request.groups)]
+    for index, wanted in enumerate([*blocks, *filter(None, [data_component(request)])]):
         lines += ["#SBATCH hetjob"] if index else []
         lines += [f"#SBATCH --{name}" if value is True else f"#SBATCH --{name}={shlex.quote(str(value))}"
                   for name, value in sorted(wanted.items())]

@@ -231,6 +231,12 @@ class JobRequest:
         return len(self.groups) > 1
 
     @property
+    def components(self) -> int:
+        """The job's components in Slurm: its groups, and its data service's own when it has a partition (the last
+        one, spec/directives.py:data_component)."""
+        return len(self.groups) + (1 if self.data_service is not None and self.data_service.component else 0)
+
+    @property
     def group(self) -> Group:
         """The job's one group, for what takes a job of one group only (submitit, the mock launcher)."""
         if len(self.groups) != 1:

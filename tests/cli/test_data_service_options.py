@@ -100,7 +100,7 @@ def test_a_hostile_partition_never_reaches_a_shell(tmp_path: Path, capsys: pytes
     assert not output.exists() and not list(tmp_path.rglob("pwned"))
 
 
-def test_a_data_partition_that_does_not_exist_is_named_and_one_that_does_is_not_yet_served(
+def test_a_data_partition_that_does_not_exist_is_named_and_one_that_does_is_a_component_of_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     fake = FakeSlurm(tmp_path / "fake", {"scontrol show partition": PARTITIONS, "scontrol show node": NODES})
     for name, value in fake.install(tmp_path / "bin").items():
@@ -110,6 +110,32 @@ def test_a_data_partition_that_does_not_exist_is_named_and_one_that_does_is_not_
     args = ["render", "--nodes", "1", "-o", str(output), "--data-workers", "1", "--data-partition"]
     code, _, err = run_main([*args, "cpus"], capsys)
     assert code == 2 and "--data-partition cpus: no such partition here; choose one of debug, gpu" in err, err
-    code, _, err = run_main([*args, "debug"], capsys)
-    assert code == 2 and "--data-partition debug: data workers on a partition of their own are not built yet" in err
     assert len(err.strip().splitlines()) == 1 and not output.exists()
+    code, _, err = run_main([*args, "debug", "--data-cpus", "2"], capsys)
+    assert code == 0, err
+    script = output.read_text()
+    # The ranks' block, then the service's own: its dispatcher and its worker as 2 tasks of 2 CPUs on debug.
+    own = script[script.index("#SBATCH hetjob"):].splitlines()[:4]
+    assert own == ["#SBATCH hetjob", "#SBATCH --cpus-per-task=2", "#SBATCH --ntasks=2", "#SBATCH --partition=debug"]
+    line = script[script.index("job --run-dir"):].replace("\\\n", " ")
+    body, _ = parse([*shlex.split(line.split(" -- ", 1)[0])[1:], "--", "true"], {}, 0.0)
+    assert body.data_service is not None and body.data_service.partition == "debug"
+
+
+def test_a_data_partition_in_the_yaml_and_with_a_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The YAML's data_service: takes the partition as the flag does; a sweep of such jobs is refused (Slurm has no
+    arrays of heterogeneous jobs), in one line."""
+    fake = FakeSlurm(tmp_path / "fake", {"scontrol show partition": PARTITIONS, "scontrol show node": NODES})
+    for name, value in fake.install(tmp_path / "bin").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    config = tmp_path / "job.yaml"
+    config.write_text("job:\n  data_service: {workers: 2, partition: debug}\n")
+    output = tmp_path / "job.sbatch"
+    code, _, err = run_main(["render", "--config", str(config), "--nodes", "2", "-o", str(output)], capsys)
+    assert code == 0, err
+    assert "#SBATCH hetjob\n#SBATCH --ntasks=3\n#SBATCH --partition=debug\n" in output.read_text()
+    code, _, err = run_main(["render", "--config", str(config), "--nodes", "2", "--sweep", "lr=0.1,0.2", "-o",
+                             str(tmp_path / "sweep.sbatch")], capsys)
+    assert code == 2 and "--data-partition with a sweep" in err and len(err.strip().splitlines()) == 1, err

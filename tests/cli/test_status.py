@@ -136,3 +136,25 @@ def test_status_lists_the_data_services_processes_and_their_state(
     note_service(work / "runs" / "mnist-2node-1", state="stopped")
     code, out, err = run_main(["status", "1"], capsys)
     assert "  data service: stopped after the ranks' step, its workers started again 1 time(s)" in out.splitlines()
+
+
+def test_status_of_a_job_with_its_data_service_on_a_partition_of_its_own(work: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The service's component is the job's last part; the partition said is the ranks' (Slurm's `scontrol show job`
+    of a heterogeneous job, whose last line is the service's component on cpu)."""
+    from hpc_train.login.submission import components
+    from hpc_train.spec.data_service import DataService
+    from hpc_train.spec.request import JobRequest
+
+    spec = JobRequest.one_group(2, 1, partition="gpu", data_service=DataService(1, "cpu"))
+    JobRecord("1", "mnist-2node", "runs/mnist-2node-1", 2, 2, "multiworker", 1000.0,
+              components=components(spec)).write()
+    slurm(work, monkeypatch, "JobId=1 JobState=RUNNING ExitCode=0:0 RunTime=00:00:09 NodeList=hgpu[1-2] "
+                             "Partition=gpu\nJobId=2 JobState=RUNNING ExitCode=0:0 RunTime=00:00:09 NodeList=hcpu1 "
+                             "Partition=cpu\n", squeue="1 RUNNING\n")
+    code, out, err = run_main(["status", "1"], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1] == "  nodes:   hgpu[1-2] + hcpu1 (2 tasks, multiworker), partition gpu", out
+    assert lines[2:4] == ["  part 0:  gpu, 2 node(s), 2 task(s) (worker), 1 GPU(s) per node",
+                          "  part 1:  cpu, ? node(s), 2 task(s) (data service), no GPU(s) per node"], out

@@ -3,7 +3,9 @@ and a `gpu` partition (`cluster up --partition cpu:hcpu[1-2] --partition gpu:hgp
 names apart from the session cluster's), brought up through the command line and down at the end.
 
 The MNIST job runs to COMPLETED with the chief and ps on the cpu nodes and no GPU, each worker on a GPU of its
-own, and sacct shows GPUs on the workers' component only (AccountingStorageTRES=gres/gpu).
+own, its input through a tf.data service on a cpu node of its own (a third component, `--data-partition cpu`), and
+sacct shows GPUs on the workers' component only (AccountingStorageTRES=gres/gpu). A warned job, its service on the
+cpu partition too, requeues itself and resumes to COMPLETED; neither leaves a process of its service behind.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
 from tests.e2e.jobs import wait_for_end
+from tests.e2e.test_data_service import service_processes
 from tests.fake_slurm import without_slurm
 from tests.mnist_data import shared_mnist
 
@@ -34,6 +37,8 @@ WHERE = ["--dir", str(HET_CLUSTER.directory), "--cpus", "2",  # no --port: free 
          *(word for spec in PARTITIONS for word in ("--partition", spec))]
 HET = ["--strategy", "parameter_server", "--nodes", "2", "--gpus-per-node", "2", "--partition", "gpu",
        "--ps-partition", "cpu"]
+# The job's tf.data service on a cpu node, a component of its own (docs/data_service.md).
+SERVED = ["--data-workers", "1", "--data-partition", "cpu"]
 SHOW = ("import json, os; print('RANK', json.dumps({name: os.environ.get(name) for name in ("
         "'SLURMD_NODENAME', 'SLURM_PROCID', 'CUDA_VISIBLE_DEVICES', 'TF_CONFIG')}))")
 
@@ -70,7 +75,7 @@ def submitted(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_a_parameter_server_mnist_job_runs_as_one_heterogeneous_job(env: dict[str, str], tmp_path: Path) -> None:
-    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--name", "het", "--set", "epochs=1", "--set",
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, *SERVED, "--name", "het", "--set", "epochs=1", "--set",
                               "steps_per_epoch=4", "--set", "train_images=2048", "--set", "validation_images=1024",
                               "--set", f"data_dir={shared_mnist()}"))
     folder = tmp_path / "runs" / f"het-{job}"
@@ -89,12 +94,14 @@ def test_a_parameter_server_mnist_job_runs_as_one_heterogeneous_job(env: dict[st
     accounted = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,Partition,AllocTRES"], env=env,
                                capture_output=True, text=True).stdout.split()
     parts = dict(line.split("|", 1) for line in accounted)
-    assert set(parts) == {f"{job}+0", f"{job}+1"}, accounted
+    assert set(parts) == {f"{job}+0", f"{job}+1", f"{job}+2"}, accounted
     assert parts[f"{job}+0"].startswith("cpu|") and "gres/gpu" not in parts[f"{job}+0"]
     assert parts[f"{job}+1"].startswith("gpu|") and "gres/gpu=4" in parts[f"{job}+1"]
+    assert parts[f"{job}+2"].startswith("cpu|") and "gres/gpu" not in parts[f"{job}+2"]  # the data service's
     status = hpc_train(tmp_path, env, "status", job).stdout
     assert "completed, exit 0:0 [sacct]" in status and "part 0:  cpu, 1 node(s), 2 task(s) (chief, ps)" in status
     assert "part 1:  gpu, 2 node(s), 4 task(s) (worker), 2 GPU(s) per node" in status, status
+    assert_served_on_a_cpu_node(folder, log.read_text(), job, attempts=1)
 
 
 def test_a_users_command_gets_the_same_cluster(env: dict[str, str], tmp_path: Path) -> None:
@@ -119,6 +126,8 @@ def test_a_users_command_gets_the_same_cluster(env: dict[str, str], tmp_path: Pa
 @pytest.mark.parametrize("extra, said", [
     (["--ps-partition", "nowhere"], "--ps-partition nowhere: no such partition here; choose one of cpu, gpu"),
     (["--num-ps", "2", "--ps-nodes", "3"], "--ps-nodes 3: partition cpu has 2 node(s) in all"),
+    ([*SERVED[:2], "--data-partition", "nowhere"], "--data-partition nowhere: no such partition here; choose one of "
+                                                   "cpu, gpu"),
 ])
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry-run"])
 def test_what_the_cluster_cannot_give_is_refused_and_nothing_is_queued(env: dict[str, str], tmp_path: Path,
@@ -206,7 +215,8 @@ def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_
 
 def test_a_warned_heterogeneous_job_checkpoints_requeues_itself_and_resumes(env: dict[str, str],
                                                                             tmp_path: Path) -> None:
-    job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "1", "--name", "warned", "--set", "epochs=4",
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, *SERVED, "--nodes", "1", "--name", "warned", "--set",
+                              "epochs=4",
                               "--set", "steps_per_epoch=8", "--set", "train_images=2048", "--set",
                               "validation_images=1024", "--set", f"data_dir={shared_mnist()}"))
     chief = tmp_path / "runs" / f"warned-{job}" / "logs" / "rank-0.out"
@@ -223,3 +233,24 @@ def test_a_warned_heterogeneous_job_checkpoints_requeues_itself_and_resumes(env:
     assert re.search(rf"^hpc-train: job {job} \(restart 1\) on hcpu\d \+ hgpu\d, 2\+2 tasks", said, re.M)
     metrics = json.loads((tmp_path / "runs" / f"warned-{job}" / "metrics.json").read_text())
     assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2, 3, 4]
+    # The requeued attempt started the service again on its cpu node (its journal: the run folder's).
+    assert_served_on_a_cpu_node(tmp_path / "runs" / f"warned-{job}", log.read_text(), job, attempts=2)
+
+
+def assert_served_on_a_cpu_node(folder: Path, log: str, job: str, attempts: int) -> None:
+    """The job's tf.data service ran on a cpu node of its own component (not the chief's and ps's), every attempt
+    (its dispatcher's log: a start each), the chief read its input through it, and none of it is left running."""
+    assert re.search(rf"^hpc-train: job {job} on hcpu1 \+ hgpu[^;]*; input through the tf.data service: 1 data "
+                     r"worker\(s\) of 1 CPU\(s\) on partition cpu \(example order not exact\)", log, re.M), log[-3000:]
+    record = json.loads((folder / "data_service.json").read_text())
+    assert (record["state"], record["attempt"], record["nodes"]) == ("stopped", attempts, ["hcpu2"]), record
+    address = record["address"]
+    assert address.startswith("grpc://hcpu2:") and f"data service at {address}" in log, log[-3000:]
+    dispatcher = (folder / "logs" / "data-dispatcher.out").read_text()
+    assert dispatcher.count("data service dispatcher on hcpu2:") == attempts, dispatcher[-3000:]
+    assert f"data service worker on hcpu2:" in (folder / "logs" / "data-worker-0.out").read_text()
+    assert f"training input through the data service at {address}" in (folder / "logs" / "rank-0.out").read_text()
+    deadline = time.monotonic() + 30  # (Slurm reaps a step's processes as the job ends: waited for, bounded)
+    while service_processes(folder, address) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not service_processes(folder, address)

@@ -46,7 +46,7 @@ def test_autos_added_worker_is_a_step_of_one_task_at_its_own_port_and_log(tmp_pa
     assert len(ports.workers) == 8  # the window holds the most auto may run
     _, workers = server_steps(job, JOB, ports, "node1", "/venv/bin/python", 1)
     assert "--ntasks=1" in workers and workers[-4:-2] == ["--ports", str(ports.workers[0])]
-    added = one_worker(job, ports, "node1", "node2", 1, "/venv/bin/python")
+    added = one_worker(job, JOB, ports, "node1", "node2", 1, "/venv/bin/python")
     run = (tmp_path / "run").resolve()
     assert added[:5] == ["--overlap", "--quiet", "--kill-on-bad-exit=0", "--open-mode=append",
                          "--job-name=hpc-train-data-workers"]

@@ -25,6 +25,10 @@ KINDS = {
     "heterogeneous": ["--strategy", "parameter_server", "--nodes", "2", "--partition", "gpu", "--ps-partition",
                       "cpu"],
     "no warning": ["--nodes", "1", "--signal-seconds", "0"],
+    "data component": ["--nodes", "2", "--partition", "gpu", "--data-workers", "2", "--data-partition", "cpu"],
+    "heterogeneous and data": ["--strategy", "parameter_server", "--nodes", "2", "--partition", "gpu",
+                               "--ps-partition", "cpu", "--data-workers", "1", "--data-partition", "cpu",
+                               "--data-cpus", "2"],
 }
 
 
@@ -87,6 +91,30 @@ def test_submitit_asks_the_plans_resources_and_runs_the_body_once(spec: JobSpec)
 def test_what_submitit_cannot_say_goes_as_the_script() -> None:
     assert JobPlan(JobSpec(nodes=1, signal_seconds=0), TrainConfig()).submitter == SBATCH
     assert JobPlan(JobSpec(nodes=1), TrainConfig()).sbatch_options() == ("--hold",)
+
+
+def test_the_data_services_component_is_the_jobs_last_in_the_script_the_test_and_the_record() -> None:
+    """Described once (spec/directives.py:data_component): the script's last block, sbatch --test-only's last
+    component, and the job record's last part (what status shows)."""
+    from hpc_train.login.preflight import test_only_options
+    from hpc_train.login.submission import components
+    from hpc_train.spec.data_service import DataService
+    from hpc_train.spec.request import Group, JobRequest
+
+    spec = JobRequest.parameter_servers(Group(2, gpus_per_node=2, partition="gpu"), "cpu",
+                                        data_service=DataService(2, "cpu", 3), sbatch=(("exclude", "hcpu9"),))
+    plan = JobPlan(spec, TrainConfig())
+    assert (spec.components, plan.kind, plan.submitter) == (3, "heterogeneous", SBATCH)
+    blocks = plan.script().split("#SBATCH hetjob\n")
+    assert len(blocks) == 3 and blocks[2].startswith("#SBATCH --cpus-per-task=3\n#SBATCH --exclude=hcpu9\n"
+                                                     "#SBATCH --ntasks=3\n#SBATCH --partition=cpu\n")
+    tested = test_only_options(spec)
+    assert tested.count(":") == 2 and tested[tested.index(":", tested.index(":") + 1):] == [
+        ":", "--cpus-per-task=3", "--exclude=hcpu9", "--ntasks=3", "--partition=cpu"]
+    assert [part["roles"] for part in components(spec)] == [["chief", "ps"], ["worker"], ["data service"]]
+    assert JobRequest.one_group(2, data_service=DataService(2)).components == 1  # (beside the ranks)
+    served = JobRequest.one_group(2, 1, partition="gpu", data_service=DataService(1, "cpu"))
+    assert [part["roles"] for part in components(served)] == [["worker"], ["data service"]]
 
 
 def test_asked_reads_a_scripts_first_group_and_its_time_in_minutes() -> None:

@@ -29,6 +29,8 @@ def test_no_workers_is_no_service() -> None:
     (None, None, "4", None, "--data-cpus applies"),
     (None, None, None, {"worker": 2}, "'worker' is not one of its keys"),
     (None, None, None, {"workers": True}, "--data-workers True"),
+    ("auto", "cpu", None, None, "--data-workers auto with --data-partition cpu: the service's partition holds as "
+                                "many workers as asked at submit; give a number (--data-workers N)"),
 ])
 def test_what_cannot_be_is_refused_in_words(workers, partition, cpus, section, said) -> None:
     with pytest.raises(DataServiceError) as raised:
