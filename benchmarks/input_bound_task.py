@@ -23,6 +23,7 @@ import math
 import os
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
@@ -31,6 +32,7 @@ from hpc_train.tasks.mnist.data import load_mnist
 SIZE, CROP = 64, 56
 MAX_ANGLE = math.radians(12)
 SEED = 47
+CHUNK = 256  # examples per element of the source (a split, through the data service)
 VALIDATION_IMAGES = 2000
 
 
@@ -89,21 +91,26 @@ def centre(image: tf.Tensor, passes: int = 0) -> tf.Tensor:
 
 
 def train_dataset(input_context: tf.distribute.InputContext, batch_size: int, config: Any) -> tf.data.Dataset:
-    """One pass: this pipeline's share of the images, shuffled (seeded), each augmented, in batches."""
+    """One pass: this pipeline's share of the images in a seeded order, each augmented, in batches. The source is
+    chunks of CHUNK examples, not examples: through the data service (`distributed_epoch`) each element of the
+    source is a split a data worker asks the dispatcher for, which a fault-tolerant dispatcher journals first."""
     splits = _splits(config)
     images = tf.constant(splits.train_images[..., None])
     labels = tf.constant(splits.train_labels.astype("int64"))
+    order = np.random.default_rng(SEED).permutation(len(splits.train_images))
+    mine = order[input_context.input_pipeline_id::input_context.num_input_pipelines]
+    chunks = tf.constant(mine[:len(mine) // CHUNK * CHUNK].reshape(-1, CHUNK))
     passes = work()
 
     def example(index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         return augment(tf.gather(images, index), index, passes), tf.gather(labels, index)
 
-    return (tf.data.Dataset.range(len(splits.train_images))
-            .shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-            .shuffle(len(splits.train_images), seed=SEED)
+    return (tf.data.Dataset.range(len(chunks))
+            .flat_map(lambda chunk: tf.data.Dataset.from_tensor_slices(tf.gather(chunks, chunk)))
             .map(example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
             .batch(batch_size, drop_remainder=True)
-            .prefetch(tf.data.AUTOTUNE))
+            .prefetch(tf.data.AUTOTUNE)
+            .apply(tf.data.experimental.assert_cardinality(chunks.shape[0] * CHUNK // batch_size)))
 
 
 def validation_dataset(input_context: tf.distribute.InputContext, batch_size: int, config: Any) -> tf.data.Dataset:
