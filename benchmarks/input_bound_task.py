@@ -126,9 +126,9 @@ def build_model() -> keras.Model:
     model = keras.Sequential([
         keras.layers.InputLayer(input_shape=(CROP, CROP, 1)),
         keras.layers.Rescaling(1.0 / 255.0),
-        keras.layers.Conv2D(16, 5, strides=2, padding="same", activation="relu"),
-        keras.layers.Conv2D(32, 3, strides=2, padding="same", activation="relu"),
+        keras.layers.Conv2D(32, 5, strides=2, padding="same", activation="relu"),
         keras.layers.Conv2D(64, 3, strides=2, padding="same", activation="relu"),
+        keras.layers.Conv2D(128, 3, strides=2, padding="same", activation="relu"),
         keras.layers.Flatten(),
         keras.layers.Dense(10),
     ])
