@@ -233,10 +233,11 @@ def wait_for_end(job: str, env: Mapping[str, str], timeout: float) -> str:
     return state
 
 
-def submit(env: Mapping[str, str], workdir: Path, name: str, args: argparse.Namespace, workers: int) -> str:
+def submit(env: Mapping[str, str], workdir: Path, name: str, args: argparse.Namespace, workers: int,
+           extra: Sequence[str] = ()) -> str:
     command = [sys.executable, "-m", "hpc_train", "submit", "--name", name, "--no-snapshot", "--nodes", "1",
                "--task", str(TASK), "--set", f"data_dir={args.data_dir}", "--set", f"epochs={args.epochs}",
-               "--set", f"batch_size={args.batch_size}", *(["--data-workers", str(workers)] if workers else [])]
+               "--set", f"batch_size={args.batch_size}", *(["--data-workers", str(workers)] if workers else []), *extra]
     out = subprocess.run(command, cwd=workdir, env=dict(env), capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"submit failed: {out.stderr.strip()}")
@@ -278,7 +279,9 @@ def one_job(env: Mapping[str, str], workdir: Path, arm: str, number: int, args: 
 def kill_worker(env: Mapping[str, str], workdir: Path, args: argparse.Namespace, conf: str) -> None:
     """2 data workers, worker 1 killed once epoch 2 has ended: the seconds lost, the ledger's input, the end."""
     name = "ib-kill"
-    job = submit(env, workdir, name, args, 2)
+    # 2 CPUs for the job: the workers' step (2 tasks of 1 CPU, --overlap) must fit in the job's allocation, which
+    # for one task of 1 CPU holds 1 CPU (its workers' srun then never starts: the body gives up after 180 s).
+    job = submit(env, workdir, name, args, 2, ["--cpus-per-task", "2"])
     folder = folder_of(workdir, name, job)
     pinner = Pinner(job, conf)
     pinner.start()
