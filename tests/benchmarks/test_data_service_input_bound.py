@@ -5,6 +5,8 @@ pairing by round, the table, the seconds a killed worker cost, which core a proc
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -85,6 +87,32 @@ def test_the_rank_gets_its_own_core_and_everything_else_of_the_job_the_other() -
     assert roles == ["rank", "service", "job", "job"]
     assert [bench.core_for(role) for role in roles] == [bench.RANK_CORE] + [bench.SERVICE_CORE] * 3
     assert bench.RANK_CORE != bench.SERVICE_CORE
+
+
+def test_the_pinner_pins_and_renices_every_thread_of_the_jobs_rank_and_leaves_other_processes_alone() -> None:
+    # A process with a second thread (started before it says so), named as a rank is, of job 4242 of this cluster;
+    # the other of the same job id on another cluster.
+    rank_like = [sys.executable, "-c", "import sys, threading; threading.Thread(target=sys.stdin.read).start(); "
+                 "print('ready', flush=True); sys.stdin.read()", "hpc_train", "train"]
+    env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "4242", "SLURM_CONF": "/tmp/x/slurm.conf"}
+    ours = subprocess.Popen(rank_like, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    other = subprocess.Popen(rank_like, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             env={**env, "SLURM_CONF": "/tmp/other/slurm.conf"})
+    try:
+        assert ours.stdout.readline() == other.stdout.readline() == b"ready\n"
+        pinner = bench.Pinner("4242", "/tmp/x/slurm.conf", nice=3)
+        pinner.scan()
+        threads = [int(task.name) for task in os.scandir(f"/proc/{ours.pid}/task")]
+        assert pinner.roles[ours.pid] == "rank" and other.pid not in pinner.roles
+        assert all(os.sched_getaffinity(thread) == {bench.RANK_CORE} for thread in threads)
+        assert all(os.getpriority(os.PRIO_PROCESS, thread) == 3 for thread in threads)
+        assert os.sched_getaffinity(other.pid) == os.sched_getaffinity(0)  # as it started
+        assert os.getpriority(os.PRIO_PROCESS, other.pid) != 3
+        assert pinner.cpu_seconds("rank") >= 0 and pinner.cpu_seconds("service") == 0
+    finally:
+        for process in (ours, other):
+            process.kill()
+            process.wait()
 
 
 @pytest.mark.tensorflow
