@@ -376,12 +376,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.kill_worker and args.epochs < 4:
         parser.error("--kill-worker needs --epochs 4 or more (a worker is killed in epoch 3, compared with the rest)")
+    if args.rounds < 1 or args.epochs < 2:
+        parser.error("--rounds 1 or more and --epochs 2 or more (the first epoch's warm-up is left out)")
+    from hpc_train.errors import HpcTrainError
     from hpc_train.localslurm import control
     from hpc_train.localslurm.spec import LocalCluster
 
     cluster = control.placed(LocalCluster(Path("/tmp/hpc-train-bench-dsvc"), nodes="dsb1", cpus=4, gpus_per_node=0,
                                           controller_port=7747))
-    control.up(cluster)
+    try:
+        control.up(cluster)
+    except HpcTrainError as error:
+        sys.exit(f"data_service_input_bound: no local cluster: {error}")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "HPC_TRAIN_"))}
     env.update({"SLURM_CONF": str(cluster.conf), "INPUT_BOUND_WORK": str(args.work),
                 "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"})
