@@ -5,7 +5,8 @@ names apart from the session cluster's), brought up through the command line and
 The MNIST job runs to COMPLETED with the chief and ps on the cpu nodes and no GPU, each worker on a GPU of its
 own, its input through a tf.data service on a cpu node of its own (a third component, `--data-partition cpu`), and
 sacct shows GPUs on the workers' component only (AccountingStorageTRES=gres/gpu). A warned job, its service on the
-cpu partition too, requeues itself and resumes to COMPLETED; neither leaves a process of its service behind.
+cpu partition too, requeues itself and resumes to COMPLETED; neither leaves a process of its service behind; nor
+does a 2-node multiworker job on the gpu partition whose service runs on a cpu node (a heterogeneous job by it).
 """
 
 from __future__ import annotations
@@ -102,6 +103,39 @@ def test_a_parameter_server_mnist_job_runs_as_one_heterogeneous_job(env: dict[st
     assert "completed, exit 0:0 [sacct]" in status and "part 0:  cpu, 1 node(s), 2 task(s) (chief, ps)" in status
     assert "part 1:  gpu, 2 node(s), 4 task(s) (worker), 2 GPU(s) per node" in status, status
     assert_served_on_a_cpu_node(folder, log.read_text(), job, attempts=1)
+
+
+@pytest.mark.tensorflow
+def test_a_multiworker_mnist_job_reads_through_a_data_service_on_the_cpu_partition(env: dict[str, str],
+                                                                                    tmp_path: Path) -> None:
+    # Two ranks on the gpu partition, the service on a cpu node: a heterogeneous job by its service alone (issue 47).
+    job = submitted(hpc_train(tmp_path, env, "submit", "--strategy", "multiworker", "--nodes", "2", "--gpus-per-node",
+                              "1", "--partition", "gpu", *SERVED, "--name", "mw", "--set", "epochs=1", "--set",
+                              "steps_per_epoch=4", "--set", "train_images=2048", "--set", "validation_images=1024",
+                              "--set", f"data_dir={shared_mnist()}"))
+    folder = tmp_path / "runs" / f"mw-{job}"
+    log = tmp_path / f"slurm-mw-{job}.out"
+    assert wait_for_end(job, env, lambda: log.read_text() if log.exists() else "") == ("COMPLETED", "0:0"), (
+        log.read_text()[-3000:] if log.exists() else "")
+    text = log.read_text()
+    assert re.search(rf"^hpc-train: job {job} on hgpu\[1-2\], 2 tasks; input through the tf.data service: 1 data "
+                     r"worker\(s\) of 1 CPU\(s\) on partition cpu \(example order not exact\)", text, re.M), \
+        text[-3000:]
+    record = json.loads((folder / "data_service.json").read_text())
+    [node] = record["nodes"]
+    assert record["state"] == "stopped" and node.startswith("hcpu") and record["address"].startswith(f"grpc://{node}:")
+    for rank in range(2):
+        said = (folder / "logs" / f"rank-{rank}.out").read_text()
+        assert re.search(rf"rank {rank} is worker {rank} at hgpu\d:\d+, GPUs: 0", said), said[-2000:]
+        assert f"training input through the data service at {record['address']}" in said, said[-2000:]
+    assert "final_val_accuracy" in (folder / "logs" / "rank-0.out").read_text()
+    accounted = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,Partition"], env=env,
+                               capture_output=True, text=True).stdout.split()
+    assert sorted(accounted) == [f"{job}+0|gpu", f"{job}+1|cpu"], accounted
+    deadline = time.monotonic() + 30  # (Slurm reaps a step's processes as the job ends: waited for, bounded)
+    while service_processes(folder, record["address"]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not service_processes(folder, record["address"])
 
 
 def test_a_users_command_gets_the_same_cluster(env: dict[str, str], tmp_path: Path) -> None:
