@@ -76,6 +76,28 @@ def noting_failures(output_dir: str | Path, rank: RankInfo) -> Iterator[None]:
         raise
 
 
+def in_fit(error: Exception, rank: RankInfo, paths: RunPaths, environ: Mapping[str, str] = os.environ) -> Exception:
+    """What a TensorFlow error out of `fit` means for the job: a peer lost (lost_contact), a task's dataset that
+    asserts its length while the data service's workers each read a share of it (served_share), else itself."""
+    from hpc_train.training.keras import tf
+
+    if isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError)):
+        return lost_contact(error, rank, paths)
+    return served_share(str(error), environ) or error
+
+
+def served_share(message: str, environ: Mapping[str, str]) -> TaskError | None:
+    """A dataset's assert_cardinality failing through the data service (pure): with 2 or more workers each makes a
+    share of the dataset's elements (distributed_epoch), so a length asserted inside it never holds. One line, the
+    fix; None for any other error."""
+    if "was expected to contain" not in message or not environ.get("HPC_TRAIN_DATA_SERVICE"):
+        return None  # (one worker makes every element; `auto` may have added more since the attempt began)
+    said = next((line.strip() for line in message.splitlines() if "was expected to contain" in line), "")
+    return TaskError(f"the task's dataset asserts its length ({said[:120]}), and through the data service each data "
+                     "worker makes only its share of it: take assert_cardinality out of the dataset (steps_per_epoch "
+                     "sets an epoch's length), or run with --data-workers 1")
+
+
 def lost_contact(error: Exception, rank: RankInfo, paths: RunPaths,
                  probe: Callable[[RankInfo], list[str]] = closed_peers) -> LostContact:
     """One line for a rank that died under us: who, and how to go on (a traceback says neither).

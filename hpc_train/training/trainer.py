@@ -173,8 +173,9 @@ def _fit(config: TrainConfig, user_task: TaskModule, shape: Shape, stretches: li
         outcome.leave_now(outcome.stopped(stop, config, shape.progress(), paths, signals, say), paths)
     except Pruned as verdict:
         outcome.leave_now(outcome.pruned(verdict, config, shape.progress(), paths, say), paths)
-    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
-        raise outcome.lost_contact(error, paths.rank, paths) from None
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
+            tf.errors.InvalidArgumentError) as error:  # (a peer lost, or the data service's share of a dataset)
+        raise outcome.in_fit(error, paths.rank, paths) from None
 
 
 def compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, steps: int, policy: str) -> Any:

@@ -149,7 +149,8 @@ def test_a_requeue_mid_sweep_resumes_the_running_trials_exactly_then_finishes_th
     batch_log = runs / f"requeued-{job.id}" / f"slurm-requeued-{job.id}.out"
     assert job.wait() == ("COMPLETED", "0:0"), batch_log.read_text()[-3000:]
     said = batch_log.read_text()
-    assert "the time limit is near: requeued; 2 trial(s) resume from their checkpoints, 2 start after" in said, said
+    assert (f"the time limit is near: requeueing job {job.id}; 2 trial(s) resume from their checkpoints, 2 start "
+            "after") in said, said
     assert said.count("pack " + job.id + " on ") == 2 and "4 done" in said, said[-3000:]
     for index, log in enumerate(logs):
         text = log.read_text()

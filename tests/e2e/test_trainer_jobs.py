@@ -181,14 +181,18 @@ def test_mnist_2node_forms_one_cluster_and_learns(uninterrupted: Job) -> None:
 
 def assert_ledger_adds_up(job: Job, attempts: int, or_more: bool = False) -> dict:
     """ledger.json's attempts, each one state.json's, their categories adding up to their starts and ends
-    (within 5%). `or_more`: Slurm may start an attempt more (one whose prologue finds a node of it lost)."""
+    (within 5%). `or_more`: Slurm may start an attempt more (one whose prologue finds a node of it lost; or one it
+    requeued again before the body began, which leaves no record: its number is skipped)."""
     from hpc_train.runs.ledger import CATEGORIES
 
     ledger = json.loads((job.run_dir() / "ledger.json").read_text())
     ended = job.run_state()["ended"]
-    counted = len(ended) if or_more and len(ended) >= attempts else attempts
-    assert [row["attempt"] for row in ledger["attempts"]] == [entry["attempt"] for entry in ended] == list(
-        range(1, counted + 1)), (ledger, ended)
+    numbers = [entry["attempt"] for entry in ended]
+    assert [row["attempt"] for row in ledger["attempts"]] == numbers, (ledger, ended)
+    if or_more:
+        assert len(numbers) >= attempts and numbers[0] == 1 and numbers == sorted(set(numbers)), (ledger, ended)
+    else:
+        assert numbers == list(range(1, attempts + 1)), (ledger, ended)
     wall = sum(entry["ended"] - entry["started"] for entry in ended)
     assert abs(sum(ledger["total"][name] for name in CATEGORIES) - wall) <= 0.05 * wall, (ledger, ended)
     return ledger

@@ -175,3 +175,19 @@ def test_a_jobs_rank_leaves_at_once_when_done_and_a_run_by_hand_ends_as_usual(en
                f"sys.exit(leave_when_done(7 if {environ!r} else 0, {environ!r}))")
     ended = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert (ended.returncode, ended.stdout) == (code, out), ended.stderr
+
+
+def test_a_datasets_asserted_length_through_a_served_share_is_one_line_with_the_fix() -> None:
+    # (issue 47) Each of 2 or more data workers makes a share of the dataset (distributed_epoch): a length asserted
+    # inside it fails; said as the task's mistake, with what to do, not as TensorFlow's traceback.
+    message = ("Input dataset was expected to contain 124 elements but contained only 60.\n"
+               "\t [[{{node IteratorGetNext}}]] [Op:__inference_train_function_1234]")
+    served = {"HPC_TRAIN_DATA_SERVICE": "grpc://node1:7000", "HPC_TRAIN_DATA_SERVICE_WORKERS": "2"}
+    error = outcome.served_share(message, served)
+    assert error is not None and "\n" not in str(error)
+    assert str(error) == (
+        "the task's dataset asserts its length (Input dataset was expected to contain 124 elements but contained only "
+        "60.), and through the data service each data worker makes only its share of it: take assert_cardinality "
+        "out of the dataset (steps_per_epoch sets an epoch's length), or run with --data-workers 1")
+    assert outcome.served_share(message, {}) is None  # without the service: TensorFlow's own error stands
+    assert outcome.served_share("Input to reshape is a tensor with 3 values", served) is None

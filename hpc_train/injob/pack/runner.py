@@ -352,9 +352,15 @@ class Pack:
             waiting = [trial for trial in self.state.trials if trial.state == "waiting"]
             resumed = sum(1 for trial in waiting if trial.requeues)
             plan = plan_requeue({**self.env, "HPC_TRAIN_PACKED": ""}, int(self.plan.get("max_requeues") or 0))
-            problem = plan.reason if plan.job_id is None else SlurmClient.local(self.env).requeue(plan.job_id)
-            self.say(f"the time limit is near: {'requeued' if problem is None else f'not requeued ({problem})'}; "
-                     f"{resumed} trial(s) resume from their checkpoints, {len(waiting) - resumed} start after")
+            after = f"{resumed} trial(s) resume from their checkpoints, {len(waiting) - resumed} start after"
+            if plan.job_id is None:
+                self.say(f"the time limit is near: not requeued ({plan.reason}); {after}")
+                return 1
+            # Said before Slurm is asked: its yes ends this process at once (SIGTERM, then SIGKILL after KillWait).
+            self.say(f"the time limit is near: requeueing job {plan.job_id}; {after}")
+            problem = SlurmClient.local(self.env).requeue(plan.job_id)
+            if problem is not None:
+                self.say(f"the time limit is near: not requeued ({problem}); {after}")
             return 0 if problem is None else 1
         states = [trial.state for trial in self.state.trials]
         self.say(f"pack {self.env.get('SLURM_JOB_ID', '?')} ended: " + ", ".join(
