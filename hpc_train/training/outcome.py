@@ -124,6 +124,7 @@ def stopped(stop: Any, config: TrainConfig, progress: Progress, paths: RunPaths,
     cause = signals.signal_name or "another task's stop request"
     log(rank, f"stopped by {cause} {progress.describe()}; checkpoint {stop.checkpoint}")
     if not rank.is_chief:
+        wait_for_the_chiefs_record(rank, paths, progress.global_step)
         return 0  # not an error: a non-zero exit could make srun kill the chief before it is done
     details = {**progress.position(), "signal": cause, "checkpoint": stop.checkpoint}
     if stop.kind is not StopKind.WARNING:
@@ -163,6 +164,8 @@ def pruned(verdict: Any, config: TrainConfig, progress: Progress, paths: RunPath
                     checkpoint=verdict.checkpoint, **progress.position())
         say(f"pruned after epoch {verdict.epoch}/{config.epochs}: {verdict.reason}; checkpoint {verdict.checkpoint} "
             "kept; its nodes go to the elements still waiting")
+    else:
+        wait_for_the_chiefs_record(paths.rank, paths, progress.global_step)
     return 0
 
 
@@ -217,6 +220,23 @@ def leave_when_done(code: int, environ: Mapping[str, str]) -> int:
     sys.stdout.flush()
     drain()  # os._exit skips atexit: the stderr filter gets its last lines now
     os._exit(code)
+
+
+def wait_for_the_chiefs_record(rank: RankInfo, paths: RunPaths, step: int, timeout: float = 20.0) -> None:
+    """A MultiWorkerMirrored worker that stopped stays until the chief has recorded the stop at `step`: the chief's
+    side of the last all-reduce (the stop's barrier) may still be reading from this process, and a worker gone first
+    fails it ("Socket closed": the chief then takes the stop for a lost peer). The chief records it before it waits
+    for the workers to leave (let_workers_leave), so this never waits on a chief waiting on it; `timeout` bounds it."""
+    if not rank.cluster or "chief" in rank.cluster:
+        return  # (parameter-server ranks stop with their chief, not in fit)
+    from hpc_train.runs.state import read_state
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = read_state(paths.output)
+        if state.get("state") in ("stopped", "requeued", "pruned") and state.get("global_step") == step:
+            return
+        time.sleep(0.1)
 
 
 def let_workers_leave(rank: RankInfo, timeout: float = 30.0) -> None:

@@ -12,7 +12,7 @@ from hpc_train.config import TrainConfig
 from hpc_train.errors import HpcTrainError
 from hpc_train.exitcodes import EXIT_STOPPED
 from hpc_train.runs import attempts
-from hpc_train.runs.state import read_state
+from hpc_train.runs.state import read_state, write_state
 from hpc_train.training import outcome
 from hpc_train.training.paths import RunPaths
 from hpc_train.training.progress import Progress
@@ -120,13 +120,25 @@ def test_a_warned_run_outside_slurm_says_why_it_is_not_requeued(tmp_path: Path, 
                     "command again to resume"]
 
 
-def test_other_ranks_record_nothing_and_exit_0(tmp_path: Path, said: list[str]) -> None:
+def test_other_ranks_record_nothing_and_exit_0_once_the_chief_has_recorded_the_stop(tmp_path: Path,
+                                                                                    said: list[str]) -> None:
+    import threading
+
     worker = RankInfo("worker", 1, TWO_WORKERS)
+    # The chief records the stop once its side of the barrier's all-reduce is done: a worker gone before that
+    # fails it (the chief read "Socket closed" and took the stop for a lost peer). The worker waits for the record.
+    recorded = threading.Timer(0.3, lambda: write_state(tmp_path, "requeued", **Progress(30, 30).position()))
+    recorded.start()
     assert outcome.stopped(Stop(StopKind.WARNING, "ckpt-30"), _config(), Progress(30, 30),
                            RunPaths(tmp_path, worker), signals(None), said.append) == 0
+    assert read_state(tmp_path)["state"] == "requeued"  # (it returned after the record, not before)
+    recorded.join()
+    write_state(tmp_path, "pruned", **Progress(30, 30).position())
     assert outcome.pruned(Verdict(1, "ckpt-30", "worse"), _config(), Progress(30, 30), RunPaths(tmp_path, worker),
                           said.append) == 0
-    assert read_state(tmp_path) == {} and said == []
+    assert said == []
+    # A chief that never records it (its node lost): the worker leaves after the bound, never waits for ever.
+    outcome.wait_for_the_chiefs_record(worker, RunPaths(tmp_path / "elsewhere", worker), 30, timeout=0.2)
 
 
 def test_a_pruned_element_records_why_and_keeps_its_checkpoint(tmp_path: Path, said: list[str]) -> None:

@@ -30,9 +30,9 @@ def test_each_sample_is_the_cpu_share_since_the_last_in_the_processes_own_file(t
 def test_a_busy_server_shows_its_cpu_use(tmp_path: Path) -> None:
     """The thread, on this process's own CPU time: a loop that spins shows, within the cores it may run on."""
     sampler = ServiceSampler(tmp_path, "dispatcher", "node1", 16391, 0.05).start()
-    path = tmp_path / "utilization" / "data_service" / f"{process_name('dispatcher', 'node1', 16391)}.jsonl"
     deadline = time.monotonic() + 30
-    while not path.exists() and time.monotonic() < deadline:
+    # (A whole line, not the file: the file exists a moment before its first line is written.)
+    while not files.read_service_rows(tmp_path) and time.monotonic() < deadline:
         sum(range(10_000))  # busy: CPU time while we wait for the first sample
     sampler.stop()
     rows = files.read_service_rows(tmp_path)
