@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -250,14 +251,17 @@ def sizing_itself(body: JobBody, env: Mapping[str, str], attempt: int, sizing: S
         _say(f"data workers stay at {sizing.workers}: --data-workers auto reads the ledger's input share, and "
              "HPC_TRAIN_LEDGER turns the ledger off")
         return None
-    return ServiceSizer(body.run_dir, attempt, sizing, lambda index: add_worker(body, env, steps, guards, index),
-                        _say).start()
+    sizer = ServiceSizer(body.run_dir, attempt, sizing,
+                         lambda index: add_worker(body, env, steps, guards, index, sizer.stopping), _say)
+    return sizer.start()
 
 
 def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: list[WorkerGuard],
-               index: int) -> bool:
+               index: int, stopping: threading.Event | None = None) -> bool:
     """`auto`'s added worker, the service's `index`th: its step started (appended to `steps`, a guard of its own
-    in `guards`) on the next of the job's nodes; whether it listens (one warning line when not)."""
+    in `guards`) on the next of the job's nodes; whether it listens (one warning line when not). Once `stopping`
+    (the service ends with the ranks' step), a worker still starting is given up on without a word or a guard."""
+    ending = stopping.is_set if stopping is not None else (lambda: False)
     ports, host, nodes = plan_ports(body, env), dispatcher_host(env), job_nodes(env)
     node = nodes[index % len(nodes)]
     arguments = one_worker(body, env, ports, host, node, index, sys.executable)
@@ -268,9 +272,13 @@ def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: 
         _say(f"warning: data worker {index + 1} could not be started ({type(error).__name__}: {error})")
         return False
     at = len(steps) - 1
-    if not reachable([node], ports.workers[index], START_TIMEOUT, lambda: steps[at].poll() is None):
+    if not reachable([node], ports.workers[index], START_TIMEOUT, lambda: steps[at].poll() is None and not ending()):
+        if ending():
+            return False
         _say(f"warning: data worker {index + 1} did not start on {node}:{ports.workers[index]} (its log: "
              f"{body.run_dir / 'logs'}/data-worker-{index}.out); the service runs on with {index}")
+        return False
+    if ending():
         return False
     guards.append(WorkerGuard(steps, at, lambda: counted_restart(body, slurm.start_step(arguments)), _say).start())
     note_service(body.run_dir, workers=list(ports.workers[:index + 1]))

@@ -37,6 +37,7 @@ from hpc_train.config import DEFAULT_MAX_RETRIES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.injob import shrink
 from hpc_train.injob.failures import Failure, diagnose
+from hpc_train.injob.servicecomponent import component_of
 from hpc_train.injob.retry import (RetryPlan, component_exclusions, expand_nodes, given_back, plan_retry,
                                    requeue_excluding, usable_and_lost)
 from hpc_train.runs import attempts
@@ -142,8 +143,7 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
              "not retried here")
         attempts.clear_notes(run_dir)
         return code
-    # A heterogeneous job: scontrol says each component on its own line (show_job keeps the last one's).
-    parts = slurm.show_job_components(job_id) if env.get("SLURM_HET_SIZE", "1") not in ("", "1") else []
+    parts = ranks_components(slurm, job_id, env)
     if parts:
         job = {**job, "NodeList": ",".join(part.get("NodeList", "") for part in parts)}
     nodes = expand_nodes(job.get("NodeList", ""))
@@ -180,6 +180,17 @@ def after_failure(code: int, run_dir: Path, env: Mapping[str, str], max_retries:
     _say(attempts.describe(entry, attempt, total))
     _say_each_failure([*history, entry])
     return code
+
+
+def ranks_components(slurm: SlurmClient, job_id: str, env: Mapping[str, str]) -> list[dict[str, str]]:
+    """A heterogeneous job's components that run its ranks, each from its own line of scontrol (show_job keeps the
+    last one's: for a job whose data service has a partition of its own, the service's, servicecomponent.py); []
+    for a plain job."""
+    service = component_of(env)
+    if env.get("SLURM_HET_SIZE", "1") in ("", "1") and service is None:
+        return []
+    parts = slurm.show_job_components(job_id)
+    return parts[:service] if service is not None else parts
 
 
 def shrink_here(run_dir: Path, env: Mapping[str, str], plan: RetryPlan, nodes: list[str], entry: dict[str, Any],

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from hpc_train.injob.retry import keep_given_back_out_of
 from hpc_train.injob.trial import requeues_done
 from hpc_train.runs.attempts import record_end
+from hpc_train.version import PREFIX
 
 
 def ending_on_term(attempt_here: tuple[Any, ...], requeues: int, tasks: str | None = None,
@@ -26,7 +28,11 @@ def ending_on_term(attempt_here: tuple[Any, ...], requeues: int, tasks: str | No
         requeued = requeues_done(attempt_here[0]) > requeues
         record_end(*attempt_here, 128 + signum, requeued, signal_number=signum, tasks=tasks)
         if requeued and job_id:
-            keep_given_back_out_of(attempt_here[0], job_id)
+            try:
+                keep_given_back_out_of(attempt_here[0], job_id)
+            except Exception as error:  # noqa: BLE001 - the signal must still end the body
+                print(f"{PREFIX}: warning: the nodes given back after failing were not kept out of the next "
+                      f"allocation ({type(error).__name__}: {error})", file=sys.stderr, flush=True)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 

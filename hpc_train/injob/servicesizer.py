@@ -31,7 +31,7 @@ class ServiceSizer:
                  say: Callable[[str], None], poll: float | None = None, clock: Callable[[], float] = time.time) -> None:
         self.run_dir, self.attempt, self.sizing = Path(run_dir), attempt, sizing
         self.add, self.say, self.poll, self.clock = add, say, POLL if poll is None else poll, clock
-        self._stopping = threading.Event()
+        self.stopping = threading.Event()  # (set by stop(): `add` gives up on a worker still starting)
         self._thread = threading.Thread(target=self._watch, name="hpc-train data workers auto", daemon=True)
 
     def start(self) -> ServiceSizer:
@@ -42,12 +42,12 @@ class ServiceSizer:
     def stop(self) -> None:
         """No decision from now on; returns once the thread has seen it, or soon (a worker still starting is left to
         the service's end: its step is among the service's, and the stop file ends it)."""
-        self._stopping.set()
+        self.stopping.set()
         self._thread.join(timeout=self.poll + 5.0)
 
     def _watch(self) -> None:
         since, seen = self.clock(), 0.0  # epochs that began with the workers running now; the last one decided on
-        while not self._stopping.wait(self.poll):
+        while not self.stopping.wait(self.poll):
             found = last_epoch(read_json_object(ranks_path(self.run_dir, self.attempt)), since, seen)
             if found is None:
                 continue
@@ -66,6 +66,8 @@ class ServiceSizer:
         if added:
             if self.add(self.sizing.workers - 1):
                 listening = self.clock()
+            elif self.stopping.is_set():  # the service ends with the ranks' step: nothing to say or to keep
+                return None
             else:  # (add said why): the size that runs, and no more tries
                 self.sizing = replace(self.sizing, workers=self.sizing.workers - 1, before=None,
                                       settled=f"worker {self.sizing.workers} did not start")

@@ -10,6 +10,7 @@ state. Reading never raises.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,15 +21,18 @@ RECORD_FILE = "data_service.json"
 DISPATCHER_STEP = "hpc-train-data-dispatcher"
 WORKERS_STEP = "hpc-train-data-workers"
 STEP_NAMES = (DISPATCHER_STEP, WORKERS_STEP)
+_WRITING = threading.Lock()
 
 
 def note_service(run_dir: Path, **fields: Any) -> None:
-    """Add `fields` to the record (never raises: a job must not fail on what status shows)."""
+    """Add `fields` to the record (never raises: a job must not fail on what status shows). The body's threads (the
+    steps' guards, auto's sizer) and its main thread write it: one at a time, so that none loses another's field."""
     path = Path(run_dir) / RECORD_FILE
-    try:
-        write_json_atomically(path, {**read_json_object(path), **fields})
-    except OSError:
-        pass
+    with _WRITING:
+        try:
+            write_json_atomically(path, {**read_json_object(path), **fields})
+        except OSError:
+            pass
 
 
 def read_service(run_dir: Path) -> dict[str, Any]:

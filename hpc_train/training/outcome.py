@@ -93,9 +93,10 @@ def served_share(message: str, environ: Mapping[str, str]) -> TaskError | None:
     if "was expected to contain" not in message or not environ.get("HPC_TRAIN_DATA_SERVICE"):
         return None  # (one worker makes every element; `auto` may have added more since the attempt began)
     said = next((line.strip() for line in message.splitlines() if "was expected to contain" in line), "")
+    one = environ.get("HPC_TRAIN_DATA_SERVICE_WORKERS", "") == "1"  # (at the attempt's start: auto may add more)
     return TaskError(f"the task's dataset asserts its length ({said[:120]}), and through the data service each data "
                      "worker makes only its share of it: take assert_cardinality out of the dataset (steps_per_epoch "
-                     "sets an epoch's length), or run with --data-workers 1")
+                     "sets an epoch's length)" + ("" if one else ", or run with --data-workers 1"))
 
 
 def lost_contact(error: Exception, rank: RankInfo, paths: RunPaths,

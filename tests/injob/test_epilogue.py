@@ -136,3 +136,20 @@ def test_a_job_slurm_is_already_requeuing_or_ending_is_left_to_slurm(tmp_path: P
                                             job_state="COMPLETING")
     assert code == 137 and "requeue" not in calls and "attempts" not in state
     assert "the job is already COMPLETING (Slurm's doing): not retried here" in said
+
+
+def test_the_ranks_components_leave_out_a_data_services_own(tmp_path: Path) -> None:
+    # (issue 47) A multiworker job with --data-partition: two components, the ranks' then the service's; the body's
+    # view has no SLURM_HET_SIZE (one component of ranks). show_job keeps the last line, the service's: a retry must
+    # read the ranks' nodes, not the service's cpu node.
+    from hpc_train.injob.epilogue import ranks_components
+
+    shown = ("JobId=7 HetJobId=7 HetJobOffset=0 JobState=RUNNING NodeList=hgpu[1-2] Partition=gpu ExcNodeList=(null)\n"
+             "JobId=8 HetJobId=7 HetJobOffset=1 JobState=RUNNING NodeList=hcpu1 Partition=cpu ExcNodeList=(null)\n")
+    fake = FakeSlurm(tmp_path, {"scontrol show": shown})
+    served = {"SLURM_JOB_ID": "7", "HPC_TRAIN_DATA_COMPONENT": "1", "HPC_TRAIN_DATA_NODES": "hcpu1"}
+    parts = ranks_components(fake.client(), "7", served)
+    assert [part["NodeList"] for part in parts] == ["hgpu[1-2]"]
+    assert ranks_components(fake.client(), "7", {"SLURM_JOB_ID": "7", "SLURM_HET_SIZE": "2"}) == [
+        {**parts[0]}, {**fake.client().show_job_components("7")[1]}]  # a heterogeneous job of ranks: every part
+    assert ranks_components(FakeSlurm(tmp_path / "plain", {}).client(), "7", {"SLURM_JOB_ID": "7"}) == []

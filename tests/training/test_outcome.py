@@ -127,15 +127,20 @@ def test_other_ranks_record_nothing_and_exit_0_once_the_chief_has_recorded_the_s
     worker = RankInfo("worker", 1, TWO_WORKERS)
     # The chief records the stop once its side of the barrier's all-reduce is done: a worker gone before that
     # fails it (the chief read "Socket closed" and took the stop for a lost peer). The worker waits for the record.
-    recorded = threading.Timer(0.3, lambda: write_state(tmp_path, "requeued", **Progress(30, 30).position()))
-    recorded.start()
-    assert outcome.stopped(Stop(StopKind.WARNING, "ckpt-30"), _config(), Progress(30, 30),
-                           RunPaths(tmp_path, worker), signals(None), said.append) == 0
-    assert read_state(tmp_path)["state"] == "requeued"  # (it returned after the record, not before)
-    recorded.join()
-    write_state(tmp_path, "pruned", **Progress(30, 30).position())
-    assert outcome.pruned(Verdict(1, "ckpt-30", "worse"), _config(), Progress(30, 30), RunPaths(tmp_path, worker),
-                          said.append) == 0
+    for kind, call in (("requeued", lambda: outcome.stopped(Stop(StopKind.WARNING, "ckpt-30"), _config(),
+                                                              Progress(30, 30), RunPaths(tmp_path, worker),
+                                                              signals(None), said.append)),
+                       ("pruned", lambda: outcome.pruned(Verdict(1, "ckpt-30", "worse"), _config(), Progress(30, 30),
+                                                         RunPaths(tmp_path, worker), said.append))):
+        write_state(tmp_path, "running", **Progress(20, 30).position())
+        codes: list[int] = []
+        leaving = threading.Thread(target=lambda: codes.append(call()))
+        leaving.start()
+        leaving.join(0.5)
+        assert leaving.is_alive() and codes == []  # still there: no record of the chief's yet
+        write_state(tmp_path, kind, **Progress(30, 30).position())
+        leaving.join(10)
+        assert codes == [0], kind
     assert said == []
     # A chief that never records it (its node lost): the worker leaves after the bound, never waits for ever.
     outcome.wait_for_the_chiefs_record(worker, RunPaths(tmp_path / "elsewhere", worker), 30, timeout=0.2)
