@@ -112,30 +112,36 @@ def read_service_rows(run_dir: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for path in sorted((folder(run_dir) / SERVICE_FOLDER).glob("*.jsonl")):
         try:
-            lines = path.read_text().splitlines()
+            rows += _samples(path.read_text().splitlines(), _a_service_sample)
         except OSError:
             continue
-        for line in lines:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if (isinstance(row, dict) and isinstance(row.get("t"), (int, float)) and isinstance(row.get("name"), str)
-                    and isinstance(row.get("cpu"), (int, float))):
-                rows.append(row)
     return sorted(rows, key=lambda row: row["t"])
 
 
 def parse_rows(lines: Sequence[str]) -> Iterator[dict[str, Any]]:
     """The samples in these lines; a line cut short (a node that died mid-write) or not ours skipped (pure)."""
+    return _samples(lines, _a_node_sample)
+
+
+def _samples(lines: Sequence[str], ours: Any) -> Iterator[dict[str, Any]]:
+    """The lines' JSON objects for which `ours(row)`; a line cut short or another's skipped (pure)."""
     for line in lines:
         try:
             row = json.loads(line)
         except ValueError:
             continue
-        if (isinstance(row, dict) and isinstance(row.get("t"), (int, float)) and isinstance(row.get("node"), str)
-                and isinstance(row.get("gpus", []), list) and isinstance(row.get("ranks", []), list)):
+        if isinstance(row, dict) and ours(row):
             yield row
+
+
+def _a_node_sample(row: dict[str, Any]) -> bool:
+    return (isinstance(row.get("t"), (int, float)) and isinstance(row.get("node"), str)
+            and isinstance(row.get("gpus", []), list) and isinstance(row.get("ranks", []), list))
+
+
+def _a_service_sample(row: dict[str, Any]) -> bool:
+    return (isinstance(row.get("t"), (int, float)) and isinstance(row.get("name"), str)
+            and isinstance(row.get("cpu"), (int, float)))
 
 
 def node_files(run_dir: Path) -> list[Path]:

@@ -1,16 +1,24 @@
-"""The data service's workers watched while the ranks run: a workers' step that ends is started again, at most
-RESTARTS times, one line each; nothing is started once the body stops the service."""
+"""The data service's workers watched while the ranks run: a workers' or dispatcher's step that ends is started
+again, at most RESTARTS times, one line each; nothing is started once the body stops the service."""
 
 from __future__ import annotations
 
 import subprocess
 import threading
 
-from hpc_train.injob.serviceguard import DISPATCHER, WorkerGuard
+import pytest
+
+from hpc_train.injob.serviceguard import DISPATCHER, WORKERS, WorkerGuard
 
 
-def test_a_workers_step_that_ends_is_started_again_and_replaced_in_the_steps() -> None:
-    first = subprocess.Popen(["true"])
+@pytest.mark.parametrize("index, step, line", [
+    (1, WORKERS, "data service: its workers' step ended (exit 0) while the ranks ran; started again (restart 1 of at "
+                 "most 5); the ranks' input waits meanwhile"),
+    (0, DISPATCHER, "data service: its dispatcher's step ended (exit 0) while the ranks ran; started again from its "
+                    "journal (restart 1 of at most 5); the ranks' input waits meanwhile"),
+], ids=["workers", "dispatcher"])
+def test_a_step_that_ends_is_started_again_and_replaced_in_the_steps(index: int, step: tuple[str, str, str],
+                                                                    line: str) -> None:
     again: list[subprocess.Popen[bytes]] = []
     said: list[str] = []
     restarted = threading.Event()
@@ -20,15 +28,15 @@ def test_a_workers_step_that_ends_is_started_again_and_replaced_in_the_steps() -
         restarted.set()
         return again[-1]
 
-    steps = ["dispatcher", first]
-    guard = WorkerGuard(steps, 1, restart, said.append, poll=0.05).start()
+    steps: list[object] = ["the other step", "the other step"]
+    steps[index] = subprocess.Popen(["true"])
+    guard = WorkerGuard(steps, index, restart, said.append, poll=0.05, step=step).start()
     try:
         assert restarted.wait(30)
     finally:
         guard.stop()
-    assert steps[1] is again[0] and len(again) == 1  # the running one is what the body ends next
-    assert said == ["data service: its workers' step ended (exit 0) while the ranks ran; started again (restart 1 "
-                    "of at most 5); the ranks' input waits meanwhile"]
+    assert steps[index] is again[0] and len(again) == 1  # the running one is what the body ends next
+    assert steps[1 - index] == "the other step" and said == [line]
     again[0].kill()
     again[0].wait()
 
@@ -82,26 +90,3 @@ def test_a_restart_srun_refuses_is_one_warning() -> None:
     finally:
         guard.stop()
     assert said == ["warning: the data service's workers could not be started again (FileNotFoundError: srun)"]
-
-
-def test_a_dispatchers_step_that_ends_is_started_again_from_its_journal() -> None:
-    again: list[subprocess.Popen[bytes]] = []
-    said: list[str] = []
-    restarted = threading.Event()
-
-    def restart() -> subprocess.Popen[bytes]:
-        again.append(subprocess.Popen(["sleep", "60"]))
-        restarted.set()
-        return again[-1]
-
-    steps = [subprocess.Popen(["true"]), "workers"]
-    guard = WorkerGuard(steps, 0, restart, said.append, poll=0.05, step=DISPATCHER).start()
-    try:
-        assert restarted.wait(30)
-    finally:
-        guard.stop()
-    assert steps[0] is again[0] and steps[1] == "workers"
-    assert said == ["data service: its dispatcher's step ended (exit 0) while the ranks ran; started again from its "
-                    "journal (restart 1 of at most 5); the ranks' input waits meanwhile"]
-    again[0].kill()
-    again[0].wait()
