@@ -115,22 +115,23 @@ def test_an_input_pipeline_that_sleeps_40_percent_of_the_step_shows_that_input_s
     from hpc_train.runs.ledger import input_share
 
     # The same task twice, side by side on a node each: as it is, and with its producer sleeping per batch long
-    # enough for the steps to wait about 40% of their time (a step takes about 0.088 s here: its COMPUTE_SECONDS,
-    # a sleep, and Keras' own work).
+    # enough for the steps to wait about 40% of their time (a step takes about 0.17 s here: its COMPUTE_SECONDS, a
+    # sleep, and Keras' own work). The step's own sleep is long beside Keras' work, whose length a loaded machine
+    # changes between the two runs (0.01 s a step: 7 points of the share at a 0.08 s step, 3.5 at this one).
     settings = ("--task", str(slow_input.__file__), "--set", "epochs=1", "--set", "batch_size=32",
                 "--set", "steps_per_execution=4")
     quick = submit(cluster, tmp_path, "quick", *settings, nodes=1)
-    slow = submit(cluster, tmp_path, "slow", *settings, nodes=1, extra_env={slow_input.SLEEP_VARIABLE: "0.145"})
+    slow = submit(cluster, tmp_path, "slow", *settings, nodes=1, extra_env={slow_input.SLEEP_VARIABLE: "0.29"})
     for job in (quick, slow):
         assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
     quick_total, slow_total = (json.loads((job.folder / "ledger.json").read_text())["total"] for job in (quick, slow))
     assert input_share(quick_total["input"], quick_total["compute"]) < 0.1, quick_total
-    # The same steps (32 each, the first 4 start-up's): the share measured against the task without the sleep.
+    # The same steps (16 each, the first 4 start-up's): the share measured against the task without the sleep.
     quick_steps = quick_total["input"] + quick_total["compute"]
     slow_steps = slow_total["input"] + slow_total["compute"]
     expected = (slow_steps - quick_steps) / slow_steps
     measured = input_share(slow_total["input"], slow_total["compute"])
-    assert abs(measured - expected) <= 0.05, (measured, expected, quick_total, slow_total)
+    assert abs(measured - expected) <= 0.06, (measured, expected, quick_total, slow_total)
     assert 0.3 <= measured <= 0.5, (measured, slow_total)
     said = re.findall(r"^.*waited on the input pipeline.*$", slow.log(0), re.M)
     assert len(said) == 1 and said[0].startswith("hpc-train: input: the training steps of epoch "), said

@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-EXAMPLES = 1024
+EXAMPLES = 512
 FEATURES = 8
-COMPUTE_SECONDS = 0.08
+COMPUTE_SECONDS = 0.16
 SLEEP_VARIABLE = "SLOW_INPUT_SECONDS"
 
 
