@@ -154,7 +154,7 @@ def test_a_lost_parameter_server_ends_the_job_at_once_naming_it(tmp_path: Path) 
     assert error.endswith(f"run it again to resume from the last checkpoint in {tmp_path / 'checkpoints'}")
 
 
-@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_a_killed_or_frozen_worker_is_retried_on_other_nodes_and_ends_as_if_never_stopped")
+@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_a_killed_then_a_frozen_worker_are_retried_on_other_nodes_and_the_job_ends_as_if_never_stopped")
 def test_a_lost_multiworker_peer_ends_the_other_naming_it(tmp_path: Path) -> None:
     cluster = local_cluster(worker=2)
     runs = [Watched(start(tmp_path, "strategy=multiworker", "epochs=20", "train_images=4000",
