@@ -77,6 +77,15 @@ class Job:
                 pytest.fail(f"job {self.id} never logged {text!r}:\n{self.log()[-3000:]}")
             time.sleep(0.3)
 
+    def wait_for_log_after(self, marker: str, text: str, timeout: float = JOB_TIMEOUT) -> None:
+        """Wait for `text` in the log after `marker` (a later attempt's own line)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log().partition(marker)[2]:
+            if time.monotonic() > deadline or self.state()[0] in FINAL_STATES:
+                subprocess.run(["scancel", self.id], env=self.env)
+                pytest.fail(f"job {self.id} never logged {text!r} after {marker!r}:\n{self.log()[-3000:]}")
+            time.sleep(0.3)
+
     def scontrol(self, *command: str) -> None:
         subprocess.run(["scontrol", *command, self.id], env=self.env, check=True)
 
@@ -213,53 +222,50 @@ def assert_resumed_as_if_never_stopped(job: Job, uninterrupted: Job) -> None:
 
 
 @pytest.mark.mlflow
-def test_a_warned_job_checkpoints_requeues_itself_and_resumes(cluster: LocalCluster, tmp_path: Path,
-                                                             uninterrupted: Job, mlflow_server: MlflowServer) -> None:
-    # Tracked in MLflow too (the slurm/*.sh scripts' --set track=mlflow): one run through the requeue.
+def test_a_warned_job_requeues_itself_then_a_slurm_requeue_skips_its_damaged_newest_checkpoint(
+        cluster: LocalCluster, tmp_path: Path, uninterrupted: Job, mlflow_server: MlflowServer) -> None:
+    # One job, two stops: warned of its time limit in the first attempt, it saves and requeues itself; requeued (and
+    # held) by Slurm in the second, its tasks save on SIGTERM, and that newest checkpoint is damaged while it waits:
+    # the third attempt falls back on the one before. Tracked in MLflow too (the slurm/*.sh scripts' --set
+    # track=mlflow): one run through both requeues.
     tracked = ("--set", "track=mlflow", "--set", f"tracking_uri={mlflow_server.uri}", "--set",
                f"experiment=requeued-{tmp_path.name}")
-    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, *tracked)
+    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, *tracked, extra_env=node_tmp(tmp_path))
     job.wait_for_log(f"epoch 1/{EPOCHS}")
     # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on.
     subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)
-    assert_resumed_as_if_never_stopped(job, uninterrupted)
-    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\): it resumes from there", job.log())
-    assert "Terminated" not in job.log() and "Killed" not in job.log()  # the tasks had left before the requeue
-    ledger = assert_ledger_adds_up(job, attempts=2)  # the requeue keeps the first attempt; it saved: nothing lost
-    assert ledger["total"]["lost"] == 0 and ledger["requeued"] > 0
-    [run] = mlflow_server.runs(f"requeued-{tmp_path.name}")  # one run for both attempts and both ranks
-    for figure in ("loss", "val_accuracy", "images_per_second"):
-        assert mlflow_server.steps(run.info.run_id, figure) == list(range(1, EPOCHS + 1))  # each epoch once
-    assert run.info.status == "FINISHED" and "warning: MLflow" not in job.log()
-    assert run.data.metrics["goodput"] == pytest.approx(ledger["goodput"], abs=0.01)  # the ledger, in MLflow
-    assert run.data.params["epochs"] == str(EPOCHS) and run.data.params["nodes"] == "2"
-    assert run.data.tags["hpc_train.job_id"] == job.id and run.data.tags["hpc_train.attempts"] == "2"
-    assert "the time-limit warning" in run.data.tags["hpc_train.attempts_why"]
-    artifacts = {artifact.path for artifact in mlflow_server.client().list_artifacts(run.info.run_id)}
-    assert {"model.keras", "metrics.json"} <= artifacts
-
-
-def test_a_damaged_newest_checkpoint_is_skipped_on_restart(cluster: LocalCluster, tmp_path: Path,
-                                                           uninterrupted: Job) -> None:
-    job = submit(cluster, tmp_path, "mnist_2node.sh", *TWO_NODE_SETTINGS, extra_env=node_tmp(tmp_path))
-    # Also the test of a job requeued by Slurm itself (scontrol requeue[hold] sends SIGTERM).
-    # Epoch 1 ends with a checkpoint (step 62), epoch 2 usually not (checkpoint_share); a SIGTERM
-    # once epoch 2 is reported is saved later: that newest checkpoint is damaged, the one before used.
-    job.wait_for_log(f"epoch 2/{EPOCHS}")
-    assert job.wait_for_a_checkpoint() >= 62  # the older checkpoint the restart must fall back on
-    job.scontrol("requeuehold")  # the tasks save on SIGTERM; the job waits, held
-    newest = job.wait_for_checkpoint_after(62)
+    job.wait_for_log("(restart 1)")
+    job.wait_for_log_after("(restart 1)", f"/{EPOCHS}")  # an epoch trained in the second attempt
+    saved = job.wait_for_a_checkpoint()  # the warned save, or one after it: what the third attempt falls back on
+    job.scontrol("requeuehold")  # Slurm's own requeue: SIGTERM; the tasks save on it; the job waits, held
+    newest = job.wait_for_checkpoint_after(saved)
     older = max(int(path.name[len("ckpt-"):-len(".index")]) for path in newest.parent.glob("ckpt-*.index")
                 if path.name != f"{newest.name}.index")
     data = next(newest.parent.glob(f"{newest.name}.data-*"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # as a copy cut short
     job.scontrol("release")
     assert_resumed_as_if_never_stopped(job, uninterrupted)
-    assert f"warning: checkpoint {newest.relative_to(tmp_path)} is damaged" in job.log()
-    assert re.search(rf"resuming (in|after) epoch \d \(step {older}\)", job.log()), job.log()[-3000:]
+    log = job.log()
+    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\): it resumes from there", log), log[-3000:]
+    before_slurms = log.split("(restart 2)")[0]
+    assert "Terminated" not in before_slurms and "Killed" not in before_slurms  # the tasks had left before the requeue
+    assert f"warning: checkpoint {newest.relative_to(tmp_path)} is damaged" in log
+    assert re.search(rf"resuming (in|after) epoch \d \(step {older}\)", log), log[-3000:]
     # Slurm's own requeue ended the tasks with SIGTERM (KillWait, 5 s, before SIGKILL): they saved on it.
-    assert re.search(r"stopped by SIGTERM (in|after) epoch", job.log()), job.log()[-3000:]
-    assert left_in_tmp(job) == []  # neither attempt's ranks left a file in TMPDIR (issue 46)
+    assert re.search(r"stopped by SIGTERM (in|after) epoch", log), log[-3000:]
+    assert left_in_tmp(job) == []  # no attempt's ranks left a file in TMPDIR (issue 46)
+    ledger = assert_ledger_adds_up(job, attempts=3)  # the requeues keep the attempts before
+    assert ledger["requeued"] > 0 and ledger["attempts"][0]["lost"] == 0, ledger  # the warned one saved: none lost
+    [run] = mlflow_server.runs(f"requeued-{tmp_path.name}")  # one run for every attempt and both ranks
+    for figure in ("loss", "val_accuracy", "images_per_second"):
+        assert mlflow_server.steps(run.info.run_id, figure) == list(range(1, EPOCHS + 1))  # each epoch once
+    assert run.info.status == "FINISHED" and "warning: MLflow" not in log
+    assert run.data.metrics["goodput"] == pytest.approx(ledger["goodput"], abs=0.01)  # the ledger, in MLflow
+    assert run.data.params["epochs"] == str(EPOCHS) and run.data.params["nodes"] == "2"
+    assert run.data.tags["hpc_train.job_id"] == job.id and run.data.tags["hpc_train.attempts"] == "3"
+    assert "the time-limit warning" in run.data.tags["hpc_train.attempts_why"]
+    artifacts = {artifact.path for artifact in mlflow_server.client().list_artifacts(run.info.run_id)}
+    assert {"model.keras", "metrics.json"} <= artifacts
 
 
 HOSTILE_NAME = "x'; touch PWNED #"

@@ -110,7 +110,7 @@ def test_mirrored_and_the_deep_model_train(tmp_path: Path) -> None:
     assert result["config"]["model"] == "deep" and result["totals"]["final_val_accuracy"] >= 0.9
 
 
-@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_a_damaged_newest_checkpoint_is_skipped_on_restart")
+@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_a_warned_job_requeues_itself_then_a_slurm_requeue_skips_its_damaged_newest_checkpoint")
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path, small_run: FinishedRun) -> None:
     run = small_run.copy(tmp_path / "run")  # 2 epochs run through: checkpoints after each (steps 31 and 62)
     data = next((run / "checkpoints").glob("ckpt-62.data-*"))
