@@ -510,10 +510,12 @@ def test_a_node_lost_under_a_job_costs_a_restart_elsewhere(cluster: LocalCluster
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=env, capture_output=True)
 
 
-def test_a_parameter_server_job_outlives_a_lost_worker_and_only_its_workers_see_gpus(cluster: LocalCluster,
-                                                                                     tmp_path: Path) -> None:
-    # The script's GPU line on: Slurm gives each node 2 GPUs (GRES); the workers split theirs, chief and ps get none.
-    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=3")
+def test_a_parameter_server_job_is_retried_without_its_lost_ps_then_outlives_a_lost_worker(cluster: LocalCluster,
+                                                                                           tmp_path: Path) -> None:
+    # One job, two losses: its ps killed in the first attempt (the job cannot go on: retried on other nodes), a
+    # worker killed in the second (the chief trains on with the other). The script's GPU line on: Slurm gives each
+    # node 2 GPUs (GRES); the workers split theirs, chief and ps get none.
+    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=3", *OFTEN)
     job.wait_for_log("epoch 1/3")
     lines = job.task_lines()
     assert re.fullmatch(r"rank 0 is chief 0 at node\d+:\d+, GPUs: none", lines[0])
@@ -522,34 +524,27 @@ def test_a_parameter_server_job_outlives_a_lost_worker_and_only_its_workers_see_
     # The workers compute: each says once that TensorFlow cannot use its GPU; chief and ps have none to say it of.
     notes = re.findall(r"\[(\w+ \d)\] bound to GPU [01] by Slurm; TensorFlow sees no GPU: CPU", job.log())
     assert sorted(notes) == ["worker 0", "worker 1"], job.log()[-3000:]
-    kill_rank(job, 3)  # worker 1
-    state, _ = job.wait()
-    log = job.log()
-    assert re.search(r"task 3: Killed", log) and "Worker /job:worker/replica:0/task:1 failed" in log, log[-3000:]
-    # The chief trained on with worker 0 and finished: the job is completed, and its log says a task died.
-    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3]
-    assert job.run_state()["state"] == "finished" and job.metrics()["totals"]["final_val_accuracy"] >= 0.9
-    assert state == "COMPLETED" and re.search(r"warning: a task of the step failed \(exit \d+\), but the chief finished", log)
-
-
-def test_a_lost_parameter_server_is_retried_and_the_job_completes(cluster: LocalCluster, tmp_path: Path) -> None:
-    job = submit(cluster, tmp_path, "mnist_ps.sh", "--set", "epochs=4", "--set", "train_images=4000", *OFTEN)
-    job.wait_for_log("epoch 1/4")
     job.wait_for_a_checkpoint()  # what the retry resumes from
     kill_rank(job, 1)  # ps 0
-    assert job.wait() == ("COMPLETED", "0:0"), job.log()[-3000:]
+    job.wait_for_log_after("(restart 1)", "/3")  # the retry trains
+    kill_rank(job, 3)  # worker 1, this time
+    state, _ = job.wait()
     log = job.log()
-    assert re.search(r"task 1: Killed", log)
+    first, retry = log.split("(restart 1)", 1)
+    assert re.search(r"task 1: Killed", first)
     # (Not always at the start of a line: TensorFlow's threads may leave theirs unfinished on the same stream.)
     assert re.search(r"hpc-train train: error: lost contact with ps 0 at node\d+:\d+ \(.*\); the job cannot go on "
-                     r"without it: it is retried on other nodes", log), log[-3000:]
+                     r"without it: it is retried on other nodes", first), first[-3000:]
     # The cause is the first task end srun reports: the ps killed, or the chief's exit saying it lost the ps (srun
     # reports the two in either order).
     assert re.search(r"hpc-train: attempt 2 of 4: retried after (node\d+ task 1 was killed|ps 0 stopped answering "
                      r"\(on node\d+\)); node\d+ excluded", log), log[-3000:]
-    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3, 4]
+    assert re.search(r"task 3: Killed", retry) and "Worker /job:worker/replica:0/task:1 failed" in retry, retry[-3000:]
+    # The chief trained on with worker 0 and finished: the job is completed, and its log says a task died.
+    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3]
     assert job.run_state()["state"] == "finished" and job.metrics()["totals"]["final_val_accuracy"] >= 0.9
-    # Every task of the retry leaves once the chief has finished (the servers wait for it, then exit by themselves).
-    retry = log.rsplit("(restart 1)", 1)[1]
-    for role in ("[ps 0]", "[worker 0]", "[worker 1]"):
+    assert state == "COMPLETED" and re.search(r"warning: a task of the step failed \(exit \d+\), but the chief "
+                                              r"finished", retry), retry[-3000:]
+    # The retry's other tasks leave once the chief has finished (the servers wait for it, then exit by themselves).
+    for role in ("[ps 0]", "[worker 0]"):
         assert re.search(rf"{re.escape(role)} the chief at node\d+:\d+ has finished; exiting", retry), retry[-3000:]

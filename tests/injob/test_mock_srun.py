@@ -154,7 +154,7 @@ def test_a_missing_command_is_one_line() -> None:
     pytest.param("mnist_ps.sh", ["parameter_server: 1 chief, 1 ps, 2 workers", "rank 1 is ps 0 at 127.0.0.1:",
                                  "[ps 0] the chief at 127.0.0.1:"],
                  marks=pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::"
-                                             "test_a_lost_parameter_server_is_retried_and_the_job_completes")),
+                                             "test_a_parameter_server_job_is_retried_without_its_lost_ps_then_outlives_a_lost_worker")),
 ])
 def test_the_job_scripts_run_without_slurm(script: str, expect: list[str], tmp_path: Path) -> None:
     env = {**without_slurm(), "HPC_TRAIN_HOME": str(ROOT), "HPC_TRAIN_DATA_DIR": str(shared_mnist()),

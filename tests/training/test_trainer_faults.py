@@ -130,7 +130,7 @@ def test_a_warned_parameter_server_job_saves_on_the_chief_and_resumes_with_a_wor
 
 
 @pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::"
-                       "test_a_parameter_server_job_outlives_a_lost_worker_and_only_its_workers_see_gpus")
+                       "test_a_parameter_server_job_is_retried_without_its_lost_ps_then_outlives_a_lost_worker")
 def test_a_parameter_server_job_finishes_without_a_lost_worker(tmp_path: Path) -> None:
     _, tasks = ps_job(tmp_path, "epochs=3", "train_images=4000")
     tasks[0].wait_for("epoch 1/3")
@@ -142,7 +142,8 @@ def test_a_parameter_server_job_finishes_without_a_lost_worker(tmp_path: Path) -
     assert metrics(tmp_path)["totals"]["final_val_accuracy"] >= 0.9
 
 
-@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::test_a_lost_parameter_server_is_retried_and_the_job_completes")
+@pytest.mark.mock_twin("tests/e2e/test_trainer_jobs.py::"
+                       "test_a_parameter_server_job_is_retried_without_its_lost_ps_then_outlives_a_lost_worker")
 def test_a_lost_parameter_server_ends_the_job_at_once_naming_it(tmp_path: Path) -> None:
     cluster, tasks = ps_job(tmp_path, "epochs=20", "train_images=4000")
     tasks[0].wait_for("epoch 1/20")
