@@ -4,9 +4,10 @@ names apart from the session cluster's), brought up through the command line and
 
 The MNIST job runs to COMPLETED with the chief and ps on the cpu nodes and no GPU, each worker on a GPU of its
 own, its input through a tf.data service on a cpu node of its own (a third component, `--data-partition cpu`), and
-sacct shows GPUs on the workers' component only (AccountingStorageTRES=gres/gpu). A warned job, its service on the
-cpu partition too, requeues itself and resumes to COMPLETED; neither leaves a process of its service behind; nor
-does a 2-node multiworker job on the gpu partition whose service runs on a cpu node (a heterogeneous job by it).
+sacct shows GPUs on the workers' component only (AccountingStorageTRES=gres/gpu); warned mid-run, it requeues
+itself and resumes with its service started again on the cpu partition, and leaves no process of its service
+behind; nor does a 2-node multiworker job on the gpu partition whose service runs on a cpu node (a heterogeneous
+job by it).
 """
 
 from __future__ import annotations
@@ -73,36 +74,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 def submitted(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout.splitlines()[0]
-
-
-def test_a_parameter_server_mnist_job_runs_as_one_heterogeneous_job(env: dict[str, str], tmp_path: Path) -> None:
-    job = submitted(hpc_train(tmp_path, env, "submit", *HET, *SERVED, "--name", "het", "--set", "epochs=1", "--set",
-                              "steps_per_epoch=4", "--set", "train_images=2048", "--set", "validation_images=1024",
-                              "--set", f"data_dir={shared_mnist()}"))
-    folder = tmp_path / "runs" / f"het-{job}"
-    logs = [folder / "logs" / f"rank-{rank}.out" for rank in range(6)]
-    log = tmp_path / f"slurm-het-{job}.out"
-    assert wait_for_end(job, env, lambda: log.read_text() if log.exists() else "") == ("COMPLETED", "0:0"), (
-        logs[0].read_text()[-3000:])
-    said = [re.search(r"rank (\d) is (\w+) (\d) at (\w+):\d+, GPUs: (\S+)$", path.read_text(), re.M) for path in logs]
-    assert all(said), [path.read_text()[-1500:] for path in logs]
-    ranks = [(line.group(2), line.group(4)[:4], line.group(5)) for line in said]
-    assert ranks[:2] == [("chief", "hcpu", "none"), ("ps", "hcpu", "none")]
-    assert [role for role, _, _ in ranks[2:]] == ["worker"] * 4 and all(host == "hgpu" for _, host, _ in ranks[2:])
-    assert {(line.group(4), line.group(5)) for line in said[2:]} == {  # each worker a GPU of its own
-        ("hgpu1", "0"), ("hgpu1", "1"), ("hgpu2", "0"), ("hgpu2", "1")}
-    assert "final_val_accuracy" in logs[0].read_text()
-    accounted = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,Partition,AllocTRES"], env=env,
-                               capture_output=True, text=True).stdout.split()
-    parts = dict(line.split("|", 1) for line in accounted)
-    assert set(parts) == {f"{job}+0", f"{job}+1", f"{job}+2"}, accounted
-    assert parts[f"{job}+0"].startswith("cpu|") and "gres/gpu" not in parts[f"{job}+0"]
-    assert parts[f"{job}+1"].startswith("gpu|") and "gres/gpu=4" in parts[f"{job}+1"]
-    assert parts[f"{job}+2"].startswith("cpu|") and "gres/gpu" not in parts[f"{job}+2"]  # the data service's
-    status = hpc_train(tmp_path, env, "status", job).stdout
-    assert "completed, exit 0:0 [sacct]" in status and "part 0:  cpu, 1 node(s), 2 task(s) (chief, ps)" in status
-    assert "part 1:  gpu, 2 node(s), 4 task(s) (worker), 2 GPU(s) per node" in status, status
-    assert_served_on_a_cpu_node(folder, log.read_text(), job, attempts=1)
 
 
 @pytest.mark.tensorflow
@@ -247,28 +218,46 @@ def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_
     assert run.info.status == "KILLED", (tmp_path / "runs" / f"long-{job}" / "tracking.json").read_text()
 
 
-def test_a_warned_heterogeneous_job_checkpoints_requeues_itself_and_resumes(env: dict[str, str],
-                                                                            tmp_path: Path) -> None:
-    job = submitted(hpc_train(tmp_path, env, "submit", *HET, *SERVED, "--nodes", "1", "--name", "warned", "--set",
-                              "epochs=4",
-                              "--set", "steps_per_epoch=8", "--set", "train_images=2048", "--set",
-                              "validation_images=1024", "--set", f"data_dir={shared_mnist()}"))
-    chief = tmp_path / "runs" / f"warned-{job}" / "logs" / "rank-0.out"
-    log = tmp_path / f"slurm-warned-{job}.out"
+def test_a_parameter_server_mnist_job_runs_as_one_heterogeneous_job_and_a_warning_requeues_it(env: dict[str, str],
+                                                                                             tmp_path: Path) -> None:
+    job = submitted(hpc_train(tmp_path, env, "submit", *HET, *SERVED, "--name", "het", "--set", "epochs=4", "--set",
+                              "steps_per_epoch=8", "--set", "train_images=2048", "--set", "validation_images=1024",
+                              "--set", f"data_dir={shared_mnist()}"))
+    folder = tmp_path / "runs" / f"het-{job}"
+    logs = [folder / "logs" / f"rank-{rank}.out" for rank in range(6)]
+    log = tmp_path / f"slurm-het-{job}.out"
     deadline = time.monotonic() + 120
-    while "epoch 1/4" not in (chief.read_text() if chief.exists() else ""):
+    while "epoch 1/4" not in (logs[0].read_text() if logs[0].exists() else ""):
         assert time.monotonic() < deadline, log.read_text()[-3000:] if log.exists() else "no job log"
         time.sleep(0.5)
     # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on to the step.
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
-    assert wait_for_end(job, env, lambda: log.read_text()) == ("COMPLETED", "0:0"), log.read_text()[-3000:]
-    said = log.read_text() + chief.read_text()
-    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\): it resumes from there", said), said[-3000:]
-    assert re.search(rf"^hpc-train: job {job} \(restart 1\) on hcpu\d \+ hgpu\d, 2\+2 tasks", said, re.M)
-    metrics = json.loads((tmp_path / "runs" / f"warned-{job}" / "metrics.json").read_text())
+    assert wait_for_end(job, env, lambda: log.read_text()) == ("COMPLETED", "0:0"), logs[0].read_text()[-3000:]
+    said = [re.search(r"rank (\d) is (\w+) (\d) at (\w+):\d+, GPUs: (\S+)$", path.read_text(), re.M) for path in logs]
+    assert all(said), [path.read_text()[-1500:] for path in logs]
+    ranks = [(line.group(2), line.group(4)[:4], line.group(5)) for line in said]
+    assert ranks[:2] == [("chief", "hcpu", "none"), ("ps", "hcpu", "none")]
+    assert [role for role, _, _ in ranks[2:]] == ["worker"] * 4 and all(host == "hgpu" for _, host, _ in ranks[2:])
+    assert {(line.group(4), line.group(5)) for line in said[2:]} == {  # each worker a GPU of its own
+        ("hgpu1", "0"), ("hgpu1", "1"), ("hgpu2", "0"), ("hgpu2", "1")}
+    text = log.read_text() + logs[0].read_text()
+    assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\): it resumes from there", text), text[-3000:]
+    assert re.search(rf"^hpc-train: job {job} \(restart 1\) on hcpu\d \+ hgpu\[1-2\], 2\+4 tasks", text, re.M)
+    metrics = json.loads((folder / "metrics.json").read_text())
     assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2, 3, 4]
+    assert "final_val_accuracy" in logs[0].read_text()
+    accounted = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,Partition,AllocTRES"], env=env,
+                               capture_output=True, text=True).stdout.split()
+    parts = dict(line.split("|", 1) for line in accounted)
+    assert set(parts) == {f"{job}+0", f"{job}+1", f"{job}+2"}, accounted
+    assert parts[f"{job}+0"].startswith("cpu|") and "gres/gpu" not in parts[f"{job}+0"]
+    assert parts[f"{job}+1"].startswith("gpu|") and "gres/gpu=4" in parts[f"{job}+1"]
+    assert parts[f"{job}+2"].startswith("cpu|") and "gres/gpu" not in parts[f"{job}+2"]  # the data service's
+    status = hpc_train(tmp_path, env, "status", job).stdout
+    assert "completed, exit 0:0 [sacct]" in status and "part 0:  cpu, 1 node(s), 2 task(s) (chief, ps)" in status
+    assert "part 1:  gpu, 2 node(s), 4 task(s) (worker), 2 GPU(s) per node" in status, status
     # The requeued attempt started the service again on its cpu node (its journal: the run folder's).
-    assert_served_on_a_cpu_node(tmp_path / "runs" / f"warned-{job}", log.read_text(), job, attempts=2)
+    assert_served_on_a_cpu_node(folder, log.read_text(), job, attempts=2)
 
 
 def assert_served_on_a_cpu_node(folder: Path, log: str, job: str, attempts: int) -> None:
