@@ -1,7 +1,8 @@
 """A packed sweep on the local cluster with fake GPUs: 8 one-GPU command trials in ONE 2-node job, each its own
-srun step on its own GPU; a crash retried on another share while the others go on; the node whose trials ended
-first given back to Slurm while the other's run on; `cancel JOBID_I` ends one; a requeued pack back at full size; a
-node lost under the job restarts only its trials elsewhere; `cancel JOBID` ends them all."""
+srun step on its own GPU; the node whose trials ended first given back to Slurm while the other's run on, but only
+after the retry of its last trial's crash, which could run nowhere else, ran there; `cancel JOBID_I` ends one; a
+requeued pack back at full size; a node lost under the job restarts only its trials elsewhere; `cancel JOBID` ends
+them all."""
 
 from __future__ import annotations
 
@@ -20,21 +21,39 @@ from tests.e2e.test_task_modules import submit
 pytestmark = pytest.mark.slurm_cluster
 TRIAL = """\
 import json, os, pathlib, sys, time
-index, start = int(os.environ["HPC_TRAIN_TRIAL"]), time.time()
-crashed = pathlib.Path(sys.argv[1]) / f"crashed-{index}"
-if index == 5 and not crashed.exists():  # trial 5 crashes once
-    crashed.write_text("once")
-    print("CRASH", os.environ.get("SLURMD_NODENAME"), flush=True)
-    sys.exit(3)
-folder = pathlib.Path(sys.argv[1])
-while index >= 4 and not (folder / "batch-host").exists():  # (the test writes it once the job runs)
-    time.sleep(0.1)
-if index >= 4 and (folder / "batch-host").read_text().strip() == os.environ.get("SLURMD_NODENAME"):
-    while not (folder / "go").exists() and time.time() - start < 120:  # the batch host's wait: the other node's
-        time.sleep(0.2)                                                 # end first, and it goes back to Slurm
-else:
+index, start, node = int(os.environ["HPC_TRAIN_TRIAL"]), time.time(), os.environ.get("SLURMD_NODENAME")
+folder, run = pathlib.Path(sys.argv[1]), pathlib.Path(os.environ["HPC_TRAIN_RUN_DIR"])
+pack_state = run.with_name(run.name.rpartition("_")[0]) / "pack-state.json"
+
+def others_here():  # once every trial started: the others the pack runs on this node now (as pack-state.json says)
+    while True:
+        try:
+            trials = json.loads(pack_state.read_text())["trials"]
+        except (OSError, ValueError, KeyError):
+            trials = []
+        if trials and all(trial["state"] != "waiting" for trial in trials):
+            return [trial["index"] for trial in trials if trial["state"] == "running" and trial["index"] != index
+                    and trial["runs"][-1]["nodes"] == [node]]
+        time.sleep(0.1)
+
+if index < 4:  # the first wave: two trials a node
     time.sleep(2.5)
-print("TRIAL", json.dumps({"index": index, "nap": int(sys.argv[2]), "node": os.environ.get("SLURMD_NODENAME"),
+else:
+    while not (folder / "batch-host").exists():  # (the test writes it once the job runs)
+        time.sleep(0.1)
+    if (folder / "batch-host").read_text().strip() == node:
+        while not (folder / "go").exists() and time.time() - start < 120:  # the batch host's wait: the other
+            time.sleep(0.2)                                                 # node's end first, and it goes back
+    elif not any(other > index for other in others_here()):  # the other node's later trial: it waits until it
+        while others_here():                                  # is the last one running there, then crashes once
+            time.sleep(0.1)                                   # (its retry can only run there: the batch host's
+        crashed = folder / f"crashed-{index}"                 # shares are held)
+        if not crashed.exists():
+            crashed.write_text("once")
+            print("CRASH", node, flush=True)
+            sys.exit(3)
+        time.sleep(1)  # the retry
+print("TRIAL", json.dumps({"index": index, "nap": int(sys.argv[2]), "node": node,
                            "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": start, "end": time.time()}))
 """
 
@@ -67,16 +86,17 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
     wait_until(lambda: batch_host() not in ("", "n/a"), "the job's start")
     host = batch_host()
     (tmp_path / "batch-host").write_text(host + "\n")
-    # The other node's trials end while the batch host's last ones wait: that node goes back to Slurm (issue 48).
+    # The other node's trials end while the batch host's last ones wait, its last one after a crash and a retry
+    # there (the batch host's shares held): that node goes back to Slurm then, not before (issue 48).
     wait_until(lambda: batch_log.exists() and "released " in batch_log.read_text(), "the other node's release")
     shown = subprocess.run(["scontrol", "show", "job", "-o", job.id], env=job.env, capture_output=True,
                            text=True).stdout
     assert f" NodeList={host} " in shown and " NumNodes=1 " in shown and "JobState=RUNNING" in shown, shown
     state = json.loads((runs / f"pack-{job.id}" / "pack-state.json").read_text())
     waiting_here = [trial["index"] for trial in state["trials"] if trial["state"] == "running"]
-    assert waiting_here and all(trial["runs"][-1]["nodes"] == [host] for trial in state["trials"]
-                                if trial["state"] == "running"), state  # the batch host's trials run on
-    cancelled = max(index for index in waiting_here if index != 5)  # one ends alone (not 5's retry), the rest go on
+    assert len(waiting_here) == 2 and all(trial["runs"][-1]["nodes"] == [host] for trial in state["trials"]
+                                          if trial["state"] == "running"), state  # the batch host's trials run on
+    cancelled = max(waiting_here)  # one ends alone, the rest go on
     cancel = subprocess.run(["hpc-train", "cancel", f"{job.id}_{cancelled}"], cwd=tmp_path, env=job.env,
                             capture_output=True, text=True)
     assert cancel.returncode == 0 and "the other trials go on" in cancel.stdout, cancel.stderr
@@ -94,17 +114,37 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
     assert all(a["gpus"] != b["gpus"] and a["gpus"] in ("0", "1") for a, b in overlapping), overlapping  # apart
     first_wave = sorted(ran[:4], key=lambda trial: trial["start"])
     assert first_wave[-1]["start"] - first_wave[0]["start"] < 2.0, first_wave  # four at once, in one job
-    crashed = (runs / f"pack-{job.id}_5" / "logs" / "rank-0.out").read_text()
+    state = json.loads((runs / f"pack-{job.id}" / "pack-state.json").read_text())
+    retried = [trial for trial in state["trials"] if trial["attempts"] == 2]
+    assert len(retried) == 1 and len(list(tmp_path.glob("crashed-*"))) == 1, state
+    crasher = retried[0]  # (the other node's last trial)
+    crashed = (runs / f"pack-{job.id}_{crasher['index']}" / "logs" / "rank-0.out").read_text()
     assert crashed.index("CRASH") < crashed.index("TRIAL"), crashed  # crashed once, retried, then done
     said = batch_log.read_text()
-    assert "trial 5: crashed (exit 3); retried on another share (attempt 2 of at most 2)" in said, said[-3000:]
+    assert (f"trial {crasher['index']}: crashed (exit 3); retried on another share (attempt 2 of at most 2)"
+            in said), said[-3000:]
     assert "7 done, 1 cancelled" in said, said[-3000:]
     released = re.search(r"released (\S+) at \d\d:\d\d:\d\d, (\d+) trials? done there", said)
     assert released and released.group(1) != host and int(released.group(2)) >= 1, said[-3000:]
     assert said.count("released ") == 1 and "could not give" not in said, said[-3000:]  # the batch host stays
-    state = json.loads((runs / f"pack-{job.id}" / "pack-state.json").read_text())
-    fifth = state["trials"][5]
-    assert fifth["attempts"] == 2 and [run["how"] for run in fifth["runs"]] == ["crashed", "done"], fifth
+    assert [run["how"] for run in crasher["runs"]] == ["crashed", "done"], crasher
+    # It crashed on the other node as the last trial running there, while both of the batch host's shares were
+    # held, so its retry could only run there: the node stayed for it, and went back only after its end.
+    crash, retry = crasher["runs"]
+    other = released.group(1)
+    assert crash["nodes"] == retry["nodes"] == [other] and retry["started"] >= crash["ended"], crasher
+    every_run = [run for trial in state["trials"] for run in trial["runs"]]
+    assert all(run["ended"] <= crash["ended"] for run in every_run
+               if run["nodes"] == [other] and run not in (crash, retry)), state  # none else ran there
+    held = {run["slot"] for run in every_run if run["nodes"] == [host] and run["started"] <= crash["ended"]
+            and (run.get("ended") or float("inf")) > retry["started"]}
+    assert len(held) == 2, state  # both of the batch host's shares, from the crash to the retry's start
+    [gone] = state["released"]
+    assert gone["node"] == other and gone["at"] >= retry["ended"], state
+    assert released.group(0) == f"released {other} at {time.strftime('%H:%M:%S', time.localtime(gone['at']))}, " \
+        f"{gone['done']} trials done there", said[-3000:]
+    assert gone["done"] == sum(run["how"] == "done" for run in every_run if run["nodes"] == [other]) == 4, state
+    assert said.index(f"trial {crasher['index']} (attempt 2) started on {other} ") < said.index(released.group(0))
     status = subprocess.run(["hpc-train", "status", job.id], cwd=tmp_path, env=job.env, capture_output=True,
                             text=True)
     assert status.returncode == 0 and f"packed sweep {job.id} (pack): 8 trials: 7 done, 1 cancelled" in status.stdout, \

@@ -207,6 +207,25 @@ def test_a_retry_keeps_a_node_away_from_its_crash_and_a_lost_node_goes_back() ->
     assert to_release(release_refused(state, ["pk3"]), ["pk1", "pk2", "pk3"], "pk1") == []  # refused: not again
 
 
+def test_a_retry_only_the_other_node_can_run_keeps_that_node_until_the_retry_ends() -> None:
+    from hpc_train.injob.pack.core import to_release
+
+    hosts = ["pk1", "pk2"]
+    for cap in (None, 4):
+        state, _ = starts(PackState.new(slots_of(hosts, 1, 2), 8, cap, 1), 0.0)  # 0,2 on pk1; 1,3 on pk2
+        state, launched = starts(ended(ended(ended(ended(state, 0, 0, 1.0), 1, 0, 1.0), 2, 0, 1.0), 3, 0, 1.0), 1.0)
+        assert [(start.index, start.slot.nodes) for start in launched] == [
+            (4, ("pk1",)), (5, ("pk2",)), (6, ("pk1",)), (7, ("pk2",))]
+        state = ended(ended(state, 5, 0, 2.0), 7, 3, 3.0)  # 7 crashed, pk2's last; 4 and 6 hold pk1's shares
+        assert state.trials[7].state == WAITING and state.trials[7].avoid == ("pk2",)
+        assert to_release(state, hosts, "pk1") == []  # only pk2 can run the retry: it stays
+        state, launched = starts(state, 3.0)
+        assert [(start.index, start.slot.nodes, start.attempt) for start in launched] == [(7, ("pk2",), 2)]
+        assert to_release(state, hosts, "pk1") == []  # the retry runs there
+        state = ended(state, 7, 0, 4.0)
+        assert to_release(state, hosts, "pk1") == ["pk2"]  # then nothing waits that pk2 could run
+
+
 def test_a_multi_node_trials_nodes_go_back_when_it_ends_and_a_requeued_pack_is_whole_again() -> None:
     from hpc_train.injob.pack.core import nodes_released, to_release
 
