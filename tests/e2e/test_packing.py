@@ -121,7 +121,7 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
     crashed = (runs / f"pack-{job.id}_{crasher['index']}" / "logs" / "rank-0.out").read_text()
     assert crashed.index("CRASH") < crashed.index("TRIAL"), crashed  # crashed once, retried, then done
     said = batch_log.read_text()
-    assert (f"trial {crasher['index']}: crashed (exit 3); retried on another share (attempt 2 of at most 2)"
+    assert (f"trial {crasher['index']}: crashed (exit 3); retried on another share where one is free (attempt 2 of at most 2)"
             in said), said[-3000:]
     assert "7 done, 1 cancelled" in said, said[-3000:]
     released = re.search(r"released (\S+) at \d\d:\d\d:\d\d, (\d+) trials? done there", said)

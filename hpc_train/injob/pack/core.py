@@ -119,16 +119,24 @@ class PackState:
         return not self.running and not self.finished and not self.usable_slots()
 
 
-def pick_slot(free: Sequence[Slot], avoid: Sequence[str], load: Mapping[str, int] | None = None) -> Slot | None:
-    """A free slot on none of the nodes to avoid, else any free one (a crash is retried, even on its node, rather
-    than left waiting); of those, one on the nodes running the fewest trials (`load`), the first such: trials
-    spread over the allocation's nodes, the batch host's first, so that a cap below its shares still uses every
-    node it holds (issue 46); None when none is free (pure)."""
-    away = [slot for slot in free if not set(slot.nodes) & set(avoid)] or list(free)
+def pick_slot(free: Sequence[Slot], avoid: Sequence[str], load: Mapping[str, int] | None = None,
+              crashed_on: Sequence[int] = ()) -> Slot | None:
+    """A free slot on none of the nodes to avoid, else one other than the shares it crashed on (`crashed_on`: its
+    GPU may be the cause), else any free one (a crash is retried, even on its node, rather than left waiting); of
+    those, one on the nodes running the fewest trials (`load`), the first such: trials spread over the allocation's
+    nodes, the batch host's first, so that a cap below its shares still uses every node it holds (issue 46); None
+    when none is free (pure)."""
+    away = ([slot for slot in free if not set(slot.nodes) & set(avoid)]
+            or [slot for slot in free if slot.index not in crashed_on] or list(free))
     if not away:
         return None
     load = load or {}
     return min(away, key=lambda slot: (sum(load.get(node, 0) for node in slot.nodes), slot.index))
+
+
+def crashed_shares(trial: Trial) -> tuple[int, ...]:
+    """The shares a trial's attempts crashed on (pure)."""
+    return tuple(run["slot"] for run in trial.runs if run.get("how") == "crashed" and "slot" in run)
 
 
 def node_load(state: PackState) -> dict[str, int]:
@@ -150,7 +158,7 @@ def starts(state: PackState, now: float) -> tuple[PackState, list[Start]]:
             continue
         if state.max_parallel is not None and len(state.running) >= state.max_parallel:
             break
-        slot = pick_slot(state.free_slots(), trial.avoid, node_load(state))
+        slot = pick_slot(state.free_slots(), trial.avoid, node_load(state), crashed_shares(trial))
         if slot is None:
             break
         attempt = trial.attempts + 1
@@ -250,8 +258,8 @@ def end_words(before: Trial, after: Trial, how: str | None, code: int, max_retri
     if after.state == WAITING and how == NODE_LOST:
         return f"ended with its node (exit {code}); restarts on another share, no retry spent"
     if after.state == WAITING:
-        return (f"crashed (exit {code}); retried on another share (attempt {before.attempts + 1} of at most "
-                f"{max_retries + 1 + before.requeues + before.losses})")
+        return (f"crashed (exit {code}); retried on another share where one is free (attempt {before.attempts + 1} "
+                f"of at most {max_retries + 1 + before.requeues + before.losses})")
     if after.state == FAILED and not worth and how is None:
         fix = ("list it in --retry-exit-codes to retry it" if command
                else "see its log; fix the cause, then resubmit (the trial resumes from its last checkpoint)")

@@ -145,7 +145,7 @@ def test_what_the_pack_says_of_a_trials_end() -> None:
 
     running = Trial(5, RUNNING, 0, 1)
     assert end_words(running, Trial(5, WAITING, attempts=1), None, 137, 1, True, True) == (
-        "crashed (exit 137); retried on another share (attempt 2 of at most 2)")
+        "crashed (exit 137); retried on another share where one is free (attempt 2 of at most 2)")
     assert end_words(running, Trial(5, FAILED, attempts=1), None, 3, 1, False, True) == (
         "failed (exit 3); not retried: exit 3 is the program's own verdict, which a retry would repeat: list it in "
         "--retry-exit-codes to retry it")
@@ -219,8 +219,10 @@ def test_a_retry_only_the_other_node_can_run_keeps_that_node_until_the_retry_end
         state = ended(ended(state, 5, 0, 2.0), 7, 3, 3.0)  # 7 crashed, pk2's last; 4 and 6 hold pk1's shares
         assert state.trials[7].state == WAITING and state.trials[7].avoid == ("pk2",)
         assert to_release(state, hosts, "pk1") == []  # only pk2 can run the retry: it stays
+        crashed_on = state.trials[7].runs[-1]["slot"]
         state, launched = starts(state, 3.0)
         assert [(start.index, start.slot.nodes, start.attempt) for start in launched] == [(7, ("pk2",), 2)]
+        assert launched[0].slot.index != crashed_on  # pk2's other share, 5's: the one it crashed on may be the cause
         assert to_release(state, hosts, "pk1") == []  # the retry runs there
         state = ended(state, 7, 0, 4.0)
         assert to_release(state, hosts, "pk1") == ["pk2"]  # then nothing waits that pk2 could run

@@ -89,7 +89,7 @@ def test_the_loop_retries_a_failure_cancels_on_request_and_ends_a_hang(pack_dir:
     said = capsys.readouterr().err
     state = read_pack_state(pack_dir)
     assert [trial["state"] for trial in state["trials"]] == ["done", "done", "failed", "cancelled"], said
-    assert "trial 1: crashed (exit 4); retried on another share (attempt 2 of at most 2)" in said
+    assert "trial 1: crashed (exit 4); retried on another share where one is free (attempt 2 of at most 2)" in said
     assert said.count("trial sw-7_2: hung: no progress on any rank") == 2, said
     assert [run["how"] for run in state["trials"][1]["runs"]] == ["crashed", "done"]
     assert [run["how"] for run in state["trials"][2]["runs"]] == ["crashed", "crashed"]  # hung, retried, hung again
