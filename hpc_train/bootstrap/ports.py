@@ -19,7 +19,9 @@ their ports from the top of the same window, which then holds the ranks' offsets
 smallest power of two, at least 8, that holds both (a 16-rank job with a dispatcher and two workers: 32). Everyone
 who computes the window must count them alike: the job body (which starts the services), the ranks (told by
 ``HPC_TRAIN_SERVICE_PORTS``, bootstrap/slurm_env.py) and the site kit's firewall (told by the job's Slurm comment,
-``service_comment``, which the rendered script carries).
+``service_comment``, which the rendered script carries). A service on a partition of its own (a heterogeneous job's
+last component) counts in the window the same way; its component's tasks are not ranks, so the comment names that
+component too, for the site kit to leave its tasks out of the ranks' count.
 
 The offset of a task is its **rank** whenever the window can hold every task of
 the step, so ports differ across the whole job; that keeps a one-machine test
@@ -48,7 +50,10 @@ HIGHEST_PORT = 65535
 # The job's Slurm comment's word that says how many ports its window holds above the ranks' (the site kit reads it
 # with `scontrol show job`: the prolog has no other way to learn what the job body will start).
 COMMENT_WORD = "hpc-train-service-ports"
+# ... and, for a service on a partition of its own, which component of the heterogeneous job holds it.
+COMPONENT_WORD = "hpc-train-service-component"
 _COMMENT = re.compile(rf"(?:^|[\s,;]){COMMENT_WORD}=(\d+)(?:$|[\s,;])")
+_COMPONENT = re.compile(rf"(?:^|[\s,;]){COMPONENT_WORD}=(\d+)(?:$|[\s,;])")
 
 
 class PortPlan(NamedTuple):
@@ -128,15 +133,24 @@ def base_window(port_base: int, tasks: int, above: int = 0) -> range:
     return range(port_base, port_base + window_size(tasks, above))
 
 
-def service_comment(above: int) -> str:
-    """The job's Slurm comment's word for `above` service ports (the site kit's firewall reads it back)."""
-    return f"{COMMENT_WORD}={above}"
+def service_comment(above: int, component: int | None = None) -> str:
+    """The job's Slurm comment's word for `above` service ports and, when the service has a component of its own
+    in a heterogeneous job, its index (the site kit's firewall reads them back). One word, joined by a comma:
+    `scontrol show job -o` ends the comment at its first space."""
+    return f"{COMMENT_WORD}={above}" + ("" if component is None else f",{COMPONENT_WORD}={component}")
 
 
 def ports_above(comment: str | None) -> int:
     """The service ports a job's Slurm comment says its window holds above the ranks' (0 when it says none)."""
     found = _COMMENT.search(comment or "")
     return int(found.group(1)) if found else 0
+
+
+def service_component(comment: str | None) -> int | None:
+    """The heterogeneous job's component that a job's Slurm comment says holds its service, whose tasks are not
+    ranks; None when it says none (the service runs beside the ranks, or there is none)."""
+    found = _COMPONENT.search(comment or "")
+    return int(found.group(1)) if found else None
 
 
 def _from_job_id(local_index: Sequence[int], job_id: int, above: int = 0) -> PortPlan:

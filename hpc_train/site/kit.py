@@ -18,8 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.site.firewall import (FAMILY, JobOnNode, job_window, our_tables, ruleset, stale_tables,
-                                     table_name)
+from hpc_train.site.firewall import FAMILY, JobOnNode, guarded, our_tables, ruleset, stale_tables, table_name
 from hpc_train.slurm.client import SlurmClient
 
 TAG = "hpc-train site firewall"
@@ -61,12 +60,12 @@ def _guarded(env: Mapping[str, str], log: Path | None,
 def _prolog(job: JobOnNode, nft: str, env: Mapping[str, str], say: Callable[[str], None]) -> None:
     slurm = SlurmClient.local({**env, "PATH": env.get("PATH") or DEFAULT_PATH})
     _sweep(job, nft, slurm, say)
-    shown = slurm.show_job(job.job_id, timeout=SLURM_SECONDS)
-    tasks = shown.get("NumTasks", "")
-    window = job_window(job.job_id, int(tasks) if tasks.isdigit() else None, len(job.nodes), shown.get("Comment"))
-    addresses = resolve(job.nodes)
+    # A heterogeneous job's component asks for its leader: every component's nodes, the ranks' tasks (firewall.py).
+    guard = guarded(job, slurm.show_job_components(job.asked, timeout=SLURM_SECONDS))
+    window, addresses = guard.window, resolve(guard.nodes)
     _nft(nft, ["-f", "-"], f"load table {FAMILY} {table_name(job.job_id)}", ruleset(job.job_id, window, addresses))
-    say(f"ports {window.start}-{window.stop - 1} open to {', '.join(job.nodes)} only "
+    whose = f" of heterogeneous job {guard.het_leader}" if guard.het_leader else ""
+    say(f"ports {window.start}-{window.stop - 1}{whose} open to {', '.join(guard.nodes)} only "
         f"(table {FAMILY} {table_name(job.job_id)})")
 
 

@@ -80,9 +80,10 @@ class SlurmClient:
         forgot it (or did not answer in `timeout` seconds)."""
         return fields(self.run(["scontrol", "show", "job", "-o", job_id], timeout=timeout).stdout)
 
-    def show_job_components(self, job_id: str) -> list[dict[str, str]]:
-        """`scontrol show job` of a heterogeneous job: a dict per component (one line each), in order."""
-        lines = self.run(["scontrol", "show", "job", "-o", job_id]).stdout.splitlines()
+    def show_job_components(self, job_id: str, timeout: float = 30) -> list[dict[str, str]]:
+        """`scontrol show job` of a heterogeneous job: a dict per component (one line each), in order; a plain
+        job's one; none once Slurm forgot it (or did not answer in `timeout` seconds)."""
+        lines = self.run(["scontrol", "show", "job", "-o", job_id], timeout=timeout).stdout.splitlines()
         return [fields(line) for line in lines if line.strip()]
 
     def config_value(self, name: str, timeout: float = 10) -> str | None:

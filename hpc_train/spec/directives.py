@@ -48,12 +48,15 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
 
 def job_comment(request: JobRequest) -> str | None:
     """The job's Slurm comment: --sbatch comment=...'s, after the word that tells the site kit's firewall the ports
-    of the job's data service above its ranks' (bootstrap.ports.service_comment: the window grows by them), first
-    so that `scontrol show job -o` shows it whole."""
+    of the job's data service above its ranks' (bootstrap.ports.service_comment: the window grows by them) and, on a
+    partition of its own, its component, first so that `scontrol show job -o` shows them whole."""
     given = dict(request.sbatch).get("comment")
-    if request.data_service is None:
+    service = request.data_service
+    if service is None:
         return given
-    return " ".join(filter(None, [service_comment(request.data_service.processes), given]))
+    # Its own component, the last (data_component): the kit counts the ranks' components without it.
+    component = len(request.groups) if service.component else None
+    return " ".join(filter(None, [service_comment(service.processes, component), given]))
 
 
 def data_component(request: JobRequest) -> dict[str, str | int | bool] | None:

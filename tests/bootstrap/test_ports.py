@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from hpc_train.bootstrap.ports import (assign_ports, base_window, derived_window, ports_above, rank_offsets,
-                                       service_comment)
+                                       service_comment, service_component)
 from hpc_train.errors import HpcTrainError, SlurmEnvError
 
 
@@ -84,3 +84,14 @@ def test_the_jobs_comment_carries_the_services_ports_to_whoever_reads_it() -> No
     assert ports_above(f"{service_comment(17)} the user's own words") == 17
     assert ports_above("hpc-train-service-ports=x") == ports_above("my-hpc-train-service-ports=4") == 0
     assert ports_above(None) == ports_above("") == ports_above("(null)") == 0
+
+
+def test_the_comment_names_the_services_own_component_in_one_word() -> None:
+    """One word (scontrol show job -o ends the comment at a space), read back by both parsers."""
+    word = service_comment(3, 2)
+    assert word == "hpc-train-service-ports=3,hpc-train-service-component=2" and " " not in word
+    assert ports_above(word) == 3 and service_component(word) == 2
+    assert service_component(f"{word} mine") == 2 and ports_above(f"{word};mine") == 3
+    assert service_component(service_comment(3)) is None and service_component(None) is None
+    assert service_component("hpc-train-service-component=x") is None
+    assert service_component("my-hpc-train-service-component=1") is None

@@ -117,6 +117,8 @@ def test_a_data_partition_that_does_not_exist_is_named_and_one_that_does_is_a_co
     # The ranks' block, then the service's own: its dispatcher and its worker as 2 tasks of 2 CPUs on debug.
     own = script[script.index("#SBATCH hetjob"):].splitlines()[:4]
     assert own == ["#SBATCH hetjob", "#SBATCH --cpus-per-task=2", "#SBATCH --ntasks=2", "#SBATCH --partition=debug"]
+    # The comment tells the site kit the service's ports and that component 1 holds it (its tasks are no ranks).
+    assert "#SBATCH --comment=hpc-train-service-ports=2,hpc-train-service-component=1\n" in script
     line = script[script.index("job --run-dir"):].replace("\\\n", " ")
     body, _ = parse([*shlex.split(line.split(" -- ", 1)[0])[1:], "--", "true"], {}, 0.0)
     assert body.data_service is not None and body.data_service.partition == "debug"

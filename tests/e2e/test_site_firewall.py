@@ -2,10 +2,11 @@
 with separate hosts (`hpc-train cluster up --separate-hosts --site-firewall`: each node its own network namespace).
 
 One cluster for the module (wall[1-3], /tmp/hpc-train-slurm-tests-firewall, port 7137 or the next free ones):
-a 2-node job on wall[1-2] listens on its ports; while it runs, wall3 (not in the job) cannot open a connection
-to any port of the job's window on wall1 (dropped), while wall2 can; before the prolog and after the epilog the
-same ports answer from wall3 as before; no table is left; a requeued job (its prolog again over its own table)
-still completes, and so does a 2-node MNIST job retried on other nodes (wall3 let in by the new attempt's prolog),
+a heterogeneous job of two components, one on wall1 and one on wall2 (each with a job id of its own, as a data
+service's partition or a ps's makes it), listens on its ports, one step across both; while it runs, wall3 (not in
+the job) cannot open a connection to any port of the job's window on wall1 (dropped), while wall2, the other
+component's node, can (and wall1 wall2's); before the prolog and after the epilog the same ports answer from wall3
+as before; no table is left; a requeued job (its prolog again over its own table) still completes, and so does a 2-node MNIST job retried on other nodes (wall3 let in by the new attempt's prolog),
 whose data service's dispatcher and worker wall3 cannot reach either.
 """
 
@@ -123,11 +124,13 @@ def wait_for(path: Path, job: Job) -> None:
 
 
 def submit_held(wall: LocalCluster, workdir: Path) -> Job:
+    """A heterogeneous job (component 0 on wall1, component 1 on wall2), held; one step across both components."""
     (workdir / "listener.py").write_text(LISTENER)
     env = {**without_slurm(), **control.slurm_env(wall), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
     job_id = subprocess.run(
-        ["sbatch", "--parsable", "--hold", "--requeue", "-N2", "-w", "wall[1-2]", "--ntasks-per-node=1",
-         "-o", "slurm-fw-%j.out", "--wrap", "srun --label hpc-train bootstrap -- python listener.py"],
+        ["sbatch", "--parsable", "--hold", "--requeue", "-N1", "-w", "wall1", "--ntasks-per-node=1",
+         "-o", "slurm-fw-%j.out", ":", "-N1", "-w", "wall2", "--ntasks-per-node=1",
+         "--wrap", "srun --het-group=0,1 --label hpc-train bootstrap -- python listener.py"],
         cwd=workdir, env=env, capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
     return Job(job_id, workdir, env)
 
@@ -141,7 +144,8 @@ def no_table_within(wall: LocalCluster, nodes: tuple[str, ...], seconds: float =
 
 def test_a_jobs_ports_take_connections_from_its_own_nodes_alone(wall: LocalCluster, tmp_path: Path) -> None:
     job = submit_held(wall, tmp_path)
-    window = job_window(job.id, 2, 2)
+    component = str(int(job.id) + 1)  # component 1's own job id (wall2's prolog and table)
+    window = job_window(job.id, 2, 2)  # the leader's id, both components' ranks: the window the ranks take
     # Before the prolog: from wall3, the port with a listener accepts and the others refuse.
     before_listener = listening(wall, "wall1", window.start)
     try:
@@ -157,13 +161,18 @@ def test_a_jobs_ports_take_connections_from_its_own_nodes_alone(wall: LocalClust
     job.scontrol("release")
     wait_for(tmp_path / "ready-0-0", job)
     wait_for(tmp_path / "ready-1-0", job)
-    assert tables(wall, "wall1") == tables(wall, "wall2") == [f"table inet hpc_train_job_{job.id}"]  # 999999 swept
+    assert tables(wall, "wall1") == [f"table inet hpc_train_job_{job.id}"]  # 999999 swept
+    assert tables(wall, "wall2") == [f"table inet hpc_train_job_{component}"]
     assert "table inet site_rules" in on(wall, "wall1", "nft", "list", "tables")
     on(wall, "wall1", "nft", "delete", "table", "inet", "site_rules")
     assert tables(wall, "wall3") == []
     assert probe(wall, "wall3", "wall1", window) == {port: "no answer" for port in window}  # dropped, every one
-    assert probe(wall, "wall2", "wall1", window) == before  # the job's own node: as before
+    assert probe(wall, "wall2", "wall1", window) == before  # the job's other component's node: as before
     assert probe(wall, "wall1", "wall1", window) == before  # and the node itself
+    # The other way: wall1 reaches rank 1's port on wall2 (component 1's table), wall3 does not.
+    rank1 = {port: "accepted" if port == window.start + 1 else "refused" for port in window}
+    assert probe(wall, "wall1", "wall2", window) == rank1
+    assert probe(wall, "wall3", "wall2", window) == {port: "no answer" for port in window}
 
     # Requeued: the epilog, then the prolog again; the job's ports are guarded on its second run too.
     job.scontrol("requeue")
@@ -182,10 +191,10 @@ def test_a_jobs_ports_take_connections_from_its_own_nodes_alone(wall: LocalClust
         after_listener.wait()
     said = wall.log_file("site-firewall").read_text()
     assert f"job {job.id} on wall1: swept table inet hpc_train_job_999999 (job 999999 no longer here)" in said
-    for node in ("wall1", "wall2"):
-        assert (f"hpc-train site firewall: job {job.id} on {node}: ports {window.start}-{window.stop - 1} open to "
-                f"wall1, wall2 only (table inet hpc_train_job_{job.id})") in said
-        assert f"hpc-train site firewall: job {job.id} on {node}: removed table inet hpc_train_job_{job.id}" in said
+    for node, own in (("wall1", job.id), ("wall2", component)):
+        assert (f"hpc-train site firewall: job {own} on {node}: ports {window.start}-{window.stop - 1} of "
+                f"heterogeneous job {job.id} open to wall1, wall2 only (table inet hpc_train_job_{own})") in said
+        assert f"hpc-train site firewall: job {own} on {node}: removed table inet hpc_train_job_{own}" in said
 
 
 @pytest.mark.tensorflow

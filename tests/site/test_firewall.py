@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hpc_train.bootstrap.ports import assign_ports
+from hpc_train.bootstrap.ports import assign_ports, derived_window
 from hpc_train.errors import HpcTrainError
-from hpc_train.site.firewall import JobOnNode, job_window, our_tables, ruleset, stale_tables
+from hpc_train.site.firewall import Guarded, JobOnNode, guarded, job_window, our_tables, ruleset, stale_tables
 
 LISTED = """table ip filter
 table inet hpc_train_job_40
@@ -103,3 +103,96 @@ def test_the_kits_window_holds_every_port_a_served_job_uses(nodes: int, per_node
     # ranks fill it (the word is what keeps them one).
     bare = job_window(str(job_id), tasks, nodes)
     assert bare == window if len(bare) >= tasks + 1 + workers else not used <= set(bare)
+
+
+# What Slurm 22.05 gave the prolog of real heterogeneous jobs (a local cluster with separate hosts, partitions gpu
+# hf[1-2] and cpu hf3; `env` and `scontrol show job -o` dumped by the Prolog, as root): `service` is `hpc-train render
+# --nodes 2 --ntasks-per-node 2 --data-workers 2 --data-partition cpu` (leader 7301013 on hf[1-2]: 4 ranks; the
+# service's component 7301014 on hf3: 3 tasks), its batch shell's variables too; `three` a job of three components
+# (7301005 hf1 2 tasks, 7301006 hf2 1, 7301007 hf3 1) with a service beside the ranks; `plain` a plain job (7301008).
+CAPTURED = Path(__file__).parent / "slurm_22_05_het"
+
+
+def captured_env(name: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in (CAPTURED / name).read_text().splitlines() if "=" in line)
+
+
+def captured_records(name: str) -> list[dict[str, str]]:
+    from hpc_train.slurm.client import fields
+    return [fields(line) for line in (CAPTURED / name).read_text().splitlines() if line.strip()]
+
+
+def test_a_components_prolog_sees_its_own_id_and_nodes_and_its_leaders_id() -> None:
+    service = JobOnNode.from_environ(captured_env("service.component1.hf3.env"))
+    assert service == JobOnNode("7301014", ("hf3",), "hf3", het_leader="7301013") and service.asked == "7301013"
+    leader = JobOnNode.from_environ(captured_env("service.leader.hf2.env"))
+    assert leader == JobOnNode("7301013", ("hf1", "hf2"), "hf2", het_leader="7301013")
+    # Its epilog too: it removes the table its prolog named by the component's own id.
+    assert JobOnNode.from_environ(captured_env("service.component1.hf3.epilog.env")).job_id == "7301014"
+    plain = JobOnNode.from_environ(captured_env("plain.hf3.env"))
+    assert plain == JobOnNode("7301008", ("hf3",), "hf3") and plain.asked == "7301008"
+    with pytest.raises(HpcTrainError, match=r"^SLURM_HET_JOB_ID='7; reboot': not a job id; run it as Slurm's Prolog"):
+        JobOnNode.from_environ({**captured_env("service.component1.hf3.env"), "SLURM_HET_JOB_ID": "7; reboot"})
+
+
+def test_every_component_of_a_heterogeneous_job_guards_the_whole_jobs_window_for_all_its_nodes() -> None:
+    shown = captured_records("service.scontrol")
+    tables = {env: guarded(JobOnNode.from_environ(captured_env(env)), shown)
+              for env in ("service.leader.hf1.env", "service.leader.hf2.env", "service.component1.hf3.env")}
+    # The leader's id, the 4 ranks (the service's 3 tasks are no ranks: the comment names its component), 3 ports.
+    whole = Guarded(derived_window(7301013, 4, 2, 3), ("hf1", "hf2", "hf3"), "7301013")
+    assert set(tables.values()) == {whole} and len(whole.window) == 8
+    # What the kit guarded before: each component its own id's window (the service's: no port of the job's).
+    assert not set(job_window("7301014", 3, 1, shown[1]["Comment"])) & set(whole.window)
+    # Had it counted the service's tasks as ranks, its window would be another (7 tasks + 3 ports: 16).
+    assert derived_window(7301013, 7, 4, 3) != whole.window
+
+
+def test_a_service_on_its_own_partition_listens_where_every_rank_and_the_kit_agree(tmp_path: Path) -> None:
+    """The captured job's batch shell, as the job body reads it (ranks_view): the service's ports and each rank's
+    (component 0's plain step, srun with the job's SLURM_HET_SIZE) are all in the window every table guards."""
+    from hpc_train.bootstrap import compute_layout
+    from hpc_train.injob.dataservice import plan_ports, window_environ
+    from hpc_train.injob.servicecomponent import ranks_view, srun_environ
+    from hpc_train.spec.data_service import DataService
+    from hpc_train.spec.jobline import JobBody
+    from tests.fake_slurm import step_env
+
+    service = DataService(2, partition="cpu")
+    body = JobBody(tmp_path, nodes=2, tasks_per_node=2, data_service=service)
+    view = ranks_view(captured_env("service.batch.env"), service)
+    served = plan_ports(body, view)
+    hosts = ["hf1", "hf1", "hf2", "hf2"]
+    ranks = compute_layout({**srun_environ(view), **step_env("hf[1-2]", "2(x2)", 0, hosts_by_rank=hosts,
+                                                             job_id=7301013, extra=window_environ(body))}).ports
+    window = guarded(JobOnNode.from_environ(captured_env("service.component1.hf3.env")),
+                     captured_records("service.scontrol")).window
+    used = {served.dispatcher, *served.workers, *ranks}
+    assert len(used) == 4 + 1 + 2 and used <= set(window), (window, sorted(used))
+
+
+def test_a_job_of_three_components_counts_every_components_tasks_as_ranks() -> None:
+    """No component word: the service (if any) runs beside the ranks, whose step spans every component (the ps and
+    chief on CPU nodes, the workers on GPU nodes: --ps-partition)."""
+    job = JobOnNode.from_environ(captured_env("three.component1.hf2.env"))
+    guard = guarded(job, captured_records("three.scontrol"))
+    assert guard == Guarded(derived_window(7301005, 4, 2, 2), ("hf1", "hf2", "hf3"), "7301005")
+
+
+def test_a_component_whose_leader_slurm_does_not_list_is_refused_in_one_line() -> None:
+    """`scontrol show job` of a component's own id lists that component alone (captured): the prolog asks for the
+    leader. Where Slurm lists not every component of the job (HetJobIdSet), nothing is guarded: the kit says why,
+    and the job runs open, as without the kit."""
+    job = JobOnNode.from_environ(captured_env("three.component1.hf2.env"))
+    for shown in ([], captured_records("plain.scontrol"), captured_records("three.component1-only.scontrol"),
+                  captured_records("three.scontrol")[:2]):
+        with pytest.raises(HpcTrainError, match=r"^Slurm did not list the components of heterogeneous job 7301005 "
+                                                r"\(scontrol show job 7301005\), and this component's nodes alone"):
+            guarded(job, shown)
+    assert [record["JobId"] for record in captured_records("three.component1-only.scontrol")] == ["7301006"]
+
+
+def test_a_plain_jobs_guard_is_its_own_window_and_nodes() -> None:
+    job = JobOnNode.from_environ(captured_env("plain.hf3.env"))
+    assert guarded(job, captured_records("plain.scontrol")) == Guarded(job_window("7301008", 1, 1), ("hf3",))
+    assert guarded(job, []) == Guarded(job_window("7301008", None, 1), ("hf3",))  # Slurm silent: one task a node

@@ -133,3 +133,56 @@ def test_when_slurm_does_not_answer_no_table_is_swept(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.splitlines()) == ["table inet hpc_train_job_1234", "table inet hpc_train_job_40"]
     assert "job 1234 on localhost: Slurm did not say which jobs run here: no table swept" in result.stderr
+
+
+def het_component_env(tmp_path: Path) -> dict[str, str]:
+    """The captured prolog of a heterogeneous job's data-service component (tests/site/slurm_22_05_het: 7301014 on
+    hf3, its leader 7301013 on hf[1-2]), its nodes named by addresses that resolve here; a fake scontrol answers as
+    Slurm did: the leader's id lists both components, the component's own id itself alone."""
+    captured = Path(__file__).parent / "slurm_22_05_het"
+    here = {"hf[1-2]": "127.0.0.[2-3]", "hf3": "127.0.0.4"}
+
+    def resolvable(text: str) -> str:
+        for name, address in here.items():
+            text = text.replace(name, address)
+        return text
+
+    env = job_env(tmp_path)
+    both = resolvable((captured / "service.scontrol").read_text())
+    (tmp_path / "both.txt").write_text(both)
+    (tmp_path / "own.txt").write_text(both.splitlines()[1] + "\n")
+    (tmp_path / "bin" / "scontrol").write_text(
+        f'#!/bin/sh\ncase "$4" in 7301013) cat {tmp_path}/both.txt;; 7301014) cat {tmp_path}/own.txt;; esac\n')
+    prolog = dict(line.split("=", 1) for line in (captured / "service.component1.hf3.env").read_text().splitlines())
+    return {**{name: value for name, value in env.items() if not name.startswith("SLURM")},
+            **{name: resolvable(value) for name, value in prolog.items() if name.startswith("SLURM")},
+            "SLURMD_NODENAME": "127.0.0.4"}
+
+
+@needs_nft
+def test_a_heterogeneous_jobs_component_opens_the_whole_jobs_window_to_every_components_nodes(
+        tmp_path: Path) -> None:
+    result = in_own_network(f"{SITE} --prolog --log {tmp_path}/site.log\nnft list table inet hpc_train_job_7301014",
+                            het_component_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "tcp dport 31912-31919 ip saddr { 127.0.0.2, 127.0.0.3, 127.0.0.4 } accept" in result.stdout, result.stdout
+    assert "tcp dport 31912-31919 drop" in result.stdout
+    assert (tmp_path / "site.log").read_text() == (
+        "hpc-train site firewall: job 7301014 on 127.0.0.4: ports 31912-31919 of heterogeneous job 7301013 open to "
+        "127.0.0.2, 127.0.0.3, 127.0.0.4 only (table inet hpc_train_job_7301014)\n")
+
+
+def test_a_component_slurm_does_not_list_with_its_job_leaves_the_job_open_in_one_line(tmp_path: Path) -> None:
+    env = het_component_env(tmp_path)
+    (tmp_path / "both.txt").write_text((tmp_path / "own.txt").read_text())  # the leader's id: this component alone
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "nft").symlink_to(shutil.which("true") or "/bin/true")  # reached only once the job's facts are known
+    result = subprocess.run([sys.executable, "-m", "hpc_train", "site", "firewall", "--prolog"],
+                            env={**env, "PATH": f"{tmp_path / 'bin'}:{empty}:/usr/bin:/bin"}, capture_output=True,
+                            text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0
+    assert result.stderr.splitlines() == [
+        "hpc-train site firewall: job 7301014 on 127.0.0.4: Slurm did not list the components of heterogeneous job "
+        "7301013 (scontrol show job 7301013), and this component's nodes alone would cut the job apart; the job's "
+        "ports stay open to every host"]
