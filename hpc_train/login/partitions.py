@@ -68,7 +68,7 @@ def parse_partitions(partitions_text: str, nodes_text: str) -> list[Partition]:
         found.append(Partition(fields["PartitionName"], int(fields.get("TotalNodes", len(names))),
                                _count(fields.get("MaxNodes", "UNLIMITED")), _minutes(fields.get("MaxTime", "UNLIMITED")),
                                tuple(gpus.get(name, 0) for name in names), fields.get("Default") == "YES",
-                               tuple(cpus[name] for name in names) if all(name in cpus for name in names) else ()))
+                               tuple(cpus[name] for name in names) if set(names) <= set(cpus) else ()))
     return found
 
 

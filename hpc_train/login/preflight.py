@@ -62,8 +62,8 @@ def service_cpu_problems(spec: JobRequest, partition: Partition, group: Group) -
     --mincpus (spec/directives.py) beyond every node's CPUs, named by the service's flags; none when the partition's
     nodes do not say their CPUs."""
     service, wanted = spec.data_service, service_mincpus(spec, group).get("mincpus")
-    if service is None or wanted is None or not partition.node_cpus:
-        return []
+    if service is None or wanted is None or not partition.node_cpus or "mincpus" in dict(spec.sbatch):
+        return []  # (--sbatch mincpus=N: the user's own, which sbatch --test-only judges)
     roomy = sum(1 for cpus in partition.node_cpus if cpus >= wanted)
     if roomy >= group.node_range.least:
         return []

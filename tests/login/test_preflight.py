@@ -63,6 +63,9 @@ def test_a_data_service_no_node_can_hold_beside_the_ranks_is_refused_naming_its_
     # Spread over 4 nodes, one each: 1 + 2 CPUs a node fit; so do 3 workers on one node of 4.
     assert limit_problems(JobSpec(nodes=4, data_service=DataService(4, cpus=2)), debug) == []
     assert limit_problems(JobSpec(nodes=1, data_service=DataService(3)), debug) == []
+    # The user's own --sbatch mincpus=N replaces the request's: Slurm's --test-only judges it, not this.
+    own = JobSpec(nodes=1, data_service=DataService(4, cpus=2), sbatch=(("mincpus", "4"),))
+    assert limit_problems(own, debug) == []
     # Nodes that do not say their CPUs: nothing to judge by (sbatch --test-only still asks the scheduler).
     assert parse_partitions(PARTITIONS, NODES)[0].node_cpus == ()
 
