@@ -15,16 +15,15 @@ each end of growing, is one line (`Decision.line`), the share before and after i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from hpc_train.data_service.placement import node_cpus
 from hpc_train.spec.data_service import AUTO_MOST
 
 THRESHOLD = 0.10  # an input share over this is worth another worker
 MEANINGFUL = 0.03  # the fall of the share (absolute) that says the last worker added helped
-_CPUS = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 
 
 @dataclass(frozen=True)
@@ -91,13 +90,8 @@ def percent(share: float) -> str:
 
 def job_cpus(text: str) -> int | None:
     """The CPUs SLURM_JOB_CPUS_PER_NODE says the job holds (`4(x2),2`: 10); None when it says nothing readable."""
-    total = 0
-    for part in filter(None, (piece.strip() for piece in text.split(","))):
-        found = _CPUS.match(part)
-        if found is None:
-            return None
-        total += int(found.group(1)) * int(found.group(2) or 1)
-    return total or None
+    cpus = node_cpus(text)
+    return sum(cpus) if cpus else None
 
 
 def worker_limit(env: Mapping[str, str], tasks: int, cpus_per_worker: int, most: int = AUTO_MOST) -> int:

@@ -33,6 +33,7 @@ from hpc_train.data_service.autosize import Sizing, worker_limit
 from hpc_train.bootstrap.slurm_env import SERVICE_PORTS
 from hpc_train.data_service.endpoints import ServicePorts, service_ports, window
 from hpc_train.data_service.environment import WORK_DIR, ServiceEnv, address, job_name
+from hpc_train.data_service.placement import held, misfit
 from hpc_train.injob.jobline import JobBody
 from hpc_train.injob.servicecomponent import het_group, service_nodes, srun_environ
 from hpc_train.injob.serviceguard import DISPATCHER, WorkerGuard
@@ -155,6 +156,14 @@ def one_worker(body: JobBody, env: Mapping[str, str], ports: ServicePorts, host:
             "--ports", str(ports.workers[index]), "--stop-file", str(run_dir / STOP_FILE)]
 
 
+def service_slurm(env: Mapping[str, str]) -> SlurmClient:
+    """The Slurm client that starts the service's steps: srun's variables without the job's SLURM_NTASKS_PER_NODE,
+    which srun would take for the step's own and then say it ignores ("can't honor --ntasks-per-node set to 2 which
+    doesn't match the requested tasks 3") in the job's log: each step says its tasks itself."""
+    return SlurmClient.local({name: value for name, value in srun_environ(env).items()
+                              if name != "SLURM_NTASKS_PER_NODE"})
+
+
 def reachable(hosts: Sequence[str], port: int, seconds: float, alive: Any) -> bool:
     """Whether `port` takes a connection on one of `hosts` within `seconds`, tried while `alive()` (its srun runs)."""
     deadline = time.monotonic() + seconds
@@ -265,7 +274,7 @@ def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: 
     ports, host, nodes = plan_ports(body, env), dispatcher_host(env), job_nodes(env)
     node = nodes[index % len(nodes)]
     arguments = one_worker(body, env, ports, host, node, index, sys.executable)
-    slurm = SlurmClient.local(srun_environ(env))
+    slurm = service_slurm(env)
     try:
         steps.append(slurm.start_step(arguments))
     except Exception as error:  # noqa: BLE001 - srun refused: the service runs on with the workers it has
@@ -288,13 +297,13 @@ def add_worker(body: JobBody, env: Mapping[str, str], steps: list[Any], guards: 
 def dispatcher_again(body: JobBody, env: Mapping[str, str]) -> Any:
     """A new srun of the dispatcher's step, as the first: the same port, the same journal (it restores from it)."""
     dispatcher, _ = server_steps(body, env, plan_ports(body, env), dispatcher_host(env), sys.executable)
-    return SlurmClient.local(srun_environ(env)).start_step(dispatcher)
+    return service_slurm(env).start_step(dispatcher)
 
 
 def workers_again(body: JobBody, env: Mapping[str, str], count: int) -> Any:
     """A new srun of the workers' step, as the first (the guard's restart): the same ports, the same logs."""
     _, workers = server_steps(body, env, plan_ports(body, env), dispatcher_host(env), sys.executable, count)
-    return counted_restart(body, SlurmClient.local(srun_environ(env)).start_step(workers))
+    return counted_restart(body, service_slurm(env).start_step(workers))
 
 
 def counted_restart(body: JobBody, process: Any) -> Any:
@@ -315,10 +324,15 @@ def start(body: JobBody, env: Mapping[str, str], attempt: int, steps: list[Any],
     except Exception as error:  # noqa: BLE001 - a window without room: the job runs without the service
         _say(f"warning: no data service ({error}); the ranks read their input themselves")
         return None
+    problem = None if service_nodes(env) else misfit(held(env) or [], count, body.data_service.cpus,
+                                                     env.get("SLURM_CPUS_PER_TASK", ""))
+    if problem:  # (srun would refuse the workers' step at once: said here, in words, before anything starts)
+        _say(f"warning: no data service: {problem}; the ranks read their input themselves")
+        return None
     host = dispatcher_host(env)
     (body.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     dispatcher, workers = server_steps(body, env, ports, host, sys.executable, count)
-    slurm = SlurmClient.local(srun_environ(env))
+    slurm = service_slurm(env)
     steps.append(slurm.start_step(dispatcher))
     if not reachable([host], ports.dispatcher, START_TIMEOUT, lambda: steps[0].poll() is None):
         _say(f"warning: the data service's dispatcher did not start on {host}:{ports.dispatcher} (its log: "

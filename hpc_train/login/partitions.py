@@ -24,7 +24,7 @@ _UNLIMITED = ("UNLIMITED", "INFINITE", "NONE")
 
 @dataclass(frozen=True)
 class Partition:
-    """What a partition allows: nodes in all, nodes per job, minutes per job, and each node's GPUs."""
+    """What a partition allows: nodes in all, nodes per job, minutes per job, and each node's GPUs and CPUs."""
 
     name: str
     total_nodes: int
@@ -32,6 +32,7 @@ class Partition:
     max_minutes: int | None  # None: unlimited
     node_gpus: tuple[int, ...]
     default: bool = False
+    node_cpus: tuple[int, ...] = ()  # each node's CPUs (CPUTot); () when Slurm did not say them all
 
 
 def read_partitions(slurm: SlurmClient) -> list[Partition]:
@@ -56,8 +57,8 @@ def find_partition(partitions: list[Partition], wanted: str | None) -> Partition
 
 
 def parse_partitions(partitions_text: str, nodes_text: str) -> list[Partition]:
-    """Partitions from `scontrol show partition -o` and, for their GPUs, `scontrol show node -o`."""
-    gpus = node_gpus(nodes_text)
+    """Partitions from `scontrol show partition -o` and, for their GPUs and CPUs, `scontrol show node -o`."""
+    gpus, cpus = node_gpus(nodes_text), node_cpus(nodes_text)
     found = []
     for line in partitions_text.splitlines():
         fields = slurm_fields(line)
@@ -66,7 +67,8 @@ def parse_partitions(partitions_text: str, nodes_text: str) -> list[Partition]:
         names = hostlist.expand_hostlist(fields["Nodes"]) if fields.get("Nodes", "(null)") != "(null)" else []
         found.append(Partition(fields["PartitionName"], int(fields.get("TotalNodes", len(names))),
                                _count(fields.get("MaxNodes", "UNLIMITED")), _minutes(fields.get("MaxTime", "UNLIMITED")),
-                               tuple(gpus.get(name, 0) for name in names), fields.get("Default") == "YES"))
+                               tuple(gpus.get(name, 0) for name in names), fields.get("Default") == "YES",
+                               tuple(cpus[name] for name in names) if set(names) <= set(cpus) else ()))
     return found
 
 
@@ -77,6 +79,16 @@ def node_gpus(nodes_text: str) -> dict[str, int]:
         fields = slurm_fields(line)
         if "NodeName" in fields:
             counts[fields["NodeName"]] = sum(int(n) for n in _GPUS.findall(fields.get("Gres", "")))
+    return counts
+
+
+def node_cpus(nodes_text: str) -> dict[str, int]:
+    """Node name -> its CPUs (`CPUTot=4`), for the nodes that say them."""
+    counts = {}
+    for line in nodes_text.splitlines():
+        fields = slurm_fields(line)
+        if "NodeName" in fields and fields.get("CPUTot", "").isdigit():
+            counts[fields["NodeName"]] = int(fields["CPUTot"])
     return counts
 
 

@@ -21,6 +21,7 @@ from hpc_train.login.partitions import Partition, find_partition, format_minutes
 from hpc_train.login.script import job_image
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.spec.data_service import DataService
+from hpc_train.spec.directives import service_cpus, service_mincpus
 from hpc_train.spec.request import Group, JobRequest, JobSpecError, time_minutes
 from hpc_train.spec.sbatchoptions import dependency_jobs
 
@@ -47,12 +48,30 @@ def limit_problems(spec: JobRequest, partition: Partition, group: Group | None =
             problems.append(f"--gpus-per-node {group.gpus_per_node}: partition {partition.name} has {enough} node(s) "
                             f"with that many GPUs (at most {most} per node), {nodes} asked for; ask for fewer "
                             f"GPUs or nodes, {other}")
+    problems += service_cpu_problems(spec, partition, group)
     if spec.time and partition.max_minutes is not None:
         if time_minutes(spec.time) > partition.max_minutes:
             problems.append(f"--time {spec.time}: beyond partition {partition.name}'s time limit of "
                             f"{format_minutes(partition.max_minutes)} (MaxTime); ask for less (the job checkpoints "
                             f"and requeues itself at its limit), {other}")
     return problems
+
+
+def service_cpu_problems(spec: JobRequest, partition: Partition, group: Group) -> list[str]:
+    """A data service beside the ranks whose CPUs and the ranks' no node of the partition holds (pure): the request's
+    --mincpus (spec/directives.py) beyond every node's CPUs, named by the service's flags; none when the partition's
+    nodes do not say their CPUs."""
+    service, wanted = spec.data_service, service_mincpus(spec, group).get("mincpus")
+    if service is None or wanted is None or not partition.node_cpus or "mincpus" in dict(spec.sbatch):
+        return []  # (--sbatch mincpus=N: the user's own, which sbatch --test-only judges)
+    roomy = sum(1 for cpus in partition.node_cpus if cpus >= wanted)
+    if roomy >= group.node_range.least:
+        return []
+    return [f"--data-workers {service.asked} --data-cpus {service.cpus}: each node needs {wanted} CPU(s) for its "
+            f"ranks and the {service_cpus(spec, group) // service.cpus} data worker(s) placed beside them, and "
+            f"partition {partition.name} has {roomy} node(s) with that many (at most {max(partition.node_cpus)} "
+            "CPUs a node); ask for fewer data workers or CPUs each, more nodes (the workers spread over them), or "
+            "put them on a partition of their own (--data-partition P)"]
 
 
 # The requests this process found Slurm would run: one `sbatch --test-only` is enough, however often it is asked.

@@ -73,6 +73,14 @@ class DataService:
         """The service's processes at most: its dispatcher and its workers (each takes a port of the job's window)."""
         return 1 + self.most
 
+    def cpus_per_node(self, nodes: int) -> int:
+        """The CPUs its workers take on each of a job's `nodes` nodes beside the ranks (pure): srun places them
+        cyclic over the job's nodes, so ceil(workers / nodes) on a node, `cpus` each (`auto`: the one it starts
+        with); the dispatcher, which only hands out the dataset's pieces, none. 0 on a partition of its own."""
+        if self.component:
+            return 0
+        return -(-self.workers // max(1, nodes)) * self.cpus
+
     @property
     def asked(self) -> str:
         """--data-workers as asked: N, or auto."""

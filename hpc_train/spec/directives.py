@@ -28,6 +28,7 @@ def directives(request: JobRequest, group: Group | None = None) -> dict[str, str
         "nodes": str(group.node_range), "gpus-per-node": group.gpus_per_node or None,
         # The chief and ps need not fill their nodes evenly: their count in all (Slurm spreads them, block).
         **({"ntasks": group.ntasks} if group.ntasks is not None else tasks_per_node(group)),
+        **service_mincpus(request, group),
         "cpus-per-task": group.cpus_per_task, "partition": group.partition, "mem": group.mem,
         "constraint": group.constraint, "gres": group.gres, "exclusive": group.exclusive or None,
         # --sbatch's: in every group, so that the whole job has them (a node excluded, a reservation, ...).
@@ -80,6 +81,30 @@ def tasks_per_node(group: Group) -> dict[str, int]:
         return {"ntasks-per-node": group.tasks_per_node}
     cpus = group.tasks_per_node * (group.cpus_per_task or 1)
     return {"mincpus": cpus} if cpus > 1 else {}
+
+
+def service_cpus(request: JobRequest, group: Group) -> int:
+    """The CPUs the job's data service takes on each node of `group` beside its ranks: the first group's (srun puts
+    the service's steps on a heterogeneous job's first component), ceil(W / MIN nodes) workers of C CPUs; 0 for
+    another group, a service on a partition of its own, or none (pure)."""
+    service = request.data_service
+    if service is None or group is not request.groups[0]:
+        return 0
+    return service.cpus_per_node(group.node_range.least)
+
+
+def service_mincpus(request: JobRequest, group: Group) -> dict[str, int]:
+    """--mincpus for a group whose nodes also run the data service's workers: each node's ranks' CPUs and the
+    workers' placed there, so that the allocation holds both (Slurm 22.05 gives a node that many CPUs, checked with
+    `scontrol show job -d`'s CPU_IDs: an `srun --overlap` step still fits in the job's CPUs only, so without them
+    the workers' step is refused). {} without a service there. With --ntasks-per-node and --cpus-per-task over 1,
+    Slurm 22.05 holds ntasks-per-node x cpus-per-task on a node whatever --mincpus says: the job body says so in
+    one line when the workers then cannot fit (data_service/placement.py)."""
+    service = service_cpus(request, group)
+    if not service:
+        return {}
+    ranks = -(-group.num_tasks // group.node_range.least) if group.ntasks is not None else group.tasks_per_node
+    return {"mincpus": ranks * (group.cpus_per_task or 1) + service}
 
 
 def directive_lines(request: JobRequest, first: Mapping[str, str | int | bool] | None = None) -> list[str]:

@@ -26,6 +26,21 @@ def test_render_carries_the_service_to_the_job_body(tmp_path: Path, capsys: pyte
     assert body.data_service is not None and body.data_service.workers == 2
 
 
+@pytest.mark.parametrize("args, mincpus", [
+    (["--nodes", "1", "--data-workers", "2"], 3),  # 1 rank + 2 workers of 1 CPU on the one node
+    (["--nodes", "2", "--data-workers", "3", "--data-cpus", "2"], 5),  # 1 rank + ceil(3/2) x 2
+    (["--nodes", "2", "--data-workers", "auto", "--data-cpus", "2"], 3),  # the worker it starts with
+    (["--nodes", "2", "--data-workers", "2", "--sweep", "seed=1,2"], 2),  # each element of the array
+])
+def test_the_scripts_request_holds_the_workers_cpus_beside_the_ranks(args: list[str], mincpus: int, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "job.sbatch"
+    code, _, err = run_main(["render", *args, "-o", str(output)], capsys)
+    assert code == 0, err
+    asked = [line for line in output.read_text().splitlines() if line.startswith("#SBATCH --mincpus")]
+    assert asked == [f"#SBATCH --mincpus={mincpus}"]
+
+
 def test_auto_reaches_the_job_body_and_its_window_holds_the_most_workers(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """--data-workers auto (and the YAML's workers: auto): the job line says auto, the body starts with one worker,

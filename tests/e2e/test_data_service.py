@@ -3,7 +3,7 @@
 - a 2-node multiworker MNIST job trains through TensorFlow's data service (a dispatcher and two data workers
   started by the job body beside the ranks), loses a data worker mid-run (the dispatcher gives its share to the
   other), is warned as near its time limit, requeues itself, trains on with a service restored from its journal to
-  COMPLETED;
+  COMPLETED, its allocation holding each node's worker's CPU beside its rank's;
 - a parameter-server MNIST job trains through a service sized by `--data-workers auto` (one worker to start; under
   ParameterServerStrategy the ledger measures no input wait, so it stays at one, silently), which is killed mid-run
   and started again by the job body, to COMPLETED; its service's processes sampled their CPU use, which `report`
@@ -89,6 +89,9 @@ def test_a_two_node_job_trains_through_the_data_service_and_leaves_no_server(clu
     status = subprocess.run(["hpc-train", "status", job_id], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert re.search(r"data service: dispatcher grpc://node1:\d+ running \(step \d+\.\d+\); 2 data worker\(s\) on "
                      r"port\(s\) \d+,\d+ running \(step", status.stdout), status.stdout + status.stderr
+    # The job holds each node's rank's CPU and its worker's (--mincpus=2): Slurm's own record of the allocation.
+    shown = subprocess.run(["scontrol", "show", "job", "-d", job_id], env=env, capture_output=True, text=True).stdout
+    assert "NumCPUs=4 " in shown and "MinCPUsNode=2 " in shown, shown  # (its ranks alone: 2)
     # Warned after its first epoch (four more to go: seconds, enough to be warned in), as `--signal=B:USR1@...` would
     # near the time limit: it saves and requeues.
     wait_for_text(logs, "epoch 1/5")
@@ -168,6 +171,8 @@ def test_a_parameter_server_job_trains_through_a_lone_data_worker_started_again(
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["strategy"] == "parameter_server" and [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2, 3]
     assert "auto-sized data workers (1 to 8)" in text and "hpc-train: data workers" not in text, text[-3000:]
+    # The dispatcher's step of one task is not told the job's 2 tasks a node (srun would say it ignores them).
+    assert "can't honor --ntasks-per-node" not in text, text[-3000:]
     assert json.loads((folder / "data_service.json").read_text())["auto"]["workers"] == 1
     sampled = {path.name.split("-")[0] for path in (folder / "utilization" / "data_service").glob("*.jsonl")}
     assert sampled == {"dispatcher", "worker"}, sampled

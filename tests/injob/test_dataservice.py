@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hpc_train.bootstrap.ports import derived_window
-from hpc_train.injob.dataservice import (batch_host, plan_ports, server_steps, serving_data, start_words,
-                                        step_tasks, worker_nodes)
+from hpc_train.injob.dataservice import (batch_host, plan_ports, server_steps, service_slurm, serving_data,
+                                        start_words, step_tasks, worker_nodes)
 from hpc_train.injob.jobline import JobBody
 from hpc_train.spec.data_service import DataService
 
@@ -33,6 +33,8 @@ def test_the_steps_overlap_the_ranks_and_listen_at_the_top_of_the_window(tmp_pat
     stop = ["--stop-file", str(run / "data_service.stop")]
     assert dispatcher[-6:] == ["--port", str(ports.dispatcher), "--work-dir", str(run / "data_service"), *stop]
     assert "--overlap" in workers and "--ntasks=2" in workers and "--nodes=2" in workers
+    # srun is not told the job's tasks a node, which it would take for the step's and say it ignores.
+    assert "SLURM_NTASKS_PER_NODE" not in service_slurm({**JOB, "SLURM_NTASKS_PER_NODE": "2"}).env
     assert "--cpus-per-task=2" in workers
     assert workers[-6:] == ["--dispatcher", f"grpc://node1:{ports.dispatcher}", "--ports",
                             f"{ports.workers[0]},{ports.workers[1]}", *stop]
@@ -155,6 +157,27 @@ def test_a_step_that_cannot_start_at_all_is_one_warning(tmp_path: Path, monkeypa
     with serving_data(body(tmp_path), JOB, 1, under_slurm=True) as env:
         assert "HPC_TRAIN_DATA_SERVICE" not in env
     assert "warning: no data service (FileNotFoundError: srun)" in capsys.readouterr().err
+
+
+def test_workers_the_jobs_cpus_cannot_hold_start_nothing_and_say_why_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A one-node job holding 1 CPU, 2 workers: srun would refuse their step ("More processors requested than
+    permitted"); nothing is started, one line names the problem and the fix, the ranks read their own input."""
+    from hpc_train.slurm.client import SlurmClient
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(SlurmClient, "start_step", lambda self, arguments: started.append(arguments))
+    one_cpu = {**JOB, "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "node1", "SLURM_NTASKS": "1",
+               "SLURM_JOB_CPUS_PER_NODE": "1"}
+    job = JobBody(tmp_path / "run", nodes=1, data_service=DataService(2))
+    with serving_data(job, one_cpu, 1, under_slurm=True) as env:
+        assert "HPC_TRAIN_DATA_SERVICE" not in env
+    assert started == []
+    lines = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert lines == ["hpc-train: warning: no data service: its 2 data worker(s) of 1 CPU(s) need 2 CPU(s) on node1 "
+                     "(2 of them there), and this job holds 1 there; ask for fewer (--data-workers, --data-cpus), "
+                     "whole nodes (--exclusive), or a partition of their own (--data-partition P); the ranks read "
+                     "their input themselves"]
 
 
 def test_a_workers_step_that_ends_while_the_ranks_run_is_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

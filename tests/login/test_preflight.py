@@ -48,6 +48,28 @@ def test_a_request_within_the_limits_has_no_problem() -> None:
     assert limit_problems(JobSpec(nodes=4, time="30-00:00:00"), debug) == []
 
 
+def test_a_data_service_no_node_can_hold_beside_the_ranks_is_refused_naming_its_flags() -> None:
+    """Each node's CPUs (CPUTot) against the request's --mincpus: its ranks' CPUs and the workers srun puts there."""
+    from hpc_train.spec.data_service import DataService
+
+    nodes = "".join(f"NodeName=node{index} CPUTot=4 Gres=(null)\n" for index in range(1, 5))
+    debug = parse_partitions(PARTITIONS, nodes)[0]
+    assert debug.node_cpus == (4, 4, 4, 4)
+    [problem] = limit_problems(JobSpec(nodes=1, data_service=DataService(4, cpus=2)), debug)
+    assert problem == ("--data-workers 4 --data-cpus 2: each node needs 9 CPU(s) for its ranks and the 4 data "
+                       "worker(s) placed beside them, and partition debug has 0 node(s) with that many (at most 4 "
+                       "CPUs a node); ask for fewer data workers or CPUs each, more nodes (the workers spread over "
+                       "them), or put them on a partition of their own (--data-partition P)")
+    # Spread over 4 nodes, one each: 1 + 2 CPUs a node fit; so do 3 workers on one node of 4.
+    assert limit_problems(JobSpec(nodes=4, data_service=DataService(4, cpus=2)), debug) == []
+    assert limit_problems(JobSpec(nodes=1, data_service=DataService(3)), debug) == []
+    # The user's own --sbatch mincpus=N replaces the request's: Slurm's --test-only judges it, not this.
+    own = JobSpec(nodes=1, data_service=DataService(4, cpus=2), sbatch=(("mincpus", "4"),))
+    assert limit_problems(own, debug) == []
+    # Nodes that do not say their CPUs: nothing to judge by (sbatch --test-only still asks the scheduler).
+    assert parse_partitions(PARTITIONS, NODES)[0].node_cpus == ()
+
+
 def test_pending_reasons_are_told_in_words() -> None:
     assert reason_in_words("PartitionConfig").startswith("PartitionConfig: the request does not fit the partition")
     assert "never start" in reason_in_words("(PartitionTimeLimit)")
