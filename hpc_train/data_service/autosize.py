@@ -5,7 +5,9 @@ hands `decide` the input share of that epoch: the share of the training steps' t
 (docs/goodput.md). One more worker is added while
 
 - the share is over THRESHOLD (10%), and
-- the last worker added helped: the share fell by MEANINGFUL (3 points) or more since the epoch before it, and
+- the last worker added helped: the share fell by MEANINGFUL (3 points) or more since the epoch before it, or its
+  training steps took FASTER (10%) less time (a rank that waits on its input nearly always keeps a share near 100%
+  while a worker more makes its epochs shorter: measured, benchmarks/data_service_auto.py), and
 - the job's limit is not reached (`worker_limit`: the CPUs the job holds beside its ranks, at most AUTO_MOST).
 
 A worker that did not help, or the limit, settles the size for good (the next attempt starts there and adds no
@@ -24,18 +26,20 @@ from hpc_train.spec.data_service import AUTO_MOST
 
 THRESHOLD = 0.10  # an input share over this is worth another worker
 MEANINGFUL = 0.03  # the fall of the share (absolute) that says the last worker added helped
+FASTER = 0.10  # ... or the fall of the epoch's training steps' seconds (relative) that says so
 
 
 @dataclass(frozen=True)
 class Sizing:
-    """Where the sizing stands: the workers running, the most this job may run, the input share of the last epoch
-    before the last worker was added (None: no addition waits for its measure), and why it grows no more (None:
-    it may)."""
+    """Where the sizing stands: the workers running, the most this job may run, the input share and the training
+    steps' seconds of the last epoch before the last worker was added (None: no addition waits for its measure, or
+    the seconds were not measured), and why it grows no more (None: it may)."""
 
     workers: int
     limit: int
     before: float | None = None
     settled: str | None = None
+    before_seconds: float | None = None
 
     def record(self) -> dict[str, Any]:
         """As data_service.json keeps it for the next attempt."""
@@ -50,8 +54,10 @@ class Sizing:
         workers, before, settled = record.get("workers"), record.get("before"), record.get("settled")
         whole = isinstance(workers, int) and not isinstance(workers, bool) and workers > 0
         workers = min(workers, limit) if whole else 1
+        seconds = record.get("before_seconds")
         return cls(workers, limit, float(before) if isinstance(before, (int, float)) else None,
-                   settled if isinstance(settled, str) else None)
+                   settled if isinstance(settled, str) else None,
+                   float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else None)
 
 
 @dataclass(frozen=True)
@@ -62,26 +68,40 @@ class Decision:
     line: str | None = None
 
 
-def decide(sizing: Sizing, share: float) -> Decision:
-    """The sizing after an epoch whose steps waited `share` (0 to 1) of their time on their input."""
+def decide(sizing: Sizing, share: float, seconds: float | None = None) -> Decision:
+    """The sizing after an epoch whose steps waited `share` (0 to 1) of their time on their input and took
+    `seconds` (None: not measured)."""
     if sizing.settled is not None:
         return Decision(sizing)
     pending = sizing.before
     measured = f"input {percent(share)} of the last epoch" + (
         f" ({percent(pending)} before worker {sizing.workers})" if pending is not None else "")
-    helped = pending is None or pending - share >= MEANINGFUL - 1e-9  # (0.30 - 0.27 is 0.0299... in floats)
+    faster = sped_up(sizing.before_seconds, seconds) if pending is not None else None
+    measured += f", its steps {faster:.0%} faster" if faster is not None and faster >= FASTER - 1e-9 else ""
+    helped = (pending is None or pending - share >= MEANINGFUL - 1e-9  # (0.30 - 0.27 is 0.0299... in floats)
+              or (faster is not None and faster >= FASTER - 1e-9))
     if share > THRESHOLD and helped and sizing.workers < sizing.limit:
-        grown = replace(sizing, workers=sizing.workers + 1, before=share)
+        grown = replace(sizing, workers=sizing.workers + 1, before=share, before_seconds=seconds)
         return Decision(grown, f"data workers {sizing.workers} -> {grown.workers}: {measured}")
     if share <= THRESHOLD:
         if pending is None:
             return Decision(sizing)  # fed well enough, nothing added lately: nothing to say
         why = f"under {percent(THRESHOLD)}"
-        return Decision(replace(sizing, before=None), f"data workers stay at {sizing.workers}: {measured}: {why}")
-    why = (f"worker {sizing.workers} took it down by under {MEANINGFUL * 100:.0f} points" if not helped else
+        return Decision(replace(sizing, before=None, before_seconds=None),
+                        f"data workers stay at {sizing.workers}: {measured}: {why}")
+    slower = "" if faster is None else f" nor its steps' time by {FASTER:.0%}"
+    why = (f"worker {sizing.workers} took it down by under {MEANINGFUL * 100:.0f} points{slower}" if not helped else
            f"{sizing.limit} is this job's most (its CPUs beside the ranks, at most {AUTO_MOST})")
-    return Decision(replace(sizing, before=None, settled=why),
+    return Decision(replace(sizing, before=None, before_seconds=None, settled=why),
                     f"data workers stay at {sizing.workers}: {measured}: {why}")
+
+
+def sped_up(before: float | None, after: float | None) -> float | None:
+    """How much less time (a share of `before`) an epoch's training steps took after than before; None when either
+    was not measured."""
+    if before is None or after is None or before <= 0 or after <= 0:
+        return None
+    return (before - after) / before
 
 
 def percent(share: float) -> str:
@@ -106,10 +126,10 @@ def worker_limit(env: Mapping[str, str], tasks: int, cpus_per_worker: int, most:
     return max(1, min(most, (held - ranks) // max(1, cpus_per_worker)))
 
 
-def last_epoch(record: Mapping[str, Any], since: float, seen: float = 0.0) -> tuple[float, float] | None:
+def last_epoch(record: Mapping[str, Any], since: float, seen: float = 0.0) -> tuple[float, float, float | None] | None:
     """The newest epoch in the ranks' measures (training/goodput.py's `epochs`) that began at `since` or later (a
     worker added mid-epoch would measure half of one) and ended after `seen` (the last one decided on), as (when it
-    ended, its input share); None while there is none."""
+    ended, its input share, its training steps' seconds or None where not recorded); None while there is none."""
     epochs = record.get("epochs")
     found = None
     for epoch in epochs if isinstance(epochs, list) else ():
@@ -117,6 +137,7 @@ def last_epoch(record: Mapping[str, Any], since: float, seen: float = 0.0) -> tu
             share, began, ended = float(epoch["input_share"]), float(epoch["began"]), float(epoch["ended"])
         except (KeyError, TypeError, ValueError):
             continue
+        seconds = epoch.get("steps_seconds")
         if began >= since and ended > seen and (found is None or ended > found[0]):
-            found = (ended, share)
+            found = (ended, share, float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else None)
     return found

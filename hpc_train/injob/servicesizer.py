@@ -52,12 +52,12 @@ class ServiceSizer:
             if found is None:
                 continue
             seen = found[0]
-            since = self.step(found[1]) or since
+            since = self.step(found[1], found[2]) or since
 
-    def step(self, share: float) -> float | None:
-        """One epoch's share decided on: said, a worker added, the sizing kept; when a worker was added, the time
-        from which epochs measure it (it listens)."""
-        decision = decide(self.sizing, share)
+    def step(self, share: float, seconds: float | None = None) -> float | None:
+        """One epoch's share (and its training steps' seconds) decided on: said, a worker added, the sizing kept;
+        when a worker was added, the time from which epochs measure it (it listens)."""
+        decision = decide(self.sizing, share, seconds)
         if decision.line is not None:
             self.say(decision.line)
         added = decision.sizing.workers > self.sizing.workers

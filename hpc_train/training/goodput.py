@@ -157,13 +157,15 @@ class Goodput(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._close_window()
         now = self.totals()
-        share = input_share(now["input"] - self._epoch_start.get("input", 0.0),
-                            now["compute"] - self._epoch_start.get("compute", 0.0))
+        waited = now["input"] - self._epoch_start.get("input", 0.0)
+        computed = now["compute"] - self._epoch_start.get("compute", 0.0)
+        share = input_share(waited, computed)
         if share > INPUT_SHARE_WARNING and not self._warned:
             self._warned = True
             self.say(f"hpc-train: input: the training steps of epoch {epoch + 1} waited on the input pipeline "
                      f"{share:.0%} of their time; {INPUT_HELP}")
         self.epochs = [*self.epochs, {"epoch": epoch + 1, "input_share": round(share, 4),
+                                      "steps_seconds": round(waited + computed, 3),
                                       "began": round(self._epoch_began, 3), "ended": round(time.time(), 3)}
                        ][-EPOCHS_KEPT:]
         self._write(ledger=True)

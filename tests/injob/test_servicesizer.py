@@ -22,7 +22,7 @@ def test_a_worker_that_does_not_start_settles_the_size_that_runs(tmp_path: Path)
     assert asked == [1] and lines == ["data workers 1 -> 2: input 40% of the last epoch"]
     assert sizer.sizing == Sizing(1, 8, None, "worker 2 did not start")
     assert read_service(tmp_path)["auto"] == {"workers": 1, "limit": 8, "before": None,
-                                              "settled": "worker 2 did not start"}
+                                              "settled": "worker 2 did not start", "before_seconds": None}
     assert sizer.step(0.9) is None and asked == [1] and len(lines) == 1  # settled: nothing more
 
 

@@ -134,6 +134,10 @@ def test_the_last_epochs_input_shares_reach_the_run_folder(tmp_path: Path) -> No
     epochs = read_json_object(ranks_path(tmp_path, 1))["epochs"]
     assert [epoch["epoch"] for epoch in epochs] == list(range(2, EPOCHS_KEPT + 2))
     assert all(epoch["input_share"] > 0.25 for epoch in epochs[1:]), epochs  # (the first: the model's start-up)
+    # ... and their training steps' seconds (auto's other measure of whether a worker helped): 3 steps of a pipeline
+    # that sleeps 0.2 s a batch (its prefetch a little ahead of them), within the epoch's wall time.
+    assert all(0.5 <= epoch["steps_seconds"] <= epoch["ended"] - epoch["began"] + 0.01 for epoch in epochs[1:]), [
+        (epoch["steps_seconds"], epoch["ended"] - epoch["began"]) for epoch in epochs]
 
 
 def test_a_users_fit_in_a_job_writes_its_measures_into_the_run_folder_from_rank_0_alone(tmp_path: Path) -> None:
