@@ -38,14 +38,14 @@ SIZING = re.compile(r"^hpc-train: data workers .*$", re.M)
 
 
 def epoch_rows(metrics: Mapping[str, Any], ranks: Mapping[str, Any]) -> list[str]:
-    """A line per epoch: its images/s (metrics.json) and the input share the chief's ledger measured for it (pure)."""
-    shares = {round(float(epoch["ended"]), 3): float(epoch["input_share"]) for epoch in ranks.get("epochs", [])
-              if "input_share" in epoch and "ended" in epoch}
-    ordered = [share for _, share in sorted(shares.items())]
+    """A line per epoch: its images/s (metrics.json) and the input share the chief's ledger measured for it (the
+    ledger keeps the last few epochs: '-' for an older one) (pure)."""
+    shares = {epoch["epoch"]: float(epoch["input_share"]) for epoch in ranks.get("epochs", [])
+              if "input_share" in epoch and "epoch" in epoch}
     rows = []
-    for index, epoch in enumerate(metrics.get("epochs", [])):
+    for epoch in metrics.get("epochs", []):
         rate = epoch["images"] / epoch["training_seconds"] if epoch.get("training_seconds") else 0.0
-        share = f"{ordered[index]:.0%}" if index < len(ordered) else "-"
+        share = f"{shares[epoch['epoch']]:.0%}" if epoch["epoch"] in shares else "-"
         rows.append(f"epoch {epoch['epoch']}: {rate:.0f} images/s, input share {share}")
     return rows
 
