@@ -286,8 +286,8 @@ def one_job(env: Mapping[str, str], workdir: Path, arm: str, number: int, args: 
 def kill_worker(env: Mapping[str, str], workdir: Path, args: argparse.Namespace, conf: str) -> None:
     """2 data workers, worker 1 killed once epoch 2 has ended: the seconds lost, the ledger's input, the end."""
     name = "ib-kill"
-    # 2 CPUs for the job: the workers' step (2 tasks of 1 CPU, --overlap) must fit in the job's allocation, which
-    # for one task of 1 CPU holds 1 CPU (its workers' srun then never starts: the body gives up after 180 s).
+    # 2 CPUs for the job's rank: the workers' step (2 tasks of 1 CPU, --overlap) fits in the job's allocation (its
+    # request adds the workers' CPUs, docs/data_service.md), and the rank has the same 2 CPUs as before that did.
     job = submit(env, workdir, name, args, 2, ["--cpus-per-task", "2"])
     folder = folder_of(workdir, name, job)
     pinner = Pinner(job, conf, args.nice)
