@@ -6,7 +6,7 @@ the job, asked with `--exclusive`, may hold a rank and up to 3 workers), pinned 
 arm: the rank to one core, everything else of the job (the dispatcher, every data worker, the job body) to the
 other. So the first worker lifts the rank's starvation as far as one core of input can, and a second worker, on
 the same core, adds nothing: `auto` should add it (the share is over 10%), see that it did not help (the share fell
-by under 3 points), and stop there. For each run it prints every sizing line of the job body with the seconds since
+by under 3 points, and a step's average time by under 10%), and stop there. For each run it prints every sizing line of the job body with the seconds since
 the job started, the size reached and why (data_service.json's `auto`), and the images/s and input share of each
 epoch (metrics.json, the ranks' ledger). Each run is a job of its own (`--runs 2`: twice, one after the other); a
 requeue's start at the size kept is tested (tests/injob/test_servicesizer.py, the e2e tests), not timed here.

@@ -5,9 +5,9 @@ hands `decide` the input share of that epoch: the share of the training steps' t
 (docs/goodput.md). One more worker is added while
 
 - the share is over THRESHOLD (10%), and
-- the last worker added helped: the share fell by MEANINGFUL (3 points) or more since the epoch before it, or its
-  training steps took FASTER (10%) less time (a rank that waits on its input nearly always keeps a share near 100%
-  while a worker more makes its epochs shorter: measured, benchmarks/data_service_auto.py), and
+- the last worker added helped: the share fell by MEANINGFUL (3 points) or more since the epoch before it, or a
+  training step took FASTER (10%) less time on average (a rank that waits on its input nearly always keeps a share
+  near 100% while a worker more may make its steps shorter: benchmarks/data_service_auto.py), and
 - the job's limit is not reached (`worker_limit`: the CPUs the job holds beside its ranks, at most AUTO_MOST).
 
 A worker that did not help, or the limit, settles the size for good (the next attempt starts there and adds no
@@ -26,14 +26,14 @@ from hpc_train.spec.data_service import AUTO_MOST
 
 THRESHOLD = 0.10  # an input share over this is worth another worker
 MEANINGFUL = 0.03  # the fall of the share (absolute) that says the last worker added helped
-FASTER = 0.10  # ... or the fall of the epoch's training steps' seconds (relative) that says so
+FASTER = 0.10  # ... or the fall of a training step's seconds (relative, the epoch's average) that says so
 
 
 @dataclass(frozen=True)
 class Sizing:
-    """Where the sizing stands: the workers running, the most this job may run, the input share and the training
-    steps' seconds of the last epoch before the last worker was added (None: no addition waits for its measure, or
-    the seconds were not measured), and why it grows no more (None: it may)."""
+    """Where the sizing stands: the workers running, the most this job may run, the input share and a training
+    step's average seconds in the last epoch before the last worker was added (None: no addition waits for its
+    measure, or the seconds were not measured), and why it grows no more (None: it may)."""
 
     workers: int
     limit: int
@@ -70,14 +70,14 @@ class Decision:
 
 def decide(sizing: Sizing, share: float, seconds: float | None = None) -> Decision:
     """The sizing after an epoch whose steps waited `share` (0 to 1) of their time on their input and took
-    `seconds` (None: not measured)."""
+    `seconds` each on average (None: not measured)."""
     if sizing.settled is not None:
         return Decision(sizing)
     pending = sizing.before
     measured = f"input {percent(share)} of the last epoch" + (
         f" ({percent(pending)} before worker {sizing.workers})" if pending is not None else "")
     faster = sped_up(sizing.before_seconds, seconds) if pending is not None else None
-    measured += f", its steps {faster:.0%} faster" if faster is not None and faster >= FASTER - 1e-9 else ""
+    measured += f", a step {faster:.0%} faster" if faster is not None and faster >= FASTER - 1e-9 else ""
     helped = (pending is None or pending - share >= MEANINGFUL - 1e-9  # (0.30 - 0.27 is 0.0299... in floats)
               or (faster is not None and faster >= FASTER - 1e-9))
     if share > THRESHOLD and helped and sizing.workers < sizing.limit:
@@ -89,7 +89,7 @@ def decide(sizing: Sizing, share: float, seconds: float | None = None) -> Decisi
         why = f"under {percent(THRESHOLD)}"
         return Decision(replace(sizing, before=None, before_seconds=None),
                         f"data workers stay at {sizing.workers}: {measured}: {why}")
-    slower = "" if faster is None else f" nor its steps' time by {FASTER:.0%}"
+    slower = "" if faster is None else f" nor a step's time by {FASTER:.0%}"
     why = (f"worker {sizing.workers} took it down by under {MEANINGFUL * 100:.0f} points{slower}" if not helped else
            f"{sizing.limit} is this job's most (its CPUs beside the ranks, at most {AUTO_MOST})")
     return Decision(replace(sizing, before=None, before_seconds=None, settled=why),
@@ -97,8 +97,8 @@ def decide(sizing: Sizing, share: float, seconds: float | None = None) -> Decisi
 
 
 def sped_up(before: float | None, after: float | None) -> float | None:
-    """How much less time (a share of `before`) an epoch's training steps took after than before; None when either
-    was not measured."""
+    """How much less time (a share of `before`) a training step took after than before; None when either was not
+    measured."""
     if before is None or after is None or before <= 0 or after <= 0:
         return None
     return (before - after) / before
@@ -129,7 +129,9 @@ def worker_limit(env: Mapping[str, str], tasks: int, cpus_per_worker: int, most:
 def last_epoch(record: Mapping[str, Any], since: float, seen: float = 0.0) -> tuple[float, float, float | None] | None:
     """The newest epoch in the ranks' measures (training/goodput.py's `epochs`) that began at `since` or later (a
     worker added mid-epoch would measure half of one) and ended after `seen` (the last one decided on), as (when it
-    ended, its input share, its training steps' seconds or None where not recorded); None while there is none."""
+    ended, its input share, a training step's average seconds, or None where not recorded); None while there is
+    none. Per step, not per epoch: an attempt's first epoch measures fewer steps (its first call is start-up's, and
+    a resumed one starts mid-epoch)."""
     epochs = record.get("epochs")
     found = None
     for epoch in epochs if isinstance(epochs, list) else ():
@@ -137,7 +139,14 @@ def last_epoch(record: Mapping[str, Any], since: float, seen: float = 0.0) -> tu
             share, began, ended = float(epoch["input_share"]), float(epoch["began"]), float(epoch["ended"])
         except (KeyError, TypeError, ValueError):
             continue
-        seconds = epoch.get("steps_seconds")
         if began >= since and ended > seen and (found is None or ended > found[0]):
-            found = (ended, share, float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else None)
+            found = (ended, share, step_seconds(epoch))
     return found
+
+
+def step_seconds(epoch: Mapping[str, Any]) -> float | None:
+    """An epoch's training steps' seconds over its measured steps; None where either is missing or zero."""
+    seconds, steps = epoch.get("steps_seconds"), epoch.get("steps")
+    if not isinstance(seconds, (int, float)) or not isinstance(steps, int) or isinstance(steps, bool):
+        return None
+    return seconds / steps if seconds > 0 and steps > 0 else None

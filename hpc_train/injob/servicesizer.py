@@ -55,7 +55,7 @@ class ServiceSizer:
             since = self.step(found[1], found[2]) or since
 
     def step(self, share: float, seconds: float | None = None) -> float | None:
-        """One epoch's share (and its training steps' seconds) decided on: said, a worker added, the sizing kept;
+        """One epoch's share (and a training step's average seconds) decided on: said, a worker added, the sizing kept;
         when a worker was added, the time from which epochs measure it (it listens)."""
         decision = decide(self.sizing, share, seconds)
         if decision.line is not None:
@@ -69,7 +69,7 @@ class ServiceSizer:
             elif self.stopping.is_set():  # the service ends with the ranks' step: nothing to say or to keep
                 return None
             else:  # (add said why): the size that runs, and no more tries
-                self.sizing = replace(self.sizing, workers=self.sizing.workers - 1, before=None,
+                self.sizing = replace(self.sizing, workers=self.sizing.workers - 1, before=None, before_seconds=None,
                                       settled=f"worker {self.sizing.workers} did not start")
         note_service(self.run_dir, auto=self.sizing.record())
         return listening

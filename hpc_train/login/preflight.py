@@ -21,7 +21,7 @@ from hpc_train.login.partitions import Partition, find_partition, format_minutes
 from hpc_train.login.script import job_image
 from hpc_train.slurm.client import SlurmClient, last_words
 from hpc_train.spec.data_service import DataService
-from hpc_train.spec.directives import service_cpus, service_mincpus
+from hpc_train.spec.directives import ranks_cpus, service_cpus, service_mincpus
 from hpc_train.spec.request import Group, JobRequest, JobSpecError, time_minutes
 from hpc_train.spec.sbatchoptions import dependency_jobs
 
@@ -70,8 +70,9 @@ def service_cpu_problems(spec: JobRequest, partition: Partition, group: Group) -
     return [f"--data-workers {service.asked} --data-cpus {service.cpus}: each node needs {wanted} CPU(s) for its "
             f"ranks and the {service_cpus(spec, group) // service.cpus} data worker(s) placed beside them, and "
             f"partition {partition.name} has {roomy} node(s) with that many (at most {max(partition.node_cpus)} "
-            "CPUs a node); ask for fewer data workers or CPUs each, more nodes (the workers spread over them), or "
-            "put them on a partition of their own (--data-partition P)"]
+            "CPUs a node); ask for fewer data workers or CPUs each, more nodes (the workers spread over them), put "
+            f"them on a partition of their own (--data-partition P), or let them share the ranks' CPUs (--sbatch "
+            f"mincpus={ranks_cpus(group)})"]
 
 
 # The requests this process found Slurm would run: one `sbatch --test-only` is enough, however often it is asked.

@@ -98,13 +98,19 @@ def service_mincpus(request: JobRequest, group: Group) -> dict[str, int]:
     workers' placed there, so that the allocation holds both (Slurm 22.05 gives a node that many CPUs, checked with
     `scontrol show job -d`'s CPU_IDs: an `srun --overlap` step still fits in the job's CPUs only, so without them
     the workers' step is refused). {} without a service there. With --ntasks-per-node and --cpus-per-task over 1,
-    Slurm 22.05 holds ntasks-per-node x cpus-per-task on a node whatever --mincpus says: the job body says so in
-    one line when the workers then cannot fit (data_service/placement.py)."""
+    Slurm 22.05 holds ntasks-per-node x cpus-per-task on a node whatever --mincpus says, so none is asked: the
+    workers share the ranks' CPUs, and the job body says so in one line when they cannot fit even so
+    (data_service/placement.py)."""
     service = service_cpus(request, group)
-    if not service:
+    if not service or (group.cpus_per_task or 1) > 1:  # (there Slurm would not give it: asked, it only misleads)
         return {}
+    return {"mincpus": ranks_cpus(group) + service}
+
+
+def ranks_cpus(group: Group) -> int:
+    """The CPUs a node of `group` holds for its ranks (the fullest, for --ntasks over a node range's MIN) (pure)."""
     ranks = -(-group.num_tasks // group.node_range.least) if group.ntasks is not None else group.tasks_per_node
-    return {"mincpus": ranks * (group.cpus_per_task or 1) + service}
+    return ranks * (group.cpus_per_task or 1)
 
 
 def directive_lines(request: JobRequest, first: Mapping[str, str | int | bool] | None = None) -> list[str]:

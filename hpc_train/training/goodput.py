@@ -116,6 +116,8 @@ class Goodput(keras.callbacks.Callback):
         self._testing: float | None = None
         self._epoch_start: dict[str, float] = {}
         self._epoch_began = 0.0
+        self._epoch_steps = 0  # the epoch's measured steps (the first call's are start-up's, as its time is)
+        self._call_began = 0  # the first step of Keras' current call (steps_per_execution steps a call)
         self.epochs: list[dict[str, float]] = []  # the last EPOCHS_KEPT epochs' input shares, when each began and ended
         self._warned = False
         self._held_line: threading.Timer | None = None
@@ -132,9 +134,11 @@ class Goodput(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch_start = self.totals()
         self._epoch_began = time.time()
+        self._epoch_steps = 0
         self.trained = None  # (a later fit of the trainer's stretches trains again)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._call_began = batch
         if self.first_steps is not None and self._window is None:
             self._window = time.perf_counter()
 
@@ -144,6 +148,8 @@ class Goodput(keras.callbacks.Callback):
             self._wait_base = float(self.waited.numpy())
             self._window = time.perf_counter()
             self._write()
+        else:  # (Keras passes a call's first step to _begin and its last to _end)
+            self._epoch_steps += max(1, batch - self._call_began + 1)
 
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._close_window()
@@ -165,7 +171,7 @@ class Goodput(keras.callbacks.Callback):
             self.say(f"hpc-train: input: the training steps of epoch {epoch + 1} waited on the input pipeline "
                      f"{share:.0%} of their time; {INPUT_HELP}")
         self.epochs = [*self.epochs, {"epoch": epoch + 1, "input_share": round(share, 4),
-                                      "steps_seconds": round(waited + computed, 3),
+                                      "steps_seconds": round(waited + computed, 3), "steps": self._epoch_steps,
                                       "began": round(self._epoch_began, 3), "ended": round(time.time(), 3)}
                        ][-EPOCHS_KEPT:]
         self._write(ledger=True)

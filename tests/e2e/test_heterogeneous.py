@@ -26,7 +26,7 @@ import pytest
 
 from hpc_train.localslurm import control
 from hpc_train.localslurm.spec import LocalCluster
-from tests.e2e.jobs import wait_for_end
+from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, wait_for_end
 from tests.e2e.test_data_service import service_processes
 from tests.fake_slurm import without_slurm
 from tests.mnist_data import shared_mnist
@@ -226,9 +226,10 @@ def test_a_parameter_server_mnist_job_runs_as_one_heterogeneous_job_and_a_warnin
     folder = tmp_path / "runs" / f"het-{job}"
     logs = [folder / "logs" / f"rank-{rank}.out" for rank in range(6)]
     log = tmp_path / f"slurm-het-{job}.out"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + JOB_TIMEOUT  # (2+4 ranks and the service to start, on a loaded machine)
     while "epoch 1/4" not in (logs[0].read_text() if logs[0].exists() else ""):
-        assert time.monotonic() < deadline, log.read_text()[-3000:] if log.exists() else "no job log"
+        ended = job_state(job, env)[0] in FINAL_STATES
+        assert time.monotonic() < deadline and not ended, log.read_text()[-3000:] if log.exists() else "no job log"
         time.sleep(0.5)
     # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on to the step.
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)

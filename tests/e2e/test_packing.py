@@ -121,8 +121,8 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
     crashed = (runs / f"pack-{job.id}_{crasher['index']}" / "logs" / "rank-0.out").read_text()
     assert crashed.index("CRASH") < crashed.index("TRIAL"), crashed  # crashed once, retried, then done
     said = batch_log.read_text()
-    assert (f"trial {crasher['index']}: crashed (exit 3); retried on another share where one is free (attempt 2 of at most 2)"
-            in said), said[-3000:]
+    assert (f"trial {crasher['index']}: crashed (exit 3); retried on another share where one is free (attempt 2 of "
+            "at most 2)" in said), said[-3000:]
     assert "7 done, 1 cancelled" in said, said[-3000:]
     released = re.search(r"released (\S+) at \d\d:\d\d:\d\d, (\d+) trials? done there", said)
     assert released and released.group(1) != host and int(released.group(2)) >= 1, said[-3000:]
@@ -133,6 +133,7 @@ def test_eight_one_gpu_trials_share_one_two_node_job_each_on_its_own_gpu(cluster
     crash, retry = crasher["runs"]
     other = released.group(1)
     assert crash["nodes"] == retry["nodes"] == [other] and retry["started"] >= crash["ended"], crasher
+    assert retry["slot"] != crash["slot"], crasher  # the node's other share: the one it crashed on may be the cause
     every_run = [run for trial in state["trials"] for run in trial["runs"]]
     assert all(run["ended"] <= crash["ended"] for run in every_run
                if run["nodes"] == [other] and run not in (crash, retry)), state  # none else ran there

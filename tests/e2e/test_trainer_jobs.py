@@ -235,7 +235,7 @@ def test_a_warned_job_requeues_itself_then_a_slurm_requeue_skips_its_damaged_new
     # As `--signal=B:USR1@...` would near the time limit: to the batch shell, which passes it on.
     subprocess.run(["scancel", "--batch", "--signal=USR1", job.id], env=job.env, check=True)
     job.wait_for_log("(restart 1)")
-    job.wait_for_log_after("(restart 1)", f"/{EPOCHS}")  # an epoch trained in the second attempt
+    job.wait_for_log_after("(restart 1)", "hpc-train: epoch ")  # an epoch trained in the second attempt
     saved = job.wait_for_a_checkpoint()  # the warned save, or one after it: what the third attempt falls back on
     job.scontrol("requeuehold")  # Slurm's own requeue: SIGTERM; the tasks save on it; the job waits, held
     newest = job.wait_for_checkpoint_after(saved)
@@ -247,8 +247,8 @@ def test_a_warned_job_requeues_itself_then_a_slurm_requeue_skips_its_damaged_new
     assert_resumed_as_if_never_stopped(job, uninterrupted)
     log = job.log()
     assert re.search(r"requeueing job \d+ \(requeue 1 of at most 5\): it resumes from there", log), log[-3000:]
-    before_slurms = log.split("(restart 2)")[0]
-    assert "Terminated" not in before_slurms and "Killed" not in before_slurms  # the tasks had left before the requeue
+    warned = log.split("(restart 1)")[0]
+    assert "Terminated" not in warned and "Killed" not in warned  # the tasks had left before the requeue
     assert f"warning: checkpoint {newest.relative_to(tmp_path)} is damaged" in log
     assert re.search(rf"resuming (in|after) epoch \d \(step {older}\)", log), log[-3000:]
     # Slurm's own requeue ended the tasks with SIGTERM (KillWait, 5 s, before SIGKILL): they saved on it.
@@ -482,9 +482,10 @@ def test_a_killed_then_a_frozen_worker_are_retried_on_other_nodes_and_the_job_en
     assert list(own.glob("__autograph_generated_file*.py")), left_in_tmp(job)
     kill_rank(job, 1)
     job.wait_for_log("hpc-train: attempt 2 of 4: retried after")
-    [resumed_at] = re.findall(r"attempt 2 of 4: retried after .*; resumed at step (\d+)", job.log())
-    assert int(resumed_at) >= saved
-    job.wait_for_a_checkpoint(after=int(resumed_at))  # the second attempt's own save, for its retry to resume from
+    [resumed_at] = [int(step.replace(",", "")) for step in
+                    re.findall(r"attempt 2 of 4: retried after .*; resumed at step ([\d,]+)", job.log())]
+    assert resumed_at >= saved
+    job.wait_for_a_checkpoint(after=resumed_at)  # the second attempt's own save, for its retry to resume from
     frozen_on = rank_node(job, 1)
     kill_rank(job, 1, signal.SIGSTOP)
     assert_healed(job, uninterrupted, [("retried", f"{killed_on} task 1: Killed", killed_on),
@@ -515,8 +516,8 @@ def test_a_parameter_server_job_is_retried_without_its_lost_ps_then_outlives_a_l
     # One job, two losses: its ps killed in the first attempt (the job cannot go on: retried on other nodes), a
     # worker killed in the second (the chief trains on with the other). The script's GPU line on: Slurm gives each
     # node 2 GPUs (GRES); the workers split theirs, chief and ps get none.
-    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=3", *OFTEN)
-    job.wait_for_log("epoch 1/3")
+    job = submit(cluster, tmp_path, with_gpu_lines_on("mnist_ps.sh", tmp_path), "--set", "epochs=4", *OFTEN)
+    job.wait_for_log("epoch 1/4")
     lines = job.task_lines()
     assert re.fullmatch(r"rank 0 is chief 0 at node\d+:\d+, GPUs: none", lines[0])
     assert re.fullmatch(r"rank 1 is ps 0 at node\d+:\d+, GPUs: none", lines[1])
@@ -526,7 +527,8 @@ def test_a_parameter_server_job_is_retried_without_its_lost_ps_then_outlives_a_l
     assert sorted(notes) == ["worker 0", "worker 1"], job.log()[-3000:]
     job.wait_for_a_checkpoint()  # what the retry resumes from
     kill_rank(job, 1)  # ps 0
-    job.wait_for_log_after("(restart 1)", "/3")  # the retry trains
+    job.wait_for_log_after("(restart 1)", "hpc-train: epoch ")  # the retry trains: it resumed in epoch 1 or 2
+    assert "hpc-train: epoch 4/4" not in job.log().partition("(restart 1)")[2]  # (epochs left to lose a worker in)
     kill_rank(job, 3)  # worker 1, this time
     state, _ = job.wait()
     log = job.log()
@@ -541,7 +543,7 @@ def test_a_parameter_server_job_is_retried_without_its_lost_ps_then_outlives_a_l
                      r"\(on node\d+\)); node\d+ excluded", log), log[-3000:]
     assert re.search(r"task 3: Killed", retry) and "Worker /job:worker/replica:0/task:1 failed" in retry, retry[-3000:]
     # The chief trained on with worker 0 and finished: the job is completed, and its log says a task died.
-    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3]
+    assert [epoch["epoch"] for epoch in job.metrics()["epochs"]] == [1, 2, 3, 4]
     assert job.run_state()["state"] == "finished" and job.metrics()["totals"]["final_val_accuracy"] >= 0.9
     assert state == "COMPLETED" and re.search(r"warning: a task of the step failed \(exit \d+\), but the chief "
                                               r"finished", retry), retry[-3000:]

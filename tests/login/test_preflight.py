@@ -59,7 +59,8 @@ def test_a_data_service_no_node_can_hold_beside_the_ranks_is_refused_naming_its_
     assert problem == ("--data-workers 4 --data-cpus 2: each node needs 9 CPU(s) for its ranks and the 4 data "
                        "worker(s) placed beside them, and partition debug has 0 node(s) with that many (at most 4 "
                        "CPUs a node); ask for fewer data workers or CPUs each, more nodes (the workers spread over "
-                       "them), or put them on a partition of their own (--data-partition P)")
+                       "them), put them on a partition of their own (--data-partition P), or let them share the "
+                       "ranks' CPUs (--sbatch mincpus=1)")
     # Spread over 4 nodes, one each: 1 + 2 CPUs a node fit; so do 3 workers on one node of 4.
     assert limit_problems(JobSpec(nodes=4, data_service=DataService(4, cpus=2)), debug) == []
     assert limit_problems(JobSpec(nodes=1, data_service=DataService(3)), debug) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hpc_train.spec.data_service import DataService
@@ -31,13 +33,22 @@ def test_auto_counts_the_worker_it_starts_with_and_a_partition_of_its_own_counts
     (JobSpec(nodes=2, data_service=DataService(2)), 2),  # 1 rank + 1 worker on each node
     (JobSpec(nodes=2, cpu_tasks_per_node=2, data_service=DataService(3, cpus=2)), 6),  # 2 ranks + 2 x 2
     (JobSpec(nodes=2, gpus_per_node=4, data_service=DataService(2, cpus=4)), 8),  # 4 ranks (one a GPU) + 4
-    (JobSpec(nodes=2, cpus_per_task=4, data_service=DataService(2, cpus=2)), 6),  # 1 rank of 4 + 2
-    (JobSpec(nodes=4, min_nodes=2, cpu_tasks_per_node=2, cpus_per_task=2, data_service=DataService(3)), 6),
     (JobSpec(nodes=1, data_service=DataService(1, cpus=2, auto=True)), 3),
 ])
 def test_a_service_beside_the_ranks_adds_its_cpus_to_each_nodes_mincpus(request_: JobRequest, mincpus: int) -> None:
     assert directives(request_)["mincpus"] == mincpus
     assert f"#SBATCH --mincpus={mincpus}" in directive_lines(request_)
+
+
+@pytest.mark.parametrize("request_", [
+    JobSpec(nodes=2, cpus_per_task=4, data_service=DataService(2, cpus=2)),  # 1 rank of 4: Slurm gives a node 4
+    JobSpec(nodes=4, min_nodes=2, cpu_tasks_per_node=2, cpus_per_task=2, data_service=DataService(3)),
+])
+def test_with_cpus_per_task_over_1_the_service_asks_no_mincpus_which_slurm_would_not_give(request_: JobRequest) -> None:
+    # Slurm 22.05 holds --ntasks-per-node x --cpus-per-task a node whatever --mincpus says; one beyond a node's CPUs
+    # would only have the job refused. The workers share the ranks' CPUs (the body's check says when they cannot).
+    alone = replace(request_, data_service=None)
+    assert directives(request_).get("mincpus") == directives(alone).get("mincpus")
 
 
 def test_without_a_service_beside_the_ranks_nothing_changes() -> None:

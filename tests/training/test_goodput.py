@@ -112,6 +112,8 @@ def test_validation_is_evaluation_and_a_save_is_checkpoint_and_what_a_failure_ke
     assert [epoch["epoch"] for epoch in epochs] == [1, 2]
     assert all(0 <= epoch["input_share"] < 0.25 and epoch["began"] <= epoch["ended"] for epoch in epochs)
     assert epochs[0]["ended"] <= epochs[1]["began"]
+    # Their steps, 4 a call (steps_per_execution): the first call's are start-up's, so the first epoch measures 4.
+    assert [epoch["steps"] for epoch in epochs] == [4, 8]
 
 
 def test_an_epoch_that_waits_on_its_input_over_a_quarter_of_the_time_says_so_once(tmp_path: Path) -> None:
@@ -138,6 +140,7 @@ def test_the_last_epochs_input_shares_reach_the_run_folder(tmp_path: Path) -> No
     # that sleeps 0.2 s a batch (its prefetch a little ahead of them), within the epoch's wall time.
     assert all(0.5 <= epoch["steps_seconds"] <= epoch["ended"] - epoch["began"] + 0.01 for epoch in epochs[1:]), [
         (epoch["steps_seconds"], epoch["ended"] - epoch["began"]) for epoch in epochs]
+    assert [epoch["steps"] for epoch in epochs] == [3] * EPOCHS_KEPT  # each epoch's steps (the first's: start-up's)
 
 
 def test_a_users_fit_in_a_job_writes_its_measures_into_the_run_folder_from_rank_0_alone(tmp_path: Path) -> None:
