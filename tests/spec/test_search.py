@@ -301,6 +301,7 @@ def test_submit_refuses_to_continue_a_named_study_that_optimizes_the_other_way(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))  # the submit stops later: no sbatch here
     optuna.create_study(study_name="lr", storage=f"sqlite:///{tmp_path}/s.db", direction="minimize")
+    capsys.readouterr()  # (Optuna's own line of that creation, where nothing had quieted its log yet: the test's)
     code, _, err = run_main(["submit", "--nodes", "1", "--sweep", "learning_rate=1e-4:1e-2", "--trials", "2",
                              "--study-name", "lr", "--study-storage", "sqlite:///s.db"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
