@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from data_service_input_bound import (DATA, FINAL, RANK_CORE, SERVICE_CORE, Pinner, cpu_name,  # noqa: E402
-                                      folder_of, job_state, logs, submit)
+from data_service_input_bound import (DATA, FINAL, Pinner, bench_cluster, folder_of, job_state,  # noqa: E402
+                                      logs, submit)
 
 SIZING = re.compile(r"^hpc-train: data workers .*$", re.M)
 
@@ -91,22 +91,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--job-timeout", type=float, default=600.0)
     parser.add_argument("--nice", type=int, default=0)
     args = parser.parse_args(argv)
-    from hpc_train.errors import HpcTrainError
     from hpc_train.localslurm import control
-    from hpc_train.localslurm.spec import LocalCluster
 
-    cluster = control.placed(LocalCluster(Path("/tmp/hpc-train-bench-dsvc"), nodes="dsb1", cpus=4, gpus_per_node=0,
-                                          controller_port=7747))
-    try:
-        control.up(cluster)
-    except HpcTrainError as error:
-        sys.exit(f"data_service_auto: no local cluster: {error}")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "HPC_TRAIN_"))}
-    env.update({"SLURM_CONF": str(cluster.conf), "INPUT_BOUND_WORK": str(args.work),
-                "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"})
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; rank on core {RANK_CORE}, the job's other processes on core "
-          f"{SERVICE_CORE}; {args.epochs} epochs of batches of {args.batch_size}, {args.work} blur passes; load "
-          f"{os.getloadavg()}", flush=True)
+    cluster, env = bench_cluster(args, "data_service_auto")
     try:
         workdir = Path(tempfile.mkdtemp(prefix="hpc-train-bench-auto-"))
         for number in range(1, args.runs + 1):

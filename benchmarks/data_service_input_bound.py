@@ -361,6 +361,28 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def bench_cluster(args: argparse.Namespace, script: str) -> tuple[Any, dict[str, str]]:
+    """The benchmarks' local cluster (one node, 4 CPUs declared) brought up, the environment its jobs are submitted
+    with, and the line that names the machine and the run; exits in one line when there is no cluster."""
+    from hpc_train.errors import HpcTrainError
+    from hpc_train.localslurm import control
+    from hpc_train.localslurm.spec import LocalCluster
+
+    cluster = control.placed(LocalCluster(Path("/tmp/hpc-train-bench-dsvc"), nodes="dsb1", cpus=4, gpus_per_node=0,
+                                          controller_port=7747))
+    try:
+        control.up(cluster)
+    except HpcTrainError as error:
+        sys.exit(f"{script}: no local cluster: {error}")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "HPC_TRAIN_"))}
+    env.update({"SLURM_CONF": str(cluster.conf), "INPUT_BOUND_WORK": str(args.work),
+                "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"})
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; rank on core {RANK_CORE}, the job's other processes on core "
+          f"{SERVICE_CORE}; {args.epochs} epochs of batches of {args.batch_size}, {args.work} blur passes; load "
+          f"{os.getloadavg()}", flush=True)
+    return cluster, env
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -378,22 +400,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--kill-worker needs --epochs 4 or more (a worker is killed in epoch 3, compared with the rest)")
     if args.rounds < 1 or args.epochs < 2:
         parser.error("--rounds 1 or more and --epochs 2 or more (the first epoch's warm-up is left out)")
-    from hpc_train.errors import HpcTrainError
     from hpc_train.localslurm import control
-    from hpc_train.localslurm.spec import LocalCluster
 
-    cluster = control.placed(LocalCluster(Path("/tmp/hpc-train-bench-dsvc"), nodes="dsb1", cpus=4, gpus_per_node=0,
-                                          controller_port=7747))
-    try:
-        control.up(cluster)
-    except HpcTrainError as error:
-        sys.exit(f"data_service_input_bound: no local cluster: {error}")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "HPC_TRAIN_"))}
-    env.update({"SLURM_CONF": str(cluster.conf), "INPUT_BOUND_WORK": str(args.work),
-                "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"})
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; rank on core {RANK_CORE}, the job's other processes on core "
-          f"{SERVICE_CORE}; {args.epochs} epochs of batches of {args.batch_size}, {args.work} blur passes; load "
-          f"{os.getloadavg()}", flush=True)
+    cluster, env = bench_cluster(args, "data_service_input_bound")
     try:
         workdir = Path(tempfile.mkdtemp(prefix="hpc-train-bench-dsvc-"))
         if args.kill_worker:
