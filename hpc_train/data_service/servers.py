@@ -18,6 +18,7 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 
+from hpc_train.bootstrap.tfimport import tensorflow
 from hpc_train.utilization.service import sample_service
 from hpc_train.version import PREFIX
 
@@ -47,7 +48,7 @@ def host_name(env: Mapping[str, str]) -> str:
 
 
 def serve_dispatcher(port: int, work_dir: str, stop_file: str | None = None) -> None:
-    import tensorflow as tf
+    tf = tensorflow(with_keras=False)  # (a server runs no model: Keras' start-up spared)
 
     os.makedirs(work_dir, exist_ok=True)
     server = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig(
@@ -59,7 +60,7 @@ def serve_dispatcher(port: int, work_dir: str, stop_file: str | None = None) -> 
 
 
 def serve_worker(dispatcher: str, port: int, stop_file: str | None = None) -> None:
-    import tensorflow as tf
+    tf = tensorflow(with_keras=False)
 
     host = host_name(os.environ)
     server = tf.data.experimental.service.WorkerServer(tf.data.experimental.service.WorkerConfig(

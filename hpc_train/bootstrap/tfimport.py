@@ -1,0 +1,80 @@
+"""TensorFlow imported at the least start-up cost: every process of hpc-train's that runs TensorFlow imports it here.
+
+`import tensorflow` imports Keras eagerly (TensorFlow's __init__ loads Keras' optimizers), and Keras then imports
+what it finds installed, whether a rank uses it or not: pandas (tf-keras, for DataFrames in fit()), SciPy's linear
+algebra and image filters (tf-keras, for ImageDataGenerator's transforms), scikit-learn and matplotlib (Keras 3).
+MLflow and Optuna install them all. Each TensorFlow process paid for them in CPU seconds at its start, and a job
+starts one per rank, per attempt, per retry (BENCHMARKS.md, "What a rank's start costs"):
+
+- a trainer's rank (`with_keras=True`) gets tf-keras (training/keras.py sets TF_USE_LEGACY_KERAS first, and says
+  why), pandas and SciPy kept out while Keras loads (code that imports them later gets them, and ImageDataGenerator's
+  transforms get SciPy at their first use);
+- a process that needs no Keras (a data service's servers) gets TensorFlow without Keras at all: TensorFlow skips
+  its eager load of Keras when Keras cannot be imported, and `tf.keras` still loads on first use.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+# What tf-keras imports at its start, when installed, for what the trainer never asks of it: pandas (DataFrames in
+# fit()), SciPy (sparse matrices in fit(), ImageDataGenerator's transforms: half a second of CPU, most of it linking
+# LAPACK). A sparse matrix given to fit() loads SciPy then; the transforms get it lazily (image_transforms_lazily).
+KEPT_OUT = ("pandas", "scipy")
+KERAS = ("keras", "tf_keras")
+IMAGE_MODULE = "tf_keras.src.preprocessing.image"
+
+
+@contextmanager
+def kept_out(names: tuple[str, ...]) -> Iterator[None]:
+    """Imports of these modules fail inside (ImportError), unless they are imported already; as before after."""
+    absent = [name for name in names if name not in sys.modules]
+    for name in absent:
+        sys.modules[name] = None  # type: ignore[assignment]  # (Python's own way to make an import fail)
+    try:
+        yield
+    finally:
+        for name in absent:
+            if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
+
+
+class OnFirstUse:
+    """A module's stand-in that imports it at its first attribute use. Not put in sys.modules: TensorFlow's autograph
+    reads every module there (their __file__), which would load a lazy module at the first traced function."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> object:
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+def image_transforms_lazily() -> None:
+    """tf-keras' image transforms (kept from SciPy while tf-keras loaded) find SciPy where they look for it,
+    imported at their first use."""
+    image = sys.modules.get(IMAGE_MODULE)
+    if image is None or getattr(image, "ndimage", None) is not None or importlib.util.find_spec("scipy") is None:
+        return
+    image.scipy, image.linalg, image.ndimage = (OnFirstUse(name) for name in ("scipy", "scipy.linalg", "scipy.ndimage"))
+
+
+def tensorflow(with_keras: bool = True) -> ModuleType:
+    """TensorFlow, imported (once) at the least cost: with tf-keras (a trainer's rank: TF_USE_LEGACY_KERAS is set
+    before, by training/keras.py), or with no Keras at all."""
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our progress lines
+    with kept_out(KEPT_OUT if with_keras else KERAS):
+        import tensorflow as tf
+
+        if with_keras:
+            import tf_keras  # noqa: F401
+    if with_keras:
+        image_transforms_lazily()
+    return tf

@@ -1,0 +1,62 @@
+"""TensorFlow imported at the least start-up cost: what a trainer's rank and a data server leave unloaded, and that
+what they leave out still works when asked for (each in a fresh process: the test's own has imported much)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hpc_train.bootstrap.tfimport import OnFirstUse, kept_out
+
+
+def run_fresh(code: str) -> dict:
+    """`code` run in a new interpreter; what it prints last, as JSON."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_kept_out_fails_an_import_inside_and_puts_it_back_after() -> None:
+    assert "hpc_train_no_such_module" not in sys.modules
+    with kept_out(("json", "hpc_train_no_such_module")):
+        assert sys.modules["json"] is json  # imported before: left alone
+        with pytest.raises(ImportError):
+            import hpc_train_no_such_module  # noqa: F401
+    assert "hpc_train_no_such_module" not in sys.modules
+
+
+def test_a_stand_in_imports_its_module_at_its_first_use() -> None:
+    assert OnFirstUse("json").dumps([1]) == "[1]"
+
+
+@pytest.mark.tensorflow
+def test_a_ranks_keras_loads_without_pandas_and_scipys_linear_algebra_and_both_still_work_when_asked() -> None:
+    seen = run_fresh("""
+        import json, sys
+        import hpc_train.training.keras as chosen
+        loaded = sorted(name for name in ("pandas", "scipy.linalg", "scipy.ndimage") if name in sys.modules)
+        import numpy as np
+        from tf_keras.src.preprocessing import image
+        turned = image.apply_affine_transform(np.eye(8)[:, :, None], theta=90).shape
+        import pandas
+        print(json.dumps({"loaded": loaded, "keras": chosen.keras.__name__, "turned": list(turned),
+                          "pandas": pandas.DataFrame({"a": [1]}).shape[0]}))
+    """)
+    assert seen == {"loaded": [], "keras": "tf_keras", "turned": [8, 8, 1], "pandas": 1}
+
+
+@pytest.mark.tensorflow
+def test_a_data_server_gets_tensorflow_without_keras() -> None:
+    seen = run_fresh("""
+        import json, sys
+        from hpc_train.bootstrap.tfimport import tensorflow
+        tf = tensorflow(with_keras=False)
+        keras = sorted({name.split(".")[0] for name in sys.modules if name.split(".")[0] in ("keras", "tf_keras")})
+        print(json.dumps({"keras": keras, "sum": int(tf.reduce_sum(tf.range(4))),
+                          "service": hasattr(tf.data.experimental.service, "DispatchServer")}))
+    """)
+    assert seen == {"keras": [], "sum": 6, "service": True}
