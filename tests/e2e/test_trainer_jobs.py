@@ -250,7 +250,7 @@ def test_a_warned_job_requeues_itself_then_a_slurm_requeue_skips_its_damaged_new
     warned = log.split("(restart 1)")[0]
     assert "Terminated" not in warned and "Killed" not in warned  # the tasks had left before the requeue
     assert f"warning: checkpoint {newest.relative_to(tmp_path)} is damaged" in log
-    assert re.search(rf"resuming (in|after) epoch \d \(step {older}\)", log), log[-3000:]
+    assert re.search(rf"resuming (after epoch \d|in epoch \d after step \d+ of \d+) \(step {older}\)", log), log[-3000:]
     # Slurm's own requeue ended the tasks with SIGTERM (KillWait, 5 s, before SIGKILL): they saved on it.
     assert re.search(r"stopped by SIGTERM (in|after) epoch", log), log[-3000:]
     assert left_in_tmp(job) == []  # no attempt's ranks left a file in TMPDIR (issue 46)
