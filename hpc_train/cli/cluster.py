@@ -2,6 +2,7 @@
 
     hpc-train cluster up [--nodes 'node[1-4]'] [--cpus N] [--dir DIR] [--gpus-per-node G] [--separate-hosts]
                          [--accounting] [--partition NAME:NODES[:GPUS] ...] [--site-firewall]
+                         [--job-submit-lua FILE]
     export SLURM_CONF=/tmp/hpc-train-slurm/slurm.conf     # as `up` prints
     sbatch slurm/mnist_2node.sh
     hpc-train cluster status
@@ -21,11 +22,14 @@ when missing), so that sacct answers; `down` stops them too.
 With --separate-hosts --site-firewall, slurm.conf's Prolog and Epilog run `hpc-train site firewall` (nftables
 installed when missing), as an administrator would set them: each job's ports open to its own nodes alone
 (docs/site-firewall.md); its lines go to DIR/log/site-firewall.log.
+With --job-submit-lua FILE, slurmctld runs a site's job_submit.lua (copied to DIR/job_submit.lua) at each submit
+and each update of a job, as the site's does: its policies (a running job's resize refused, say) tried here.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from hpc_train.errors import HpcTrainError
 
@@ -55,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site-firewall", action="store_true",
                         help="with --separate-hosts: the site kit as Slurm's Prolog and Epilog (hpc-train site "
                              "firewall; nftables installed when missing): a job's ports open to its own nodes alone")
+    parser.add_argument("--job-submit-lua", metavar="FILE", default=None,
+                        help="a site's job_submit.lua, run by slurmctld at each submit and update "
+                             "(JobSubmitPlugins=lua): try a site's policies here")
     parser.add_argument("--accounting", action="store_true",
                         help="also slurmdbd (at PORT+300) and a MariaDB of the cluster's own (PORT+301, data in "
                              "DIR/mariadb), installed when missing: sacct answers, status and list read it")
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                             "--partition NAME:NODES[:GPUS] only")
     cluster = LocalCluster(nodes=args.nodes or "node[1-4]", separate_hosts=args.separate_hosts,
                            accounting=args.accounting, site_firewall=args.site_firewall,
+                           job_submit_lua=Path(args.job_submit_lua) if args.job_submit_lua else None,
                            partitions=tuple(args.partition), **settings)
     if args.port is None:  # the port is the directory's: chosen free by `up`, read back by the others
         cluster = control.placed(cluster) if args.action == "up" else control.as_recorded(cluster)

@@ -108,7 +108,8 @@ def configuration_changes(written: dict[str, str | None], wanted: dict[str, str]
 def _restart_if_reconfigured(cluster: LocalCluster) -> None:
     """Other options than the running daemons were started with: stop the Slurm daemons (and separate hosts made
     for them) so that `up` starts them again from the new files. munged and its key stay."""
-    wanted = {cluster.conf.name: render_slurm_conf(cluster), cluster.gres_conf.name: render_gres_conf(cluster)}
+    wanted = {cluster.conf.name: render_slurm_conf(cluster), cluster.gres_conf.name: render_gres_conf(cluster),
+              **({cluster.lua_conf.name: cluster.job_submit_lua.read_text()} if cluster.job_submit_lua else {})}
     written = {name: (cluster.directory / name).read_text() if (cluster.directory / name).exists() else None
                for name in wanted}
     running = _running_slurm_daemons(cluster.directory)
@@ -159,6 +160,8 @@ def _write_files(cluster: LocalCluster) -> None:
         (cluster.directory / sub).mkdir(parents=True, exist_ok=True)
     cluster.conf.write_text(render_slurm_conf(cluster))
     cluster.gres_conf.write_text(render_gres_conf(cluster))
+    if cluster.job_submit_lua:
+        cluster.lua_conf.write_text(cluster.job_submit_lua.read_text())
     for when in ("prolog", "epilog") if cluster.site_firewall else ():
         cluster.site_script(when).write_text(render_site_script(cluster, when, sys.executable))
         cluster.site_script(when).chmod(0o755)

@@ -48,9 +48,17 @@ class LocalCluster:
     partitions: tuple[PartitionSpec, ...] = ()
     # The site kit as Prolog and Epilog (hpc-train site firewall): each job's ports open to its own nodes alone.
     site_firewall: bool = False
+    # A site's job_submit.lua (JobSubmitPlugins=lua): slurmctld runs its slurm_job_submit at each submit and its
+    # slurm_job_modify at each update, as a site's does (its policies tried here: a refused resize, a default QOS).
+    job_submit_lua: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory).absolute())
+        if self.job_submit_lua is not None:
+            object.__setattr__(self, "job_submit_lua", Path(self.job_submit_lua).absolute())
+            if not self.job_submit_lua.is_file():
+                raise HpcTrainError(f"--job-submit-lua {self.job_submit_lua}: no such file; give a site's "
+                                    "job_submit.lua (Lua functions slurm_job_submit and slurm_job_modify)")
         if self.partitions:
             specs = tuple(parse_partition(spec) if isinstance(spec, str) else spec for spec in self.partitions)
             check_partitions(specs, self.gpus_per_node)
@@ -106,6 +114,10 @@ class LocalCluster:
     @property
     def conf(self) -> Path:
         return self.directory / "slurm.conf"
+
+    @property
+    def lua_conf(self) -> Path:
+        return self.directory / "job_submit.lua"  # where Slurm's lua plugin looks for it: next to slurm.conf
 
     @property
     def gres_conf(self) -> Path:
@@ -191,6 +203,7 @@ def render_slurm_conf(cluster: LocalCluster) -> str:
         "SchedulerParameters=bf_interval=1,sched_interval=5",
         *_accounting_storage(cluster),
         *_site_kit(cluster),
+        *(["JobSubmitPlugins=lua"] if cluster.job_submit_lua else []),
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",
         "KillWait=5",

@@ -14,8 +14,10 @@ from hpc_train.localslurm.spec import LocalCluster
 from tests.clustergroups import SECOND, SESSION, THIRD, cluster_group
 from tests.e2e.jobs import local_cluster_possible
 
+# The session's cluster runs a site's policy (a running job named fixed-size* cannot change its nodes): the
+# packing tests see a release Slurm refuses.
 TEST_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests"), nodes="node[1-2],node[9-10]", cpus=4,
-                            controller_port=7017)
+                            controller_port=7017, job_submit_lua=Path(__file__).with_name("fixed_size.lua"))
 # The same cluster again, twice (node names and all: a test may name them), each in its own folder and at its own
 # ports.
 SECOND_CLUSTER = LocalCluster(Path("/tmp/hpc-train-slurm-tests-2"), nodes="node[1-2],node[9-10]", cpus=4,

@@ -115,3 +115,14 @@ def test_the_site_firewall_is_slurms_prolog_and_epilog_through_wrappers(tmp_path
 def test_the_site_firewall_needs_separate_hosts() -> None:
     with pytest.raises(HpcTrainError, match="--site-firewall needs --separate-hosts"):
         LocalCluster(site_firewall=True)
+
+
+def test_a_sites_job_submit_lua_is_slurms_plugin_and_a_missing_one_is_refused(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.lua"
+    policy.write_text("function slurm_job_submit(d, p, u) return slurm.SUCCESS end\n")
+    cluster = LocalCluster(tmp_path / "c", job_submit_lua=policy)
+    assert "JobSubmitPlugins=lua" in render_slurm_conf(cluster).splitlines()
+    assert cluster.lua_conf == tmp_path / "c" / "job_submit.lua"  # where the plugin reads it: beside slurm.conf
+    assert "JobSubmitPlugins" not in render_slurm_conf(LocalCluster(tmp_path / "c"))
+    with pytest.raises(HpcTrainError, match=r"^--job-submit-lua .*nothere\.lua: no such file; give a site's "):
+        LocalCluster(job_submit_lua=tmp_path / "nothere.lua")
