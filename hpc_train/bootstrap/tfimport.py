@@ -4,7 +4,7 @@
 what it finds installed, whether a rank uses it or not: pandas (tf-keras, for DataFrames in fit()), SciPy's linear
 algebra and image filters (tf-keras, for ImageDataGenerator's transforms), scikit-learn and matplotlib (Keras 3).
 MLflow and Optuna install them all. Each TensorFlow process paid for them in CPU seconds at its start, and a job
-starts one per rank, per attempt, per retry (BENCHMARKS.md, "What a rank's start costs"):
+starts one per rank, per attempt, per retry (BENCHMARKS.md, "What a TensorFlow process's start costs"):
 
 - a trainer's rank (`with_keras=True`) gets tf-keras (training/keras.py sets TF_USE_LEGACY_KERAS first, and says
   why), pandas and SciPy kept out while Keras loads (code that imports them later gets them, and ImageDataGenerator's

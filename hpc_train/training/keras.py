@@ -19,7 +19,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
 # tf-keras imports pandas and SciPy at its start, when they are installed (MLflow and Optuna bring them), for what the
-# trainer never asks of it: kept out, and made lazy (bootstrap/tfimport.py; BENCHMARKS.md, start-up).
+# trainer never asks of it: kept out (bootstrap/tfimport.py; BENCHMARKS.md, start-up).
 tf = tensorflow(with_keras=True)
 import tf_keras as keras  # noqa: E402  # (imported by tensorflow() above)
 
