@@ -27,9 +27,10 @@ if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1
 fi
 
 env/setup.sh test
-# Every rank, server and command of the tests' jobs imports hpc_train afresh: its bytecode compiled once here, where
-# PYTHONDONTWRITEBYTECODE (set on the machines here) would have each process compile it again.
-.venv/bin/python -m compileall -q hpc_train
+# Every rank, server and command of the tests' jobs imports hpc_train (and the task modules and examples they run)
+# afresh: their bytecode compiled once here, where PYTHONDONTWRITEBYTECODE (set on the machines here) would have
+# each process compile it again. (A syntax error stops here, named by compileall, before any test.)
+.venv/bin/python -m compileall -q hpc_train examples tests/training/tasks
 # Side by side in pytest-xdist workers, one per core and one more, up to 4 (each TensorFlow test takes its memory;
 # the end-to-end tests spend much of their time waiting on Slurm and on their jobs, which the extra worker fills):
 # the tests on each local cluster stay together in one worker, in order (tests/clustergroups.py), and the others

@@ -1,4 +1,5 @@
-"""TensorFlow imported at the least start-up cost: every process of hpc-train's that runs TensorFlow imports it here.
+"""TensorFlow imported at the least start-up cost: a trainer's ranks (before their task module) and the data service's
+servers import it here.
 
 `import tensorflow` imports Keras eagerly (TensorFlow's __init__ loads Keras' optimizers), and Keras then imports
 what it finds installed, whether a rank uses it or not: pandas (tf-keras, for DataFrames in fit()), SciPy's linear
@@ -7,10 +8,12 @@ MLflow and Optuna install them all. Each TensorFlow process paid for them in CPU
 starts one per rank, per attempt, per retry (BENCHMARKS.md, "What a TensorFlow process's start costs"):
 
 - a trainer's rank (`with_keras=True`) gets tf-keras (training/keras.py sets TF_USE_LEGACY_KERAS first, and says
-  why), pandas and SciPy kept out while Keras loads (code that imports them later gets them, and ImageDataGenerator's
-  transforms get SciPy at their first use);
+  why), pandas and SciPy kept out while Keras loads: code that imports them later gets them, and ImageDataGenerator's
+  transforms get SciPy at their first use, but tf-keras' `fit()` takes no DataFrame (the trainer gives it datasets);
+  Keras 3 is kept out too where a user's TF_USE_LEGACY_KERAS says Keras 3 (its `tf.keras` loads at first use);
 - a process that needs no Keras (a data service's servers) gets TensorFlow without Keras at all: TensorFlow skips
-  its eager load of Keras when Keras cannot be imported, and `tf.keras` still loads on first use.
+  its eager load of Keras when Keras cannot be imported (the `tf.keras` attribute still loads it at first use), and
+  keeps its own log level (a server's warnings are worth reading).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class OnFirstUse:
         self._name = name
 
     def __getattr__(self, attribute: str) -> object:
+        if attribute == "_name" or attribute.startswith("__"):  # (a copy made without __init__; Python's own probes)
+            raise AttributeError(attribute)
         return getattr(importlib.import_module(self._name), attribute)
 
 
@@ -69,8 +74,13 @@ def tensorflow(with_keras: bool = True) -> ModuleType:
     before, by training/keras.py), or with no Keras at all."""
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our progress lines
-    with kept_out(KEPT_OUT if with_keras else KERAS):
+    if not with_keras:
+        kept = KERAS
+    else:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our progress lines
+        legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true")
+        kept = KEPT_OUT if legacy else (*KEPT_OUT, "keras")  # (TensorFlow's eager load would take Keras 3 then)
+    with kept_out(kept):
         import tensorflow as tf
 
         if with_keras:

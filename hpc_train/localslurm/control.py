@@ -108,8 +108,8 @@ def configuration_changes(written: dict[str, str | None], wanted: dict[str, str]
 def _restart_if_reconfigured(cluster: LocalCluster) -> None:
     """Other options than the running daemons were started with: stop the Slurm daemons (and separate hosts made
     for them) so that `up` starts them again from the new files. munged and its key stay."""
-    wanted = {cluster.conf.name: render_slurm_conf(cluster), cluster.gres_conf.name: render_gres_conf(cluster),
-              **({cluster.lua_conf.name: cluster.job_submit_lua.read_text()} if cluster.job_submit_lua else {})}
+    # (A changed job_submit.lua needs no restart: Slurm's lua plugin reads it again at the next submit or update.)
+    wanted = {cluster.conf.name: render_slurm_conf(cluster), cluster.gres_conf.name: render_gres_conf(cluster)}
     written = {name: (cluster.directory / name).read_text() if (cluster.directory / name).exists() else None
                for name in wanted}
     running = _running_slurm_daemons(cluster.directory)

@@ -57,8 +57,8 @@ class LocalCluster:
         if self.job_submit_lua is not None:
             object.__setattr__(self, "job_submit_lua", Path(self.job_submit_lua).absolute())
             if not self.job_submit_lua.is_file():
-                raise HpcTrainError(f"--job-submit-lua {self.job_submit_lua}: no such file; give a site's "
-                                    "job_submit.lua (Lua functions slurm_job_submit and slurm_job_modify)")
+                raise HpcTrainError(f"--job-submit-lua {self.job_submit_lua}: no such file (or not a file); give a "
+                                    "site's job_submit.lua (Lua functions slurm_job_submit and slurm_job_modify)")
         if self.partitions:
             specs = tuple(parse_partition(spec) if isinstance(spec, str) else spec for spec in self.partitions)
             check_partitions(specs, self.gpus_per_node)

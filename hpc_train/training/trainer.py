@@ -1,7 +1,6 @@
 """One training run, for any strategy and any task module: model, data, resume, fit, chief's outputs, exit.
 
-What is trained comes from the task module (`task`, usertask.py): the built-in
-one or a user's. The run loop knows nothing of any of them.
+What is trained comes from the task module (`task`, usertask.py), built-in or a user's: the loop names none.
 
 Only the chief writes checkpoints, TensorBoard logs, the final model and metrics.json under `output_dir`; the
 other ranks write into scratch (paths.py). Parameter-server ps and worker ranks run a server until the chief has
@@ -76,6 +75,7 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
 
 
 def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, signals: StopSignals) -> int:
+    import hpc_train.training.keras  # noqa: F401  # TensorFlow at its least cost, before a task module imports it
     # Every rank imports the task module before meeting the others: one that cannot be used fails them all at once.
     user_task = user_task or load_task(config.task)
     if rank.cluster:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -29,8 +30,16 @@ def test_kept_out_fails_an_import_inside_and_puts_it_back_after() -> None:
     assert "hpc_train_no_such_module" not in sys.modules
 
 
-def test_a_stand_in_imports_its_module_at_its_first_use() -> None:
-    assert OnFirstUse("json").dumps([1]) == "[1]"
+def test_a_stand_in_imports_its_module_at_its_first_use_and_not_before(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "hpc_train_lazy_probe.py").write_text("ANSWER = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "hpc_train_lazy_probe", raising=False)
+    stand_in = OnFirstUse("hpc_train_lazy_probe")
+    assert "hpc_train_lazy_probe" not in sys.modules
+    assert stand_in.ANSWER == 42 and "hpc_train_lazy_probe" in sys.modules
+    with pytest.raises(AttributeError):  # Python's own probes (copy, pickle) import nothing
+        stand_in.__deepcopy__
 
 
 @pytest.mark.tensorflow
@@ -38,7 +47,8 @@ def test_a_ranks_keras_loads_without_pandas_and_scipys_linear_algebra_and_both_s
     seen = run_fresh("""
         import json, sys
         import hpc_train.training.keras as chosen
-        loaded = sorted(name for name in ("pandas", "scipy.linalg", "scipy.ndimage") if name in sys.modules)
+        loaded = sorted(name for name in ("pandas", "scipy", "scipy.linalg", "scipy.ndimage", "scipy.sparse")
+                        if name in sys.modules)
         import numpy as np
         from tf_keras.src.preprocessing import image
         turned = image.apply_affine_transform(np.eye(8)[:, :, None], theta=90).shape

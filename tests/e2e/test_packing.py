@@ -248,6 +248,7 @@ def test_an_adaptive_search_packed_asks_its_study_as_each_trial_starts_and_holds
     said = (folder / f"slurm-{NAME}-{job.id}.out").read_text()
     held = {node for slot in state["slots"] for node in slot["nodes"]}
     assert len(held) == 2 and len(state["refused"]) == 1 and state["released"] == [], state
+    assert any(state["refused"][0] in run["nodes"] for run in runs.values()), state  # paid for: used
     assert said.count("could not give") == 1, said[-3000:]
     assert f"could not give {state['refused'][0]} back to Slurm (Unspecified error for job {job.id}); the pack " \
            "holds it to its end" in said and "released " not in said, said[-3000:]

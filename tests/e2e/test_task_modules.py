@@ -118,7 +118,7 @@ def test_an_input_pipeline_that_sleeps_40_percent_of_the_step_shows_that_input_s
     # enough for the steps to wait about 40% of their time (a step takes about 0.33 s here: its COMPUTE_SECONDS, a
     # sleep, and Keras' own work). The step's own sleep is long beside Keras' work, whose length a loaded machine
     # changes between the two runs (0.01-0.016 s a step: 7 points of the share at a 0.08 s step, 4.4 at 0.16 s (a
-    # failure here at 0.07), about 2 at this one). Sleeps: seconds of waiting, no CPU.
+    # failed run here: 7 points off, over the 5 allowed), about 2 at this one). Sleeps: seconds of waiting, no CPU.
     settings = ("--task", str(slow_input.__file__), "--set", "epochs=1", "--set", "batch_size=32",
                 "--set", "steps_per_execution=4")
     quick = submit(cluster, tmp_path, "quick", *settings, nodes=1)

@@ -124,5 +124,5 @@ def test_a_sites_job_submit_lua_is_slurms_plugin_and_a_missing_one_is_refused(tm
     assert "JobSubmitPlugins=lua" in render_slurm_conf(cluster).splitlines()
     assert cluster.lua_conf == tmp_path / "c" / "job_submit.lua"  # where the plugin reads it: beside slurm.conf
     assert "JobSubmitPlugins" not in render_slurm_conf(LocalCluster(tmp_path / "c"))
-    with pytest.raises(HpcTrainError, match=r"^--job-submit-lua .*nothere\.lua: no such file; give a site's "):
+    with pytest.raises(HpcTrainError, match=r"^--job-submit-lua .*nothere\.lua: no such file \(or not a file\); give a site's "):
         LocalCluster(job_submit_lua=tmp_path / "nothere.lua")
