@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import faulthandler
 import importlib.util
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -110,6 +112,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         twin = item.get_closest_marker("mock_twin")
         if twin is not None and real_cluster:
             item.add_marker(pytest.mark.skip(reason=f"tested on the real local Slurm by {twin.args[0]}"))
+
+
+# A quick test takes 14 s at most (the data service's servers, started for real). About every other full run, one
+# quick test at random has taken 35-51 s near the suite's end, the time of nothing it does (docs/development.md).
+STALL_SECONDS = 25.0
+
+
+@pytest.fixture(autouse=True)
+def a_stalled_quick_test_says_where(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A quick test still running after STALL_SECONDS warns, in the run's warnings summary (CI's log too), with
+    every thread's stack as it was then (faulthandler's, from a thread of its own that needs no lock of Python's):
+    what holds the process, a finalizer or another thread, named where it happens."""
+    if request.node.get_closest_marker("quick") is None:
+        yield
+        return
+    with tempfile.TemporaryFile("w+") as dump:
+        faulthandler.dump_traceback_later(STALL_SECONDS, file=dump)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        dump.seek(0)
+        stacks = dump.read()
+    if stacks:
+        request.node.warn(pytest.PytestWarning(f"still running after {STALL_SECONDS:.0f} s; its threads then:\n"
+                                               f"{stacks}"))
 
 
 @pytest.fixture
