@@ -136,8 +136,15 @@ def a_stalled_quick_test_says_where(request: pytest.FixtureRequest) -> Iterator[
         dump.seek(0)
         stacks = dump.read()
     if stacks:
-        request.node.warn(pytest.PytestWarning(f"still running after {STALL_SECONDS:.0f} s; its threads then:\n"
-                                               f"{stacks}"))
+        import gc
+        import resource
+
+        # What makes Python itself slow, as the test ends: a tracer or profiler left set, the collector's load.
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        state = (f"trace {sys.gettrace()!r}, profile {sys.getprofile()!r}, gc counts {gc.get_count()}, "
+                 f"{len(gc.get_objects())} objects tracked, peak RSS {peak} KiB")
+        request.node.warn(pytest.PytestWarning(f"still running after {STALL_SECONDS:.0f} s ({state}); its threads "
+                                               f"then:\n{stacks}"))
 
 
 @pytest.fixture
