@@ -10,10 +10,11 @@ starts one per rank, per attempt, per retry (BENCHMARKS.md, "What a TensorFlow p
 - a trainer's rank (`with_keras=True`) gets tf-keras (training/keras.py sets TF_USE_LEGACY_KERAS first, and says
   why), pandas and SciPy kept out while Keras loads: code that imports them later gets them, and ImageDataGenerator's
   transforms get SciPy at their first use, but tf-keras' `fit()` takes no DataFrame (the trainer gives it datasets);
-  Keras 3 is kept out too where a user's TF_USE_LEGACY_KERAS says Keras 3 (its `tf.keras` loads at first use);
+  where a user's TF_USE_LEGACY_KERAS says Keras 3, TensorFlow is imported as it comes (`tensorflow.keras` is a
+  package only when Keras loads with TensorFlow);
 - a process that needs no Keras (a data service's servers) gets TensorFlow without Keras at all: TensorFlow skips
-  its eager load of Keras when Keras cannot be imported (the `tf.keras` attribute still loads it at first use), and
-  keeps its own log level (a server's warnings are worth reading).
+  its eager load of Keras when Keras cannot be imported (the `tf.keras` attribute still loads it at first use; an
+  import from `tensorflow.keras` fails), and keeps its own log level (a server's warnings are worth reading).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from contextlib import contextmanager
 from types import ModuleType
 
 # What tf-keras imports at its start, when installed, for what the trainer never asks of it: pandas (DataFrames in
-# fit()), SciPy (sparse matrices in fit(), ImageDataGenerator's transforms: half a second of CPU, most of it linking
-# LAPACK). A sparse matrix given to fit() loads SciPy then; the transforms get it lazily (image_transforms_lazily).
+# fit()), SciPy (sparse matrices in fit(), ImageDataGenerator's transforms: 0.3-0.5 s of CPU, most of it
+# linking LAPACK). A sparse matrix given to fit() loads SciPy then; the transforms get it lazily (image_transforms_lazily).
 KEPT_OUT = ("pandas", "scipy")
 KERAS = ("keras", "tf_keras")
 IMAGE_MODULE = "tf_keras.src.preprocessing.image"
@@ -76,10 +77,10 @@ def tensorflow(with_keras: bool = True) -> ModuleType:
         return sys.modules["tensorflow"]
     if not with_keras:
         kept = KERAS
-    else:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our progress lines
-        legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true")
-        kept = KEPT_OUT if legacy else (*KEPT_OUT, "keras")  # (TensorFlow's eager load would take Keras 3 then)
+    elif os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true"):
+        kept = KEPT_OUT
+    else:  # a user's Keras 3 (TF_USE_LEGACY_KERAS=0): TensorFlow as it comes, Keras 3 whole (it takes DataFrames)
+        kept = ()
     with kept_out(kept):
         import tensorflow as tf
 

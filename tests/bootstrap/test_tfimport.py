@@ -70,3 +70,16 @@ def test_a_data_server_gets_tensorflow_without_keras() -> None:
                           "service": hasattr(tf.data.experimental.service, "DispatchServer")}))
     """)
     assert seen == {"keras": [], "sum": 6, "service": True}
+
+
+@pytest.mark.tensorflow
+def test_a_users_keras_3_gets_tensorflow_as_it_comes() -> None:
+    seen = run_fresh("""
+        import json, os, sys
+        os.environ["TF_USE_LEGACY_KERAS"] = "0"
+        from hpc_train.bootstrap.tfimport import tensorflow
+        tf = tensorflow(with_keras=True)
+        from tensorflow.keras import layers  # (a package only when Keras loads with TensorFlow)
+        print(json.dumps({"keras": layers.Dense.__module__.split(".")[0], "pandas": "pandas" in sys.modules}))
+    """)
+    assert seen == {"keras": "keras", "pandas": True}
