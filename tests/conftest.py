@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import faulthandler
+import gc
 import importlib.util
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -117,6 +119,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # A quick test takes 14 s at most (the data service's servers, started for real). About every other full run, one
 # quick test at random has taken 35-51 s near the suite's end, the time of nothing it does (docs/development.md).
 STALL_SECONDS = 25.0
+GC_SPENT = {0: 0.0, 1: 0.0, 2: 0.0}  # seconds of CPU in the collector, by generation, since the worker started
+_gc_started: list[float] = []
+
+
+def _time_the_collector(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_started[:] = [time.process_time()]
+    elif _gc_started:
+        GC_SPENT[info["generation"]] += time.process_time() - _gc_started[0]
+
+
+gc.callbacks.append(_time_the_collector)
 
 
 @pytest.fixture(autouse=True)
@@ -127,6 +141,10 @@ def a_stalled_quick_test_says_where(request: pytest.FixtureRequest) -> Iterator[
     if request.node.get_closest_marker("quick") is None:
         yield
         return
+    import resource
+
+    wall, cpu, gc_before = time.monotonic(), time.process_time(), dict(GC_SPENT)
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
     with tempfile.TemporaryFile("w+") as dump:
         faulthandler.dump_traceback_later(STALL_SECONDS, file=dump)
         try:
@@ -136,13 +154,14 @@ def a_stalled_quick_test_says_where(request: pytest.FixtureRequest) -> Iterator[
         dump.seek(0)
         stacks = dump.read()
     if stacks:
-        import gc
-        import resource
-
-        # What makes Python itself slow, as the test ends: a tracer or profiler left set, the collector's load.
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        state = (f"trace {sys.gettrace()!r}, profile {sys.getprofile()!r}, gc counts {gc.get_count()}, "
-                 f"{len(gc.get_objects())} objects tracked, peak RSS {peak} KiB")
+        # Busy or starved: the worker's own CPU seconds against the wall's, the collector's share of them, and how
+        # often the kernel took the CPU from it; then what makes Python itself slow: a tracer or profiler left set.
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        collected = {generation: round(GC_SPENT[generation] - gc_before[generation], 2) for generation in GC_SPENT}
+        state = (f"{time.monotonic() - wall:.1f} s of wall, {time.process_time() - cpu:.1f} s of the worker's CPU, "
+                 f"of it in the collector by generation {collected}, {usage.ru_nivcsw - switches} involuntary "
+                 f"switches; trace {sys.gettrace()!r}, profile {sys.getprofile()!r}, gc counts {gc.get_count()}, "
+                 f"{len(gc.get_objects())} objects tracked, peak RSS {usage.ru_maxrss} KiB")
         request.node.warn(pytest.PytestWarning(f"still running after {STALL_SECONDS:.0f} s ({state}); its threads "
                                                f"then:\n{stacks}"))
 
