@@ -78,6 +78,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("quick") is not None and "tensorflow" in sys.modules and not gc.get_freeze_count():
+        # The worker's first quick test: its TensorFlow tests are over (they are handed out before the quick ones).
+        # What they left for the collector stays uncollected: a tf.data iterator among it, torn down by a full
+        # collection in some later test, waited 35-60 s for its pipeline's threads, with the machine idle (py-spy:
+        # EagerTensor_dealloc -> ~IteratorResource -> ~LogicalThreadWrapper), the suite's stall near its end in
+        # about every run (docs/development.md). Frozen, the collector never walks those 700,000 objects again.
+        gc.freeze()
     group = cluster_group(item.nodeid)
     if group is None or group in _held:
         return
