@@ -193,10 +193,12 @@ def test_logs_per_rank_and_cancel_take_the_jobs_one_id(env: dict[str, str], tmp_
     pytest.importorskip("mlflow")
     job = submitted(hpc_train(tmp_path, env, "submit", *HET, "--nodes", "1", "--name", "long", "--track", "mlflow",
                               "--", "sh", "-c", 'echo "rank $SLURM_PROCID on $SLURMD_NODENAME"; sleep 120'))
-    last = tmp_path / "runs" / f"long-{job}" / "logs" / "rank-3.out"
+    logs = tmp_path / "runs" / f"long-{job}" / "logs"
     deadline = time.monotonic() + 60
-    while "rank 3 on hgpu" not in (last.read_text() if last.exists() else ""):
-        assert time.monotonic() < deadline, "the workers did not start within 60 s"
+    # Each component's first rank, waited for: the components' steps start one after the other.
+    while not all(f"rank {rank} on " in (path.read_text() if (path := logs / f"rank-{rank}.out").exists() else "")
+                  for rank in (0, 3)):
+        assert time.monotonic() < deadline, "the ranks did not start within 60 s"
         time.sleep(0.5)
     assert re.search(r"rank 3 on hgpu\d", hpc_train(tmp_path, env, "logs", job, "--rank", "3").stdout)
     assert re.search(r"rank 0 on hcpu\d", hpc_train(tmp_path, env, "logs", job, "--rank", "0").stdout)
