@@ -13,17 +13,11 @@ from __future__ import annotations
 import sys
 import time
 
-from hpc_train.bootstrap.tfimport import tensorflow
-from hpc_train.training.gpus import gpus_unused_note
 from hpc_train.training.rank import RankInfo
+from hpc_train.training.keras import tf
 from hpc_train.training.rendezvous import reachable
 from hpc_train.training.stopping import StopSignals
-from hpc_train.training.tfenv import set_defaults
-
-set_defaults()  # before TensorFlow's import: it reads them then
-# A server holds variables or runs the functions the chief sends it, never a Keras model: TensorFlow without Keras,
-# about 0.3 s of CPU less at each server's start (bootstrap/tfimport.py). A task module that imports Keras gets it.
-tf = tensorflow(with_keras=False)
+from hpc_train.training.strategy import gpus_unused_note
 
 POLL_SECONDS = 1.0
 GONE_AFTER_FAILED_POLLS = 3

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+from hpc_train.bootstrap.devices import cpu_fallback_note
 from hpc_train.config import TrainConfig
 from hpc_train.training.keras import tf
 
@@ -24,3 +27,8 @@ def make_strategy(config: TrainConfig) -> tf.distribute.Strategy:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     return tf.distribute.ParameterServerStrategy(resolver)
 
+
+def gpus_unused_note() -> str | None:
+    """The line a task says once when Slurm gave it GPUs that this TensorFlow cannot use (a CPU build or no
+    driver), so that it computes on the CPU: said rather than left to the C++ start-up noise (bootstrap/stderr_filter.py)."""
+    return cpu_fallback_note(os.environ.get("CUDA_VISIBLE_DEVICES"), len(tf.config.list_physical_devices("GPU")))

@@ -28,7 +28,6 @@ from hpc_train.runs.stacks import answer_requests
 from hpc_train.runs.state import layout_changes, read_state, steps_kept_at_a_new_size, write_state
 from hpc_train.slurm.noderange import size_field
 from hpc_train.training import outcome
-from hpc_train.training.gpus import gpus_unused_note
 from hpc_train.training.lines import Say, log, printer, world
 from hpc_train.training.memory import keep_freed_memory
 from hpc_train.training.paths import RunPaths
@@ -76,17 +75,15 @@ def run(config: TrainConfig, user_task: TaskModule | None = None) -> int:
 
 
 def _run(config: TrainConfig, rank: RankInfo, user_task: TaskModule | None, signals: StopSignals) -> int:
-    serving = config.strategy == "parameter_server" and rank.type != "chief"
-    if serving:  # TensorFlow at its least cost, before a task module imports it: a server's without Keras
-        from hpc_train.training.servers import serve_until_chief_leaves
-    else:
-        import hpc_train.training.keras  # noqa: F401
+    import hpc_train.training.keras  # noqa: F401  # TensorFlow at its least cost, before a task module imports it
     # Every rank imports the task module before meeting the others: one that cannot be used fails them all at once.
     user_task = user_task or load_task(config.task)
     if rank.cluster:
         # Fail fast, naming who is missing, rather than wait in TensorFlow; counting only the job's own ranks.
         meet(rank, config.startup_timeout, job_secret(os.environ))
-    if serving:
+    if config.strategy == "parameter_server" and rank.type != "chief":
+        from hpc_train.training.servers import serve_until_chief_leaves
+
         return serve_until_chief_leaves(rank, signals, config.startup_timeout)
     paths = RunPaths(Path(config.output_dir), rank)
     try:
@@ -99,7 +96,7 @@ def _train(config: TrainConfig, user_task: TaskModule, paths: RunPaths, signals:
     from hpc_train.training.callbacks import EpochReport
     from hpc_train.training.checkpoints import StepSaver
     from hpc_train.training.keras import tf
-    from hpc_train.training.strategy import make_strategy
+    from hpc_train.training.strategy import gpus_unused_note, make_strategy
 
     rank, say = paths.rank, printer(paths.rank)
     strategy = make_strategy(config)
@@ -196,8 +193,10 @@ def compiled_model(config: TrainConfig, strategy: Any, user_task: TaskModule, st
 
 
 def _use_steps_per_execution(model: Any, steps: int) -> None:
-    """The config's steps per call into TensorFlow, unless the task compiled its model with its own: also how
-    often a stop request is looked at (callbacks.StopAtStepBoundary)."""
+    """The config's steps per call into TensorFlow, unless the task compiled its model with its own.
+
+    It is also how often a stop request is looked at (callbacks.StopAtStepBoundary).
+    """
     current = getattr(model, "_steps_per_execution", None)
     if current is None or int(current.numpy()) == 1:
         model._configure_steps_per_execution(steps)
@@ -280,7 +279,8 @@ def _note_running(config: TrainConfig, shape: Shape, own_fields: dict[str, Any],
     """The chief's state.json: running, with the input layout; a warning when a resumed run's layout changed."""
     layout = {"workers": shape.pipelines.count, "replicas": shape.replicas,
               "per_replica_batch": config.batch_size, "global_batch": config.batch_size * shape.replicas,
-              "steps_per_epoch": shape.steps, "task": config.task, **own_fields, "seed": config.seed}
+              "steps_per_epoch": shape.steps, "task": config.task,
+              **own_fields, "seed": config.seed}
     changes = layout_changes(read_state(output).get("layout", {}), layout)
     if changes and progress.global_step:
         print(f"hpc-train: warning: resuming with another input layout ({'; '.join(changes)}): training goes on "
