@@ -79,7 +79,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("quick") is not None and "tensorflow" in sys.modules and not gc.get_freeze_count():
-        # The worker's first quick test: its TensorFlow tests are over (they are handed out before the quick ones).
+        # A worker's first quick test: under xdist its TensorFlow tests are over (handed out before the quick ones).
         # What they left for the collector stays uncollected: a tf.data iterator among it, torn down by a full
         # collection in some later test, waited 35-60 s for its pipeline's threads, with the machine idle (py-spy:
         # EagerTensor_dealloc -> ~IteratorResource -> ~LogicalThreadWrapper), the suite's stall near its end in
@@ -126,15 +126,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # A quick test takes 14 s at most (the data service's servers, started for real). About every other full run, one
 # quick test at random has taken 35-51 s near the suite's end, the time of nothing it does (docs/development.md).
 STALL_SECONDS = 25.0
-GC_SPENT = {0: 0.0, 1: 0.0, 2: 0.0}  # seconds of CPU in the collector, by generation, since the worker started
+GC_SPENT = {0: 0.0, 1: 0.0, 2: 0.0}  # seconds of wall in the collector, by generation, since the worker started
 _gc_started: list[float] = []
 
 
 def _time_the_collector(phase: str, info: dict[str, int]) -> None:
+    # Wall, not CPU: a finalizer the collector runs may wait (the stall found was one, in a futex, using no CPU).
     if phase == "start":
-        _gc_started[:] = [time.process_time()]
+        _gc_started[:] = [time.perf_counter()]
     elif _gc_started:
-        GC_SPENT[info["generation"]] += time.process_time() - _gc_started[0]
+        GC_SPENT[info["generation"]] += time.perf_counter() - _gc_started[0]
 
 
 gc.callbacks.append(_time_the_collector)
@@ -161,14 +162,15 @@ def a_stalled_quick_test_says_where(request: pytest.FixtureRequest) -> Iterator[
         dump.seek(0)
         stacks = dump.read()
     if stacks:
-        # Busy or starved: the worker's own CPU seconds against the wall's, the collector's share of them, and how
-        # often the kernel took the CPU from it; then what makes Python itself slow: a tracer or profiler left set.
+        # Busy or held: the worker's own CPU seconds against the wall's, the collector's wall (its finalizers
+        # included), how often the kernel took the CPU from it; then what makes Python slow: a tracer left set.
         usage = resource.getrusage(resource.RUSAGE_SELF)
         collected = {generation: round(GC_SPENT[generation] - gc_before[generation], 2) for generation in GC_SPENT}
         state = (f"{time.monotonic() - wall:.1f} s of wall, {time.process_time() - cpu:.1f} s of the worker's CPU, "
-                 f"of it in the collector by generation {collected}, {usage.ru_nivcsw - switches} involuntary "
+                 f"{collected} s in the collector by generation, {usage.ru_nivcsw - switches} involuntary "
                  f"switches; trace {sys.gettrace()!r}, profile {sys.getprofile()!r}, gc counts {gc.get_count()}, "
-                 f"{len(gc.get_objects())} objects tracked, peak RSS {usage.ru_maxrss} KiB")
+                 f"{len(gc.get_objects())} objects tracked and {gc.get_freeze_count()} frozen, "
+                 f"peak RSS {usage.ru_maxrss} KiB")
         request.node.warn(pytest.PytestWarning(f"still running after {STALL_SECONDS:.0f} s ({state}); its threads "
                                                f"then:\n{stacks}"))
 
