@@ -31,10 +31,6 @@ env/setup.sh test
 # afresh: their bytecode compiled once here, where PYTHONDONTWRITEBYTECODE (set on the machines here) would have
 # each process compile it again. (A syntax error stops here, named by compileall, before any test.)
 .venv/bin/python -m compileall -q hpc_train examples tests/training/tasks
-# pytest rewrites each test module's asserts as it imports it, and keeps the result in __pycache__, unless
-# PYTHONDONTWRITEBYTECODE is set (as on the machines here): then each worker rewrote all ~290 test modules again at
-# every run, 4-5 s of CPU apiece before its first test. The tests' processes write their bytecode as Python does.
-unset PYTHONDONTWRITEBYTECODE
 # Side by side in pytest-xdist workers, one per core and one more, up to 4 (each TensorFlow test takes its memory;
 # the end-to-end tests spend much of their time waiting on Slurm and on their jobs, which the extra worker fills):
 # the tests on each local cluster stay together in one worker, in order (tests/clustergroups.py), and the others
