@@ -123,8 +123,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"tested on the real local Slurm by {twin.args[0]}"))
 
 
-# A quick test takes 14 s at most (the data service's servers, started for real). About every other full run, one
-# quick test at random has taken 35-51 s near the suite's end, the time of nothing it does (docs/development.md).
+# A quick test takes 14 s at most (the data service's servers, started for real). In about every full run one quick
+# test at random took 35-60 s near the suite's end: a leftover tf.data iterator torn down by the collector (found
+# with this probe and py-spy; frozen away in pytest_runtest_setup, docs/development.md). The probe stays, to name
+# the next such stall where it happens.
 STALL_SECONDS = 25.0
 GC_SPENT = {0: 0.0, 1: 0.0, 2: 0.0}  # seconds of wall in the collector, by generation, since the worker started
 _gc_started: list[float] = []
