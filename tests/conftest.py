@@ -68,6 +68,7 @@ LOCAL_CLUSTER_LOCKS = {SESSION: "/tmp/hpc-train-local-cluster-tests.lock",
                        SECOND: "/tmp/hpc-train-second-cluster-tests.lock",
                        THIRD: "/tmp/hpc-train-third-cluster-tests.lock", OWN: "/tmp/hpc-train-own-cluster-tests.lock"}
 _held: dict[str, object] = {}
+_frozen: list[bool] = []  # [True] once this worker froze what its TensorFlow tests left (pytest_runtest_setup)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -78,13 +79,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("quick") is not None and "tensorflow" in sys.modules and not gc.get_freeze_count():
+    if item.get_closest_marker("quick") is not None and "tensorflow" in sys.modules and not _frozen:
         # A worker's first quick test: under xdist its TensorFlow tests are over (handed out before the quick ones).
         # What they left for the collector stays uncollected: a tf.data iterator among it, torn down by a full
         # collection in some later test, waited 35-60 s for its pipeline's threads, with the machine idle (py-spy:
         # EagerTensor_dealloc -> ~IteratorResource -> ~LogicalThreadWrapper), the suite's stall near its end in
         # about every run (docs/development.md). Frozen, the collector never walks those 700,000 objects again.
+        # (A flag, not gc.get_freeze_count(): Python 3.11 counts the frozen objects one by one, 40 ms a call.)
         gc.freeze()
+        _frozen.append(True)
     group = cluster_group(item.nodeid)
     if group is None or group in _held:
         return
