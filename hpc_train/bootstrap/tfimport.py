@@ -15,10 +15,15 @@ starts one per rank, per attempt, per retry (BENCHMARKS.md, "What a TensorFlow p
 - a process that needs no Keras (a data service's servers) gets TensorFlow without Keras at all: TensorFlow skips
   its eager load of Keras when Keras cannot be imported (the `tf.keras` attribute still loads it at first use; an
   import from `tensorflow.keras` fails), and keeps its own log level (a server's warnings are worth reading).
+
+Either way Python's cyclic garbage collector is paused while TensorFlow loads, and what loaded is frozen out of its
+reach after (`collector_paused`): TensorFlow's ~700,000 module-level objects are never garbage, yet each of the
+collector's full passes walked them all, during the import and again in training.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
@@ -70,6 +75,22 @@ def image_transforms_lazily() -> None:
     image.scipy, image.linalg, image.ndimage = (OnFirstUse(name) for name in ("scipy", "scipy.linalg", "scipy.ndimage"))
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector off inside; after, everything the process holds is frozen (gc.freeze: never walked
+    again, never freed: what an import makes lives as long as the process) and the collector on as it was. A rank's
+    start (one epoch of the trainer): 0.06 s in the collector instead of 0.6 s, the same peak memory (BENCHMARKS.md,
+    "What a TensorFlow process's start costs")."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def tensorflow(with_keras: bool = True) -> ModuleType:
     """TensorFlow, imported (once) at the least cost: with tf-keras (a trainer's rank: TF_USE_LEGACY_KERAS is set
     before, by training/keras.py), or with no Keras at all."""
@@ -81,7 +102,7 @@ def tensorflow(with_keras: bool = True) -> ModuleType:
         kept = KEPT_OUT
     else:  # a user's Keras 3 (TF_USE_LEGACY_KERAS=0): TensorFlow as it comes, Keras 3 whole (it takes DataFrames)
         kept = ()
-    with kept_out(kept):
+    with kept_out(kept), collector_paused():
         import tensorflow as tf
 
         if with_keras:

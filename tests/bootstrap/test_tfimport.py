@@ -42,6 +42,23 @@ def test_a_stand_in_imports_its_module_at_its_first_use_and_not_before(tmp_path:
         stand_in.__deepcopy__
 
 
+def test_the_collector_is_off_while_tensorflow_loads_then_what_loaded_is_frozen_and_it_is_back_as_it_was() -> None:
+    seen = run_fresh("""
+        import gc, json
+        from hpc_train.bootstrap.tfimport import collector_paused
+        states = []
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            gc.unfreeze()
+            with collector_paused():
+                inside = gc.isenabled()
+                made = [[] for _ in range(1000)]
+            states.append({"inside": inside, "after": gc.isenabled(), "frozen": gc.get_freeze_count() >= 1000})
+        print(json.dumps(states))
+    """)
+    assert seen == [{"inside": False, "after": True, "frozen": True}, {"inside": False, "after": False, "frozen": True}]
+
+
 @pytest.mark.tensorflow
 def test_a_ranks_keras_loads_without_pandas_and_scipys_linear_algebra_and_both_still_work_when_asked() -> None:
     seen = run_fresh("""
@@ -66,10 +83,12 @@ def test_a_data_server_gets_tensorflow_without_keras() -> None:
         from hpc_train.bootstrap.tfimport import tensorflow
         tf = tensorflow(with_keras=False)
         keras = sorted({name.split(".")[0] for name in sys.modules if name.split(".")[0] in ("keras", "tf_keras")})
+        import gc
         print(json.dumps({"keras": keras, "sum": int(tf.reduce_sum(tf.range(4))),
-                          "service": hasattr(tf.data.experimental.service, "DispatchServer")}))
+                          "service": hasattr(tf.data.experimental.service, "DispatchServer"),
+                          "collector": gc.isenabled(), "tensorflow_frozen": gc.get_freeze_count() > 100_000}))
     """)
-    assert seen == {"keras": [], "sum": 6, "service": True}
+    assert seen == {"keras": [], "sum": 6, "service": True, "collector": True, "tensorflow_frozen": True}
 
 
 @pytest.mark.tensorflow
