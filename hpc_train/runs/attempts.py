@@ -95,6 +95,16 @@ def record(run_dir: Path, attempt: dict[str, Any]) -> None:
     write_json_atomically(run_dir / STATE_FILE, {**state, "attempts": [*history(run_dir), attempt]})
 
 
+def withdraw(run_dir: Path, attempt: dict[str, Any]) -> None:
+    """Take back an entry recorded ahead of what it says (a requeue that Slurm then refused), if it is there."""
+    attempts = history(run_dir)
+    if attempt in attempts:
+        attempts.reverse()
+        attempts.remove(attempt)  # the newest such entry
+        attempts.reverse()
+        write_json_atomically(run_dir / STATE_FILE, {**read_state(run_dir), "attempts": attempts})
+
+
 def update_last(run_dir: Path, **fields: Any) -> None:
     """Add fields to the newest attempt (the resumed run's `resumed_at`, `seconds_lost`)."""
     state = read_state(run_dir)

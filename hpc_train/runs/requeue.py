@@ -108,12 +108,19 @@ def requeue_stopped(environ: Mapping[str, str], max_requeues: int, run_dir: Path
     if plan.job_id is None:
         return RequeueOutcome(None, plan.reason)
     before(RequeueOutcome(plan.job_id, plan.reason))
+    # Recorded before Slurm is asked, taken back if it refuses: its yes brings the job body's SIGTERM at once, and
+    # the body reads the history then to tell its job's own requeue from a cancel (injob/onterm.py: the attempt's
+    # end, the nodes it gave back kept out of the next allocation). Recorded after, a loaded machine let the body
+    # read it first: the requeued job was allocated the node it had given back.
+    entry = attempts.requeue_entry(restart_count(environ) + 1, global_step)
+    if run_dir is not None:
+        attempts.record(run_dir, entry)
     # In an image there is no scontrol: the job body, outside it, requeues the job once this rank has exited.
     problem = ask_the_body(run_dir, plan.job_id) if environ.get(IN_CONTAINER) else requeue(plan.job_id)
     if problem is not None:
+        if run_dir is not None:
+            attempts.withdraw(run_dir, entry)
         return RequeueOutcome(plan.job_id, plan.reason, problem)
-    if run_dir is not None:
-        attempts.record(run_dir, attempts.requeue_entry(restart_count(environ) + 1, global_step))
     return RequeueOutcome(plan.job_id, plan.reason)
 
 

@@ -74,6 +74,19 @@ def test_a_stopped_run_requeues_its_job_and_records_it_in_its_history(tmp_path: 
     assert requeue_stopped({"SLURM_JOB_ID": "42"}, 5, run_dir).says() == "requeued job 42 (requeue 2 of at most 5)"
 
 
+def test_the_history_holds_the_requeue_when_slurm_is_asked_for_the_job_body_woken_by_its_yes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm's yes sends the job body SIGTERM at once, and the body reads the history then (injob/onterm.py): the
+    requeue must be there already, not written once scontrol has returned (a loaded machine let the body win)."""
+    from hpc_train.runs import attempts, requeue
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(requeue, "requeue", lambda job_id: seen.append(
+        [entry["action"] for entry in attempts.history(tmp_path)]))
+    assert requeue.requeue_stopped({"SLURM_JOB_ID": "42"}, 5, tmp_path, 10).requeued
+    assert seen == [["requeued"]] and attempts.requeues_done(attempts.history(tmp_path)) == 1
+
+
 def test_without_a_run_folder_every_restart_counts_and_nothing_is_recorded(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from hpc_train.runs.requeue import requeue_stopped
