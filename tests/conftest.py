@@ -84,8 +84,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         # What they left for the collector stays uncollected: a tf.data iterator among it, torn down by a full
         # collection in some later test, waited 35-60 s for its pipeline's threads, with the machine idle (py-spy:
         # EagerTensor_dealloc -> ~IteratorResource -> ~LogicalThreadWrapper), the suite's stall near its end in
-        # about every run (docs/development.md). Frozen, the collector never walks those 700,000 objects again.
-        # (A flag, not gc.get_freeze_count(): Python 3.11 counts the frozen objects one by one, 40 ms a call.)
+        # about every run (docs/development.md). Frozen, the collector never walks them again. A flag says it is
+        # done, not gc.get_freeze_count(): Python 3.11 counts the frozen objects one by one (40 ms a call), and
+        # TensorFlow's modules are frozen already where bootstrap/tfimport.py imported them.
         gc.freeze()
         _frozen.append(True)
     group = cluster_group(item.nodeid)

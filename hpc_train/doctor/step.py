@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _tensorflow() -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:  # TensorFlow as a trainer's rank imports it (tf-keras, its start's savings), not Keras 3's whole import
-        from hpc_train.training.keras import tf
+    try:  # TensorFlow alone, at tfimport's cost (not Keras 3's whole import): tf-keras is judged by its own check
+        from hpc_train.bootstrap.tfimport import tensorflow
+
+        tf = tensorflow(with_keras=False)
     except Exception as error:  # any failure to import is the finding
         return {"tensorflow_error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
     from hpc_train.bootstrap.keras import installed_versions

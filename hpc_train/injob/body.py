@@ -181,6 +181,9 @@ def requeued_for_a_rank(body: JobBody, code: int) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     problem = requeue(job_id)
     if problem is not None:
+        from hpc_train.runs import attempts
+
+        attempts.withdraw_newest_requeue(body.run_dir)  # the rank recorded it on asking: it did not happen
         print(f"{PREFIX}: scontrol requeue {job_id} failed ({problem}); resubmit the job to resume", file=sys.stderr,
               flush=True)
         return code

@@ -96,13 +96,21 @@ def record(run_dir: Path, attempt: dict[str, Any]) -> None:
 
 
 def withdraw(run_dir: Path, attempt: dict[str, Any]) -> None:
-    """Take back an entry recorded ahead of what it says (a requeue that Slurm then refused), if it is there."""
-    attempts = history(run_dir)
-    if attempt in attempts:
-        attempts.reverse()
-        attempts.remove(attempt)  # the newest such entry
-        attempts.reverse()
-        write_json_atomically(run_dir / STATE_FILE, {**read_state(run_dir), "attempts": attempts})
+    """Take back an entry recorded ahead of what it says (a requeue that Slurm then refused): the newest equal
+    one, if it is there."""
+    state = read_state(run_dir)
+    entries = recorded(state)
+    if attempt in entries:
+        del entries[len(entries) - 1 - entries[::-1].index(attempt)]
+        write_json_atomically(run_dir / STATE_FILE, {**state, "attempts": entries})
+
+
+def withdraw_newest_requeue(run_dir: Path) -> None:
+    """withdraw() the newest time-limit requeue, if the history has one (a rank in an image recorded it on asking
+    the job body, which Slurm then refused)."""
+    requeues = [entry for entry in history(run_dir) if entry.get("action") == "requeued"]
+    if requeues:
+        withdraw(run_dir, requeues[-1])
 
 
 def update_last(run_dir: Path, **fields: Any) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hpc_train.container.runtime import IN_CONTAINER
 from hpc_train.runs import attempts
@@ -112,16 +113,30 @@ def requeue_stopped(environ: Mapping[str, str], max_requeues: int, run_dir: Path
     # the body reads the history then to tell its job's own requeue from a cancel (injob/onterm.py: the attempt's
     # end, the nodes it gave back kept out of the next allocation). Recorded after, a loaded machine let the body
     # read it first: the requeued job was allocated the node it had given back.
+    # (A cancel or a preemption whose SIGTERM comes within scontrol's round trip now reads as this requeue; before,
+    # every requeue could read as a cancel. A history that cannot be written does not stop the requeue.)
     entry = attempts.requeue_entry(restart_count(environ) + 1, global_step)
-    if run_dir is not None:
-        attempts.record(run_dir, entry)
+    recorded = _best_effort(attempts.record, run_dir, entry)
     # In an image there is no scontrol: the job body, outside it, requeues the job once this rank has exited.
     problem = ask_the_body(run_dir, plan.job_id) if environ.get(IN_CONTAINER) else requeue(plan.job_id)
     if problem is not None:
-        if run_dir is not None:
-            attempts.withdraw(run_dir, entry)
+        if recorded:
+            _best_effort(attempts.withdraw, run_dir, entry)
         return RequeueOutcome(plan.job_id, plan.reason, problem)
     return RequeueOutcome(plan.job_id, plan.reason)
+
+
+def _best_effort(write: Callable[[Path, dict[str, Any]], None], run_dir: Path | None,
+                 entry: dict[str, Any]) -> bool:
+    """write(run_dir, entry), True when done; False without a run folder, or one that cannot be written (the
+    requeue goes on without its history)."""
+    if run_dir is None:
+        return False
+    try:
+        write(run_dir, entry)
+    except OSError:
+        return False
+    return True
 
 
 def ask_the_body(run_dir: Path | None, job_id: str) -> str | None:

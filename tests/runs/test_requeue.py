@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -81,8 +83,11 @@ def test_the_history_holds_the_requeue_when_slurm_is_asked_for_the_job_body_woke
     from hpc_train.runs import attempts, requeue
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(requeue, "requeue", lambda job_id: seen.append(
-        [entry["action"] for entry in attempts.history(tmp_path)]))
+
+    def slurm_agrees(job_id: str) -> None:  # (None: Slurm's yes)
+        seen.append([entry["action"] for entry in attempts.history(tmp_path)])
+
+    monkeypatch.setattr(requeue, "requeue", slurm_agrees)
     assert requeue.requeue_stopped({"SLURM_JOB_ID": "42"}, 5, tmp_path, 10).requeued
     assert seen == [["requeued"]] and attempts.requeues_done(attempts.history(tmp_path)) == 1
 
@@ -107,11 +112,16 @@ def test_a_requeue_slurm_refuses_says_so_and_records_nothing(tmp_path: Path, mon
     fake_scontrol(tmp_path, Reply(stderr="scontrol: error: disabled\n", code=1), monkeypatch)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
+    earlier = attempts.requeue_entry(1, 5)
+    attempts.record(run_dir, earlier)
+    state_file = run_dir / "state.json"
+    state_file.write_text(json.dumps({**json.loads(state_file.read_text()), "state": "stopped"}))
     before: list[str] = []
     outcome = requeue_stopped({"SLURM_JOB_ID": "42"}, 5, run_dir, 10, lambda asking: before.append(asking.job_id))
     assert not outcome.requeued and before == ["42"]
     assert outcome.says() == "scontrol requeue 42 failed (scontrol: error: disabled)"
-    assert attempts.history(run_dir) == []
+    assert attempts.history(run_dir) == [earlier]  # recorded on asking, taken back: the earlier one kept
+    assert json.loads(state_file.read_text())["state"] == "stopped"  # and the rest of the file
 
 
 def test_a_rank_in_an_image_asks_the_job_body_which_requeues_the_job_outside(tmp_path: Path,
@@ -137,9 +147,16 @@ def test_a_requeue_slurm_refuses_for_a_rank_in_an_image_leaves_the_step_s_code(
     from hpc_train.injob.body import JobBody, requeued_for_a_rank
     from hpc_train.runs.requeue import ask_the_body
 
+    from hpc_train.runs import attempts, requeue
+
     fake_scontrol(tmp_path, Reply(stderr="scontrol: error: Requested operation is presently disabled", code=1),
                   monkeypatch)
+    earlier = attempts.requeue_entry(2)
+    attempts.record(tmp_path, earlier)
+    # The rank recorded its requeue on asking the body (requeue_stopped); Slurm then refuses the body.
+    assert requeue.requeue_stopped({"SLURM_JOB_ID": "42", "HPC_TRAIN_CONTAINER": "charliecloud"}, 5, tmp_path).requeued
     assert ask_the_body(tmp_path, "42") is None
     monkeypatch.setattr("signal.signal", lambda signum, handler: None)
     assert requeued_for_a_rank(JobBody(tmp_path), 75) == 75
     assert "hpc-train: scontrol requeue 42 failed (" in capsys.readouterr().err
+    assert attempts.history(tmp_path) == [earlier]  # the refused one taken back, the earlier one kept
