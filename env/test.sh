@@ -31,10 +31,11 @@ env/setup.sh test
 # afresh: their bytecode compiled once here, where PYTHONDONTWRITEBYTECODE (set on the machines here) would have
 # each process compile it again. (A syntax error stops here, named by compileall, before any test.)
 .venv/bin/python -m compileall -q hpc_train examples tests/training/tasks
-# Side by side in pytest-xdist workers, one per core and one more, up to 4 (each TensorFlow test takes its memory;
-# the end-to-end tests spend much of their time waiting on Slurm and on their jobs, which the extra worker fills):
+# Side by side in pytest-xdist workers, one per core and two more, up to 4 (each TensorFlow test takes its memory;
+# the end-to-end tests spend much of their time waiting on Slurm and on their jobs, which the extra workers fill:
+# on 2 cores, 4 workers took 14 min 52 s where 3 took 15 min 24 s to 15 min 56 s, docs/development.md):
 # the tests on each local cluster stay together in one worker, in order (tests/clustergroups.py), and the others
 # share the rest. HPC_TRAIN_TEST_WORKERS=0 runs everything in this one process; -n N overrides.
 cores="$(nproc 2>/dev/null || echo 1)"
-workers="${HPC_TRAIN_TEST_WORKERS:-$(( cores < 2 ? 0 : (cores + 1 > 4 ? 4 : cores + 1) ))}"
+workers="${HPC_TRAIN_TEST_WORKERS:-$(( cores < 2 ? 0 : (cores + 2 > 4 ? 4 : cores + 2) ))}"
 exec .venv/bin/python -m pytest -n "$workers" "$@"
