@@ -33,7 +33,7 @@ env/setup.sh test
 .venv/bin/python -m compileall -q hpc_train examples tests/training/tasks
 # Side by side in pytest-xdist workers, one per core and two more, up to 4 (each TensorFlow test takes its memory;
 # the end-to-end tests spend much of their time waiting on Slurm and on their jobs, which the extra workers fill:
-# on 2 cores, 4 workers took 14 min 52 s where 3 took 15 min 24 s to 15 min 56 s, docs/development.md):
+# on 2 cores, 4 workers took 14 min 52 s and 15 min 34 s where 3 took 15 min 24 s to 15 min 56 s, docs/development.md):
 # the tests on each local cluster stay together in one worker, in order (tests/clustergroups.py), and the others
 # share the rest. HPC_TRAIN_TEST_WORKERS=0 runs everything in this one process; -n N overrides.
 cores="$(nproc 2>/dev/null || echo 1)"
