@@ -44,4 +44,7 @@ if __name__ == "__main__":
         sys.exit("usage: python benchmarks/collector_at_import.py rank|server paused|plain")
     if sys.argv[2] == "plain":
         tfimport.collector_paused = contextlib.nullcontext  # the import as before
-    rank() if sys.argv[1] == "rank" else server()
+    if sys.argv[1] == "rank":
+        rank()
+    else:
+        server()

@@ -23,6 +23,7 @@ A tracked job's MLflow run is held around the step and ended as the attempt ends
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -183,7 +184,8 @@ def requeued_for_a_rank(body: JobBody, code: int) -> int:
     if problem is not None:
         from hpc_train.runs import attempts
 
-        attempts.withdraw_newest_requeue(body.run_dir)  # the rank recorded it on asking: it did not happen
+        with contextlib.suppress(OSError):  # (the history is best effort: the step's code still goes back)
+            attempts.withdraw_newest_requeue(body.run_dir)  # the rank recorded it on asking: it did not happen
         print(f"{PREFIX}: scontrol requeue {job_id} failed ({problem}); resubmit the job to resume", file=sys.stderr,
               flush=True)
         return code
