@@ -12,10 +12,10 @@ import pytest
 
 from hpc_train.localslurm.spec import LocalCluster
 from tests.e2e.test_task_modules import submit
-from tests.training.tasks import hanging_once
+from tests.training.tasks import HANGING_ONCE
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
-TASK = Path(hanging_once.__file__)
+TASK = HANGING_ONCE
 
 
 def test_a_hang_on_every_rank_is_ended_with_its_stacks_and_retried_to_completion(cluster: LocalCluster,

@@ -25,11 +25,11 @@ from hpc_train.localslurm.spec import LocalCluster
 from hpc_train.runs.joblog import job_log_path
 from tests.fake_slurm import without_slurm
 from tests.e2e.jobs import FINAL_STATES, JOB_TIMEOUT, job_state, wait_for_end
-from tests.training.tasks import regression, slow_input
+from tests.training.tasks import REGRESSION, SLOW_INPUT, constant
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
 ROOT = Path(__file__).resolve().parents[2]
-TASK = Path(regression.__file__)
+TASK = REGRESSION
 # 2 workers: 1,024 examples each, 128 steps of 8 per epoch, a step boundary every 4 steps.
 REQUEUED = ("--set", "epochs=6", "--set", "batch_size=8", "--set", "steps_per_execution=4")
 
@@ -106,7 +106,7 @@ def test_a_user_task_trains_under_parameter_server(cluster: LocalCluster, tmp_pa
     assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
     metrics = job.metrics()
     assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2] and metrics["strategy"] == "parameter_server"
-    assert metrics["steps_per_epoch"] == 2 * (regression.EXAMPLES // 2 // 32)  # both workers' batches
+    assert metrics["steps_per_epoch"] == 2 * (int(constant(REGRESSION, "EXAMPLES")) // 2 // 32)  # both workers' batches
     assert metrics["totals"]["final_val_loss"] < metrics["epochs"][0]["loss"]
 
 
@@ -119,10 +119,10 @@ def test_an_input_pipeline_that_sleeps_40_percent_of_the_step_shows_that_input_s
     # sleep, and Keras' own work). The step's own sleep is long beside Keras' work, whose length a loaded machine
     # changes between the two runs (0.01-0.016 s a step: 7 points of the share at a 0.08 s step, 4.4 at 0.16 s (a
     # failed run here: 7 points off, over the 5 allowed), about 2 at this one). Sleeps: seconds of waiting, no CPU.
-    settings = ("--task", str(slow_input.__file__), "--set", "epochs=1", "--set", "batch_size=32",
+    settings = ("--task", str(SLOW_INPUT), "--set", "epochs=1", "--set", "batch_size=32",
                 "--set", "steps_per_execution=4")
     quick = submit(cluster, tmp_path, "quick", *settings, nodes=1)
-    slow = submit(cluster, tmp_path, "slow", *settings, nodes=1, extra_env={slow_input.SLEEP_VARIABLE: "0.58"})
+    slow = submit(cluster, tmp_path, "slow", *settings, nodes=1, extra_env={str(constant(SLOW_INPUT, "SLEEP_VARIABLE")): "0.58"})
     for job in (quick, slow):
         assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
     quick_total, slow_total = (json.loads((job.folder / "ledger.json").read_text())["total"] for job in (quick, slow))

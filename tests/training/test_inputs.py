@@ -7,7 +7,7 @@ import pytest
 
 from hpc_train.config import TrainConfig
 from hpc_train.training.usertask import TaskError, from_functions, load_task
-from tests.training.tasks import regression
+from tests.training.tasks import REGRESSION
 
 pytestmark = pytest.mark.tensorflow
 
@@ -24,8 +24,10 @@ def test_a_resumed_stream_is_the_uninterrupted_one_from_the_next_batch() -> None
     """Skipping keeps every later pass's order: the seeded shuffle reshuffles each pass the same way."""
     from hpc_train.training.inputs import Pipelines, training_fn
 
+    from tests.training.tasks import regression
+
     config = TrainConfig(batch_size=32)
-    user = load_task(regression.__file__)
+    user = load_task(str(REGRESSION))
     context = Pipelines(2, 2).contexts()[1]
     per_pass = regression.EXAMPLES // 2 // 32
     whole = labels(training_fn(user, config, 0)(context), 3 * per_pass)
@@ -79,6 +81,8 @@ def test_a_dataset_that_cannot_be_trained_on_is_refused_naming_the_function(make
 def test_features_the_model_cannot_take_are_refused() -> None:
     from hpc_train.training.inputs import check_model_fits
     from hpc_train.training.keras import tf
+
+    from tests.training.tasks import regression
 
     model = regression.build_model()
     wide = tf.data.Dataset.from_tensor_slices((np.zeros((8, 5), "float32"), np.zeros(8))).batch(4)

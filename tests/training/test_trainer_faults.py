@@ -24,7 +24,7 @@ from tests.fake_slurm import without_slurm
 from tests.training.reference import SMALL, FinishedRun, small_run  # noqa: F401 - the fixture
 from tests.training.runs import (EPOCH_LINE, Watched, digest, finish, local_cluster, metrics, start, state,
                                  task_config)
-from tests.training.tasks import hanging_once, regression
+from tests.training.tasks import HANGING_ONCE, REGRESSION
 
 pytestmark = pytest.mark.tensorflow
 EXIT_STOPPED = 75
@@ -62,7 +62,7 @@ def test_a_term_to_one_worker_stops_both_at_the_same_step_and_they_resume_at_ano
     128 steps at both sizes. (Resuming on the same 2 workers, their weights one model and the run's bit for bit:
     tests/e2e/test_trainer_jobs.py's warned and damaged-checkpoint jobs, on a real Slurm.)"""
     # SIGTERM also checks that TensorFlow's own SIGTERM handler (its coordination service) was replaced.
-    settings = (f"task={regression.__file__}", "epochs=3", "steps_per_execution=4", "strategy=multiworker",
+    settings = (f"task={REGRESSION}", "epochs=3", "steps_per_execution=4", "strategy=multiworker",
                 "global_batch=16", "batch_size=16")
     cluster = local_cluster(worker=2)
     runs = [Watched(start(tmp_path, *settings, tf_config=task_config(cluster, "worker", index)))
@@ -185,7 +185,9 @@ def test_a_peer_that_never_starts_fails_the_task_quickly_and_is_named(tmp_path: 
 
 def test_a_rank_stuck_in_a_step_ends_at_once_on_a_second_sigterm_saying_so(tmp_path: Path) -> None:
     # The data stops flowing mid-epoch: the first SIGTERM waits for a step boundary that never comes.
-    task = Path(hanging_once.__file__)
+    from tests.training.tasks import hanging_once
+
+    task = HANGING_ONCE
     # 3 steps per execution: the step of the last batch (40) is inside an execution that never ends.
     command = [str(Path(sys.executable).parent / "hpc-train"), "train", "--task", str(task), "--output-dir",
                str(tmp_path), "--set", "steps_per_epoch=64", "--set", "steps_per_execution=3", "--set", "epochs=2"]

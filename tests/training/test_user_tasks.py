@@ -17,10 +17,10 @@ import pytest
 
 from tests.fake_slurm import without_slurm
 from tests.training.runs import Watched, digest, finish, metrics, start, state
-from tests.training.tasks import regression
+from tests.training.tasks import REGRESSION
 
 pytestmark = pytest.mark.tensorflow
-TASK = regression.__file__
+TASK = str(REGRESSION)
 # 128 steps per epoch, a step boundary every 4.
 SETTINGS = (f"task={TASK}", "epochs=2", "batch_size=16", "steps_per_execution=4")
 
