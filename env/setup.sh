@@ -25,8 +25,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && "$root/.venv/bin/pyth
   echo "env/setup.sh: ready (already installed): $root/.venv/bin/hpc-train" >&2
   exit 0
 fi
-echo "env/setup.sh: installing hpc-train[$extras] and TensorFlow into .venv (about a minute the first time)" >&2
-"$root/.venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$root/.venv/bin/python" -m pip install --quiet --disable-pip-version-check --editable "$root[$extras]"
+echo "env/setup.sh: installing hpc-train[$extras] and TensorFlow into .venv (half a minute to a minute the first time)" >&2
+"$root/.venv/bin/python" "$root/env/install.py" "$root" "$extras"  # with uv where it can be had, else pip
 echo "$wanted" > "$stamp"
 echo "env/setup.sh: ready: $root/.venv/bin/hpc-train" >&2
