@@ -11,15 +11,18 @@ cd "$root"
 # OpenSSH's server and rsync: the remotes' tests reach a login node through a real sshd they start.
 # Charliecloud (ch-run) and debootstrap: tests/e2e/test_containers.py builds an image and runs every rank in it.
 # nftables: tests/e2e/test_site_firewall.py guards a job's ports with the site kit (hpc_train/site/).
+# apt-get installs them beside env/setup.sh's Python packages (both mostly download): about 20 s saved on a fresh
+# machine.
+apt_installer=""
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1 \
     || [ ! -x /usr/sbin/sshd ] || ! command -v rsync >/dev/null 2>&1 || [ ! -x /usr/sbin/nft ] \
     || ! command -v ch-run >/dev/null 2>&1 || [ ! -x /usr/sbin/debootstrap ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "env/test.sh: installing slurm-wlm, munge, openssh-server, rsync, nftables, charliecloud-runtime and" \
       "debootstrap with apt-get" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openssh-server openssh-client rsync \
-      nftables charliecloud-runtime debootstrap >/dev/null
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openssh-server \
+      openssh-client rsync nftables charliecloud-runtime debootstrap >/dev/null) &
+    apt_installer=$!
   else
     echo "env/test.sh: note: no Slurm (or sshd, rsync, ch-run), and no root apt-get to install them: their tests are" \
       "skipped (the same scripts are still tested through hpc-train launch)" >&2
@@ -27,6 +30,16 @@ if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1
 fi
 
 env/setup.sh test
+if [ -n "$apt_installer" ] && ! wait "$apt_installer"; then
+  echo "env/test.sh: error: apt-get could not install the packages above; run it by hand to see why" >&2
+  exit 1
+fi
+# The containers' test image (tests/e2e/charliecloud_image.py), when not built yet: debootstrap in the background,
+# while the tests start, rather than on its test's worker (100 s of the longest cluster group on a fresh machine).
+# The test waits for it; its output is in /tmp/hpc-train-ch-image.log.
+if command -v ch-run >/dev/null 2>&1 && [ ! -e /tmp/hpc-train-ch-image/usr/bin/python3 ]; then
+  .venv/bin/python tests/e2e/charliecloud_image.py >/tmp/hpc-train-ch-image.log 2>&1 &
+fi
 # Every rank, server and command of the tests' jobs imports hpc_train (and the task modules and examples they run)
 # afresh: their bytecode compiled once here, where PYTHONDONTWRITEBYTECODE (set on the machines here) would have
 # each process compile it again. (A syntax error stops here, named by compileall, before any test.)

@@ -1,10 +1,9 @@
 """Every rank in a Charliecloud image on a real Slurm, the job body outside (docs/containers.md).
 
-The image is built once, without a registry (debootstrap: Debian's minimal system and its python3, about 40 s and
-260 MB), kept in /tmp/hpc-train-ch-image for the next session and never committed. It has no TensorFlow and no
-hpc-train: the job's own come from its environment, mounted (the job's hpc_train package first on the image
-Python's path, the job's site-packages after the image's own). env/test.sh installs debootstrap and
-charliecloud-runtime when root.
+The image (tests/e2e/charliecloud_image.py: Debian's minimal system and its python3, built once with debootstrap,
+in the background by env/test.sh) has no TensorFlow and no hpc-train: the job's own come from its environment,
+mounted (the job's hpc_train package first on the image Python's path, the job's site-packages after the image's
+own). env/test.sh installs debootstrap and charliecloud-runtime when root.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,12 +21,13 @@ from pathlib import Path
 import pytest
 
 from hpc_train.localslurm.spec import LocalCluster
+from tests.e2e import charliecloud_image
 from tests.e2e.jobs import FINAL_STATES, rank_pid
 from tests.e2e.test_task_modules import SubmittedJob, submit
 from tests.mnist_data import shared_mnist
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.tensorflow]
-IMAGE = Path("/tmp/hpc-train-ch-image")
+IMAGE = charliecloud_image.IMAGE
 # 8000 MNIST images an epoch, a few seconds each here: the warning comes while the job still trains.
 EPOCHS = 6
 TIMEOUT = 900  # two ranks importing TensorFlow through a mount on a loaded machine: minutes
@@ -39,17 +38,12 @@ PRINT_WHERE = ("import os, sys; print('inside', os.environ.get('CH_RUNNING'), sy
 
 @pytest.fixture(scope="module")
 def image() -> Path:
-    """The Charliecloud image (a folder): built when it is not there yet, else reused."""
-    if shutil.which("ch-run") is None or (shutil.which("debootstrap") is None and not IMAGE.is_dir()):
+    """The Charliecloud image (a folder): built when it is not there yet (or its build by env/test.sh waited for)."""
+    if not charliecloud_image.can_build():
         pytest.skip("needs ch-run and debootstrap (apt-get install charliecloud-runtime debootstrap; env/test.sh does)")
-    if not (IMAGE / "usr" / "bin" / "python3").exists():
-        building = IMAGE.with_name(f"{IMAGE.name}.build-{os.getpid()}")
-        built = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3", "bookworm", str(building)],
-                               capture_output=True, text=True, timeout=1200)
-        if built.returncode != 0:
-            shutil.rmtree(building, ignore_errors=True)
-            pytest.skip(f"debootstrap could not build the image (no Debian mirror?): {built.stderr[-500:]}")
-        building.rename(IMAGE)
+    failed = charliecloud_image.build()
+    if failed:
+        pytest.skip(f"debootstrap could not build the image (no Debian mirror?): {failed}")
     python = sorted(path.name for path in (IMAGE / "usr" / "bin").glob("python3.*") if path.name[8:].isdigit())
     here = f"python{sys.version_info.major}.{sys.version_info.minor}"
     if here not in python:
