@@ -16,6 +16,11 @@ from tests.fake_slurm import without_slurm
 from tests.tracking.server import mlflow_server  # noqa: F401 - the session's MLflow server, for every test folder
 from tests.sshd import SshServer
 
+# pytest's assertion rewriting of the ~290 test modules cost each xdist worker 4.5 s of CPU at every collection:
+# PYTHONDONTWRITEBYTECODE (set on the machines here) kept pytest from caching the rewritten modules, as it does with
+# bytecode (in __pycache__, ignored by git). The pytest processes cache them; what they start keeps the variable.
+sys.dont_write_bytecode = False
+
 # A bare `pytest` from another Python (a system one) would meet the first missing module in every test file:
 # say once what to run instead.
 NEEDED = ("hostlist", "yaml", "submitit", "hypothesis", "tensorflow", "tf_keras")
