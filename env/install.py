@@ -6,65 +6,73 @@ project's .venv, from env/setup.sh): with uv where it can be had, else with pip.
 pip downloads and unpacks one wheel after another: 67 s here for TensorFlow and the rest into a new .venv; uv
 (Astral's installer, from PyPI) does the same in parallel: 26 s, bytecode compiled (AMD EPYC, 2 cores; docs/
 development.md). uv reads none of pip's configuration, so what pip's says about where packages come from (indexes,
-find-links, constraints, a certificate) is passed on to uv; a setting it cannot pass on, or a uv that fails for any
-reason, and pip installs as before. Standard library only: it runs before anything is installed.
+find-links, constraints, a certificate) is passed on to uv, in its environment; a setting it cannot pass on, or a uv
+that fails for any reason, and pip installs as before. Standard library only: it runs before anything is installed.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 
-# pip's settings (`pip config list`, environment first) and uv's flags for them. pip weighs an extra index equal
-# to its main one (the best version anywhere): so does uv with unsafe-best-match.
-FLAGS = {"index-url": "--default-index", "extra-index-url": "--index", "find-links": "--find-links",
-         "constraint": "--constraint"}
+# pip's settings (`pip config list`) and uv's variables for them, passed in uv's environment, never on its command
+# line (an index's URL may hold a password). pip weighs an extra index equal to its main one (the best version
+# anywhere): so does uv with unsafe-best-match.
+VARIABLES = {"index-url": ("UV_DEFAULT_INDEX", " "), "extra-index-url": ("UV_INDEX", " "),
+             "find-links": ("UV_FIND_LINKS", ","), "constraint": ("UV_CONSTRAINT", " ")}
 # Settings of pip that change nothing of what it installs.
 HARMLESS = {"disable-pip-version-check", "default-timeout", "timeout", "no-warn-script-location", "progress-bar",
-            "quiet", "verbose", "no-color", "root-user-action", "cache-dir", "no-cache-dir"}
+            "quiet", "verbose", "no-color", "root-user-action", "cache-dir", "no-cache-dir", "config-file"}
+# The sections `pip install` reads, in pip's order: [global], then [install], then PIP_* variables.
+SECTIONS = ("global.", "install.", ":env:.")
 
 
 def pip_settings() -> dict[str, str]:
-    """pip's configured settings (its files' and PIP_* variables'), the environment's winning."""
+    """What pip's configuration (its files and PIP_* variables) sets for `pip install`, the later section winning."""
     listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
                             check=True).stdout
     settings: dict[str, str] = {}
-    # pip's order: its [global] section, then [install] (the command's own), then PIP_* variables
-    for line in sorted(listed.splitlines(), key=lambda line: (line.startswith(":env:"), line.startswith("install."))):
-        name, _, value = line.partition("=")
-        settings[name.split(".", 1)[-1]] = value.strip().strip("'\"")
+    for section in SECTIONS:
+        for line in listed.splitlines():
+            name, _, value = line.partition("=")
+            if name.startswith(section):
+                settings[name.removeprefix(section)] = str(ast.literal_eval(value))  # (printed as a Python string)
     return settings
 
 
-def uv_arguments(settings: dict[str, str]) -> tuple[list[str], dict[str, str]] | None:
-    """uv's flags and environment for pip's settings; None when one of them has no uv equivalent here."""
-    flags, environment = ["--index-strategy", "unsafe-best-match"], {}
+def uv_environment(settings: dict[str, str]) -> dict[str, str] | None:
+    """uv's environment for pip's settings; None when one of them has no uv equivalent here."""
+    environment = {"UV_INDEX_STRATEGY": "unsafe-best-match"}
     for name, value in settings.items():
-        if name in FLAGS:
-            flags += [part for item in value.split() for part in (FLAGS[name], item)]
+        if name in VARIABLES:
+            variable, separator = VARIABLES[name]
+            environment[variable] = separator.join(value.split())  # (pip's lists: spaces or lines)
         elif name == "cert":
             environment["SSL_CERT_FILE"] = value
         elif name == "no-index" and value.lower() in ("1", "true", "yes", "on"):
-            flags.append("--no-index")
+            environment["UV_NO_INDEX"] = "1"
         elif name not in HARMLESS:
             return None
-    return flags, environment
+    return environment
+
+
+def pip_install(*arguments: str) -> int:
+    return subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                           *arguments]).returncode
 
 
 def install_with_uv(target: str) -> bool:
+    """Installed with uv (itself installed with pip first); False where it could not be, nothing said but why."""
     try:
-        translated = uv_arguments(pip_settings())
-    except (OSError, subprocess.CalledProcessError):
+        environment = uv_environment(pip_settings())
+    except (OSError, ValueError, SyntaxError, subprocess.CalledProcessError):
         return False
-    if translated is None:
+    if environment is None or pip_install("uv") != 0:
         return False
-    flags, environment = translated
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    if subprocess.run([*pip, "uv"], stdout=subprocess.DEVNULL).returncode != 0:
-        return False
-    uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable, "--compile-bytecode"]
-    done = subprocess.run([*uv, *flags, "--editable", target], env={**os.environ, **environment})
+    done = subprocess.run([sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable,
+                           "--compile-bytecode", "--editable", target], env={**os.environ, **environment})
     if done.returncode != 0:
         print("env/install.py: uv could not install it: installing with pip instead", file=sys.stderr)
     return done.returncode == 0
@@ -77,9 +85,7 @@ def main(argv: list[str]) -> int:
     target = f"{argv[0]}[{argv[1]}]"
     if install_with_uv(target):
         return 0
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    upgraded = subprocess.run([*pip, "--upgrade", "pip"])
-    return upgraded.returncode or subprocess.run([*pip, "--editable", target]).returncode
+    return pip_install("--upgrade", "pip") or pip_install("--editable", target)
 
 
 if __name__ == "__main__":

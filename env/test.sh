@@ -23,6 +23,7 @@ if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openssh-server \
       openssh-client rsync nftables charliecloud-runtime debootstrap >/dev/null) &
     apt_installer=$!
+    trap 'kill "$apt_installer" 2>/dev/null || true' EXIT  # (a setup that fails stops it too)
   else
     echo "env/test.sh: note: no Slurm (or sshd, rsync, ch-run), and no root apt-get to install them: their tests are" \
       "skipped (the same scripts are still tested through hpc-train launch)" >&2
@@ -30,15 +31,18 @@ if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1
 fi
 
 env/setup.sh test
-if [ -n "$apt_installer" ] && ! wait "$apt_installer"; then
-  echo "env/test.sh: error: apt-get could not install the packages above; run it by hand to see why" >&2
-  exit 1
+if [ -n "$apt_installer" ]; then
+  if ! wait "$apt_installer"; then
+    echo "env/test.sh: error: apt-get could not install the packages above; run it by hand to see why" >&2
+    exit 1
+  fi
+  trap - EXIT
 fi
 # The containers' test image (tests/e2e/charliecloud_image.py), when not built yet: debootstrap in the background,
 # while the tests start, rather than on its test's worker (100 s of the longest cluster group on a fresh machine).
-# The test waits for it; its output is in /tmp/hpc-train-ch-image.log.
+# The test waits for it, and says why where it could not be built.
 if command -v ch-run >/dev/null 2>&1 && [ ! -e /tmp/hpc-train-ch-image/usr/bin/python3 ]; then
-  .venv/bin/python tests/e2e/charliecloud_image.py >/tmp/hpc-train-ch-image.log 2>&1 &
+  .venv/bin/python tests/e2e/charliecloud_image.py >/dev/null 2>&1 &
 fi
 # Every rank, server and command of the tests' jobs imports hpc_train (and the task modules and examples they run)
 # afresh: their bytecode compiled once here, where PYTHONDONTWRITEBYTECODE (set on the machines here) would have

@@ -1,4 +1,5 @@
-"""env/install.py: what pip's configuration says about where packages come from reaches uv, or pip installs."""
+"""env/install.py: what pip's configuration says about where packages come from reaches uv, in its environment (an
+index's URL may hold a password: never on a command line), or pip installs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -24,36 +26,75 @@ def install() -> ModuleType:
     return module
 
 
-def test_pips_indexes_links_constraints_and_certificate_become_uvs_flags_and_environment() -> None:
-    flags, environment = install().uv_arguments({
-        "index-url": "https://mirror.example/simple", "extra-index-url": "file:///a/simple https://b.example/simple",
-        "find-links": "/opt/wheels", "constraint": "/etc/c.txt", "cert": "/etc/ca.crt", "default-timeout": "180"})
-    assert flags == ["--index-strategy", "unsafe-best-match", "--default-index", "https://mirror.example/simple",
-                     "--index", "file:///a/simple", "--index", "https://b.example/simple", "--find-links",
-                     "/opt/wheels", "--constraint", "/etc/c.txt"]
-    assert environment == {"SSL_CERT_FILE": "/etc/ca.crt"}
+def settings_read_by_pip(config: str, tmp_path: Path, **variables: str) -> dict[str, str]:
+    """pip_settings() as the script reads them, from this pip.conf and these PIP_* variables alone."""
+    path = tmp_path / "pip.conf"
+    path.write_text(config)
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("PIP_")}
+    environment |= {"PIP_CONFIG_FILE": str(path), **variables}
+    read = subprocess.run([sys.executable, "-c", f"import json, runpy; m = runpy.run_path({str(SCRIPT)!r}); "
+                           "print(json.dumps(m['pip_settings']()))"], env=environment, capture_output=True, text=True,
+                          check=True)
+    return json.loads(read.stdout)
+
+
+def test_pips_indexes_links_constraints_and_certificate_become_uvs_environment(tmp_path: Path) -> None:
+    settings = settings_read_by_pip(
+        "[global]\nindex-url = https://user:secret@mirror.example/simple\nextra-index-url =\n    file:///a/simple\n"
+        "    https://b.example/simple\nfind-links = /opt/wheels /more\nconstraint = /etc/c.txt\ncert = /etc/ca.crt\n"
+        "default-timeout = 180\n", tmp_path)
+    assert install().uv_environment(settings) == {
+        "UV_INDEX_STRATEGY": "unsafe-best-match", "UV_DEFAULT_INDEX": "https://user:secret@mirror.example/simple",
+        "UV_INDEX": "file:///a/simple https://b.example/simple", "UV_FIND_LINKS": "/opt/wheels,/more",
+        "UV_CONSTRAINT": "/etc/c.txt", "SSL_CERT_FILE": "/etc/ca.crt"}
+
+
+def test_install_then_global_then_the_environment_win_and_other_commands_sections_count_for_nothing(
+        tmp_path: Path) -> None:
+    settings = settings_read_by_pip(
+        "[global]\nindex-url = https://file.example/simple\nfind-links = /from/global\n"
+        "[install]\nfind-links = /from/install\n[wheel]\nfind-links = /from/wheel\nconstraint = /wheel.txt\n",
+        tmp_path, PIP_INDEX_URL="https://env.example/simple")
+    assert settings["index-url"] == "https://env.example/simple"
+    assert settings["find-links"] == "/from/install" and settings.get("constraint") != "/wheel.txt"
+    assert install().uv_environment(settings) is not None  # (PIP_CONFIG_FILE itself changes nothing installed)
 
 
 @pytest.mark.parametrize("setting", ["trusted-host", "proxy", "client-cert", "only-binary"])
 def test_a_setting_uv_would_not_honour_leaves_the_install_to_pip(setting: str, monkeypatch: pytest.MonkeyPatch
                                                                  ) -> None:
     module = install()
-    assert module.uv_arguments({setting: "x"}) is None
+    assert module.uv_environment({setting: "x"}) is None
     ran: list[list[str]] = []
     monkeypatch.setattr(module, "pip_settings", lambda: {setting: "x"})
-    monkeypatch.setattr(module.subprocess, "run", lambda command, **_: ran.append(command))
-    assert module.install_with_uv("/project[test]") is False and not ran  # nothing tried with uv
+    monkeypatch.setattr(module, "subprocess", FakeSubprocess(ran, uv_exit=0))
+    assert module.main(["/project", "test"]) == 0
+    assert all("uv" not in command for command in ran) and ran[-1][-2:] == ["--editable", "/project[test]"]
 
 
-def test_pips_own_configuration_is_read_the_environment_winning(tmp_path: Path) -> None:
-    config = tmp_path / "pip.conf"
-    config.write_text("[global]\nindex-url = https://file.example/simple\nfind-links = /from/file\n"
-                      "[install]\nfind-links = /from/install\n")
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("PIP_")}
-    environment |= {"PIP_CONFIG_FILE": str(config), "PIP_INDEX_URL": "https://env.example/simple"}
-    read = subprocess.run([sys.executable, "-c", f"import json, runpy; m = runpy.run_path({str(SCRIPT)!r}); "
-                           "print(json.dumps(m['pip_settings']()))"], env=environment, capture_output=True, text=True,
-                          check=True)
-    settings = json.loads(read.stdout)
-    assert settings["index-url"] == "https://env.example/simple"
-    assert settings["find-links"] == "/from/install"
+def test_a_uv_that_fails_leaves_the_install_to_pip_and_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    module = install()
+    ran: list[list[str]] = []
+    monkeypatch.setattr(module, "pip_settings", lambda: {"index-url": "https://user:secret@mirror.example/simple"})
+    monkeypatch.setattr(module, "subprocess", FakeSubprocess(ran, uv_exit=2))
+    assert module.main(["/project", "test"]) == 0
+    assert len([command for command in ran if command[1:3] == ["-m", "uv"]]) == 1
+    assert not any("secret" in part for command in ran for part in command)  # the URL went by the environment
+    assert ran[-1][-2:] == ["--editable", "/project[test]"] and "uv could not install it" in capsys.readouterr().err
+
+
+class FakeSubprocess:
+    """subprocess as env/install.py uses it: records each command; uv exits `uv_exit`, everything else 0."""
+
+    CalledProcessError = subprocess.CalledProcessError
+
+    def __init__(self, ran: list[list[str]], uv_exit: int) -> None:
+        self.ran, self.uv_exit = ran, uv_exit
+
+    def run(self, command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+        self.ran.append(command)
+        is_uv = command[1:3] == ["-m", "uv"]
+        if is_uv:
+            assert options["env"]["UV_DEFAULT_INDEX"].endswith("mirror.example/simple")
+        return subprocess.CompletedProcess(command, self.uv_exit if is_uv else 0, "", "")

@@ -9,6 +9,7 @@ editable hpc_train there is not picked up).
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import sysconfig
@@ -24,21 +25,32 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.tensorflow  # one command trains
 
 
+def uv_with_pips_settings() -> tuple[list[str], dict[str, str] | None]:
+    """uv's command and environment (pip's settings passed on), or ([], None) where pip must do it."""
+    spec = importlib.util.spec_from_file_location("env_install", ROOT / "env" / "install.py")
+    assert spec is not None and spec.loader is not None
+    install = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(install)
+    environment = install.uv_environment(install.pip_settings()) if importlib.util.find_spec("uv") else None
+    return ([sys.executable, "-m", "uv"], {**os.environ, **environment}) if environment is not None else ([], None)
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The bin/ of a fresh venv holding hpc-train from a wheel."""
     import fcntl
 
     work = tmp_path_factory.mktemp("wheel")
-    # uv where env/setup.sh installed with it (a fifth of pip's CPU: its build environment cached, its venv made
-    # without ensurepip); the same wheel either way (setuptools builds it).
-    uv = [sys.executable, "-m", "uv"] if importlib.util.find_spec("uv") is not None else None
+    # uv where env/setup.sh could install with it (a fifth of pip's CPU: its build environment cached, its venv made
+    # without ensurepip), given pip's settings as env/install.py gives them; the same wheel either way (setuptools).
+    uv, uv_environment = uv_with_pips_settings()
     build = ([*uv, "build", "--wheel", "-q", "-o"] if uv else [sys.executable, "-m", "pip", "wheel", "--no-deps",
                                                               "-q", "-w"])
     # One build at a time in the checkout (its build/ folder): each xdist worker running a test here builds its own.
     with open("/tmp/hpc-train-wheel-build.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        built = subprocess.run([*build, str(work / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
+        built = subprocess.run([*build, str(work / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300,
+                               env=uv_environment)
     assert built.returncode == 0, built.stderr[-3000:]
     [wheel] = (work / "dist").glob("hpc_train-*.whl")
     venv = [*uv, "venv", "-q", "--python", sys.executable] if uv else [sys.executable, "-m", "venv"]
@@ -49,7 +61,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (Path(site) / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     install = [*uv, "pip", "install", "--python", str(python)] if uv else [str(python), "-m", "pip", "install"]
     installing = subprocess.run([*install, "--no-deps", "-q", str(wheel)], capture_output=True, text=True,
-                                timeout=300)
+                                timeout=300, env=uv_environment)
     assert installing.returncode == 0, installing.stderr[-3000:]
     yield python.parent
 

@@ -106,7 +106,7 @@ def test_a_user_task_trains_under_parameter_server(cluster: LocalCluster, tmp_pa
     assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
     metrics = job.metrics()
     assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1, 2] and metrics["strategy"] == "parameter_server"
-    assert metrics["steps_per_epoch"] == 2 * (int(constant(REGRESSION, "EXAMPLES")) // 2 // 32)  # both workers' batches
+    assert metrics["steps_per_epoch"] == 2 * (constant(REGRESSION, "EXAMPLES") // 2 // 32)  # both workers' batches
     assert metrics["totals"]["final_val_loss"] < metrics["epochs"][0]["loss"]
 
 
@@ -122,7 +122,8 @@ def test_an_input_pipeline_that_sleeps_40_percent_of_the_step_shows_that_input_s
     settings = ("--task", str(SLOW_INPUT), "--set", "epochs=1", "--set", "batch_size=32",
                 "--set", "steps_per_execution=4")
     quick = submit(cluster, tmp_path, "quick", *settings, nodes=1)
-    slow = submit(cluster, tmp_path, "slow", *settings, nodes=1, extra_env={str(constant(SLOW_INPUT, "SLEEP_VARIABLE")): "0.58"})
+    sleep = {constant(SLOW_INPUT, "SLEEP_VARIABLE"): "0.58"}
+    slow = submit(cluster, tmp_path, "slow", *settings, nodes=1, extra_env=sleep)
     for job in (quick, slow):
         assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
     quick_total, slow_total = (json.loads((job.folder / "ledger.json").read_text())["total"] for job in (quick, slow))

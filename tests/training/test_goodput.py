@@ -93,12 +93,11 @@ def test_a_pipeline_that_sleeps_40_percent_of_the_step_shows_that_input_share(st
     # against 0.49 once on a loaded 2-core machine). The 5-point check is the local cluster's, two jobs side by side
     # (tests/e2e/test_task_modules.py).
     assert abs(measured - expected) <= 0.1, (measured, expected, quick_step, slow_step)
-    # About 40%: the producer's sleep was sized on the quick run's step, whose overhead moved with the load (51% once
-    # on CI's loaded machine, 53% against 40% expected with a 40 ms compute); the check against what the steps
-    # really lengthened by is the one above.
+    # A large share, not a fixed band: the producer's sleep, sized for 40% on the quick run's step, meets a step
+    # whose overhead moved with the load (51% once on CI's loaded machine); the check against what the steps really
+    # lengthened by is the one above.
     assert 0.25 <= measured, (measured, expected, quick_step, slow_step)
-    # Whatever the load: no step waited longer than the step less its compute's sleep (a wait counted twice, or
-    # compute counted as input, would).
+    # Whatever the load: the compute counted is at least its sleep (compute counted as input would leave less).
     assert slow["input"] / STEPS <= slow_step - MEASURED_COMPUTE_SECONDS, (slow, slow_step)
 
 

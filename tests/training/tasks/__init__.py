@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REGRESSION = HERE / "regression.py"
@@ -15,7 +16,7 @@ SLOW_INPUT = HERE / "slow_input.py"
 HANGING_ONCE = HERE / "hanging_once.py"
 
 
-def constant(task: Path, name: str) -> object:
+def constant(task: Path, name: str) -> Any:
     """A task module's constant (a literal assigned at its top level), read from its source without importing it."""
     for statement in ast.parse(task.read_text()).body:
         if isinstance(statement, ast.Assign) and any(isinstance(target, ast.Name) and target.id == name
