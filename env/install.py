@@ -64,7 +64,7 @@ def pip_install(*arguments: str) -> int:
 
 
 def install_with_uv(target: str) -> bool:
-    """Installed with uv (itself installed with pip first); False where it could not be, nothing said but why."""
+    """Installed with uv (itself installed with pip first); False where it could not be (pip's turn then)."""
     try:
         environment = uv_environment(pip_settings())
     except (OSError, ValueError, SyntaxError, subprocess.CalledProcessError):

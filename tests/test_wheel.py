@@ -27,10 +27,9 @@ pytestmark = pytest.mark.tensorflow  # one command trains
 
 def uv_with_pips_settings() -> tuple[list[str], dict[str, str] | None]:
     """uv's command and environment (pip's settings passed on), or ([], None) where pip must do it."""
-    spec = importlib.util.spec_from_file_location("env_install", ROOT / "env" / "install.py")
-    assert spec is not None and spec.loader is not None
-    install = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(install)
+    from tests.test_env_install import install as env_install
+
+    install = env_install()
     environment = install.uv_environment(install.pip_settings()) if importlib.util.find_spec("uv") else None
     return ([sys.executable, "-m", "uv"], {**os.environ, **environment}) if environment is not None else ([], None)
 
