@@ -13,7 +13,9 @@ command's exit:
   command being started ignoring USR2.
   With `--command-signal TERM` the command is started ignoring both, and the
   warning is passed on as SIGTERM, which TensorFlow's own
-  PreemptionCheckpointHandler watches. SIGTERM (preemption, `scontrol requeue`,
+  PreemptionCheckpointHandler watches. A warning passed on waits until the
+  command catches that signal (at most a minute: warninghold.py), so that one
+  arriving while it starts or exits is not its death. SIGTERM (preemption, `scontrol requeue`,
   `scancel`, the time limit itself) reaches it directly too; this process
   waits for the command, which decides what to do.
 - A command that saves after the warning and exits with 75 (EX_TEMPFAIL), or
@@ -58,6 +60,7 @@ from hpc_train.config import COMMAND_SIGNALS, DEFAULT_MAX_REQUEUES
 from hpc_train.exitcodes import EXIT_STOPPED, EXIT_TF_PREEMPTION
 from hpc_train.runs import attempts
 from hpc_train.runs.stacks import answer_requests
+from hpc_train.injob import warninghold
 from hpc_train.injob.pyspy import allow_parent_to_trace, answer_for
 from hpc_train.runs.requeue import RequeueOutcome, requeue_stopped
 from hpc_train.bootstrap import stderr_filter
@@ -134,9 +137,11 @@ def _run_command(job: CommandJob, environ: Mapping[str, str], options: Bootstrap
     tensorflow = installed_versions().get("tensorflow")
     stderr_filter.filter_stderr([] if choice.legacy else [(pattern, failure_hint(index, choice.description, tensorflow))
                                                   for index, (pattern, _) in enumerate(KNOWN_FAILURES)])
+    relay = _Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
+    relay.install(WARNINGS)  # a warning while the rank is placed: kept for the command, not this process's end
     try:
         layout, env = place(options or job.options(), environ, choice)
-        code = supervise(job, env, is_first=layout.me.rank == 0)
+        code = supervise(job, env, is_first=layout.me.rank == 0, relay=relay)
     except HpcTrainError as error:  # hpc-train's own refusal (a bad Slurm step, a command not found): not retried
         if environ.get("HPC_TRAIN_RUN_DIR"):
             attempts.note_failure(environ["HPC_TRAIN_RUN_DIR"], "refused", str(error), environ=environ)
@@ -146,10 +151,10 @@ def _run_command(job: CommandJob, environ: Mapping[str, str], options: Bootstrap
     return code
 
 
-def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
+def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool, relay: _Relay | None = None) -> int:
     """Start the command, pass signals on until it ends, requeue when it asked to; its exit code."""
-    relay = _Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
-    relay.install()
+    relay = relay or _Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
+    relay.install({*WARNINGS, *REACHING_IT})
     try:
         # Started ignoring the warnings it is not to see (ignored signals stay ignored across exec): USR2, and
         # USR1 too when the warning reaches it as TERM.
@@ -160,7 +165,7 @@ def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool) -> int:
         raise HpcTrainError(f"command not found: {job.command[0]!r}; check the command after --") from None
     except OSError as error:  # not executable, no #! line, ...
         raise HpcTrainError(f"cannot run {job.command[0]!r}: {error.strerror}; check the command after --") from None
-    relay.child = child
+    relay.attach(child)
     if env.get("HPC_TRAIN_RUN_DIR"):  # the hang watchdog may ask for the command's stacks: py-spy answers
         answer_requests(env["HPC_TRAIN_RUN_DIR"], env, answer_for(child.pid, env))
     returncode = child.wait()
@@ -220,6 +225,7 @@ class _Relay:
         self.warned = False
         self.warning_to_command = warning_to_command
         self.step_ending = False  # a SIGTERM after the command had ended: the step is being ended
+        self.passed_on = False  # a warning was passed on to the command
 
     def wait_for_the_step_to_end(self, at_most: float) -> None:
         """Sleep until the step's SIGTERM arrives, or `at_most` seconds."""
@@ -227,9 +233,16 @@ class _Relay:
         while not self.step_ending and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def install(self) -> None:
-        for signum in {*WARNINGS, *REACHING_IT}:
+    def install(self, signals: set[signal.Signals] | tuple[signal.Signals, ...]) -> None:
+        for signum in signals:
             signal.signal(signum, self._note)
+
+    def attach(self, child: subprocess.Popen[bytes]) -> None:
+        """The command, started: a warning that came before it is passed on now (it missed Slurm's)."""
+        self.child = child
+        if self.warned and not self.passed_on:
+            self.passed_on = True
+            warninghold.pass_on(child, self.warning_to_command)
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         if signum in WARNINGS:
@@ -239,7 +252,8 @@ class _Relay:
         # USR1 reaches a USR1 command by itself (Slurm signals every process of the rank); the rest is passed on.
         passes_on = signum in WARNINGS and not (signum == signal.SIGUSR1 == self.warning_to_command)
         if passes_on and self.child is not None and self.child.poll() is None:
-            self.child.send_signal(self.warning_to_command)
+            self.passed_on = True
+            warninghold.pass_on(self.child, self.warning_to_command)  # once the command catches it (warninghold.py)
 
 
 def _say(message: str) -> None:

@@ -117,6 +117,20 @@ def test_with_command_signal_term_the_warning_is_a_sigterm_and_exit_42_requeues(
     assert call.startswith("scontrol requeue ") and "the command stopped to go on later (exit 42); requeueing job" in err
 
 
+def test_a_warning_while_the_command_starts_waits_until_it_catches_sigterm(tmp_path: Path) -> None:
+    note, go = tmp_path / "note", tmp_path / "go"
+    # The command starts (as TensorFlow's import does, for seconds) before its handler catches SIGTERM.
+    starting = f"import os, time\nopen(os.environ['NOTE'] + '.' + os.environ['SLURM_PROCID'] + '.started', 'w')\n" \
+               f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+    job = launch(tmp_path, sys.executable, "-c", starting + PREEMPTION_SCRIPT, command_signal="TERM", NOTE=str(note))
+    wait_for(Path(f"{note}.0.started"), Path(f"{note}.1.started"))
+    job.send_signal(signal.SIGUSR2)  # the warning, before either command catches SIGTERM: passed on once they do
+    go.touch()
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 42, err  # saved and requeued, not killed by the signal it was about to catch
+    assert Path(f"{note}.0").read_text() == Path(f"{note}.1").read_text() == "SIGTERM"
+
+
 def test_sigterm_reaches_the_command_as_it_is_and_nothing_is_requeued(tmp_path: Path) -> None:
     note = tmp_path / "note"
     job = launch(tmp_path, sys.executable, "-c", SAVING_SCRIPT, tasks=1, NOTE=str(note))
