@@ -6,16 +6,20 @@ warned job saves, is requeued (42 counts as 75 does), and the rerun resumes at t
 
     hpc-train submit --nodes 2 --command-signal TERM -- python examples/preemption.py
     hpc-train submit --nodes 2 --local --command-signal TERM -- python examples/preemption.py   # without Slurm
+    hpc-train submit --nodes 2 --command-signal TERM -- python examples/preemption.py --epochs 20  # longer
 
 Checkpoints go to $HPC_TRAIN_RUN_DIR (the job's folder) when hpc-train runs it, else to /tmp/preemption.
 """
 
+import argparse
 import os
 
 import numpy as np
 import tensorflow as tf
 
-EPOCHS = 10
+parser = argparse.ArgumentParser(description="TensorFlow's PreemptionCheckpointHandler under hpc-train")
+parser.add_argument("--epochs", type=int, default=10, help="epochs of 30 steps (default: 10)")
+EPOCHS = parser.parse_args().epochs
 STEPS_PER_EPOCH = 30
 PER_WORKER_BATCH = 64
 
