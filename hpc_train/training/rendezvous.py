@@ -17,6 +17,7 @@ that proves nothing is dropped, and never delays, stops or is told about the oth
 
 from __future__ import annotations
 
+import errno
 import resource
 import socket
 import sys
@@ -31,6 +32,10 @@ from hpc_train.training.rank import RankInfo
 from hpc_train.version import PREFIX
 
 RETRY_SECONDS = 0.2
+# The chief's port was free when its rank started (bootstrap/portcheck.py): one taken since, by the time the chief
+# listens (after TensorFlow's import), may be a brief holder (another process probing it, a socket closing); the chief
+# waits this long for it before it fails the attempt.
+BUSY_PORT_WAIT_SECONDS = 10.0
 # Those who checked in hear the verdict a little after the chief's own deadline.
 VERDICT_GRACE_SECONDS = 30.0
 
@@ -186,16 +191,22 @@ def _connect_until(address: str, deadline: float) -> socket.socket | None:
     return None
 
 
-def _listen(address: str) -> socket.socket:
+def _listen(address: str, wait: float = BUSY_PORT_WAIT_SECONDS) -> socket.socket:
     port = int(address.rpartition(":")[2])
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TensorFlow binds it right after us
-    try:
-        listener.bind(("", port))
-    except OSError as error:
-        listener.close()
-        raise HpcTrainError(f"cannot listen on port {port} ({error.strerror}): another job on this node? "
-                            "pass --port-base with a free range, or use srun --resv-ports") from None
+    deadline = time.monotonic() + wait
+    while True:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TensorFlow binds it right after us
+        try:
+            listener.bind(("", port))
+            break
+        except OSError as error:
+            listener.close()
+            if error.errno == errno.EADDRINUSE and time.monotonic() < deadline:
+                time.sleep(RETRY_SECONDS)
+                continue
+            raise HpcTrainError(f"cannot listen on port {port} ({error.strerror}): another job on this node? "
+                                "pass --port-base with a free range, or use srun --resv-ports") from None
     listener.listen(1024)
     return listener
 

@@ -309,3 +309,21 @@ def test_a_chief_without_a_secret_says_so_once(capfd: pytest.CaptureFixture[str]
     assert warned == ["hpc-train: warning: check-in without a job secret (HPC_TRAIN_SECRET_FILE is not set): any "
                       "process that reaches the chief's port may check in as a rank; start the step with "
                       "`hpc-train job` (docs/security.md)"]
+
+
+def test_the_chief_waits_for_its_port_held_briefly_and_names_one_held_throughout() -> None:
+    port = free_port_block(1)
+    holder = socket.create_server(("", port))  # (a listener, without SO_REUSEADDR's leave: it blocks the bind)
+    freed = threading.Event()
+
+    def free_it() -> None:
+        time.sleep(0.5)  # the holder is brief: it lets go while the chief waits
+        holder.close()
+        freed.set()
+
+    threading.Thread(target=free_it).start()
+    listener = rendezvous._listen(f"127.0.0.1:{port}", wait=30)
+    assert freed.is_set() and listener.getsockname()[1] == port
+    with listener, pytest.raises(HpcTrainError, match=rf"cannot listen on port {port} \(Address already in use\): "
+                                 "another job on this node\\? pass --port-base"):
+        rendezvous._listen(f"127.0.0.1:{port}", wait=0.3)  # held throughout (by the first listener)
