@@ -145,8 +145,9 @@ def test_the_last_epochs_input_shares_reach_the_run_folder(tmp_path: Path) -> No
     assert [epoch["epoch"] for epoch in epochs] == list(range(2, EPOCHS_KEPT + 2))
     assert all(epoch["input_share"] > 0.25 for epoch in epochs[1:]), epochs  # (the first: the model's start-up)
     # ... and their training steps' seconds (auto's other measure of whether a worker helped): 3 steps of a pipeline
-    # that sleeps 0.2 s a batch (its prefetch a little ahead of them), within the epoch's wall time.
-    assert all(0.5 <= epoch["steps_seconds"] <= epoch["ended"] - epoch["began"] + 0.01 for epoch in epochs[1:]), [
+    # that sleeps 0.2 s a batch, within the epoch's wall time; its prefetch may hold two of the three ready from the
+    # epoch's start (filled while the last epoch ended: 0.46 s on a loaded machine), never the third.
+    assert all(0.2 <= epoch["steps_seconds"] <= epoch["ended"] - epoch["began"] + 0.01 for epoch in epochs[1:]), [
         (epoch["steps_seconds"], epoch["ended"] - epoch["began"]) for epoch in epochs]
     assert [epoch["steps"] for epoch in epochs] == [3] * EPOCHS_KEPT  # each epoch's steps (the first's: start-up's)
 
