@@ -6,16 +6,20 @@ hpc-train gives every rank HPC_TRAIN_RUN_DIR, the job's folder, the same on ever
 
     hpc-train submit --nodes 2 -- python examples/backup_restore.py
     scontrol requeue JOBID     # at any time: the rerun goes on after the last epoch backed up
+    hpc-train submit --nodes 2 -- python examples/backup_restore.py --epochs 10   # shorter
 
 Under hpc-train `tf.keras` is tf-keras (Keras 3 cannot run `model.fit` under MultiWorkerMirroredStrategy).
 """
 
+import argparse
 import os
 
 import numpy as np
 import tensorflow as tf
 
-EPOCHS = 20
+parser = argparse.ArgumentParser(description="Keras' BackupAndRestore under hpc-train")
+parser.add_argument("--epochs", type=int, default=20, help="epochs of 100 steps (default: 20)")
+EPOCHS = parser.parse_args().epochs
 
 
 class SayEpochs(tf.keras.callbacks.Callback):

@@ -26,7 +26,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # The preemption job trains 600 short steps: a warning sent as it starts must reach TensorFlow's handler before they
 # end, through Slurm, the rank and the handler's agreement on a step, on a loaded machine (270 steps were too few).
 SCRIPTS = {"preemption": (("preemption.py", "--epochs", "20"), "--command-signal", "TERM"),
-           "backup": (("backup_restore.py",), "--hold"), "keras": (("keras_multiworker.py",),),
+           "backup": (("backup_restore.py", "--epochs", "10"), "--hold"), "keras": (("keras_multiworker.py",),),
            "loop": (("custom_loop.py",),)}
 
 
@@ -61,17 +61,17 @@ def test_preemption_checkpoint_handler_is_warned_saves_exits_42_is_requeued_and_
 def test_backup_and_restore_goes_on_after_scontrol_requeue(jobs: dict[str, SubmittedJob]) -> None:
     job = jobs["backup"]
     subprocess.run(["scontrol", "release", job.id], env=job.env, check=True)
-    wait_for_log(job, "epoch 3/20 begins (restart 0)")
+    wait_for_log(job, "epoch 2/10 begins (restart 0)")
     # Slurm's SIGTERM, then SIGKILL after KillWait: TensorFlow's coordination service swallows the SIGTERM, so the
     # first run trains on until killed, mid-epoch, its last whole epoch backed up.
     subprocess.run(["scontrol", "requeue", job.id], env=job.env, check=True)
     assert job.wait() == ("COMPLETED", "0:0"), job.log(0, "err")[-3000:]
     log = job.log(0)
-    last_before = max(int(epoch) for epoch in re.findall(r"^epoch (\d+)/20 begins \(restart 0\)$", log, re.M))
-    first_again = int(re.findall(r"^epoch (\d+)/20 begins \(restart 1\)$", log, re.M)[0])
+    last_before = max(int(epoch) for epoch in re.findall(r"^epoch (\d+)/10 begins \(restart 0\)$", log, re.M))
+    first_again = int(re.findall(r"^epoch (\d+)/10 begins \(restart 1\)$", log, re.M)[0])
     # No whole epoch trained twice, none skipped: the restart begins with the epoch the kill cut short, or with the
     # next one when the kill came after an epoch's end was backed up but before the next one began.
-    assert 3 <= last_before <= first_again <= last_before + 1 < 21 and "done: accuracy" in log, log
+    assert 2 <= last_before <= first_again <= last_before + 1 < 11 and "done: accuracy" in log, log
 
 
 def test_the_keras_tutorials_shape_runs_as_it_is_with_tf_keras(jobs: dict[str, SubmittedJob]) -> None:
