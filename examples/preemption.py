@@ -34,7 +34,6 @@ def dataset(global_batch):
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 global_batch = PER_WORKER_BATCH * strategy.num_replicas_in_sync
-iterator = iter(strategy.experimental_distribute_dataset(dataset(global_batch)))
 
 with strategy.scope():
     model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu", input_shape=(16,)),
@@ -61,6 +60,8 @@ checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
 checkpoint_dir = os.path.join(os.environ.get("HPC_TRAIN_RUN_DIR", "/tmp/preemption"), "preemption-checkpoints")
 # Restores the newest checkpoint, if any; from here on, SIGTERM means: save at the next step, then exit 42.
 handler = tf.distribute.experimental.PreemptionCheckpointHandler(strategy.cluster_resolver, checkpoint, checkpoint_dir)
+# The input pipeline after the handler: the earlier the handler watches SIGTERM, the fewer warnings it misses.
+iterator = iter(strategy.experimental_distribute_dataset(dataset(global_batch)))
 # The steps taken so far: the optimizer counts them, and the checkpoint holds the optimizer.
 steps_done = int(optimizer.iterations.numpy())
 print(f"starting at step {steps_done}", flush=True)

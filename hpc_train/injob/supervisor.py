@@ -15,9 +15,10 @@ command's exit:
   warning is passed on as SIGTERM, which TensorFlow's own
   PreemptionCheckpointHandler watches. A warning passed on waits until the
   command catches that signal (at most a minute: warninghold.py), so that one
-  arriving while it starts or exits is not its death. SIGTERM (preemption, `scontrol requeue`,
-  `scancel`, the time limit itself) reaches it directly too; this process
-  waits for the command, which decides what to do.
+  arriving while it starts or exits is not its death; one that came before
+  the command started is passed on as it starts. SIGTERM (preemption,
+  `scontrol requeue`, `scancel`, the time limit itself) reaches it directly
+  too; this process waits for the command, which decides what to do.
 - A command that saves after the warning and exits with 75 (EX_TEMPFAIL), or
   with 42 (PreemptionCheckpointHandler's restart code), asks to go on later:
   rank 0 then requeues the job (`scontrol requeue`, at most `max_requeues`
@@ -44,8 +45,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -137,7 +139,7 @@ def _run_command(job: CommandJob, environ: Mapping[str, str], options: Bootstrap
     tensorflow = installed_versions().get("tensorflow")
     stderr_filter.filter_stderr([] if choice.legacy else [(pattern, failure_hint(index, choice.description, tensorflow))
                                                   for index, (pattern, _) in enumerate(KNOWN_FAILURES)])
-    relay = _Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
+    relay = Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
     relay.install(WARNINGS)  # a warning while the rank is placed: kept for the command, not this process's end
     try:
         layout, env = place(options or job.options(), environ, choice)
@@ -151,9 +153,9 @@ def _run_command(job: CommandJob, environ: Mapping[str, str], options: Bootstrap
     return code
 
 
-def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool, relay: _Relay | None = None) -> int:
+def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool, relay: Relay | None = None) -> int:
     """Start the command, pass signals on until it ends, requeue when it asked to; its exit code."""
-    relay = relay or _Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
+    relay = relay or Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
     relay.install({*WARNINGS, *REACHING_IT})
     try:
         # Started ignoring the warnings it is not to see (ignored signals stay ignored across exec): USR2, and
@@ -217,15 +219,18 @@ def _ignore(signals: tuple[signal.Signals, ...], then: Callable[[], None]) -> No
     then()
 
 
-class _Relay:
-    """Signal handlers: note a warning, pass it on as the signal the command expects, and outlive the others."""
+class Relay:
+    """Signal handlers: note a warning, have it passed on as the signal the command expects, and outlive the others.
+
+    The handlers only note (a handler interrupts the main thread anywhere, a lock held included); a thread started
+    with the command passes each warning on, once the command catches it (warninghold.py)."""
 
     def __init__(self, warning_to_command: signal.Signals) -> None:
         self.child: subprocess.Popen[bytes] | None = None
         self.warned = False
         self.warning_to_command = warning_to_command
         self.step_ending = False  # a SIGTERM after the command had ended: the step is being ended
-        self.passed_on = False  # a warning was passed on to the command
+        self.to_pass_on = False  # a warning noted, not yet passed on to the command
 
     def wait_for_the_step_to_end(self, at_most: float) -> None:
         """Sleep until the step's SIGTERM arrives, or `at_most` seconds."""
@@ -233,27 +238,33 @@ class _Relay:
         while not self.step_ending and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def install(self, signals: set[signal.Signals] | tuple[signal.Signals, ...]) -> None:
+    def install(self, signals: Iterable[signal.Signals]) -> None:
         for signum in signals:
             signal.signal(signum, self._note)
 
     def attach(self, child: subprocess.Popen[bytes]) -> None:
-        """The command, started: a warning that came before it is passed on now (it missed Slurm's)."""
+        """The command, started: its warnings (one that came before it included: it missed Slurm's) passed on by a
+        thread of their own until it ends."""
         self.child = child
-        if self.warned and not self.passed_on:
-            self.passed_on = True
-            warninghold.pass_on(child, self.warning_to_command)
+        threading.Thread(target=self._pass_warnings_on, args=(child,), name="warning-relay", daemon=True).start()
+
+    def _pass_warnings_on(self, child: subprocess.Popen[bytes]) -> None:
+        while child.returncode is None:  # (set by the main thread's wait)
+            if self.to_pass_on:
+                self.to_pass_on = False
+                warninghold.pass_on(child, self.warning_to_command, say=_say)
+            else:
+                time.sleep(warninghold.POLL_SECONDS)
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         if signum in WARNINGS:
             self.warned = True
+            # USR1 reaches a running USR1 command by itself (Slurm signals every process of the rank); the rest, and
+            # a warning that came before the command, is passed on.
+            if self.child is None or not (signum == signal.SIGUSR1 == self.warning_to_command):
+                self.to_pass_on = True
         if signum == signal.SIGTERM and self.child is not None and self.child.poll() is not None:
             self.step_ending = True
-        # USR1 reaches a USR1 command by itself (Slurm signals every process of the rank); the rest is passed on.
-        passes_on = signum in WARNINGS and not (signum == signal.SIGUSR1 == self.warning_to_command)
-        if passes_on and self.child is not None and self.child.poll() is None:
-            self.passed_on = True
-            warninghold.pass_on(self.child, self.warning_to_command)  # once the command catches it (warninghold.py)
 
 
 def _say(message: str) -> None:

@@ -8,7 +8,9 @@ died (retried from scratch on other nodes, its node excluded) where it had been 
 
 So a warning waits until the command's process catches the signal (Linux's /proc/PID/status, `SigCgt`), then
 reaches it at once; a command that never catches it gets it after HOLD_SECONDS all the same (its default action,
-as before: a command that does not save ends), and one that ends first never gets it.
+as before: a command that does not save ends), and one that ends first never gets it. The command's own process
+is the one read: a wrapper that does not exec (`bash train.sh`, `uv run`) is read, not the Python it starts.
+The rank's log says when a warning waited, and how long.
 
 TensorFlow is a case apart: a multi-worker strategy's coordination service catches SIGTERM from the moment the
 strategy is made, and only logs it ("SIGTERM caught"); a PreemptionCheckpointHandler made after takes SIGTERM over.
@@ -18,12 +20,14 @@ as one that ignores its warning would (no longer killed and retried elsewhere, i
 
 from __future__ import annotations
 
+import signal
 import subprocess
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-# At most half the warning's usual lead (USR1@120) spent waiting; the rest is the command's, to save.
+# At most half the warning's default lead (USR1@120, --signal-seconds) spent waiting; the rest is the command's, to
+# save. (A shorter --signal-seconds leaves less: the hold does not know the lead.)
 HOLD_SECONDS = 60.0
 POLL_SECONDS = 0.05
 
@@ -47,22 +51,24 @@ def catches(pid: int, signum: int) -> bool | None:
     return signum in caught_signals(status)
 
 
-def pass_on(child: subprocess.Popen[bytes], signum: int, at_most: float = HOLD_SECONDS) -> None:
+def pass_on(child: subprocess.Popen[bytes], signum: int, at_most: float = HOLD_SECONDS,
+            say: Callable[[str], None] = lambda line: None) -> None:
     """Send `signum` to `child` once it catches it, or after `at_most` seconds; never to a child that has ended.
-    Returns at once: the wait, if any, is a thread's (called from a signal handler)."""
-    if catches(child.pid, signum) is not False:  # caught, or no way to know: as before, at once
-        _send(child, signum)
+    Blocks while it waits: a thread's work, never a signal handler's. `say`: a line when it holds the signal, and
+    one when it sends it after holding it."""
+    name = signal.Signals(signum).name
+    started = time.monotonic()
+    caught = catches(child.pid, signum)
+    held = caught is False
+    if held:
+        say(f"the time-limit warning waits until the command catches {name} (at most {at_most:.0f} s)")
+        while time.monotonic() - started < at_most and child.returncode is None:
+            time.sleep(POLL_SECONDS)
+            if (caught := catches(child.pid, signum)) is not False:
+                break
+    if child.returncode is not None:  # ended first: reaped by the thread that waits for it
         return
-    threading.Thread(target=_held, args=(child, signum, at_most), name="warning-hold", daemon=True).start()
-
-
-def _held(child: subprocess.Popen[bytes], signum: int, at_most: float) -> None:
-    deadline = time.monotonic() + at_most
-    while time.monotonic() < deadline and catches(child.pid, signum) is False:
-        time.sleep(POLL_SECONDS)
-    _send(child, signum)
-
-
-def _send(child: subprocess.Popen[bytes], signum: int) -> None:
-    if child.poll() is None:
-        child.send_signal(signum)
+    child.send_signal(signum)
+    if held and caught is not None:
+        how = "the command catches it" if caught else "the command never caught it"
+        say(f"passed the time-limit warning on as {name} after {time.monotonic() - started:.1f} s ({how})")

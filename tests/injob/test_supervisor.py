@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from hpc_train.errors import HpcTrainError
-from hpc_train.injob.supervisor import REQUEUE_GRACE_SECONDS, CommandJob, exit_code, supervised_arguments
+from hpc_train.injob.supervisor import (REQUEUE_GRACE_SECONDS, CommandJob, Relay, exit_code,
+                                        supervised_arguments)
 from hpc_train.login.script import render_script
 from hpc_train.spec.request import JobSpec
 from hpc_train.config import TrainConfig
@@ -125,10 +126,34 @@ def test_a_warning_while_the_command_starts_waits_until_it_catches_sigterm(tmp_p
     job = launch(tmp_path, sys.executable, "-c", starting + PREEMPTION_SCRIPT, command_signal="TERM", NOTE=str(note))
     wait_for(Path(f"{note}.0.started"), Path(f"{note}.1.started"))
     job.send_signal(signal.SIGUSR2)  # the warning, before either command catches SIGTERM: passed on once they do
+    assert job.stderr is not None
+    holding = 0
+    while holding < 2:  # both ranks say they hold it: only then may the commands catch SIGTERM
+        line = job.stderr.readline()
+        assert line, "the ranks ended without holding the warning"
+        holding += "the time-limit warning waits until the command catches SIGTERM" in line
     go.touch()
     out, err = job.communicate(timeout=60)
     assert job.returncode == 42, err  # saved and requeued, not killed by the signal it was about to catch
     assert Path(f"{note}.0").read_text() == Path(f"{note}.1").read_text() == "SIGTERM"
+    assert "passed the time-limit warning on as SIGTERM after" in err
+
+
+def test_a_warning_before_the_command_started_is_passed_on_as_it_starts(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    relay, before = Relay(signal.SIGTERM), signal.getsignal(signal.SIGUSR2)
+    relay.install([signal.SIGUSR2])
+    try:
+        os.kill(os.getpid(), signal.SIGUSR2)  # Slurm's warning while the rank is placed: its command not started
+        catcher = f"import os, signal, sys, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n" \
+                  "signal.signal(signal.SIGTERM, lambda *_: sys.exit(42))\ntime.sleep(60)\n"
+        child = subprocess.Popen([sys.executable, "-c", catcher],
+                                 preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+        relay.attach(child)
+        go.touch()
+        assert child.wait(timeout=60) == 42 and relay.warned
+    finally:
+        signal.signal(signal.SIGUSR2, before)
 
 
 def test_sigterm_reaches_the_command_as_it_is_and_nothing_is_requeued(tmp_path: Path) -> None:
