@@ -37,9 +37,9 @@ def jobs(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> dic
             for name, ((script, *arguments), *options) in SCRIPTS.items()}
 
 
-def wait_for_log(job: SubmittedJob, text: str, timeout: float = 240, rank: int = 0) -> None:
+def wait_for_log(job: SubmittedJob, text: str, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
-    while text not in job.log(rank):
+    while text not in job.log(0):
         if time.monotonic() > deadline or job.state()[0] in FINAL_STATES:
             subprocess.run(["scancel", job.id], env=job.env)
             pytest.fail(f"job {job.id} never logged {text!r}:\n{job.log(0, 'err')[-3000:]}")

@@ -313,17 +313,19 @@ def test_a_chief_without_a_secret_says_so_once(capfd: pytest.CaptureFixture[str]
 
 def test_the_chief_waits_for_its_port_held_briefly_and_names_one_held_throughout() -> None:
     port = free_port_block(1)
-    holder = socket.create_server(("", port))  # (a listener, without SO_REUSEADDR's leave: it blocks the bind)
-    freed = threading.Event()
+    holder = socket.create_server(("", port))  # (listening: no bind of the port passes it, SO_REUSEADDR or not)
+    letting_go = threading.Event()
 
     def free_it() -> None:
         time.sleep(0.5)  # the holder is brief: it lets go while the chief waits
+        letting_go.set()
         holder.close()
-        freed.set()
 
-    threading.Thread(target=free_it).start()
+    freeing = threading.Thread(target=free_it)
+    freeing.start()
     listener = rendezvous._listen(f"127.0.0.1:{port}", wait=30)
-    assert freed.is_set() and listener.getsockname()[1] == port
+    freeing.join()
+    assert letting_go.is_set() and listener.getsockname()[1] == port
     with listener, pytest.raises(HpcTrainError, match=rf"cannot listen on port {port} \(Address already in use\): "
                                  "another job on this node\\? pass --port-base"):
         rendezvous._listen(f"127.0.0.1:{port}", wait=0.3)  # held throughout (by the first listener)
