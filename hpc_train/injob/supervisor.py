@@ -153,9 +153,9 @@ def _run_command(job: CommandJob, environ: Mapping[str, str], options: Bootstrap
     return code
 
 
-def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool, relay: Relay | None = None) -> int:
-    """Start the command, pass signals on until it ends, requeue when it asked to; its exit code."""
-    relay = relay or Relay(signal.SIGTERM if job.command_signal == "TERM" else signal.SIGUSR1)
+def supervise(job: CommandJob, env: Mapping[str, str], is_first: bool, relay: Relay) -> int:
+    """Start the command, pass signals on until it ends, requeue when it asked to; its exit code. `relay`: the
+    rank's, its warnings' handlers installed since the rank started."""
     relay.install({*WARNINGS, *REACHING_IT})
     try:
         # Started ignoring the warnings it is not to see (ignored signals stay ignored across exec): USR2, and
