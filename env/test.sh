@@ -48,11 +48,11 @@ fi
 # afresh: their bytecode compiled once here, where PYTHONDONTWRITEBYTECODE (set on the machines here) would have
 # each process compile it again. (A syntax error stops here, named by compileall, before any test.)
 .venv/bin/python -m compileall -q hpc_train examples tests/training/tasks
-# Side by side in pytest-xdist workers, one per core and two more, up to 4 (each TensorFlow test takes its memory;
-# the end-to-end tests spend much of their time waiting on Slurm and on their jobs, which the extra workers fill:
-# on 2 cores, 4 workers took 14 min 52 s and 15 min 34 s where 3 took 15 min 24 s to 15 min 56 s, docs/development.md):
-# the tests on each local cluster stay together in one worker, in order (tests/clustergroups.py), and the others
-# share the rest. HPC_TRAIN_TEST_WORKERS=0 runs everything in this one process; -n N overrides.
+# Side by side in pytest-xdist workers: 5 on 2 cores or more, a worker for each of the four groups of tests on local
+# clusters (tests/clustergroups.py: each group's tests in one worker, in order) and one for the rest (which fill the
+# cluster workers' time too). The cluster tests spend much of their time waiting on Slurm and on their jobs, which the
+# other workers fill: on 2 cores the CPU was 85-90% busy with 4 workers and 98% with 5, the suite 13 min instead of
+# 14-15 (docs/development.md). HPC_TRAIN_TEST_WORKERS=0 runs everything in this one process; -n N overrides.
 cores="$(nproc 2>/dev/null || echo 1)"
-workers="${HPC_TRAIN_TEST_WORKERS:-$(( cores < 2 ? 0 : (cores + 2 > 4 ? 4 : cores + 2) ))}"
+workers="${HPC_TRAIN_TEST_WORKERS:-$(( cores < 2 ? 0 : 5 ))}"
 exec .venv/bin/python -m pytest -n "$workers" "$@"
