@@ -79,9 +79,23 @@ def test_a_uv_that_fails_leaves_the_install_to_pip_and_says_so(monkeypatch: pyte
     monkeypatch.setattr(module, "pip_settings", lambda: {"index-url": "https://user:secret@mirror.example/simple"})
     monkeypatch.setattr(module, "subprocess", FakeSubprocess(ran, uv_exit=2))
     assert module.main(["/project", "test"]) == 0
-    assert len([command for command in ran if command[1:3] == ["-m", "uv"]]) == 1
+    uv_runs = [command for command in ran if command[1:3] == ["-m", "uv"]]
+    assert [command[-1] for command in uv_runs] == ["--offline", "/project[test]"]  # the cache, then the indexes
     assert not any("secret" in part for command in ran for part in command)  # the URL went by the environment
     assert ran[-1][-2:] == ["--editable", "/project[test]"] and "uv could not install it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("offline_exit", [0, 2])
+def test_uv_installs_from_its_cache_alone_and_asks_the_indexes_only_for_what_the_cache_lacks(
+        offline_exit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = install()
+    ran: list[list[str]] = []
+    monkeypatch.setattr(module, "pip_settings", lambda: {"index-url": "https://user:secret@mirror.example/simple"})
+    monkeypatch.setattr(module, "subprocess", FakeSubprocess(ran, uv_exit=0, offline_exit=offline_exit))
+    assert module.main(["/project", "test"]) == 0
+    uv_runs = [command for command in ran if command[1:3] == ["-m", "uv"]]
+    assert [command[-1] for command in uv_runs] == ["--offline"] + (["/project[test]"] if offline_exit else [])
+    assert all(command[1:3] != ["-m", "pip"] or command[-1] == "uv" for command in ran)  # no pip install after
 
 
 class FakeSubprocess:
@@ -89,12 +103,15 @@ class FakeSubprocess:
 
     CalledProcessError = subprocess.CalledProcessError
 
-    def __init__(self, ran: list[list[str]], uv_exit: int) -> None:
+    def __init__(self, ran: list[list[str]], uv_exit: int, offline_exit: int | None = None) -> None:
         self.ran, self.uv_exit = ran, uv_exit
+        self.offline_exit = uv_exit if offline_exit is None else offline_exit
 
     def run(self, command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
         self.ran.append(command)
         is_uv = command[1:3] == ["-m", "uv"]
-        if is_uv:
-            assert options["env"]["UV_DEFAULT_INDEX"].endswith("mirror.example/simple")
-        return subprocess.CompletedProcess(command, self.uv_exit if is_uv else 0, "", "")
+        if not is_uv:
+            return subprocess.CompletedProcess(command, 0, "", "")
+        assert options["env"]["UV_DEFAULT_INDEX"].endswith("mirror.example/simple")
+        return subprocess.CompletedProcess(command, self.offline_exit if "--offline" in command else self.uv_exit,
+                                           "", "")
