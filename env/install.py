@@ -5,9 +5,15 @@ project's .venv, from env/setup.sh): with uv where it can be had, else with pip.
 
 pip downloads and unpacks one wheel after another: 67 s here for TensorFlow and the rest into a new .venv; uv
 (Astral's installer, from PyPI) does the same in parallel: 26 s, bytecode compiled (AMD EPYC, 2 cores; docs/
-development.md), and from its cache alone where that holds everything (no index asked: 19 s). uv reads none of pip's configuration, so what pip's says about where packages come from (indexes,
+development.md). uv reads none of pip's configuration, so what pip's says about where packages come from (indexes,
 find-links, constraints, a certificate) is passed on to uv, in its environment; a setting it cannot pass on, or a uv
 that fails for any reason, and pip installs as before. Standard library only: it runs before anything is installed.
+
+With HPC_TRAIN_UV_CACHE_FIRST=1 (env/test.sh sets it) uv installs from its cache alone where it can: the versions
+it resolved before, without asking any index (a new .venv in 19-22 s here, where the indexes' answers alone took 0
+to 70 s); a cache that lacks anything (a fresh machine, CI) and it asks the indexes as without the variable. Not for
+env/setup.sh alone: a cache's versions can be older than the indexes' newest, and an index it never cached is not
+asked at all.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import sys
 # anywhere): so does uv with unsafe-best-match.
 VARIABLES = {"index-url": ("UV_DEFAULT_INDEX", " "), "extra-index-url": ("UV_INDEX", " "),
              "find-links": ("UV_FIND_LINKS", ","), "constraint": ("UV_CONSTRAINT", " ")}
+# Set to 1: uv's cache alone first (the module's docstring says when that is wanted).
+CACHE_FIRST = "HPC_TRAIN_UV_CACHE_FIRST"
 # Settings of pip that change nothing of what it installs.
 HARMLESS = {"disable-pip-version-check", "default-timeout", "timeout", "no-warn-script-location", "progress-bar",
             "quiet", "verbose", "no-color", "root-user-action", "cache-dir", "no-cache-dir", "config-file"}
@@ -71,13 +79,12 @@ def install_with_uv(target: str) -> bool:
         return False
     if environment is None or pip_install("uv") != 0:
         return False
-    command = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable, "--compile-bytecode",
-               "--editable", target]
+    command = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable,
+               "--compile-bytecode", "--editable", target]
     environment = {**os.environ, **environment}
-    # From uv's cache alone first: a machine that installed them before needs no index (here a new .venv took 19 s
-    # offline, and 21 s to 90 s asking the indexes, whose answers came in 0 to 70 s). Whatever the cache lacks (a
-    # first install, a changed pyproject.toml), uv says so at once (not shown) and asks the indexes.
-    if subprocess.run([*command, "--offline"], env=environment, capture_output=True).returncode == 0:
+    # The cache first, where asked: what it cannot satisfy uv says at once (not shown), and the indexes are asked.
+    cache_first = os.environ.get(CACHE_FIRST) == "1"
+    if cache_first and subprocess.run([*command, "--offline"], env=environment, capture_output=True).returncode == 0:
         return True
     done = subprocess.run(command, env=environment)
     if done.returncode != 0:

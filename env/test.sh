@@ -30,7 +30,8 @@ if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1
   fi
 fi
 
-env/setup.sh test
+# uv's cache first (env/install.py): the versions it resolved before, no index waited on; a fresh machine asks them.
+HPC_TRAIN_UV_CACHE_FIRST=1 env/setup.sh test
 if [ -n "$apt_installer" ]; then
   if ! wait "$apt_installer"; then
     echo "env/test.sh: error: apt-get could not install the packages above; run it by hand to see why" >&2
@@ -51,8 +52,9 @@ fi
 # Side by side in pytest-xdist workers: 5 on 2 cores or more, a worker for each of the four groups of tests on local
 # clusters (tests/clustergroups.py: each group's tests in one worker, in order) and one for the rest (which fill the
 # cluster workers' time too). The cluster tests spend much of their time waiting on Slurm and on their jobs, which the
-# other workers fill: on 2 cores the CPU was 85-90% busy with 4 workers and 98% with 5, the suite 13 min instead of
-# 14-15 (docs/development.md). HPC_TRAIN_TEST_WORKERS=0 runs everything in this one process; -n N overrides.
+# other workers fill: on 2 cores the CPU was 85-90% busy with 4 workers and 98% with 5, the suite 12-13 minutes
+# instead of 14-15, the machine's memory in use at most 5 GiB (docs/development.md). HPC_TRAIN_TEST_WORKERS=0 runs
+# everything in this one process; -n N overrides.
 cores="$(nproc 2>/dev/null || echo 1)"
 workers="${HPC_TRAIN_TEST_WORKERS:-$(( cores < 2 ? 0 : 5 ))}"
 exec .venv/bin/python -m pytest -n "$workers" "$@"

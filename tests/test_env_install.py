@@ -79,32 +79,36 @@ def test_a_uv_that_fails_leaves_the_install_to_pip_and_says_so(monkeypatch: pyte
     monkeypatch.setattr(module, "pip_settings", lambda: {"index-url": "https://user:secret@mirror.example/simple"})
     monkeypatch.setattr(module, "subprocess", FakeSubprocess(ran, uv_exit=2))
     assert module.main(["/project", "test"]) == 0
-    uv_runs = [command for command in ran if command[1:3] == ["-m", "uv"]]
-    assert [command[-1] for command in uv_runs] == ["--offline", "/project[test]"]  # the cache, then the indexes
+    assert len([command for command in ran if command[1:3] == ["-m", "uv"]]) == 1  # (the indexes: no cache first)
     assert not any("secret" in part for command in ran for part in command)  # the URL went by the environment
     assert ran[-1][-2:] == ["--editable", "/project[test]"] and "uv could not install it" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("offline_exit", [0, 2])
-def test_uv_installs_from_its_cache_alone_and_asks_the_indexes_only_for_what_the_cache_lacks(
+def test_asked_uv_installs_from_its_cache_alone_and_asks_the_indexes_only_for_what_the_cache_lacks(
         offline_exit: int, monkeypatch: pytest.MonkeyPatch) -> None:
     module = install()
     ran: list[list[str]] = []
+    quiet: list[bool] = []
+    monkeypatch.setenv("HPC_TRAIN_UV_CACHE_FIRST", "1")
     monkeypatch.setattr(module, "pip_settings", lambda: {"index-url": "https://user:secret@mirror.example/simple"})
-    monkeypatch.setattr(module, "subprocess", FakeSubprocess(ran, uv_exit=0, offline_exit=offline_exit))
+    monkeypatch.setattr(module, "subprocess", FakeSubprocess(ran, uv_exit=0, offline_exit=offline_exit, quiet=quiet))
     assert module.main(["/project", "test"]) == 0
     uv_runs = [command for command in ran if command[1:3] == ["-m", "uv"]]
     assert [command[-1] for command in uv_runs] == ["--offline"] + (["/project[test]"] if offline_exit else [])
+    assert quiet == [True, False][:len(uv_runs)]  # the cache's miss not shown; the indexes' errors are
     assert all(command[1:3] != ["-m", "pip"] or command[-1] == "uv" for command in ran)  # no pip install after
 
 
 class FakeSubprocess:
-    """subprocess as env/install.py uses it: records each command; uv exits `uv_exit`, everything else 0."""
+    """subprocess as env/install.py uses it: records each command (and in `quiet`, whether each of uv's had its
+    output captured); uv exits `offline_exit` from its cache alone, `uv_exit` otherwise, everything else 0."""
 
     CalledProcessError = subprocess.CalledProcessError
 
-    def __init__(self, ran: list[list[str]], uv_exit: int, offline_exit: int | None = None) -> None:
-        self.ran, self.uv_exit = ran, uv_exit
+    def __init__(self, ran: list[list[str]], uv_exit: int, offline_exit: int | None = None,
+                 quiet: list[bool] | None = None) -> None:
+        self.ran, self.uv_exit, self.quiet = ran, uv_exit, [] if quiet is None else quiet
         self.offline_exit = uv_exit if offline_exit is None else offline_exit
 
     def run(self, command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
@@ -113,5 +117,6 @@ class FakeSubprocess:
         if not is_uv:
             return subprocess.CompletedProcess(command, 0, "", "")
         assert options["env"]["UV_DEFAULT_INDEX"].endswith("mirror.example/simple")
+        self.quiet.append(bool(options.get("capture_output")))
         return subprocess.CompletedProcess(command, self.offline_exit if "--offline" in command else self.uv_exit,
                                            "", "")

@@ -227,43 +227,46 @@ def test_a_2node_mnist_job_trains_guarded_with_its_data_service_and_a_retried_at
                     "--data-workers", "1", "-o", str(script), "--set", "epochs=200", "--set", "checkpoint_minutes=0.05",
                     "--set", f"data_dir={shared_mnist()}"], cwd=tmp_path, env=env, check=True, capture_output=True)
     job = submit(wall, tmp_path, script)
-    job.wait_for_a_checkpoint()  # what the retry resumes from
-    nodes = {rank: rank_address(job, rank) for rank in (0, 1)}
-    outsider = ({"wall1", "wall2", "wall3"} - {address.split(":")[0] for address in nodes.values()}).pop()
-    host, port = nodes[0].split(":")
-    # TensorFlow's server, from the node outside the job: dropped.
-    assert probe(wall, outsider, host, range(int(port), int(port) + 1)) == {int(port): "no answer"}
-    # The data service's dispatcher and worker, from the node outside the job: dropped too; from the job's other
-    # node, the dispatcher answers (the ranks and the workers reach it).
-    service = re.search(r"data service at grpc://(\w+):(\d+) \(journal in .*\), 1 worker\(s\) on ports (\d+)",
-                        job.log())
-    assert service, job.log()[-3000:]
-    dispatcher, worker = int(service.group(2)), int(service.group(3))
-    assert probe(wall, outsider, service.group(1), range(dispatcher, dispatcher + 1)) == {dispatcher: "no answer"}
-    worker_log = (job.run_dir() / "logs" / "data-worker-0.out").read_text()
-    worker_node = re.search(r"data service worker on (\w+):", worker_log)
-    assert worker_node and probe(wall, outsider, worker_node.group(1), range(worker, worker + 1)) == {
-        worker: "no answer"}
-    inside = ({address.split(":")[0] for address in nodes.values()} - {service.group(1)}).pop()
-    assert probe(wall, inside, service.group(1), range(dispatcher, dispatcher + 1)) == {dispatcher: "accepted"}
-    killed = nodes[1].split(":")[0]
-    kill_rank(job, 1)  # retried without `killed`: the outsider joins, and the prolog lets it in
-    # The retried attempt's prolog (the killed attempt's step over by then), then a checkpoint past the newest it
-    # found: its ranks trained steps together (each step sums both ranks' gradients), the outsider among them.
-    said_for_outsider = f"job {job.id} on {outsider}: ports"
-    deadline = time.monotonic() + JOB_TIMEOUT
-    while said_for_outsider not in wall.log_file("site-firewall").read_text():
-        assert time.monotonic() < deadline and job.state()[0] not in FINAL_STATES, job.log()[-3000:]
-        time.sleep(0.3)
-    job.wait_for_a_checkpoint(after=max(job.checkpoint_steps()))
-    subprocess.run(["scancel", job.id], env=job.env, check=True)
-    assert job.wait()[0] == "CANCELLED", job.log()[-3000:]
-    assert job.run_state()["attempts"][0]["action"] == "retried", job.run_state()
-    assert no_table_within(wall, ("wall1", "wall2", "wall3")) == {}
-    again = ", ".join(sorted({host, outsider}))
-    said = wall.log_file("site-firewall").read_text()
-    assert f"job {job.id} on {outsider}: ports" in said
-    assert f"open to {again} only" in said and killed not in again
+    try:  # (a failure anywhere cancels the job: its 200 epochs would outlive the test)
+        job.wait_for_a_checkpoint()  # what the retry resumes from
+        nodes = {rank: rank_address(job, rank) for rank in (0, 1)}
+        outsider = ({"wall1", "wall2", "wall3"} - {address.split(":")[0] for address in nodes.values()}).pop()
+        host, port = nodes[0].split(":")
+        # TensorFlow's server, from the node outside the job: dropped.
+        assert probe(wall, outsider, host, range(int(port), int(port) + 1)) == {int(port): "no answer"}
+        # The data service's dispatcher and worker, from the node outside the job: dropped too; from the job's other
+        # node, the dispatcher answers (the ranks and the workers reach it).
+        service = re.search(r"data service at grpc://(\w+):(\d+) \(journal in .*\), 1 worker\(s\) on ports (\d+)",
+                            job.log())
+        assert service, job.log()[-3000:]
+        dispatcher, worker = int(service.group(2)), int(service.group(3))
+        assert probe(wall, outsider, service.group(1), range(dispatcher, dispatcher + 1)) == {dispatcher: "no answer"}
+        worker_log = (job.run_dir() / "logs" / "data-worker-0.out").read_text()
+        worker_node = re.search(r"data service worker on (\w+):", worker_log)
+        assert worker_node and probe(wall, outsider, worker_node.group(1), range(worker, worker + 1)) == {
+            worker: "no answer"}
+        inside = ({address.split(":")[0] for address in nodes.values()} - {service.group(1)}).pop()
+        assert probe(wall, inside, service.group(1), range(dispatcher, dispatcher + 1)) == {dispatcher: "accepted"}
+        killed = nodes[1].split(":")[0]
+        kill_rank(job, 1)  # retried without `killed`: the outsider joins, and the prolog lets it in
+        # The retried attempt's prolog (the killed attempt's step over by then), then a checkpoint past the newest it
+        # found: its ranks trained steps together (each step sums both ranks' gradients), the outsider among them.
+        said_for_outsider = f"job {job.id} on {outsider}: ports"
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while said_for_outsider not in wall.log_file("site-firewall").read_text():
+            assert time.monotonic() < deadline and job.state()[0] not in FINAL_STATES, job.log()[-3000:]
+            time.sleep(0.3)
+        job.wait_for_a_checkpoint(after=max(job.checkpoint_steps(), default=-1))
+        subprocess.run(["scancel", job.id], env=job.env, check=True)
+        assert job.wait()[0] == "CANCELLED", job.log()[-3000:]
+        assert job.run_state()["attempts"][0]["action"] == "retried", job.run_state()
+        assert no_table_within(wall, ("wall1", "wall2", "wall3")) == {}
+        again = ", ".join(sorted({host, outsider}))
+        said = wall.log_file("site-firewall").read_text()
+        assert f"job {job.id} on {outsider}: ports" in said
+        assert f"open to {again} only" in said and killed not in again
+    finally:
+        subprocess.run(["scancel", job.id], env=job.env, capture_output=True)
 
 
 def rank_address(job: Job, rank: int) -> str:

@@ -186,9 +186,11 @@ def test_mnist_2node_forms_one_cluster_and_learns(uninterrupted: Job) -> None:
     assert (uninterrupted.run_dir() / "checkin.secret").stat().st_mode & 0o777 == 0o600
     assert "without a job secret" not in log and "check-in: dropped" not in log
     assert left_in_tmp(uninterrupted) == []  # no file of its ranks outlives it outside its run folder
-    # The goodput ledger (docs/goodput.md): what none of its categories explains is at most 5% of the demo job's.
+    # The goodput ledger (docs/goodput.md): what none of its categories explains (the epochs' ends: metrics.json,
+    # TensorBoard, Keras' own work) is a few percent of the demo job's: at most 10% (5.8% with the CPU 100% busy
+    # beside it; a category missed, its evaluation's or its start's, would be 15-50%).
     ledger = assert_ledger_adds_up(uninterrupted, attempts=1)
-    assert ledger["total"]["other"] <= 0.05 * ledger["total"]["wall"], ledger
+    assert ledger["total"]["other"] <= 0.10 * ledger["total"]["wall"], ledger
     assert ledger["total"]["compute"] > 0 and ledger["total"]["startup"] > 0 and ledger["node_seconds"] > 0
 
 
