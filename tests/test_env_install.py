@@ -100,6 +100,18 @@ def test_asked_uv_installs_from_its_cache_alone_and_asks_the_indexes_only_for_wh
     assert all(command[1:3] != ["-m", "pip"] or command[-1] == "uv" for command in ran)  # no pip install after
 
 
+def test_asked_uv_that_fails_from_its_cache_and_from_the_indexes_leaves_the_install_to_pip(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    module = install()
+    ran: list[list[str]] = []
+    monkeypatch.setenv("HPC_TRAIN_UV_CACHE_FIRST", "1")
+    monkeypatch.setattr(module, "pip_settings", lambda: {"index-url": "https://user:secret@mirror.example/simple"})
+    monkeypatch.setattr(module, "subprocess", FakeSubprocess(ran, uv_exit=2))
+    assert module.main(["/project", "test"]) == 0
+    assert [command[-1] for command in ran if command[1:3] == ["-m", "uv"]] == ["--offline", "/project[test]"]
+    assert ran[-1][-2:] == ["--editable", "/project[test]"] and "uv could not install it" in capsys.readouterr().err
+
+
 class FakeSubprocess:
     """subprocess as env/install.py uses it: records each command (and in `quiet`, whether each of uv's had its
     output captured); uv exits `offline_exit` from its cache alone, `uv_exit` otherwise, everything else 0."""
